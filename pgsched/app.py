@@ -1,0 +1,97 @@
+"""The Python API: declare tasks in code with ``@app.task`` and store them with
+:meth:`App.sync`.
+
+::
+
+    app = App()
+
+    @app.task(schedule="*/5 * * * *", timezone="Europe/Berlin", timeout=60)
+    def refresh(region: str = "eu") -> dict:
+        return {"refreshed": region}
+
+A worker runs such a task by its import path (``"mymodule:refresh"``); only functions
+registered with ``@app.task`` are run, never any other importable callable (DESIGN,
+"Security").
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from . import tasks
+from .db import Database
+from .errors import ValidationError
+from .tasks import TaskSpec
+
+REGISTERED = "__pgsched_task__"
+
+
+class App:
+    """A set of Python tasks. ``dsn`` is used by :meth:`connect` (None: ``PGSCHED_DSN``,
+    then the embedded default)."""
+
+    def __init__(self, dsn: str | None = None):
+        self.dsn = dsn
+        self.specs: dict[str, TaskSpec] = {}
+
+    def task(self, name: str | None = None, *, schedule: str | None = None,
+             every: str | float | None = None, at: str | None = None, timezone: str = "UTC",
+             timeout: float | None = None, max_attempts: int = 1, retry_policy: str = "exponential",
+             retry_base_seconds: float = 10.0, retry_max_seconds: float = 3600.0,
+             priority: int = 5, queue: str = "default", params: dict[str, Any] | None = None,
+             tenant: str = "default") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register a function as a task. Give at most one of ``schedule`` (cron),
+        ``every`` (interval: seconds or ``"5m"``) and ``at`` (ISO instant, once); none
+        means it runs only when triggered. ``timeout`` is in seconds. The function gets
+        the execution's params as keyword arguments and returns a JSON value (the result).
+        """
+        given = [k for k, v in (("schedule", schedule), ("every", every), ("at", at)) if v is not None]
+        if len(given) > 1:
+            raise ValidationError("schedule", given, "give only one of schedule, every, at")
+        kind = {"schedule": "cron", "every": "interval", "at": "once"}.get(given[0] if given else "", "none")
+        expr = None if kind == "none" else str(schedule or every or at)
+
+        def register(func: Callable[..., Any]) -> Callable[..., Any]:
+            spec = TaskSpec(
+                name=name or func.__name__, handler_kind="python",
+                python_target=f"{func.__module__}:{func.__qualname__}", schedule_kind=kind,
+                schedule=expr, timezone=timezone, params=dict(params or {}), timeout_seconds=timeout,
+                max_attempts=max_attempts, retry_policy=retry_policy,
+                retry_base_seconds=retry_base_seconds, retry_max_seconds=retry_max_seconds,
+                priority=priority, queue=queue, tenant=tenant, description=(func.__doc__ or "").strip() or None,
+                source=f"python:{func.__module__}")
+            spec.validate()
+            self.specs[spec.name] = spec
+            setattr(func, REGISTERED, spec)
+            return func
+
+        return register
+
+    def sync(self, db: Database) -> list[str]:
+        """Store every registered task that does not exist yet; return the names created.
+        Existing tasks of the same name are left as they are."""
+        created = []
+        for spec in self.specs.values():
+            if tasks.create(db, spec, if_absent=True) is not None:
+                created.append(spec.name)
+        return created
+
+
+def resolve(target: str) -> Callable[..., Any]:
+    """Import ``"package.module:function"`` and return the function.
+
+    Raises ValidationError when it cannot be imported or was not registered with
+    ``@app.task`` (the worker runs nothing else).
+    """
+    module_name, _, attr = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ValidationError("python_target", target, f"cannot be imported on this worker: {exc}") from None
+    if not callable(obj) or getattr(obj, REGISTERED, None) is None:
+        raise ValidationError("python_target", target, "is not a function registered with @app.task")
+    return obj

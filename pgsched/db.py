@@ -1,0 +1,148 @@
+"""The database boundary: a connection pool, named queries by name, and translation of
+psycopg errors into :mod:`pgsched.errors`.
+
+Usage::
+
+    db = Database.connect(dsn)
+    rows = db.many("task_list", tenant="default")
+    with db.transaction() as tx:          # one transaction per state change
+        tx.exec("task_pause", id=3)
+
+Timestamps go in and come out as timezone-aware ``datetime`` in UTC (the session time
+zone is set to UTC on every connection).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from . import queries
+from .errors import ConnectionFailed, DatabaseError, NotFound
+
+log = logging.getLogger(__name__)
+
+Row = dict[str, Any]
+
+
+def _translate(exc: psycopg.Error) -> Exception:
+    """Map a psycopg error to a pgsched error with a one-line message."""
+    message = (exc.diag.message_primary if exc.diag and exc.diag.message_primary else str(exc)).strip()
+    if isinstance(exc, psycopg.OperationalError) and not isinstance(exc, pg_errors.QueryCanceled):
+        return ConnectionFailed(f"database unreachable: {message}")
+    if isinstance(exc, pg_errors.NoDataFound):
+        return NotFound(message)
+    return DatabaseError(message)
+
+
+@contextlib.contextmanager
+def translated() -> Iterator[None]:
+    """Re-raise psycopg errors inside the block as pgsched errors."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise _translate(exc) from exc
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    conn.execute("SET TIME ZONE 'UTC'")
+    conn.commit()
+
+
+def connect(dsn: str, *, autocommit: bool = True, application_name: str = "pgsched") -> psycopg.Connection:
+    """Open one dedicated connection (LISTEN, the leader's advisory lock, migrations).
+
+    Raises ConnectionFailed when the server cannot be reached.
+    """
+    with translated():
+        conn = psycopg.connect(dsn, autocommit=autocommit, row_factory=dict_row,
+                               application_name=application_name, connect_timeout=10)
+        conn.execute("SET TIME ZONE 'UTC'")
+        return conn
+
+
+class Session:
+    """Named queries run on one connection (inside a transaction or in autocommit)."""
+
+    def __init__(self, conn: psycopg.Connection):
+        self.conn = conn
+
+    def _run(self, query_name: str, expect: str, params: Mapping[str, Any]) -> Any:
+        query = queries.get(query_name)
+        if query.cardinality != expect:
+            raise TypeError(f"query {query_name!r} is :{query.cardinality}, called as :{expect}")
+        with translated():
+            cur = self.conn.execute(query.text, params)
+            if expect == "one":
+                return cur.fetchone()
+            if expect == "many":
+                return cur.fetchall()
+            return cur.rowcount
+
+    def one(self, query_name: str, /, **params: Any) -> Row | None:
+        """Run a ``:one`` query; the row, or None when there is none."""
+        return self._run(query_name, "one", params)
+
+    def many(self, query_name: str, /, **params: Any) -> list[Row]:
+        """Run a ``:many`` query; all rows."""
+        return self._run(query_name, "many", params)
+
+    def exec(self, query_name: str, /, **params: Any) -> int:
+        """Run an ``:exec`` query; the number of rows it touched."""
+        return self._run(query_name, "exec", params)
+
+
+class Database(Session):
+    """A pool of connections; each call outside :meth:`transaction` is its own transaction."""
+
+    def __init__(self, pool: ConnectionPool, dsn: str):
+        self.pool = pool
+        self.dsn = dsn
+
+    @classmethod
+    def connect(cls, dsn: str, *, min_size: int = 1, max_size: int = 4,
+                application_name: str = "pgsched") -> "Database":
+        """Open a pool on ``dsn``. Raises ConnectionFailed if the server is unreachable
+        within 10 seconds."""
+        pool = ConnectionPool(dsn, min_size=min_size, max_size=max_size, open=False,
+                              kwargs={"row_factory": dict_row, "application_name": application_name},
+                              configure=_configure, timeout=30, name="pgsched")
+        try:
+            pool.open(wait=True, timeout=10)
+        except Exception as exc:  # psycopg_pool raises PoolTimeout: unreachable server
+            pool.close()
+            raise ConnectionFailed(f"database unreachable at {_redact(dsn)}: {exc}") from exc
+        return cls(pool, dsn)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def _run(self, query_name: str, expect: str, params: Mapping[str, Any]) -> Any:
+        with self.transaction() as tx:
+            return tx._run(query_name, expect, params)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """A connection from the pool inside one transaction: committed on success,
+        rolled back on any exception."""
+        with translated(), self.pool.connection() as conn:
+            with conn.transaction():
+                yield Session(conn)
+
+
+def _redact(dsn: str) -> str:
+    """``dsn`` with any password replaced by ``***``, safe to print."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "<unparsable DSN>"
+    if info.get("password"):
+        info["password"] = "***"
+    return psycopg.conninfo.make_conninfo(**{k: v for k, v in info.items() if v is not None})

@@ -1,0 +1,100 @@
+"""``pgsched dev``: the newcomer's first command. Embedded PostgreSQL (unless a DSN is
+given), migrations, the example tasks from ``examples/``, and a scheduler and a worker in
+one process, printing what fires and how it ends."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+import click
+
+from . import migrate, tasks
+from .app import resolve
+from .db import Database, Row
+from .resources import resource_dir
+from .runner import Outcome
+from .scheduler import Scheduler, SchedulerConfig
+from .tasks import TaskSpec
+from .worker import Worker, WorkerConfig
+
+_MARK = {"succeeded": "ok  ", "failed": "FAIL", "timed_out": "TIME"}
+
+
+def load_examples(db: Database, tenant: str, now: datetime) -> list[str]:
+    """Create the example tasks of ``examples/tasks.json`` and ``examples/hello_tasks.py``
+    that do not exist yet; return the names created."""
+    folder = resource_dir("examples")
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    created = []
+    for item in json.loads((folder / "tasks.json").read_text())["tasks"]:
+        kind, expr = "none", None
+        for key, k in (("cron", "cron"), ("every", "interval"), ("at", "once")):
+            if key in item:
+                kind, expr = k, item[key]
+        if kind == "once" and expr.startswith("+"):
+            from .schedule import parse_interval
+            from datetime import timedelta
+
+            expr = (now + timedelta(seconds=parse_interval(expr[1:]))).isoformat()
+        spec = TaskSpec(name=item["name"], handler_kind="shell", command=item["command"], schedule_kind=kind,
+                        schedule=expr, description=item.get("description"), tenant=tenant, source="examples",
+                        **{k: item[k] for k in ("max_attempts", "retry_policy", "retry_base_seconds",
+                                                "timeout_seconds") if k in item})
+        if tasks.create(db, spec, now=now, if_absent=True) is not None:
+            created.append(spec.name)
+    module = resolve("hello_tasks:greet")  # imports the module, registering its tasks
+    app = sys.modules[module.__module__].app
+    created += app.sync(db)
+    return created
+
+
+def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[[list], None]) -> None:
+    """Set everything up, then run scheduler and worker until Ctrl-C."""
+    embedded = c._dsn is None
+    if embedded:
+        from .embedded import data_dir
+
+        click.echo(f"starting embedded PostgreSQL (data in {data_dir()}) ...")
+    dsn = c.dsn
+    applied = migrate.migrate(dsn)
+    click.echo(f"schema: {'applied ' + ', '.join(f'{m.version:04d}_{m.name}' for m in applied) if applied else 'up to date'}")
+    db = Database.connect(dsn, max_size=concurrency + 4)
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    if examples:
+        created = load_examples(db, c.tenant, now)
+        click.echo(f"examples: {len(created)} task(s) created" if created else "examples: already loaded")
+    rows = db.many("task_list", tenant=c.tenant, search=None, limit=50)
+    click.echo(f"{len(rows)} task(s):")
+    for r in rows:
+        sched = f"{r['schedule_kind']} {r['schedule_expr'] or ''}".strip()
+        nxt = r["next_fire_at"].strftime("%H:%M:%S") if r["next_fire_at"] else "-"
+        click.echo(f"  {r['name']:28} {sched:28} next {nxt}")
+    if embedded:
+        click.echo(f"\nin another terminal:  PGSCHED_DSN='{dsn}' pgsched task list")
+    click.echo("scheduler and worker running; Ctrl-C to stop\n")
+
+    def on_finish(row: Row, outcome: Outcome, tail: list[str]) -> None:
+        detail = outcome.error or (json.dumps(outcome.result) if outcome.result is not None else "")
+        retry = outcome.state != "succeeded" and row["attempt"] < row["max_attempts"]
+        click.echo(f"{datetime.now().strftime('%H:%M:%S')}  {_MARK.get(outcome.state, outcome.state)} "
+                   f"{row['task_name']} (execution {row['id']}, attempt {row['attempt']}/{row['max_attempts']}"
+                   f"{', will retry' if retry else ''}) {detail}".rstrip())
+        for line in tail:
+            click.echo(f"          | {line}")
+
+    logging.getLogger("pgsched.worker").setLevel(logging.ERROR)  # on_finish reports executions
+
+    scheduler = Scheduler(db, SchedulerConfig(max_sleep=1.0))
+    worker = Worker(db, WorkerConfig(concurrency=concurrency, poll_interval=1.0, kill_grace=2.0,
+                                     shutdown_timeout=5.0), on_finish=on_finish)
+    try:
+        run([("scheduler", scheduler.run), ("worker", worker.run)])
+    finally:
+        db.close()
+    click.echo("stopped")

@@ -1,0 +1,65 @@
+"""The exception tree of pgsched. Every error a user can cause is one of these,
+and its message names the field and the value that were wrong::
+
+    PgschedError
+    ├── ConfigError            bad settings, DSN, flags
+    ├── ValidationError        bad task / schedule / crontab input (has .field, .value)
+    ├── NotFound               a task or execution that does not exist
+    ├── DatabaseError          psycopg errors, translated at the boundary in db.py
+    │   └── ConnectionFailed   the server could not be reached
+    └── MigrationError         schema and code disagree
+        ├── ChecksumMismatch   an applied migration file was changed
+        ├── SchemaAhead        the database has migrations this code does not know
+        └── SchemaBehind       the database lacks migrations: run ``pgsched migrate``
+"""
+
+from __future__ import annotations
+
+
+class PgschedError(Exception):
+    """Base of every pgsched error."""
+
+
+class ConfigError(PgschedError):
+    """Settings, DSN or command-line flags are wrong."""
+
+
+class ValidationError(PgschedError):
+    """Input for a task, schedule or crontab line is invalid.
+
+    ``field`` names the offending field and ``value`` holds what was given.
+    """
+
+    def __init__(self, field: str, value: object, reason: str):
+        self.field = field
+        self.value = value
+        self.reason = reason
+        super().__init__(f"{field}: {value!r} {reason}")
+
+
+class NotFound(PgschedError):
+    """A task or execution named by the caller does not exist."""
+
+
+class DatabaseError(PgschedError):
+    """An error reported by PostgreSQL, translated from psycopg."""
+
+
+class ConnectionFailed(DatabaseError):
+    """PostgreSQL could not be reached."""
+
+
+class MigrationError(PgschedError):
+    """The database schema and this version of pgsched disagree."""
+
+
+class ChecksumMismatch(MigrationError):
+    """An already applied migration file has changed since it was applied."""
+
+
+class SchemaAhead(MigrationError):
+    """The database holds migrations newer than this code knows."""
+
+
+class SchemaBehind(MigrationError):
+    """The database is missing migrations; run ``pgsched migrate``."""

@@ -1,0 +1,108 @@
+"""Import a crontab file as tasks: each entry becomes a shell task (crontab(5): the
+command runs with ``SHELL``, default ``/bin/sh``, and the environment lines above it),
+each other line is reported with its number and reason. Re-importing the same file
+changes nothing: a task's name is the file name plus a hash of what the line means.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import tasks
+from .crontab import CrontabEntry, parse_crontab
+from .db import Database
+from .errors import PgschedError
+from .tasks import TaskSpec
+
+
+@dataclass
+class ImportLine:
+    """What became of one line: ``action`` is created, unchanged, would_create or problem."""
+
+    line_no: int
+    action: str
+    task: str | None = None
+    schedule: str | None = None
+    command: str | None = None
+    reason: str | None = None
+
+
+@dataclass
+class ImportReport:
+    lines: list[ImportLine] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def count(self, action: str) -> int:
+        return sum(1 for line in self.lines if line.action == action)
+
+
+def task_name(source: str, entry: CrontabEntry) -> str:
+    """A stable name for ``entry``: the file's name and 8 hex digits of its meaning
+    (schedule, user, command, stdin, environment, zone)."""
+    meaning = json.dumps([entry.schedule, entry.user, entry.command, entry.stdin, entry.env, entry.timezone],
+                         sort_keys=True)
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(source).name).strip("-.") or "crontab"
+    return f"{stem[:150]}-{hashlib.sha256(meaning.encode()).hexdigest()[:8]}"
+
+
+def spec_for(source: str, entry: CrontabEntry, tenant: str) -> TaskSpec:
+    """The task a crontab entry becomes."""
+    schedule = "@daily" if entry.schedule == "@midnight" else entry.schedule
+    schedule = "@yearly" if schedule == "@annually" else schedule
+    return TaskSpec(name=task_name(source, entry), handler_kind="shell", command=entry.command,
+                    schedule_kind="cron", schedule=schedule, timezone=entry.timezone or "UTC",
+                    env=dict(entry.env), stdin=entry.stdin, run_as_user=entry.user, tenant=tenant,
+                    description=entry.command[:200], source=f"{Path(source).name}:{entry.line_no}")
+
+
+def import_crontab(db: Database | None, path: str | Path, *, system: bool = False,
+                   tenant: str = "default", dry_run: bool = False, text: str | None = None) -> ImportReport:
+    """Import the crontab at ``path`` (or ``text``, named by ``path``). With ``dry_run`` (or
+    no ``db``) nothing is written. All tasks of one file are created in one transaction.
+
+    Raises ValidationError if an entry cannot become a task (e.g. an unknown CRON_TZ), so a
+    file is imported whole or not at all.
+    """
+    source = str(path)
+    if text is None:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise PgschedError(f"file: cannot read {source!r}: {exc.strerror}") from None
+    parsed = parse_crontab(text, system=system)
+    report = ImportReport()
+    specs = []
+    for entry in parsed.entries:
+        spec = spec_for(source, entry, tenant)
+        try:
+            spec.validate()
+        except PgschedError as exc:
+            report.lines.append(ImportLine(entry.line_no, "problem", reason=f"line {entry.line_no}: {exc}"))
+            continue
+        specs.append((entry, spec))
+    for problem in parsed.problems:
+        report.lines.append(ImportLine(problem.line_no, "problem", reason=problem.reason))
+    mailto = {e.mailto for e in parsed.entries if e.mailto}
+    if mailto:
+        report.notes.append(f"MAILTO={', '.join(sorted(mailto))} is kept in the tasks' environment but "
+                            "pgsched sends no mail: output is stored in the execution log instead")
+    if db is None or dry_run:
+        for entry, spec in specs:
+            report.lines.append(ImportLine(entry.line_no, "would_create", spec.name, spec.schedule, spec.command))
+    else:
+        with db.transaction() as tx:
+            for entry, spec in specs:
+                row = tasks.create(tx, spec, if_absent=True)
+                report.lines.append(ImportLine(entry.line_no, "created" if row else "unchanged",
+                                               spec.name, spec.schedule, spec.command))
+    report.lines.sort(key=lambda line: line.line_no)
+    return report
+
+
+def as_json(report: ImportReport) -> dict[str, Any]:
+    return {"lines": [line.__dict__ for line in report.lines], "notes": report.notes}

@@ -1,0 +1,152 @@
+"""Applies ``migrations/NNNN_name.sql`` in order: each file in its own transaction,
+all under one advisory lock, each recorded in ``pgsched.schema_migration`` with the
+SHA-256 of its text.
+
+Rules (graphile-worker's migrator is the model): a changed file that was already applied
+is an error (:class:`~pgsched.errors.ChecksumMismatch`); a database that holds versions
+this code does not know is refused (:class:`~pgsched.errors.SchemaAhead`); processes other
+than ``migrate`` refuse a database that is behind (:class:`~pgsched.errors.SchemaBehind`).
+Concurrent migrators queue on the lock and the later ones find nothing to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from .db import Session, connect, translated
+from .errors import ChecksumMismatch, MigrationError, SchemaAhead, SchemaBehind
+from .resources import resource_dir
+
+log = logging.getLogger(__name__)
+
+# pg_advisory_lock key of the migrator: 'pgsched' as bytes, one purpose per key.
+MIGRATION_LOCK_KEY = 0x7067736368656401
+MIN_SERVER_VERSION = 140000
+_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One migration file: ``version`` (int), ``name``, ``sql`` text and its ``checksum``."""
+
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+def load(folder: Path | None = None) -> list[Migration]:
+    """The migration files of ``folder`` (default: the shipped ``migrations/``), in order.
+
+    Raises MigrationError for a misnamed file or a gap in the numbering.
+    """
+    folder = folder or resource_dir("migrations")
+    found = []
+    for path in sorted(folder.glob("*.sql")):
+        match = _FILE.match(path.name)
+        if not match:
+            raise MigrationError(f"migration file {path.name!r} is not named NNNN_snake_case.sql")
+        found.append(Migration(int(match[1]), match[2], path.read_text()))
+    for expected, migration in enumerate(found, 1):
+        if migration.version != expected:
+            raise MigrationError(f"migration {migration.version:04d} found where {expected:04d} was expected")
+    return found
+
+
+@dataclass(frozen=True)
+class Status:
+    """Where a database stands: ``applied`` and ``pending`` versions, and ``ahead``: versions
+    the database has that this code does not."""
+
+    applied: list[int]
+    pending: list[int]
+    ahead: list[int]
+
+
+def _check(applied: list[dict], known: list[Migration]) -> Status:
+    by_version = {m.version: m for m in known}
+    ahead = [row["version"] for row in applied if row["version"] not in by_version]
+    for row in applied:
+        migration = by_version.get(row["version"])
+        if migration and migration.checksum != row["checksum"]:
+            raise ChecksumMismatch(
+                f"migration {row['version']:04d}_{row['name']} was changed after it was applied "
+                f"(checksum {row['checksum'][:12]} in the database, {migration.checksum[:12]} on disk); "
+                "applied migrations must never be edited: add a new one")
+    done = {row["version"] for row in applied}
+    return Status(sorted(done & by_version.keys()), [m.version for m in known if m.version not in done], ahead)
+
+
+def status(session: Session, known: list[Migration] | None = None) -> Status:
+    """Compare the database behind ``session`` with the migration files. Read-only."""
+    known = known if known is not None else load()
+    row = session.one("migration_table_exists")
+    applied = session.many("migration_applied") if row and row["present"] else []
+    return _check(applied, known)
+
+
+def require_current(session: Session) -> None:
+    """Refuse to run against a schema that is behind or ahead of this code.
+
+    Raises SchemaBehind (run ``pgsched migrate``), SchemaAhead or ChecksumMismatch.
+    """
+    st = status(session)
+    if st.ahead:
+        raise SchemaAhead(f"the database has migrations {st.ahead} that this pgsched does not know; "
+                          "upgrade pgsched before running it against this database")
+    if st.pending:
+        raise SchemaBehind(f"the database lacks migrations {st.pending}: run 'pgsched migrate'")
+
+
+def migrate(dsn: str, known: list[Migration] | None = None) -> list[Migration]:
+    """Apply every pending migration to the database at ``dsn``; return those applied.
+
+    Safe to run from many processes at once (they serialise on an advisory lock).
+    Raises SchemaAhead, ChecksumMismatch, MigrationError (server older than 14, or a
+    migration that failed: its transaction is rolled back and nothing of it remains).
+    """
+    known = known if known is not None else load()
+    conn = connect(dsn, autocommit=True, application_name="pgsched migrate")
+    session = Session(conn)
+    try:
+        version = session.one("migration_server_version")
+        if version and version["version"] < MIN_SERVER_VERSION:
+            raise MigrationError(f"PostgreSQL {version['version']} is too old: pgsched needs 14 or newer")
+        session.exec("migration_lock", key=MIGRATION_LOCK_KEY)
+        try:
+            session.exec("migration_bootstrap")
+            session.exec("migration_bootstrap_table")
+            st = _check(session.many("migration_applied"), known)
+            if st.ahead:
+                raise SchemaAhead(f"the database has migrations {st.ahead} that this pgsched does not "
+                                  "know; refusing to migrate it with older code")
+            applied = []
+            for migration in known:
+                if migration.version not in st.pending:
+                    continue
+                log.info("applying migration %04d_%s", migration.version, migration.name)
+                try:
+                    with conn.transaction():
+                        session.exec("migration_record", version=migration.version,
+                                     name=migration.name, checksum=migration.checksum)
+                        conn.execute(migration.sql.encode())  # a whole file: simple protocol
+                except psycopg.Error as exc:
+                    raise MigrationError(f"migration {migration.version:04d}_{migration.name} failed "
+                                         f"and was rolled back: {exc}") from exc
+                applied.append(migration)
+            return applied
+        finally:
+            with translated():
+                if not conn.closed:
+                    session.exec("migration_unlock", key=MIGRATION_LOCK_KEY)
+    finally:
+        conn.close()

@@ -1,0 +1,156 @@
+"""Schedules: when a task fires. Pure (no database).
+
+Three kinds, each parsed from the text stored in ``task.schedule_expr``:
+
+- ``cron``: a crontab(5) time specification (5 fields or an ``@nickname``), evaluated
+  in the task's IANA time zone with croniter; fire times are returned as UTC instants.
+- ``interval``: every N seconds (``"90"``, ``"30s"``, ``"5m"``, ``"1h30m"``, ``"1d"``),
+  anchored at ``schedule_anchor``: fire times are ``anchor + k * interval``, so a late
+  tick never shifts the ones after it (no drift).
+- ``once``: one ISO 8601 instant (``"2026-12-01T09:00:00+01:00"``; no offset means the
+  task's time zone).
+
+All instants in and out are timezone-aware ``datetime`` in UTC.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+
+from .errors import ValidationError
+
+UTC = timezone.utc
+KINDS = ("cron", "interval", "once", "none")
+NICKNAMES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+_INTERVAL_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def zone(name: str) -> ZoneInfo:
+    """The IANA time zone ``name`` (``"Europe/London"``). Raises ValidationError for an
+    unknown zone."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValidationError("timezone", name, "is not an IANA time zone (e.g. 'UTC', 'Europe/Berlin')") from None
+
+
+def parse_interval(text: str) -> float:
+    """Seconds in an interval written as a number of seconds or as units
+    (``"1h30m"``, ``"45s"``, ``"2d"``). Raises ValidationError unless it is positive."""
+    value = text.strip().lower()
+    try:
+        seconds = float(value)
+    except ValueError:
+        parts = _INTERVAL_PART.findall(value)
+        if not parts or "".join(n + u for n, u in parts) != value.replace(" ", ""):
+            raise ValidationError("schedule", text, "is not an interval: use seconds or units like '30s', '5m', '1h30m', '1d'") from None
+        seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValidationError("schedule", text, "must be a positive interval")
+    return seconds
+
+
+def parse_once(text: str, tz: str) -> datetime:
+    """The UTC instant of a ``once`` schedule; a naive timestamp is read in zone ``tz``."""
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValidationError("schedule", text, "is not an ISO 8601 timestamp like '2026-12-01T09:00:00Z'") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=zone(tz))
+    return when.astimezone(UTC)
+
+
+def validate_cron(expr: str) -> str:
+    """Normalise and check a cron expression: 5 fields or an @nickname (crontab(5)).
+
+    Returns it with single spaces. Raises ValidationError naming the expression.
+    """
+    text = " ".join(expr.split())
+    if text.startswith("@"):
+        if text.lower() not in NICKNAMES:
+            raise ValidationError("schedule", expr, f"is not a cron nickname; use one of {', '.join(NICKNAMES)}")
+        return text.lower()
+    fields = text.split(" ")
+    if len(fields) != 5:
+        raise ValidationError("schedule", expr, f"has {len(fields)} fields; cron needs 5 (minute hour day-of-month month day-of-week)")
+    if not croniter.is_valid(text):
+        raise ValidationError("schedule", expr, "is not a valid cron expression")
+    return text
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A parsed schedule. ``kind`` is one of :data:`KINDS`; ``expr`` the stored text;
+    ``tz`` the IANA zone; ``anchor`` (UTC) the origin of an interval schedule."""
+
+    kind: str
+    expr: str | None
+    tz: str = "UTC"
+    anchor: datetime | None = None
+
+    @classmethod
+    def parse(cls, kind: str, expr: str | None, tz: str = "UTC",
+              anchor: datetime | None = None) -> "Schedule":
+        """Validate and normalise. Raises ValidationError naming the field and value."""
+        zone(tz)
+        if kind not in KINDS:
+            raise ValidationError("schedule_kind", kind, f"must be one of {', '.join(KINDS)}")
+        if kind == "none":
+            return cls("none", None, tz)
+        if expr is None or not str(expr).strip():
+            raise ValidationError("schedule", expr, f"is required for a {kind} schedule")
+        if kind == "cron":
+            return cls(kind, validate_cron(expr), tz)
+        if kind == "interval":
+            parse_interval(expr)
+            return cls(kind, expr.strip(), tz, anchor)
+        parse_once(expr, tz)
+        return cls(kind, expr.strip(), tz)
+
+    def next_after(self, after: datetime) -> datetime | None:
+        """The first fire time strictly after ``after`` (aware), in UTC; None if the
+        schedule never fires again (``once`` in the past, ``none``)."""
+        after = after.astimezone(UTC)
+        if self.kind == "cron":
+            local = after.astimezone(zone(self.tz))
+            nxt = croniter(self.expr, local).get_next(datetime)
+            return nxt.astimezone(UTC)
+        if self.kind == "interval":
+            step = parse_interval(self.expr or "")
+            anchor = (self.anchor or after).astimezone(UTC)
+            elapsed = (after - anchor).total_seconds()
+            k = max(0, math.floor(elapsed / step) + 1)
+            nxt = anchor + timedelta(seconds=k * step)
+            while nxt <= after:  # float rounding at exact multiples
+                k += 1
+                nxt = anchor + timedelta(seconds=k * step)
+            return nxt
+        if self.kind == "once":
+            when = parse_once(self.expr or "", self.tz)
+            return when if when > after else None
+        return None
+
+    def first_fire(self, now: datetime) -> datetime | None:
+        """When a newly planned (created or resumed) task first fires: a ``once`` task at
+        its instant even if that has passed (it runs at once), others after ``now``."""
+        if self.kind == "once":
+            return parse_once(self.expr or "", self.tz)
+        return self.next_after(now)
+
+    def upcoming(self, after: datetime, count: int) -> list[datetime]:
+        """The next ``count`` fire times after ``after``, UTC."""
+        out: list[datetime] = []
+        t: datetime | None = after
+        while t is not None and len(out) < count:
+            t = self.next_after(t)
+            if t is not None:
+                out.append(t)
+        return out

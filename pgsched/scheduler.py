@@ -1,0 +1,186 @@
+"""The scheduler process: turns due schedules into executions, and keeps history
+partitions in shape. Any number may run; one leads.
+
+Leadership is ``pg_try_advisory_lock`` held on a dedicated connection (it dies with the
+connection, so a crashed leader frees it at once); standbys retry every second. Each
+election records a new term (``epoch``) that the leader writes on the executions it
+creates. Correctness does not rest on leadership: an execution is unique on (task,
+scheduled time), so a second leader would hit the constraint, not run a fire twice.
+
+A tick locks the front of ``task_next_fire_idx`` (due tasks) with SKIP LOCKED, inserts
+their executions in one statement, moves each ``next_fire_at`` on in the task's time zone,
+and commits: one NOTIFY per tick. Missed fires after downtime collapse into one catch-up
+run (misfire policy ``once``). Between ticks it sleeps until the earliest ``next_fire_at``
+or a ``pgsched_task`` notification, whichever is first.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+
+import psycopg
+
+from .db import Database, Session, connect
+from .errors import PgschedError
+from .schedule import Schedule
+
+log = logging.getLogger(__name__)
+
+# pg_advisory_lock key of the leader ('pgsched' + 2): one key per purpose.
+LEADER_LOCK_KEY = 0x7067736368656402
+
+
+@dataclass
+class SchedulerConfig:
+    """``batch``: tasks per tick transaction; ``max_sleep``: longest sleep between ticks
+    (seconds; the poll fallback); ``retention_days``: history kept (days, UTC);
+    ``premake_days``: partitions created ahead; ``maintenance_interval`` seconds."""
+
+    batch: int = 1000
+    max_sleep: float = 5.0
+    standby_retry: float = 1.0
+    retention_days: int = 30
+    premake_days: int = 3
+    maintenance_interval: float = 3600.0
+    name: str | None = None
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _schedule(row: dict) -> Schedule:
+    return Schedule(row["schedule_kind"], row["schedule_expr"], row["timezone"], row["schedule_anchor"])
+
+
+def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000) -> int:
+    """Fire every task due at ``now`` (UTC); plan tasks that have no next fire time.
+
+    Returns the number of fires inserted. Each batch of ``batch`` tasks is one transaction.
+    """
+    fired = 0
+    while True:
+        with db.transaction() as tx:
+            unplanned = tx.many("scheduler_unplanned_tasks", limit=batch)
+            if unplanned:
+                tx.exec("task_plan", ids=[r["id"] for r in unplanned],
+                        next_fire_at=[_schedule(r).first_fire(now) for r in unplanned],
+                        fired_at=[None] * len(unplanned))
+            due = tx.many("scheduler_due_tasks", now=now, limit=batch)
+            if due:
+                nexts = []
+                for row in due:
+                    nxt = _schedule(row).next_after(row["next_fire_at"])
+                    if nxt is not None and nxt <= now:  # missed fires: one catch-up, then the future
+                        nxt = _schedule(row).next_after(now)
+                    nexts.append(nxt)
+                tx.exec("scheduler_insert_fires", ids=[r["id"] for r in due],
+                        fire_at=[r["next_fire_at"] for r in due], epoch=epoch)
+                tx.exec("task_plan", ids=[r["id"] for r in due], next_fire_at=nexts,
+                        fired_at=[r["next_fire_at"] for r in due])
+                for row in due:
+                    log.info("fired %s for %s", row["name"], row["next_fire_at"].isoformat())
+                fired += len(due)
+        if len(due) < batch and len(unplanned) < batch:
+            return fired
+
+
+def maintain_partitions(db: Database, now: datetime, retention_days: int, premake_days: int) -> dict:
+    """Create the daily partitions from yesterday to ``premake_days`` ahead, drop those
+    that ended more than ``retention_days`` before ``now`` (never one holding a live
+    execution), and count rows in the DEFAULT partitions. Returns what it did."""
+    today: date = now.astimezone(timezone.utc).date()
+    created = [r["partition_name"] for r in db.many("partition_ensure", from_day=today - timedelta(days=1),
+                                                        days=premake_days + 2)]
+    expired = db.many("partition_drop_expired", cutoff=now - timedelta(days=retention_days))
+    strays = db.one("partition_default_rows") or {}
+    report = {"created": created, "dropped": [r["partition_name"] for r in expired if not r["kept"]],
+              "kept_live": [r["partition_name"] for r in expired if r["kept"]],
+              "default_rows": {k: v for k, v in strays.items() if v}}
+    if report["created"] or report["dropped"]:
+        log.info("partitions: created %d, dropped %d", len(report["created"]), len(report["dropped"]))
+    if report["kept_live"]:
+        log.warning("partitions past retention kept because they hold live executions: %s", report["kept_live"])
+    if report["default_rows"]:
+        log.warning("rows outside every daily partition (in the DEFAULT partitions): %s", report["default_rows"])
+    return report
+
+
+class Scheduler:
+    """One scheduler process: ``run(stop)`` blocks until ``stop`` is set."""
+
+    def __init__(self, db: Database, config: SchedulerConfig):
+        self.db = db
+        self.config = config
+        self.holder = config.name or f"{socket.gethostname()}:{os.getpid()}"
+        self.epoch: int | None = None
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                conn = connect(self.db.dsn, application_name="pgsched scheduler leader")
+            except PgschedError as exc:
+                log.warning("scheduler cannot reach the database (%s); retrying", exc)
+                stop.wait(self.config.standby_retry)
+                continue
+            try:
+                with conn:
+                    self._campaign(Session(conn), stop)
+            except (psycopg.Error, PgschedError) as exc:
+                if self.epoch is not None:
+                    log.error("leader connection lost (%s): no longer leading", exc)
+                self.epoch = None
+                stop.wait(self.config.standby_retry)
+
+    def _campaign(self, lock: Session, stop: threading.Event) -> None:
+        announced = False
+        while not stop.is_set():
+            row = lock.one("scheduler_try_lock", key=LEADER_LOCK_KEY)
+            if row and row["acquired"]:
+                break
+            if not announced:
+                log.info("scheduler %s is standby; another scheduler leads", self.holder)
+                announced = True
+            stop.wait(self.config.standby_retry)
+        else:
+            return
+        elected = lock.one("scheduler_elect", holder=self.holder)
+        assert elected is not None
+        self.epoch = elected["epoch"]
+        log.info("scheduler %s is leader (term %d)", self.holder, self.epoch)
+        lock.exec("scheduler_listen")
+        next_maintenance = 0.0
+        while not stop.is_set():
+            lock.one("scheduler_ping")  # raises if the lock connection is gone: stop acting
+            if time.monotonic() >= next_maintenance:
+                try:
+                    maintain_partitions(self.db, _now(), self.config.retention_days, self.config.premake_days)
+                except PgschedError as exc:
+                    log.error("partition maintenance failed: %s", exc)
+                next_maintenance = time.monotonic() + self.config.maintenance_interval
+            tick(self.db, self.epoch, _now(), self.config.batch)
+            lock.exec("scheduler_record_tick", epoch=self.epoch)
+            self._sleep(lock, stop)
+        self.epoch = None
+
+    def _sleep(self, lock: Session, stop: threading.Event) -> None:
+        row = self.db.one("scheduler_next_due")
+        wait = self.config.max_sleep
+        if row and row["next_fire_at"] is not None:
+            wait = min(wait, max((row["next_fire_at"] - _now()).total_seconds(), 0.0))
+        if wait <= 0:
+            return
+        # Sleep on the lock connection: a notification or a dropped connection wakes us.
+        deadline = _now() + timedelta(seconds=wait)
+        while not stop.is_set():
+            left = (deadline - _now()).total_seconds()
+            if left <= 0:
+                return
+            for _ in lock.conn.notifies(timeout=min(left, 0.5), stop_after=1):
+                return

@@ -1,0 +1,183 @@
+"""Task definitions: validation of a :class:`TaskSpec`, and the operations on stored tasks
+(create, get, list, pause, resume, trigger, delete). Each operation is one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from .db import Database, Row, Session
+from .errors import NotFound, ValidationError
+from .retry import POLICIES
+from .schedule import Schedule
+
+HANDLER_KINDS = ("shell", "argv", "python")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$")
+_QUEUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_PYTHON_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+@dataclass
+class TaskSpec:
+    """What a task is, before it is stored.
+
+    - ``handler_kind``: ``shell`` (``command`` run by ``/bin/sh -c``, or the ``SHELL`` in
+      ``env``), ``argv`` (``argv`` executed directly, no shell) or ``python``
+      (``python_target`` = ``"package.module:function"``, a function registered with
+      ``@app.task``).
+    - ``schedule_kind`` / ``schedule``: see :mod:`pgsched.schedule`; ``timezone`` an IANA name.
+    - ``timeout_seconds``: wall-clock limit per attempt (None = none).
+    - ``max_attempts``, ``retry_policy``, ``retry_base_seconds``, ``retry_max_seconds``:
+      see :mod:`pgsched.retry`. ``priority``: 1 (most urgent) to 10; default 5.
+    """
+
+    name: str
+    handler_kind: str = "shell"
+    command: str | None = None
+    argv: list[str] | None = None
+    python_target: str | None = None
+    schedule_kind: str = "none"
+    schedule: str | None = None
+    timezone: str = "UTC"
+    params: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    stdin: str | None = None
+    run_as_user: str | None = None
+    timeout_seconds: float | None = None
+    max_attempts: int = 1
+    retry_policy: str = "exponential"
+    retry_base_seconds: float = 10.0
+    retry_max_seconds: float = 3600.0
+    priority: int = 5
+    queue: str = "default"
+    tenant: str = "default"
+    enabled: bool = True
+    description: str | None = None
+    source: str | None = None
+
+    def validate(self) -> Schedule:
+        """Check every field; return the parsed schedule. Raises ValidationError naming
+        the first bad field and its value."""
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise ValidationError("name", self.name, "must be 1-200 characters: letters, digits and . _ : @ / - (starting with a letter or digit)")
+        if self.handler_kind not in HANDLER_KINDS:
+            raise ValidationError("handler_kind", self.handler_kind, f"must be one of {', '.join(HANDLER_KINDS)}")
+        if self.handler_kind == "shell" and not (self.command and self.command.strip()):
+            raise ValidationError("command", self.command, "is required for a shell task")
+        if self.handler_kind == "argv" and not (self.argv and all(isinstance(a, str) for a in self.argv)):
+            raise ValidationError("argv", self.argv, "must be a non-empty list of strings")
+        if self.handler_kind == "python" and not (self.python_target and _PYTHON_TARGET.match(self.python_target)):
+            raise ValidationError("python_target", self.python_target, "must look like 'package.module:function'")
+        if not isinstance(self.params, dict):
+            raise ValidationError("params", self.params, "must be a JSON object")
+        try:
+            json.dumps(self.params)
+        except (TypeError, ValueError):
+            raise ValidationError("params", self.params, "must be JSON-serialisable") from None
+        if not isinstance(self.env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()):
+            raise ValidationError("env", self.env, "must map names to string values")
+        if self.timeout_seconds is not None and not self.timeout_seconds > 0:
+            raise ValidationError("timeout_seconds", self.timeout_seconds, "must be a positive number of seconds")
+        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise ValidationError("max_attempts", self.max_attempts, "must be an integer of at least 1")
+        if self.retry_policy not in POLICIES:
+            raise ValidationError("retry_policy", self.retry_policy, f"must be one of {', '.join(POLICIES)}")
+        for name in ("retry_base_seconds", "retry_max_seconds"):
+            if getattr(self, name) < 0:
+                raise ValidationError(name, getattr(self, name), "must not be negative")
+        if not isinstance(self.priority, int) or not 1 <= self.priority <= 10:
+            raise ValidationError("priority", self.priority, "must be an integer from 1 (most urgent) to 10")
+        if not _QUEUE.match(self.queue or ""):
+            raise ValidationError("queue", self.queue, "must be 1-64 characters: letters, digits and . _ -")
+        if not _QUEUE.match(self.tenant or ""):
+            raise ValidationError("tenant", self.tenant, "must be 1-64 characters: letters, digits and . _ -")
+        return Schedule.parse(self.schedule_kind, self.schedule, self.timezone)
+
+    def row(self, schedule: Schedule, now: datetime) -> dict[str, Any]:
+        """Parameters of the ``task_insert`` query."""
+        values = asdict(self)
+        anchor = now.replace(microsecond=0) if schedule.kind == "interval" else None
+        planned = Schedule(schedule.kind, schedule.expr, schedule.tz, anchor)
+        values.update(
+            schedule_kind=schedule.kind, schedule_expr=schedule.expr, schedule_anchor=anchor,
+            params=Jsonb(self.params), env=Jsonb(self.env),
+            next_fire_at=planned.first_fire(now) if self.enabled else None,
+        )
+        del values["schedule"]
+        return values
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def create(db: Database | Session, spec: TaskSpec, *, now: datetime | None = None,
+           if_absent: bool = False) -> Row | None:
+    """Store a new task and plan its first fire. Returns the stored row.
+
+    With ``if_absent``, a live task of the same name is left untouched and None returned;
+    otherwise that is a ValidationError on ``name``.
+    """
+    schedule = spec.validate()
+    row = db.one("task_insert", **spec.row(schedule, now or _now()))
+    if row is None and not if_absent:
+        raise ValidationError("name", spec.name, f"already exists in tenant {spec.tenant!r}")
+    return row
+
+
+def get(db: Database | Session, name: str, tenant: str = "default") -> Row:
+    """The live task ``name``. Raises NotFound."""
+    row = db.one("task_get", name=name, tenant=tenant)
+    if row is None:
+        raise NotFound(f"task: no task named {name!r} in tenant {tenant!r}")
+    return row
+
+
+def schedule_of(row: Row) -> Schedule:
+    """The :class:`Schedule` of a stored task row."""
+    return Schedule(row["schedule_kind"], row["schedule_expr"], row["timezone"], row["schedule_anchor"])
+
+
+def pause(db: Database, name: str, tenant: str = "default") -> None:
+    """Stop the task's schedule (pgsched.pause_v1). Raises NotFound."""
+    db.one("task_pause", name=name, tenant=tenant)
+
+
+def resume(db: Database, name: str, tenant: str = "default") -> None:
+    """Restart the task's schedule from now; missed fires are skipped (pgsched.resume_v1)."""
+    db.one("task_resume", name=name, tenant=tenant)
+
+
+def trigger(db: Database | Session, name: str, *, params: dict[str, Any] | None = None,
+            run_at: datetime | None = None, priority: int | None = None,
+            idempotency_key: str | None = None, tenant: str = "default",
+            how: str = "manual") -> int:
+    """Enqueue one execution of ``name`` (pgsched.enqueue_v1); return its id.
+
+    ``run_at`` (aware, default now) delays it; ``params`` are merged over the task's.
+    Raises NotFound, ValidationError (params not an object, priority out of 1-10).
+    """
+    if params is not None and not isinstance(params, dict):
+        raise ValidationError("params", params, "must be a JSON object")
+    if priority is not None and not 1 <= priority <= 10:
+        raise ValidationError("priority", priority, "must be from 1 (most urgent) to 10")
+    row = db.one("task_trigger", name=name, tenant=tenant,
+                 params=Jsonb(params) if params is not None else None, run_at=run_at,
+                 priority=priority, idempotency_key=idempotency_key, trigger=how)
+    assert row is not None
+    return int(row["execution_id"])
+
+
+def delete(db: Database, name: str, tenant: str = "default") -> int:
+    """Soft-delete ``name``: it stops firing, its pending executions are dropped, its history
+    stays. Returns how many pending executions were dropped. Raises NotFound."""
+    row = db.one("task_soft_delete", name=name, tenant=tenant)
+    if row is None or row["id"] is None:
+        raise NotFound(f"task: no task named {name!r} in tenant {tenant!r}")
+    return int(row["pending_dropped"])

@@ -1,0 +1,256 @@
+"""The worker process: claims ready executions, runs them, records how they ended.
+
+Wake-ups come from ``LISTEN pgsched_execution`` on a dedicated connection, with a slow
+poll as the fallback (a notification is lost when a connection drops). Claims are batched
+and sized to the free slots (``execution_claim``: SKIP LOCKED, priority then run_at). Each
+attempt ends in one transaction that writes the attempt row and either moves the execution
+to history or puts it back in the queue for a retry. One heartbeat per interval per
+worker, not per execution.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from . import app as app_module
+from .db import Database, Row, Session, connect
+from .errors import PgschedError
+from .retry import backoff_seconds
+from .runner import LogSink, Outcome, run_command, run_python
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WorkerConfig:
+    """``queues`` to serve; ``concurrency`` executions at once; ``poll_interval``,
+    ``heartbeat_interval`` and ``kill_grace`` in seconds; ``shutdown_timeout``: how long a
+    stopping worker lets running executions finish before killing them and handing them
+    back to the queue."""
+
+    queues: list[str] = field(default_factory=lambda: ["default"])
+    concurrency: int = 4
+    poll_interval: float = 2.0
+    heartbeat_interval: float = 5.0
+    kill_grace: float = 5.0
+    shutdown_timeout: float = 30.0
+    name: str | None = None
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Worker:
+    """One worker: ``run(stop)`` blocks until ``stop`` is set, then drains and returns.
+
+    ``on_finish(row, outcome, tail)`` is called after each attempt is recorded, with the
+    last lines of its output (``pgsched dev`` prints from it).
+    """
+
+    def __init__(self, db: Database, config: WorkerConfig,
+                 on_finish: Callable[[Row, Outcome, list[str]], None] | None = None):
+        self.db = db
+        self.config = config
+        self.on_finish = on_finish
+        self.id: int | None = None
+        self.wake = threading.Event()
+        self.hard_stop = threading.Event()
+        self._running = 0
+        self._lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> None:
+        cfg = self.config
+        host = socket.gethostname()
+        row = self.db.one("worker_register", name=cfg.name or f"{host}:{os.getpid()}", hostname=host,
+                          pid=os.getpid(), queues=cfg.queues, concurrency=cfg.concurrency)
+        assert row is not None
+        self.id = row["id"]
+        log.info("worker %s started: queues=%s concurrency=%d", self.id, ",".join(cfg.queues), cfg.concurrency)
+        helpers = [threading.Thread(target=self._listen, args=(stop,), daemon=True, name="pgsched-listen"),
+                   threading.Thread(target=self._heartbeat, args=(stop,), daemon=True, name="pgsched-heartbeat")]
+        for t in helpers:
+            t.start()
+        pool = ThreadPoolExecutor(max_workers=cfg.concurrency, thread_name_prefix="pgsched-exec")
+        try:
+            while not stop.is_set():
+                self.wake.clear()
+                claimed = self._claim_and_start(pool)
+                if claimed and self._free() > 0:
+                    continue  # there may be more ready right now
+                self.wake.wait(cfg.poll_interval)
+        finally:
+            self._drain(pool)
+            try:
+                self.db.exec("worker_stop", id=self.id)
+            except PgschedError as exc:
+                log.warning("could not mark worker %s stopped: %s", self.id, exc)
+            log.info("worker %s stopped", self.id)
+
+    def _drain(self, pool: ThreadPoolExecutor) -> None:
+        deadline = time.monotonic() + self.config.shutdown_timeout
+        if self._running:
+            log.info("worker %s: waiting up to %.0fs for %d running execution(s)", self.id,
+                     self.config.shutdown_timeout, self._running)
+        while self._running and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self._running:
+            log.warning("worker %s: stopping %d execution(s) still running; they go back to the queue",
+                        self.id, self._running)
+            self.hard_stop.set()
+        pool.shutdown(wait=True)
+
+    def _free(self) -> int:
+        with self._lock:
+            return self.config.concurrency - self._running
+
+    # -- background helpers -------------------------------------------------------------
+    def _listen(self, stop: threading.Event) -> None:
+        backoff = 0.5
+        while not stop.is_set():
+            try:
+                conn = connect(self.db.dsn, application_name="pgsched worker listen")
+                with conn:
+                    Session(conn).exec("worker_listen")
+                    backoff = 0.5
+                    self.wake.set()  # anything enqueued while we were not listening
+                    while not stop.is_set():
+                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                            self.wake.set()
+            except (psycopg.Error, PgschedError) as exc:
+                log.warning("worker listener lost its connection (%s); retrying in %.1fs", exc, backoff)
+                stop.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        while not stop.wait(self.config.heartbeat_interval):
+            try:
+                self.db.exec("worker_heartbeat", id=self.id, running=self._running)
+            except PgschedError as exc:
+                log.warning("worker %s heartbeat failed: %s", self.id, exc)
+
+    # -- claiming and running -----------------------------------------------------------
+    def _claim_and_start(self, pool: ThreadPoolExecutor) -> int:
+        free = self._free()
+        if free <= 0:
+            return 0
+        try:
+            rows = self.db.many("execution_claim", queues=self.config.queues, limit=free,
+                                worker_id=self.id, now=None)
+        except PgschedError as exc:
+            log.warning("claim failed: %s", exc)
+            return 0
+        for row in rows:
+            with self._lock:
+                self._running += 1
+            pool.submit(self._execute, row)
+        return len(rows)
+
+    def _execute(self, row: Row) -> None:
+        sink = LogSink()
+        started = _now()
+        try:
+            log.debug("execution %s (%s) attempt %s started", row["id"], row["task_name"], row["attempt"])
+            outcome = self._run_handler(row, sink)
+        except Exception as exc:  # a bug of ours must not lose the execution
+            log.exception("execution %s crashed the worker thread", row["id"])
+            outcome = Outcome("failed", error=f"internal error: {exc}")
+        finally:
+            with self._lock:
+                self._running -= 1
+            self.wake.set()
+        self._flush_logs(row, sink)
+        self._record(row, outcome, started, list(sink.tail))
+
+    def _run_handler(self, row: Row, sink: LogSink) -> Outcome:
+        kind = row["handler_kind"]
+        params = row["params"] or {}
+        if kind == "python":
+            try:
+                func = app_module.resolve(row["python_target"])
+            except PgschedError as exc:
+                return Outcome("failed", error=str(exc))
+            outcome = run_python(func, params, timeout=row["timeout_seconds"], sink=sink)
+            if outcome.state == "succeeded":
+                try:
+                    json.dumps(outcome.result)
+                except (TypeError, ValueError):
+                    return Outcome("failed", error=f"result is not JSON-serialisable: {outcome.result!r:.200}")
+            return outcome
+        env = dict(os.environ)
+        env.update(row["env"] or {})
+        env.update(PGSCHED_EXECUTION_ID=str(row["id"]), PGSCHED_TASK=row["task_name"],
+                   PGSCHED_ATTEMPT=str(row["attempt"]), PGSCHED_SCHEDULED_AT=row["scheduled_at"].isoformat(),
+                   PGSCHED_PARAMS=json.dumps(params))
+        if kind == "shell":
+            shell = (row["env"] or {}).get("SHELL", "/bin/sh")
+            argv = [shell, "-c", row["command"]]
+        else:
+            argv = list(row["argv"])
+        return run_command(argv, env=env, stdin=row["stdin"], timeout=row["timeout_seconds"], sink=sink,
+                           kill_grace=self.config.kill_grace, on_tick=lambda: self._flush_logs(row, sink),
+                           stop=self.hard_stop)
+
+    def _flush_logs(self, row: Row, sink: LogSink) -> None:
+        lines = sink.drain()
+        if not lines:
+            return
+        seq, stream, logged_at, text = (list(c) for c in zip(*lines))
+        try:
+            self.db.exec("execution_log_insert", id=row["id"], attempt=row["attempt"], tenant=row["tenant"],
+                         seq=seq, stream=stream, logged_at=logged_at, line=[t.replace("\x00", "") for t in text])
+        except PgschedError as exc:
+            log.warning("execution %s: %d log line(s) not stored: %s", row["id"], len(lines), exc)
+
+    def _record(self, row: Row, outcome: Outcome, started: datetime, tail: list[str]) -> None:
+        finished = _now()
+        stopped = self.hard_stop.is_set() and outcome.state == "failed"
+        retry = stopped or (outcome.state in ("failed", "timed_out") and row["attempt"] < row["max_attempts"])
+        ident = dict(id=row["id"], worker_id=self.id, attempt=row["attempt"])
+        try:
+            with self.db.transaction() as tx:
+                tx.exec("execution_attempt_insert", tenant=row["tenant"], state="lost" if stopped else outcome.state,
+                        started_at=row["started_at"] or started, finished_at=finished,
+                        exit_code=outcome.exit_code, error=outcome.error, **ident)
+                if retry:
+                    delay = 0.0 if stopped else backoff_seconds(
+                        row["retry_policy"], row["attempt"], row["retry_base_seconds"], row["retry_max_seconds"])
+                    done = tx.exec("execution_retry", run_at=finished + timedelta(seconds=delay), **ident)
+                else:
+                    done = tx.exec("execution_finish", state=outcome.state, finished_at=finished,
+                                   exit_code=outcome.exit_code, error=outcome.error,
+                                   result=Jsonb(outcome.result) if outcome.result is not None else None, **ident)
+                if not done:
+                    raise _ClaimLost()
+        except _ClaimLost:
+            log.warning("execution %s attempt %s: this worker no longer holds it; outcome %s not recorded",
+                        row["id"], row["attempt"], outcome.state)
+            return
+        except PgschedError as exc:
+            log.error("execution %s: could not record outcome %s: %s", row["id"], outcome.state, exc)
+            return
+        level = logging.INFO if outcome.state == "succeeded" else logging.WARNING
+        log.log(level, "execution %s %s %s%s in %.2fs%s", row["id"], row["task_name"],
+                "will retry after " if retry else "", outcome.state, (finished - started).total_seconds(),
+                f" (exit {outcome.exit_code})" if outcome.exit_code is not None else "")
+        if self.on_finish:
+            self.on_finish(row, outcome, tail)
+
+
+class _ClaimLost(Exception):
+    """The execution was taken from this worker (rescued) before it finished."""
+

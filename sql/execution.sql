@@ -1,0 +1,100 @@
+-- Executions: the hot queue (pgsched.execution), history, attempts and logs.
+
+-- name: execution_claim :many
+-- Claim up to %(limit)s ready executions of the given queues for one worker: highest
+-- priority (1) first, then oldest run_at. The MATERIALIZED CTE stops the planner from
+-- re-running the LIMIT subquery (Oban's note); SKIP LOCKED lets workers claim in parallel.
+WITH picked AS MATERIALIZED (
+    SELECT id FROM pgsched.execution
+     WHERE state = 'pending' AND run_at <= coalesce(%(now)s::timestamptz, now())
+       AND queue = ANY(%(queues)s::text[])
+     ORDER BY priority, run_at, id
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE pgsched.execution e
+   SET state = 'running', attempt = e.attempt + 1, worker_id = %(worker_id)s,
+       started_at = coalesce(%(now)s::timestamptz, now())
+  FROM picked, pgsched.task t
+ WHERE e.id = picked.id AND t.id = e.task_id
+RETURNING e.id, e.tenant, e.task_id, e.scheduled_at, e.run_at, e.attempt, e.max_attempts,
+          e.params, e.started_at, e.trigger, t.name AS task_name, t.handler_kind, t.command,
+          t.argv, t.python_target, t.env, t.stdin, t.timeout_seconds, t.retry_policy,
+          t.retry_base_seconds, t.retry_max_seconds
+
+-- name: execution_finish :exec
+-- Move a running execution that this worker still holds (same worker, same attempt) into
+-- history with its final state. Zero rows means the claim was lost.
+WITH done AS (
+    DELETE FROM pgsched.execution
+     WHERE id = %(id)s AND worker_id = %(worker_id)s AND attempt = %(attempt)s AND state = 'running'
+    RETURNING *
+)
+INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state, trigger,
+    priority, queue, params, idempotency_key, attempt, max_attempts, worker_id, leader_epoch,
+    created_at, started_at, finished_at, exit_code, error, result)
+SELECT id, tenant, task_id, scheduled_at, run_at, %(state)s, trigger, priority, queue, params,
+       idempotency_key, attempt, max_attempts, worker_id, leader_epoch, created_at, started_at,
+       %(finished_at)s, %(exit_code)s, %(error)s, %(result)s
+  FROM done
+
+-- name: execution_retry :exec
+-- Put a failed attempt back in the queue for a later attempt at %(run_at)s.
+UPDATE pgsched.execution
+   SET state = 'pending', run_at = %(run_at)s, worker_id = NULL, started_at = NULL
+ WHERE id = %(id)s AND worker_id = %(worker_id)s AND attempt = %(attempt)s AND state = 'running'
+
+-- name: execution_attempt_insert :exec
+INSERT INTO pgsched.execution_attempt (execution_id, attempt, tenant, worker_id, state, started_at,
+                                       finished_at, exit_code, error)
+VALUES (%(id)s, %(attempt)s, %(tenant)s, %(worker_id)s, %(state)s, %(started_at)s, %(finished_at)s,
+        %(exit_code)s, %(error)s)
+
+-- name: execution_log_insert :exec
+-- A batch of captured output lines (parallel arrays), one statement.
+INSERT INTO pgsched.execution_log (execution_id, attempt, tenant, seq, stream, logged_at, line)
+SELECT %(id)s, %(attempt)s, %(tenant)s, u.seq, u.stream, u.logged_at, u.line
+  FROM unnest(%(seq)s::int[], %(stream)s::text[], %(logged_at)s::timestamptz[], %(line)s::text[])
+       AS u(seq, stream, logged_at, line)
+
+-- name: execution_list :many
+-- Executions of a tenant, newest first, optionally of one task and/or in one state.
+SELECT e.id, t.name AS task_name, e.state, e.trigger, e.scheduled_at, e.run_at, e.started_at,
+       e.finished_at, e.attempt, e.max_attempts, e.exit_code, e.queue, e.priority, e.worker_id,
+       extract(epoch FROM e.finished_at - e.started_at) AS duration_seconds
+  FROM pgsched.execution_all e
+  JOIN pgsched.task t ON t.id = e.task_id
+ WHERE e.tenant = %(tenant)s
+   AND (%(task)s::text IS NULL OR t.name = %(task)s::text)
+   AND (%(state)s::text IS NULL OR e.state = %(state)s::text)
+ ORDER BY e.id DESC
+ LIMIT %(limit)s
+
+-- name: execution_get :one
+SELECT e.*, t.name AS task_name,
+       extract(epoch FROM e.finished_at - e.started_at) AS duration_seconds
+  FROM pgsched.execution_all e
+  JOIN pgsched.task t ON t.id = e.task_id
+ WHERE e.id = %(id)s AND e.tenant = %(tenant)s
+
+-- name: execution_attempts :many
+SELECT attempt, state, worker_id, started_at, finished_at, exit_code, error,
+       extract(epoch FROM finished_at - started_at) AS duration_seconds
+  FROM pgsched.execution_attempt
+ WHERE execution_id = %(id)s
+ ORDER BY attempt
+
+-- name: execution_logs :many
+-- Captured output of an execution in order; %(after_seq)s pages through a live log.
+SELECT attempt, seq, stream, logged_at, line
+  FROM pgsched.execution_log
+ WHERE execution_id = %(id)s AND (attempt, seq) > (%(after_attempt)s, %(after_seq)s)
+ ORDER BY attempt, seq
+
+-- name: execution_queue_depth :many
+SELECT queue, count(*) FILTER (WHERE state = 'pending' AND run_at <= now()) AS ready,
+       count(*) FILTER (WHERE state = 'pending' AND run_at > now()) AS scheduled,
+       count(*) FILTER (WHERE state = 'running') AS running
+  FROM pgsched.execution
+ GROUP BY queue
+ ORDER BY queue

@@ -1,0 +1,67 @@
+-- The scheduler's tick: due tasks, executions for their fires, leadership.
+
+-- name: scheduler_due_tasks :many
+-- The front of task_next_fire_idx: due tasks, locked for this tick; a concurrent tick
+-- skips them instead of waiting.
+SELECT id, tenant, name, schedule_kind, schedule_expr, timezone, schedule_anchor, next_fire_at
+  FROM pgsched.task
+ WHERE enabled AND deleted_at IS NULL AND next_fire_at IS NOT NULL
+   AND next_fire_at <= %(now)s
+ ORDER BY next_fire_at
+ LIMIT %(limit)s
+   FOR UPDATE SKIP LOCKED
+
+-- name: scheduler_unplanned_tasks :many
+-- Enabled scheduled tasks without a next fire time (just created or resumed).
+SELECT id, tenant, name, schedule_kind, schedule_expr, timezone, schedule_anchor, next_fire_at
+  FROM pgsched.task
+ WHERE enabled AND deleted_at IS NULL AND next_fire_at IS NULL AND schedule_kind <> 'none'
+   AND (schedule_kind <> 'once' OR last_fire_at IS NULL)
+ LIMIT %(limit)s
+   FOR UPDATE SKIP LOCKED
+
+-- name: scheduler_insert_fires :exec
+-- One execution per (task, fire time), all in one statement. The unique (task_id,
+-- scheduled_at) makes a second insert of the same fire a no-op, whoever sends it.
+INSERT INTO pgsched.execution (tenant, task_id, scheduled_at, run_at, trigger, priority, queue,
+                               params, max_attempts, leader_epoch)
+SELECT t.tenant, t.id, f.fire_at, f.fire_at, 'schedule', t.priority, t.queue, t.params,
+       t.max_attempts, %(epoch)s
+  FROM unnest(%(ids)s::bigint[], %(fire_at)s::timestamptz[]) AS f(id, fire_at)
+  JOIN pgsched.task t ON t.id = f.id
+ON CONFLICT DO NOTHING
+
+-- name: scheduler_next_due :one
+-- When the earliest enabled task is due (the first entry of task_next_fire_idx).
+SELECT min(next_fire_at) AS next_fire_at
+  FROM pgsched.task
+ WHERE enabled AND deleted_at IS NULL AND next_fire_at IS NOT NULL
+
+-- name: scheduler_try_lock :one
+-- Leadership: a session-level advisory lock on the leader's dedicated connection.
+SELECT pg_try_advisory_lock(%(key)s) AS acquired
+
+-- name: scheduler_elect :one
+-- Record a new term for the leader that just took the lock.
+INSERT INTO pgsched.leader (singleton, epoch, holder, elected_at)
+VALUES (true, 1, %(holder)s, now())
+ON CONFLICT (singleton) DO UPDATE
+   SET epoch = pgsched.leader.epoch + 1, holder = EXCLUDED.holder, elected_at = now(),
+       last_tick_at = NULL
+RETURNING epoch
+
+-- name: scheduler_record_tick :exec
+UPDATE pgsched.leader SET last_tick_at = now() WHERE epoch = %(epoch)s
+
+-- name: scheduler_leader :one
+SELECT epoch, holder, elected_at, last_tick_at,
+       EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+                 AND ((classid::bigint << 32) | objid::bigint) = %(key)s) AS lock_held
+  FROM pgsched.leader
+
+-- name: scheduler_listen :exec
+-- Task definitions changed (created, paused, resumed, deleted): tick now.
+LISTEN pgsched_task
+
+-- name: scheduler_ping :one
+SELECT 1 AS alive

@@ -1,0 +1,63 @@
+-- Task definitions (pgsched.task).
+
+-- name: task_insert :one
+-- Create a task; with if_absent, an existing live task of that name is left alone and no
+-- row is returned.
+INSERT INTO pgsched.task (tenant, name, description, schedule_kind, schedule_expr, timezone,
+                          schedule_anchor, handler_kind, command, argv, python_target, env, stdin,
+                          run_as_user, params, timeout_seconds, max_attempts, retry_policy,
+                          retry_base_seconds, retry_max_seconds, priority, queue, enabled,
+                          next_fire_at, source)
+VALUES (%(tenant)s, %(name)s, %(description)s, %(schedule_kind)s, %(schedule_expr)s, %(timezone)s,
+        %(schedule_anchor)s, %(handler_kind)s, %(command)s, %(argv)s, %(python_target)s, %(env)s,
+        %(stdin)s, %(run_as_user)s, %(params)s, %(timeout_seconds)s, %(max_attempts)s,
+        %(retry_policy)s, %(retry_base_seconds)s, %(retry_max_seconds)s, %(priority)s, %(queue)s,
+        %(enabled)s, %(next_fire_at)s, %(source)s)
+ON CONFLICT (tenant, name) WHERE deleted_at IS NULL DO NOTHING
+RETURNING *
+
+-- name: task_get :one
+SELECT * FROM pgsched.task WHERE tenant = %(tenant)s AND name = %(name)s AND deleted_at IS NULL
+
+-- name: task_get_by_id :one
+SELECT * FROM pgsched.task WHERE id = %(id)s
+
+-- name: task_list :many
+-- Live tasks of a tenant, optionally only those whose name contains %(search)s.
+SELECT t.*,
+       (SELECT count(*) FROM pgsched.execution e WHERE e.task_id = t.id) AS live_executions
+  FROM pgsched.task t
+ WHERE t.tenant = %(tenant)s AND t.deleted_at IS NULL
+   AND (%(search)s::text IS NULL OR strpos(t.name, %(search)s::text) > 0)
+ ORDER BY t.name
+ LIMIT %(limit)s
+
+-- name: task_pause :one
+SELECT pgsched.pause_v1(%(name)s, %(tenant)s) AS done
+
+-- name: task_resume :one
+SELECT pgsched.resume_v1(%(name)s, %(tenant)s) AS done
+
+-- name: task_trigger :one
+SELECT pgsched.enqueue_v1(%(name)s, %(params)s, %(run_at)s, %(priority)s, %(idempotency_key)s,
+                          %(tenant)s, %(trigger)s) AS execution_id
+
+-- name: task_soft_delete :one
+-- Soft-delete: the row stays for history; its name is free again; its pending executions go.
+WITH gone AS (
+    UPDATE pgsched.task SET deleted_at = now(), enabled = false, next_fire_at = NULL, updated_at = now()
+     WHERE tenant = %(tenant)s AND name = %(name)s AND deleted_at IS NULL
+    RETURNING id
+), dropped AS (
+    DELETE FROM pgsched.execution e USING gone WHERE e.task_id = gone.id AND e.state = 'pending'
+    RETURNING e.id
+)
+SELECT (SELECT id FROM gone) AS id, (SELECT count(*) FROM dropped) AS pending_dropped
+
+-- name: task_plan :exec
+-- Set the next fire time of tasks (parallel arrays), and when they last fired.
+UPDATE pgsched.task t
+   SET next_fire_at = u.next_fire_at, last_fire_at = coalesce(u.fired_at, t.last_fire_at)
+  FROM unnest(%(ids)s::bigint[], %(next_fire_at)s::timestamptz[], %(fired_at)s::timestamptz[])
+       AS u(id, next_fire_at, fired_at)
+ WHERE t.id = u.id
