@@ -80,12 +80,16 @@ CREATE TABLE pgsched.execution (
     worker_id        bigint,
     leader_epoch     bigint,
     created_at       timestamptz NOT NULL DEFAULT now(),
-    started_at       timestamptz,
-    UNIQUE (task_id, scheduled_at)
+    started_at       timestamptz
 ) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01,
         autovacuum_vacuum_cost_delay = 0, autovacuum_analyze_scale_factor = 0.02);
 
 CREATE INDEX execution_ready_idx ON pgsched.execution (priority, run_at, id) WHERE state = 'pending';
+-- One execution per scheduled fire: a second insert of the same fire (a second leader, a
+-- retried tick) is a no-op. Only schedule fires: runs enqueued through the API may share an
+-- instant with each other and with a fire.
+CREATE UNIQUE INDEX execution_fire_key ON pgsched.execution (task_id, scheduled_at)
+    WHERE trigger = 'schedule';
 CREATE INDEX execution_worker_idx ON pgsched.execution (worker_id) WHERE state = 'running';
 CREATE UNIQUE INDEX execution_idempotency_key ON pgsched.execution (tenant, idempotency_key)
     WHERE idempotency_key IS NOT NULL;
@@ -259,8 +263,8 @@ BEGIN
          LIMIT 1;
         IF FOUND THEN RETURN new_id; END IF;
     END IF;
-    -- scheduled_at is the instant asked for; clock_timestamp() keeps two manual runs of one
-    -- task in one transaction distinct on (task_id, scheduled_at).
+    -- scheduled_at is the instant asked for (clock_timestamp(), not the transaction's now(),
+    -- when none is); only schedule fires are unique on (task_id, scheduled_at).
     INSERT INTO pgsched.execution AS e (tenant, task_id, scheduled_at, run_at, trigger, priority,
                                         queue, params, idempotency_key, max_attempts)
     VALUES (t.tenant, t.id, fire_at, fire_at, enqueue_v1.trigger, coalesce(enqueue_v1.priority, t.priority),

@@ -92,7 +92,9 @@ class Worker:
                 claimed = self._claim_and_start(pool)
                 if claimed and self._free() > 0:
                     continue  # there may be more ready right now
-                self.wake.wait(cfg.poll_interval)
+                deadline = time.monotonic() + cfg.poll_interval
+                while not (stop.is_set() or self.wake.is_set()) and time.monotonic() < deadline:
+                    self.wake.wait(0.25)
         finally:
             self._drain(pool)
             try:

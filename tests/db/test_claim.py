@@ -1,0 +1,210 @@
+"""Claiming and finishing executions (execution_claim, execution_finish) on a real database."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from psycopg.types.json import Jsonb
+
+from pgsched import tasks
+from pgsched.tasks import TaskSpec
+
+UTC = timezone.utc
+T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
+
+
+def register(db, name: str = "w", queues=("default",)) -> int:
+    row = db.one("worker_register", name=name, hostname="testhost", pid=4242, queues=list(queues), concurrency=4)
+    return row["id"]
+
+
+def make_task(db, name: str = "job", **fields) -> dict:
+    return tasks.create(db, TaskSpec(name=name, command="true", **fields), now=T0)
+
+
+def enqueue(db, name: str = "job", *, run_at: datetime, priority: int | None = None) -> int:
+    return tasks.trigger(db, name, run_at=run_at, priority=priority)
+
+
+def claim(db, worker_id: int, limit: int = 10, queues=("default",), now: datetime | None = None) -> list[dict]:
+    return db.many("execution_claim", queues=list(queues), limit=limit, worker_id=worker_id, now=now)
+
+
+def live(sql, execution_id: int) -> dict | None:
+    return sql.execute("SELECT * FROM pgsched.execution WHERE id = %s", [execution_id]).fetchone()
+
+
+def test_claim_takes_priority_first_then_oldest_run_at(db):
+    make_task(db)
+    worker = register(db)
+    late_urgent = enqueue(db, run_at=T0 - timedelta(minutes=1), priority=1)
+    old_normal = enqueue(db, run_at=T0 - timedelta(hours=2), priority=5)
+    new_normal = enqueue(db, run_at=T0 - timedelta(hours=1), priority=5)
+    early_urgent = enqueue(db, run_at=T0 - timedelta(minutes=30), priority=1)
+    lazy = enqueue(db, run_at=T0 - timedelta(days=1), priority=10)
+    order = [r["id"] for r in claim(db, worker, limit=1) + claim(db, worker, limit=2) + claim(db, worker, limit=10)]
+    assert order == [early_urgent, late_urgent, old_normal, new_normal, lazy]
+
+
+def test_claim_marks_rows_running_for_this_worker(db, sql):
+    make_task(db, params={"n": 1}, max_attempts=3, timeout_seconds=5)
+    worker = register(db)
+    execution_id = enqueue(db, run_at=T0)
+    now = T0 + timedelta(seconds=3)
+    [row] = claim(db, worker, now=now)
+    assert row["id"] == execution_id
+    assert (row["attempt"], row["max_attempts"], row["started_at"]) == (1, 3, now)
+    assert (row["task_name"], row["handler_kind"], row["command"]) == ("job", "shell", "true")
+    assert row["params"] == {"n": 1}
+    assert row["timeout_seconds"] == 5
+    stored = live(sql, execution_id)
+    assert stored["state"] == "running"
+    assert stored["attempt"] == 1
+    assert stored["worker_id"] == worker
+    assert stored["started_at"] == now
+    assert claim(db, worker, now=now) == []  # running rows are not claimed again
+
+
+def test_claim_with_the_database_clock(db, sql):
+    make_task(db)
+    worker = register(db)
+    execution_id = enqueue(db, run_at=T0)
+    before = sql.execute("SELECT now() AS t").fetchone()["t"]
+    [row] = claim(db, worker, now=None)
+    assert row["id"] == execution_id
+    assert row["started_at"] >= before
+
+
+def test_future_run_at_is_not_claimed_until_it_is_due(db):
+    make_task(db)
+    worker = register(db)
+    future = enqueue(db, run_at=T0 + timedelta(minutes=10))
+    assert claim(db, worker, now=T0) == []
+    assert claim(db, worker, now=T0 + timedelta(minutes=9, seconds=59)) == []
+    assert [r["id"] for r in claim(db, worker, now=T0 + timedelta(minutes=10))] == [future]
+
+
+def test_future_run_at_is_not_claimed_with_the_database_clock(db):
+    make_task(db)
+    worker = register(db)
+    enqueue(db, run_at=datetime.now(UTC) + timedelta(hours=1))
+    assert claim(db, worker, now=None) == []
+
+
+def test_claim_only_takes_the_asked_queues(db, sql):
+    make_task(db, "a", queue="alpha")
+    make_task(db, "b", queue="beta")
+    make_task(db, "c", queue="gamma")
+    a = enqueue(db, "a", run_at=T0)
+    b = enqueue(db, "b", run_at=T0)
+    c = enqueue(db, "c", run_at=T0)
+    worker = register(db, queues=("alpha", "gamma"))
+    assert claim(db, worker, queues=("beta-not",), now=T0) == []
+    assert sorted(r["id"] for r in claim(db, worker, queues=("alpha", "gamma"), now=T0)) == [a, c]
+    assert live(sql, b)["state"] == "pending"
+    assert [r["id"] for r in claim(db, worker, queues=("beta",), now=T0)] == [b]
+
+
+def test_claim_honours_the_limit(db, sql):
+    make_task(db)
+    worker = register(db)
+    for i in range(7):
+        enqueue(db, run_at=T0 - timedelta(seconds=i))
+    assert len(claim(db, worker, limit=3, now=T0)) == 3
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.execution WHERE state = 'running'").fetchone()["n"] == 3
+    assert len(claim(db, worker, limit=3, now=T0)) == 3
+    assert len(claim(db, worker, limit=3, now=T0)) == 1
+    assert claim(db, worker, limit=3, now=T0) == []
+
+
+def test_concurrent_claims_never_share_an_execution(db, sql):
+    make_task(db)
+    total = 200
+    sql.execute("SELECT pgsched.enqueue_v1('job', jsonb_build_object('i', g), %s - g * interval '1 ms') "
+                "FROM generate_series(1, %s) g", [T0, total])
+    workers = [register(db, f"w{i}") for i in range(4)]
+    start = threading.Barrier(len(workers))
+    claimed: dict[int, list[int]] = {w: [] for w in workers}
+    errors: list[BaseException] = []
+
+    def run(worker: int) -> None:
+        try:
+            start.wait(10)
+            while rows := claim(db, worker, limit=7, now=T0):
+                claimed[worker].extend(r["id"] for r in rows)
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    every = [i for ids in claimed.values() for i in ids]
+    assert len(every) == total
+    assert len(set(every)) == total  # no execution was claimed twice
+    owners = sql.execute("SELECT id, worker_id, attempt, state FROM pgsched.execution").fetchall()
+    assert all(r["state"] == "running" and r["attempt"] == 1 for r in owners)
+    assert {r["id"]: r["worker_id"] for r in owners} == {i: w for w, ids in claimed.items() for i in ids}
+
+
+def finish(db, execution_id: int, worker_id: int, attempt: int, state: str = "succeeded",
+           finished_at: datetime = T0 + timedelta(minutes=1), **extra) -> int:
+    values = dict(exit_code=0, error=None, result=None) | extra
+    return db.exec("execution_finish", id=execution_id, worker_id=worker_id, attempt=attempt, state=state,
+                   finished_at=finished_at, **values)
+
+
+def test_finish_moves_a_running_execution_to_history(db, sql):
+    task = make_task(db, params={"n": 1})
+    worker = register(db)
+    execution_id = enqueue(db, run_at=T0)
+    claim(db, worker, now=T0 + timedelta(seconds=1))
+    assert finish(db, execution_id, worker, 1, state="failed", exit_code=3, error="exited with code 3",
+                  result=Jsonb({"rows": 2})) == 1
+    assert live(sql, execution_id) is None
+    row = sql.execute("SELECT * FROM pgsched.execution_history WHERE id = %s", [execution_id]).fetchone()
+    assert row["task_id"] == task["id"]
+    assert row["state"] == "failed"
+    assert (row["exit_code"], row["error"], row["result"]) == (3, "exited with code 3", {"rows": 2})
+    assert (row["attempt"], row["worker_id"]) == (1, worker)
+    assert row["started_at"] == T0 + timedelta(seconds=1)
+    assert row["finished_at"] == T0 + timedelta(minutes=1)
+    assert (row["scheduled_at"], row["run_at"], row["params"], row["trigger"]) == (T0, T0, {"n": 1}, "manual")
+
+
+@pytest.mark.parametrize("mismatch", ["worker", "attempt"])
+def test_finish_by_a_worker_that_no_longer_holds_it_changes_nothing(db, sql, mismatch):
+    make_task(db)
+    worker = register(db, "holder")
+    other = register(db, "other")
+    execution_id = enqueue(db, run_at=T0)
+    claim(db, worker, now=T0)
+    before = live(sql, execution_id)
+    by, attempt = (other, 1) if mismatch == "worker" else (worker, 2)
+    assert finish(db, execution_id, by, attempt) == 0
+    assert live(sql, execution_id) == before
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.execution_history").fetchone()["n"] == 0
+    assert finish(db, execution_id, worker, 1) == 1  # the holder still can
+
+
+def test_finish_of_a_pending_execution_changes_nothing(db, sql):
+    make_task(db)
+    worker = register(db)
+    execution_id = enqueue(db, run_at=T0)
+    sql.execute("UPDATE pgsched.execution SET worker_id = %s, attempt = 1 WHERE id = %s", [worker, execution_id])
+    assert finish(db, execution_id, worker, 1) == 0
+    assert live(sql, execution_id)["state"] == "pending"
+
+
+def test_a_finished_execution_is_not_claimed_again(db):
+    make_task(db)
+    worker = register(db)
+    execution_id = enqueue(db, run_at=T0)
+    claim(db, worker, now=T0)
+    assert finish(db, execution_id, worker, 1) == 1
+    assert finish(db, execution_id, worker, 1) == 0  # only once
+    assert claim(db, worker, now=T0 + timedelta(days=1)) == []

@@ -1,0 +1,240 @@
+"""pgsched.scheduler.tick against a real database, with the clock passed in explicitly."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import psycopg
+import pytest
+
+from pgsched import scheduler, tasks
+from pgsched.tasks import TaskSpec
+
+UTC = timezone.utc
+
+
+def at(hour: int, minute: int = 0, second: int = 0, micro: int = 0, day: int = 15) -> datetime:
+    return datetime(2025, 1, day, hour, minute, second, micro, tzinfo=UTC)
+
+
+def make_task(db, name: str, kind: str, expr: str, now: datetime, **fields):
+    spec = TaskSpec(name=name, command="true", schedule_kind=kind, schedule=expr, **fields)
+    return tasks.create(db, spec, now=now)
+
+
+def executions(sql, task_id: int) -> list[dict]:
+    return sql.execute("SELECT * FROM pgsched.execution WHERE task_id = %s ORDER BY scheduled_at",
+                       [task_id]).fetchall()
+
+
+def fire_times(sql, task_id: int) -> list[datetime]:
+    return [r["scheduled_at"] for r in executions(sql, task_id)]
+
+
+def task_row(sql, task_id: int) -> dict:
+    return sql.execute("SELECT * FROM pgsched.task WHERE id = %s", [task_id]).fetchone()
+
+
+def test_a_due_cron_task_fires_once_at_its_scheduled_time(db, sql):
+    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2), params={"p": 1}, priority=2,
+                     queue="q1", max_attempts=3)
+    assert task["next_fire_at"] == at(10, 5)
+
+    assert scheduler.tick(db, 7, at(10, 4, 59)) == 0  # not due yet
+    assert executions(sql, task["id"]) == []
+
+    assert scheduler.tick(db, 7, at(10, 5, 0, 300)) == 1
+    [row] = executions(sql, task["id"])
+    assert row["scheduled_at"] == at(10, 5) and row["run_at"] == at(10, 5)
+    assert row["trigger"] == "schedule"
+    assert row["leader_epoch"] == 7
+    assert row["state"] == "pending"
+    assert (row["params"], row["priority"], row["queue"], row["max_attempts"]) == ({"p": 1}, 2, "q1", 3)
+    t = task_row(sql, task["id"])
+    assert t["next_fire_at"] == at(10, 10)
+    assert t["last_fire_at"] == at(10, 5)
+
+
+def test_ticking_twice_at_the_same_instant_does_not_fire_twice(db, sql):
+    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
+    assert scheduler.tick(db, 1, at(10, 5)) == 1
+    assert scheduler.tick(db, 1, at(10, 5)) == 0
+    assert fire_times(sql, task["id"]) == [at(10, 5)]
+    assert scheduler.tick(db, 1, at(10, 10)) == 1
+    assert fire_times(sql, task["id"]) == [at(10, 5), at(10, 10)]
+
+
+def test_cron_in_a_time_zone_fires_at_local_time(db, sql):
+    task = make_task(db, "berlin", "cron", "0 9 * * *", at(0), timezone="Europe/Berlin")
+    assert task["next_fire_at"] == at(8)  # 09:00 CET
+    scheduler.tick(db, 1, at(8, 0, 1))
+    assert fire_times(sql, task["id"]) == [at(8)]
+    assert task_row(sql, task["id"])["next_fire_at"] == at(8, day=16)
+
+
+def test_interval_task_fires_on_its_anchor_grid_without_drift(db, sql):
+    task = make_task(db, "minutely", "interval", "1m", at(10, 0, 0, 700000))
+    assert task["schedule_anchor"] == at(10)  # created at 10:00:00.7, anchored on the second
+    assert task["next_fire_at"] == at(10, 1)
+    for late_tick in (at(10, 1, 0, 900000), at(10, 2, 5), at(10, 3, 59, 990000)):
+        assert scheduler.tick(db, 1, late_tick) == 1
+    assert fire_times(sql, task["id"]) == [at(10, 1), at(10, 2), at(10, 3)]
+    assert task_row(sql, task["id"])["next_fire_at"] == at(10, 4)
+
+
+def test_once_task_fires_once_and_is_never_replanned(db, sql):
+    task = make_task(db, "once", "once", "2025-01-15T10:30:00", at(10))
+    assert task["next_fire_at"] == at(10, 30)
+    assert scheduler.tick(db, 1, at(10, 29)) == 0
+    assert scheduler.tick(db, 1, at(10, 31)) == 1
+    t = task_row(sql, task["id"])
+    assert t["next_fire_at"] is None
+    assert t["last_fire_at"] == at(10, 30)
+    for later in (at(10, 32), at(11), at(10, day=20)):
+        assert scheduler.tick(db, 1, later) == 0
+    assert fire_times(sql, task["id"]) == [at(10, 30)]
+    assert task_row(sql, task["id"])["next_fire_at"] is None
+
+
+def test_once_task_created_after_its_instant_runs_at_the_next_tick(db, sql):
+    task = make_task(db, "overdue", "once", "2025-01-15T09:00:00", at(10))
+    assert task["next_fire_at"] == at(9)
+    assert scheduler.tick(db, 1, at(10, 0, 1)) == 1
+    assert fire_times(sql, task["id"]) == [at(9)]
+    assert scheduler.tick(db, 1, at(10, 1)) == 0
+
+
+def test_missed_fires_collapse_into_one_catch_up(db, sql):
+    task = make_task(db, "minutely", "cron", "* * * * *", at(10, 0, 30))
+    assert task["next_fire_at"] == at(10, 1)
+    # The scheduler was down from 10:00:30 to 10:11:30: the fires 10:01..10:11 were missed.
+    assert scheduler.tick(db, 1, at(10, 11, 30)) == 1
+    assert fire_times(sql, task["id"]) == [at(10, 1)]
+    assert task_row(sql, task["id"])["next_fire_at"] == at(10, 12)
+    assert scheduler.tick(db, 1, at(10, 11, 45)) == 0
+    assert scheduler.tick(db, 1, at(10, 12)) == 1
+    assert fire_times(sql, task["id"]) == [at(10, 1), at(10, 12)]
+
+
+def test_missed_interval_fires_collapse_and_stay_on_the_grid(db, sql):
+    task = make_task(db, "every10", "interval", "10m", at(10))
+    assert scheduler.tick(db, 1, at(12, 7)) == 1  # 10:10 .. 12:00 missed
+    assert fire_times(sql, task["id"]) == [at(10, 10)]
+    assert task_row(sql, task["id"])["next_fire_at"] == at(12, 10)
+
+
+def test_paused_tasks_do_not_fire(db, sql):
+    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
+    tasks.pause(db, "five")
+    assert scheduler.tick(db, 1, at(10, 30)) == 0
+    assert executions(sql, task["id"]) == []
+
+
+def test_a_disabled_task_is_created_unplanned_and_does_not_fire(db, sql):
+    task = make_task(db, "off", "cron", "*/5 * * * *", at(10, 2), enabled=False)
+    assert task["next_fire_at"] is None
+    assert scheduler.tick(db, 1, at(10, 30)) == 0
+    assert task_row(sql, task["id"])["next_fire_at"] is None
+
+
+def test_a_resumed_task_is_planned_after_now_without_firing_what_it_missed(db, sql):
+    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
+    tasks.pause(db, "five")
+    tasks.resume(db, "five")
+    assert task_row(sql, task["id"])["next_fire_at"] is None
+    assert scheduler.tick(db, 1, at(11, 2)) == 0
+    assert executions(sql, task["id"]) == []
+    assert task_row(sql, task["id"])["next_fire_at"] == at(11, 5)
+    assert scheduler.tick(db, 1, at(11, 5)) == 1
+    assert fire_times(sql, task["id"]) == [at(11, 5)]
+
+
+def test_a_resumed_interval_task_is_planned_on_its_grid(db, sql):
+    task = make_task(db, "every7", "interval", "7m", at(10))
+    tasks.pause(db, "every7")
+    tasks.resume(db, "every7")
+    assert scheduler.tick(db, 1, at(11)) == 0
+    # 10:00 + 9 * 7 min = 11:03
+    assert task_row(sql, task["id"])["next_fire_at"] == at(11, 3)
+
+
+def test_a_batch_smaller_than_the_due_tasks_still_fires_them_all(db, sql):
+    ids = [make_task(db, f"t{i}", "cron", "*/5 * * * *", at(10, 2))["id"] for i in range(7)]
+    unplanned = [make_task(db, f"u{i}", "cron", "*/5 * * * *", at(10, 2), enabled=False)["id"]
+                 for i in range(3)]
+    for name in ("u0", "u1", "u2"):
+        tasks.resume(db, name)
+    assert scheduler.tick(db, 1, at(10, 5), batch=2) == 7
+    for task_id in ids:
+        assert fire_times(sql, task_id) == [at(10, 5)]
+        assert task_row(sql, task_id)["next_fire_at"] == at(10, 10)
+    for task_id in unplanned:
+        assert task_row(sql, task_id)["next_fire_at"] == at(10, 10)
+        assert executions(sql, task_id) == []
+
+
+def test_delete_drops_pending_executions_and_stops_firing(db, sql):
+    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
+    scheduler.tick(db, 1, at(10, 5))
+    tasks.trigger(db, "five", run_at=at(12))
+    assert len(executions(sql, task["id"])) == 2
+    assert tasks.delete(db, "five") == 2
+    assert executions(sql, task["id"]) == []
+    assert scheduler.tick(db, 1, at(10, 30)) == 0
+    assert executions(sql, task["id"]) == []
+    t = task_row(sql, task["id"])
+    assert t["deleted_at"] is not None and t["next_fire_at"] is None
+
+
+def test_delete_keeps_a_running_execution(db, sql):
+    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
+    scheduler.tick(db, 1, at(10, 5))
+    sql.execute("UPDATE pgsched.execution SET state = 'running', attempt = 1 WHERE task_id = %s", [task["id"]])
+    assert tasks.delete(db, "five") == 0
+    assert [r["state"] for r in executions(sql, task["id"])] == ["running"]
+
+
+def test_the_same_fire_inserted_twice_is_one_execution(db, sql):
+    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
+    fire = at(10, 5)
+    assert db.exec("scheduler_insert_fires", ids=[task["id"]], fire_at=[fire], epoch=1) == 1
+    assert db.exec("scheduler_insert_fires", ids=[task["id"]], fire_at=[fire], epoch=2) == 0
+    assert db.exec("scheduler_insert_fires", ids=[task["id"], task["id"]], fire_at=[fire, fire], epoch=3) == 0
+    [row] = executions(sql, task["id"])
+    assert row["leader_epoch"] == 1  # the first insert won; later ones changed nothing
+    assert db.exec("scheduler_insert_fires", ids=[task["id"], task["id"]],
+                   fire_at=[at(10, 10), at(10, 10)], epoch=1) == 1
+    assert fire_times(sql, task["id"]) == [at(10, 5), at(10, 10)]
+
+
+def test_a_manual_run_at_a_fire_instant_does_not_swallow_the_fire(db, sql):
+    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
+    manual = tasks.trigger(db, "five", run_at=at(10, 5))
+    assert scheduler.tick(db, 1, at(10, 5)) == 1
+    rows = executions(sql, task["id"])
+    assert sorted((r["trigger"], r["scheduled_at"]) for r in rows) == [("manual", at(10, 5)), ("schedule", at(10, 5))]
+    assert manual in {r["id"] for r in rows}
+
+
+def notifications_until_marker(listener: psycopg.Connection, sender: psycopg.Connection) -> list[str]:
+    """Payloads on pgsched_execution until a marker sent last (delivery is in commit order,
+    so every earlier notification is in by then: no fixed wait)."""
+    sender.execute("SELECT pg_notify('pgsched_execution', 'marker')")
+    payloads = []
+    for notify in listener.notifies(timeout=10):
+        if notify.payload == "marker":
+            return payloads
+        payloads.append(notify.payload)
+    raise AssertionError(f"marker notification not received; got {payloads!r}")
+
+
+@pytest.mark.parametrize(("batch", "transactions"), [(1000, 1), (2, 3)])
+def test_a_tick_notifies_once_per_transaction(db, sql, dsn, batch, transactions):
+    for i in range(5):
+        make_task(db, f"t{i}", "cron", "*/5 * * * *", at(10, 2))
+    with psycopg.connect(dsn, autocommit=True) as listener:
+        listener.execute("LISTEN pgsched_execution")
+        assert scheduler.tick(db, 1, at(10, 5), batch=batch) == 5
+        assert notifications_until_marker(listener, sql) == [""] * transactions
+        assert scheduler.tick(db, 1, at(10, 6), batch=batch) == 0  # nothing due: no notification
+        assert notifications_until_marker(listener, sql) == []

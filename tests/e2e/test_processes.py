@@ -1,0 +1,123 @@
+"""Real scheduler and worker processes: interval timing, plain-INSERT wake-up, timeouts
+that kill the whole process group, Python tasks, and leadership between two schedulers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from datetime import timedelta
+
+import psutil
+import pytest
+
+from ..helpers import REPO, cli, wait_until
+
+pytestmark = pytest.mark.e2e
+
+
+def history(sql, task: str) -> list[dict]:
+    return sql.execute("SELECT h.* FROM pgsched.execution_history h JOIN pgsched.task t ON t.id = h.task_id "
+                       "WHERE t.name = %s ORDER BY h.scheduled_at", (task,)).fetchall()
+
+
+def test_interval_task_fires_on_time_three_times_in_a_row(dsn, sql, start):
+    cli(dsn, "task", "create", "tick", "--command", "echo tick", "--every", "2s")
+    task = sql.execute("SELECT schedule_anchor, next_fire_at FROM pgsched.task WHERE name = 'tick'").fetchone()
+    assert task["next_fire_at"] == task["schedule_anchor"] + timedelta(seconds=2)
+    start("scheduler", "--max-sleep", "5")
+    start("worker", "--poll-interval", "5")
+    runs = wait_until(lambda: (r := history(sql, "tick")) and len(r) >= 3 and r, timeout=20,
+                      message="three interval fires")
+    first = runs[0]["scheduled_at"]
+    assert (first - task["schedule_anchor"]).total_seconds() % 2 == 0
+    for k, run in enumerate(runs[:3]):
+        assert run["scheduled_at"] == first + timedelta(seconds=2 * k)  # consecutive, no drift, no gap
+        assert run["state"] == "succeeded" and run["exit_code"] == 0
+        lag = (run["started_at"] - run["scheduled_at"]).total_seconds()
+        assert 0 <= lag < 1.0, f"fire {k} started {lag:.3f}s after its time"
+
+
+def test_plain_insert_one_shot_runs_within_a_second(dsn, sql, start):
+    cli(dsn, "task", "create", "adhoc", "--command", "echo \"got $PGSCHED_PARAMS\"")
+    # A long poll interval: only the NOTIFY from the INSERT can wake the worker in time.
+    worker = start("worker", "--poll-interval", "30")
+    wait_until(lambda: "started" in worker.output and
+               sql.execute("SELECT count(*) AS n FROM pgsched.worker WHERE state = 'running'").fetchone()["n"],
+               message="worker up")
+    time.sleep(0.3)  # let the listener settle into its wait (it wakes once at start)
+    row = sql.execute("INSERT INTO pgsched.run_request (task, params) VALUES ('adhoc', '{\"n\": 7}') "
+                      "RETURNING execution_id").fetchone()
+    inserted = time.monotonic()
+    done = wait_until(lambda: sql.execute("SELECT * FROM pgsched.execution_history WHERE id = %s",
+                                          (row["execution_id"],)).fetchone(), timeout=5)
+    assert time.monotonic() - inserted < 1.5
+    assert done["trigger"] == "insert" and done["state"] == "succeeded"
+    assert (done["started_at"] - done["created_at"]).total_seconds() < 1.0
+    line = sql.execute("SELECT line FROM pgsched.execution_log WHERE execution_id = %s",
+                       (row["execution_id"],)).fetchone()["line"]
+    assert json.loads(line.removeprefix("got ")) == {"n": 7}
+
+
+def _group_members(pgid: int) -> list[psutil.Process]:
+    members = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE:
+                members.append(p)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            pass
+    return members
+
+
+@pytest.mark.parametrize("ignores_term", [False, True], ids=["sigterm", "sigkill-after-grace"])
+def test_timeout_kills_the_whole_process_group(dsn, sql, start, ignores_term):
+    trap = "trap '' TERM; " if ignores_term else ""
+    cli(dsn, "task", "create", "hang", "--timeout", "1",
+        "--command", f"{trap}echo $$; sleep 300 & sleep 301; echo not reached")
+    start("worker", "--kill-grace", "1", "--poll-interval", "0.5")
+    ident = json.loads(cli(dsn, "task", "trigger", "hang", "--json").stdout)["execution_id"]
+    pgid = int(wait_until(lambda: sql.execute("SELECT line FROM pgsched.execution_log WHERE execution_id = %s",
+                                              (ident,)).fetchone(), message="the command's pid")["line"])
+    assert len(_group_members(pgid)) >= 2  # the shell and its sleeps are running
+    done = wait_until(lambda: sql.execute("SELECT * FROM pgsched.execution_history WHERE id = %s",
+                                          (ident,)).fetchone(), timeout=15)
+    assert done["state"] == "timed_out"
+    assert done["exit_code"] == 128 + (signal.SIGKILL if ignores_term else signal.SIGTERM)
+    assert "timed out after 1s" in done["error"]
+    assert _group_members(pgid) == []  # zombies may wait for init to reap them; nothing runs
+    attempt = sql.execute("SELECT state FROM pgsched.execution_attempt WHERE execution_id = %s", (ident,)).fetchone()
+    assert attempt["state"] == "timed_out"
+
+
+def test_python_task_gets_params_and_stores_its_result(dsn, sql, start):
+    env = {"PYTHONPATH": str(REPO / "examples")}
+    cli(dsn, "task", "create", "greet", "--python", "hello_tasks:greet", "--params", '{"name": "ops"}')
+    start("worker", "--poll-interval", "0.5", env=env)
+    ident = json.loads(cli(dsn, "task", "trigger", "greet", "--params", '{"name": "e2e"}', "--json").stdout)
+    done = wait_until(lambda: sql.execute("SELECT * FROM pgsched.execution_history WHERE id = %s",
+                                          (ident["execution_id"],)).fetchone())
+    assert done["state"] == "succeeded"
+    assert done["result"]["greeting"] == "hello, e2e"
+    # A function that is importable but not registered with @app.task is refused.
+    cli(dsn, "task", "create", "sneaky", "--python", "os:getcwd")
+    ident = json.loads(cli(dsn, "task", "trigger", "sneaky", "--json").stdout)["execution_id"]
+    done = wait_until(lambda: sql.execute("SELECT * FROM pgsched.execution_history WHERE id = %s",
+                                          (ident,)).fetchone())
+    assert done["state"] == "failed" and "not a function registered with @app.task" in done["error"]
+
+
+def test_one_leader_and_a_standby_takes_over_after_sigkill(dsn, sql, start):
+    first = start("scheduler", "--max-sleep", "0.5")
+    wait_until(lambda: "is leader" in first.output, message="first leader")
+    second = start("scheduler", "--max-sleep", "0.5")
+    wait_until(lambda: "is standby" in second.output, message="standby")
+    term = sql.execute("SELECT epoch FROM pgsched.leader").fetchone()["epoch"]
+    first.proc.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    wait_until(lambda: "is leader" in second.output, timeout=10, message="standby takes over")
+    assert time.monotonic() - killed < 3.0
+    assert sql.execute("SELECT epoch FROM pgsched.leader").fetchone()["epoch"] == term + 1
+    out = cli(dsn, "status").stdout
+    assert f"term {term + 1}" in out

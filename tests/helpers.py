@@ -1,0 +1,73 @@
+"""Test helpers: waiting on conditions (never a fixed sleep) and real pgsched processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05,
+               message: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns something truthy; return that. Raises
+    AssertionError with the last value after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}; last value: {last!r}")
+
+
+def cli(dsn: str | None, *args: str, check: bool = True, env: dict | None = None,
+        timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``python -m pgsched ARGS`` to completion against ``dsn``."""
+    full_env = {**os.environ, **(env or {})}
+    if dsn is not None:
+        full_env["PGSCHED_DSN"] = dsn
+    proc = subprocess.run([sys.executable, "-m", "pgsched", *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"pgsched {' '.join(args)} exited {proc.returncode}\n"
+                             f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc
+
+
+class Process:
+    """A long-running ``pgsched`` process (scheduler, worker) whose stderr goes to a file."""
+
+    def __init__(self, dsn: str, *args: str, log_dir: Path, env: dict | None = None,
+                 wrap: Callable[[list[str]], list[str]] | None = None):
+        self.args = args
+        self.log_path = log_dir / f"{args[0]}-{time.monotonic_ns()}.log"
+        self._log = open(self.log_path, "w")
+        argv = [sys.executable, "-m", "pgsched", "--log-level", "debug", *args]
+        self.proc = subprocess.Popen(wrap(argv) if wrap else argv,
+                                     stdout=self._log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, "PGSCHED_DSN": dsn, **(env or {})})
+
+    @property
+    def output(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
