@@ -6,7 +6,7 @@ Usage::
     db = Database.connect(dsn)
     rows = db.many("task_list", tenant="default")
     with db.transaction() as tx:          # one transaction per state change
-        tx.exec("task_pause", id=3)
+        tx.one("task_pause", name="nightly", tenant="default")
 
 Timestamps go in and come out as timezone-aware ``datetime`` in UTC (the session time
 zone is set to UTC on every connection).

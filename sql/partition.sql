@@ -11,13 +11,3 @@ SELECT partition_name, kept FROM pgsched.partition_drop_expired_v1(%(cutoff)s)
 SELECT (SELECT count(*) FROM pgsched.execution_history_default) AS execution_history,
        (SELECT count(*) FROM pgsched.execution_attempt_default) AS execution_attempt,
        (SELECT count(*) FROM pgsched.execution_log_default) AS execution_log
-
--- name: partition_list :many
-SELECT p.relname AS parent, c.relname AS partition_name,
-       pg_get_expr(c.relpartbound, c.oid) AS bounds
-  FROM pg_inherits i
-  JOIN pg_class c ON c.oid = i.inhrelid
-  JOIN pg_class p ON p.oid = i.inhparent
-  JOIN pg_namespace n ON n.oid = p.relnamespace
- WHERE n.nspname = 'pgsched'
- ORDER BY p.relname, c.relname

@@ -19,9 +19,6 @@ RETURNING *
 -- name: task_get :one
 SELECT * FROM pgsched.task WHERE tenant = %(tenant)s AND name = %(name)s AND deleted_at IS NULL
 
--- name: task_get_by_id :one
-SELECT * FROM pgsched.task WHERE id = %(id)s
-
 -- name: task_list :many
 -- Live tasks of a tenant, optionally only those whose name contains %(search)s.
 SELECT t.*,
