@@ -21,7 +21,7 @@ from . import importer, migrate as migrations, tasks
 from .db import Database
 from .errors import PgschedError, ValidationError
 from .logs import FORMATS, LEVELS, setup as setup_logging
-from .schedule import Schedule, parse_interval
+from .schedule import parse_interval
 from .tasks import TaskSpec
 
 

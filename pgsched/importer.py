@@ -52,10 +52,8 @@ def task_name(source: str, entry: CrontabEntry) -> str:
 
 def spec_for(source: str, entry: CrontabEntry, tenant: str) -> TaskSpec:
     """The task a crontab entry becomes."""
-    schedule = "@daily" if entry.schedule == "@midnight" else entry.schedule
-    schedule = "@yearly" if schedule == "@annually" else schedule
     return TaskSpec(name=task_name(source, entry), handler_kind="shell", command=entry.command,
-                    schedule_kind="cron", schedule=schedule, timezone=entry.timezone or "UTC",
+                    schedule_kind="cron", schedule=entry.schedule, timezone=entry.timezone or "UTC",
                     env=dict(entry.env), stdin=entry.stdin, run_as_user=entry.user, tenant=tenant,
                     description=entry.command[:200], source=f"{Path(source).name}:{entry.line_no}")
 

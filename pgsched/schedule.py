@@ -86,6 +86,12 @@ def validate_cron(expr: str) -> str:
     return text
 
 
+def _second_copy(local: datetime) -> bool:
+    """Whether the local time ``local`` lies in the second copy of a repeated hour (the
+    clocks just fell back): PEP 495's ``fold=1`` where the two readings differ."""
+    return local.fold == 1 and local.replace(fold=0).utcoffset() != local.utcoffset()
+
+
 @dataclass(frozen=True)
 class Schedule:
     """A parsed schedule. ``kind`` is one of :data:`KINDS`; ``expr`` the stored text;
@@ -120,9 +126,11 @@ class Schedule:
         schedule never fires again (``once`` in the past, ``none``)."""
         after = after.astimezone(UTC)
         if self.kind == "cron":
-            local = after.astimezone(zone(self.tz))
-            nxt = croniter(self.expr, local).get_next(datetime)
-            return nxt.astimezone(UTC)
+            it = croniter(self.expr, after.astimezone(zone(self.tz)))
+            while True:
+                nxt = it.get_next(datetime)
+                if not (self._fixed_time() and _second_copy(nxt)):
+                    return nxt.astimezone(UTC)
         if self.kind == "interval":
             step = parse_interval(self.expr or "")
             anchor = (self.anchor or after).astimezone(UTC)
@@ -137,6 +145,15 @@ class Schedule:
             when = parse_once(self.expr or "", self.tz)
             return when if when > after else None
         return None
+
+    def _fixed_time(self) -> bool:
+        """cron(8): a job whose minute and hour fields are both not wildcards runs once when
+        the clock falls back; others follow the wall clock (both copies of the hour)."""
+        expr = self.expr or ""
+        if expr.startswith("@"):
+            return expr != "@hourly"
+        minute, hour = expr.split()[:2]
+        return not (minute.startswith("*") or hour.startswith("*"))
 
     def first_fire(self, now: datetime) -> datetime | None:
         """When a newly planned (created or resumed) task first fires: a ``once`` task at

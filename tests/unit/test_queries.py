@@ -16,7 +16,7 @@ from ..helpers import REPO
 
 SQL_DIR = REPO / "sql"
 PACKAGE = REPO / "pgsched"
-HEADER = re.compile(r"^-- name: ([a-z][a-z0-9_]*) :(one|many|exec)\s*$", re.M)
+HEADER = re.compile(r"^-- name: ([a-z][a-z0-9_]*) :(one|many|exec)\s*$", re.MULTILINE)
 
 
 def test_parse_reads_names_cardinalities_and_bodies():
@@ -44,14 +44,17 @@ def test_parse_reads_names_cardinalities_and_bodies():
     assert found["thing_touch"].text == "UPDATE thing SET n = n + 1"
 
 
-@pytest.mark.parametrize("header", [
-    "-- name: thing :all",          # unknown cardinality
-    "-- name: Thing :one",          # names are lower case
-    "-- name: thing",               # no cardinality
-    "-- name:thing :one",
-    "-- name: thing :one extra",
-    "-- name: 1thing :one",
-])
+@pytest.mark.parametrize(
+    "header",
+    [
+        "-- name: thing :all",  # unknown cardinality
+        "-- name: Thing :one",  # names are lower case
+        "-- name: thing",  # no cardinality
+        "-- name:thing :one",
+        "-- name: thing :one extra",
+        "-- name: 1thing :one",
+    ],
+)
 def test_malformed_header_is_an_error_with_file_and_line(header):
     text = f"-- name: ok :one\nSELECT 1\n{header}\nSELECT 2\n"
     with pytest.raises(ValueError, match=r"^x\.sql:3: malformed header") as info:
@@ -70,12 +73,15 @@ def test_duplicate_name_in_one_file_is_an_error():
         parse(text, "x.sql")
 
 
-@pytest.mark.parametrize("text", [
-    "-- name: a :one\n",
-    "-- name: a :one\n-- only a comment\n\n",
-    "-- name: a :one\n;\n",
-    "-- name: a :one\n-- name: b :one\nSELECT 1\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "-- name: a :one\n",
+        "-- name: a :one\n-- only a comment\n\n",
+        "-- name: a :one\n;\n",
+        "-- name: a :one\n-- name: b :one\nSELECT 1\n",
+    ],
+)
 def test_empty_body_is_an_error(text):
     with pytest.raises(ValueError, match=r"^x\.sql:1: query 'a' has no statement"):
         parse(text, "x.sql")
@@ -116,18 +122,29 @@ def calls_in_code() -> list[tuple[str, str, str]]:
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in ("one", "many", "exec") and node.args
-                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-                found.append((node.args[0].value, node.func.attr,
-                              f"{path.relative_to(REPO)}:{node.lineno}"))
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("one", "many", "exec")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                found.append(
+                    (node.args[0].value, node.func.attr, f"{path.relative_to(REPO)}:{node.lineno}")
+                )
     return found
 
 
 def test_the_scan_finds_calls():
     # Guards the two tests below against passing because the scan found nothing.
     names = {name for name, _, _ in calls_in_code()}
-    assert {"execution_claim", "scheduler_insert_fires", "task_insert", "migration_applied"} <= names
+    assert {
+        "execution_claim",
+        "scheduler_insert_fires",
+        "task_insert",
+        "migration_applied",
+    } <= names
 
 
 def test_every_query_the_code_calls_exists_with_that_cardinality():
@@ -137,7 +154,9 @@ def test_every_query_the_code_calls_exists_with_that_cardinality():
         if name not in known:
             wrong.append(f"{where}: {name!r} is not in sql/*.sql")
         elif known[name].cardinality != called_as:
-            wrong.append(f"{where}: {name!r} is :{known[name].cardinality}, called as .{called_as}()")
+            wrong.append(
+                f"{where}: {name!r} is :{known[name].cardinality}, called as .{called_as}()"
+            )
     assert wrong == []
 
 

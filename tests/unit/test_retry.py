@@ -49,12 +49,20 @@ def test_jitter_stays_between_zero_and_the_exponential_delay():
         draws = [backoff_seconds("exponential_jitter", attempt, 10, 600, rng) for _ in range(200)]
         assert all(0 <= d <= bound for d in draws), (attempt, bound, min(draws), max(draws))
         # Full jitter spreads over the whole range, not a sliver of it.
-        assert min(draws) < bound * 0.1 and max(draws) > bound * 0.9, (attempt, min(draws), max(draws))
+        assert min(draws) < bound * 0.1 and max(draws) > bound * 0.9, (
+            attempt,
+            min(draws),
+            max(draws),
+        )
 
 
 def test_jitter_is_reproducible_with_a_seeded_random():
-    first = [backoff_seconds("exponential_jitter", a, 10, 3600, random.Random(7)) for a in range(1, 8)]
-    again = [backoff_seconds("exponential_jitter", a, 10, 3600, random.Random(7)) for a in range(1, 8)]
+    first = [
+        backoff_seconds("exponential_jitter", a, 10, 3600, random.Random(7)) for a in range(1, 8)
+    ]
+    again = [
+        backoff_seconds("exponential_jitter", a, 10, 3600, random.Random(7)) for a in range(1, 8)
+    ]
     assert first == again
     assert len(set(first)) == len(first)
 

@@ -5,14 +5,12 @@ Every expected instant below is worked out by hand, not computed with the code u
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from pgsched.errors import ValidationError
 from pgsched.schedule import Schedule, parse_interval, parse_once, validate_cron, zone
-
-UTC = timezone.utc
 
 
 def utc(*args: int) -> datetime:
@@ -24,6 +22,7 @@ def cron(expr: str, tz: str = "UTC") -> Schedule:
 
 
 # --- cron ------------------------------------------------------------------------------
+
 
 def test_cron_in_utc_next_after_is_strictly_after():
     every_5 = cron("*/5 * * * *")
@@ -41,8 +40,8 @@ def test_cron_result_is_utc_even_when_asked_with_another_offset():
 
 def test_cron_in_berlin_winter_and_summer():
     nine = cron("0 9 * * *", "Europe/Berlin")
-    assert nine.next_after(utc(2025, 1, 15, 0, 0)) == utc(2025, 1, 15, 8, 0)   # CET, UTC+1
-    assert nine.next_after(utc(2025, 7, 15, 0, 0)) == utc(2025, 7, 15, 7, 0)   # CEST, UTC+2
+    assert nine.next_after(utc(2025, 1, 15, 0, 0)) == utc(2025, 1, 15, 8, 0)  # CET, UTC+1
+    assert nine.next_after(utc(2025, 7, 15, 0, 0)) == utc(2025, 7, 15, 7, 0)  # CEST, UTC+2
     # 08:30Z in winter is 09:30 Berlin: today's fire has passed, tomorrow's is next.
     assert nine.next_after(utc(2025, 1, 15, 8, 30)) == utc(2025, 1, 16, 8, 0)
 
@@ -51,30 +50,89 @@ def test_cron_across_the_spring_dst_change_keeps_local_time():
     # Europe/Berlin moves to summer time on 2025-03-30 at 02:00 local.
     nine = cron("0 9 * * *", "Europe/Berlin")
     assert nine.upcoming(utc(2025, 3, 28, 12, 0), 3) == [
-        utc(2025, 3, 29, 8, 0), utc(2025, 3, 30, 7, 0), utc(2025, 3, 31, 7, 0)]
+        utc(2025, 3, 29, 8, 0),
+        utc(2025, 3, 30, 7, 0),
+        utc(2025, 3, 31, 7, 0),
+    ]
+
+
+def test_cron_in_the_skipped_hour_runs_when_the_clock_jumps():
+    # 02:30 does not exist in Berlin on 2025-03-30 (02:00 CET -> 03:00 CEST); like cron(8),
+    # the job runs at the jump, 03:00 CEST = 01:00Z, and at 02:30 CEST (00:30Z) the next day.
+    job = cron("30 2 * * *", "Europe/Berlin")
+    assert job.upcoming(utc(2025, 3, 29, 12, 0), 2) == [
+        utc(2025, 3, 30, 1, 0),
+        utc(2025, 3, 31, 0, 30),
+    ]
+
+
+def test_hourly_cron_fires_every_real_hour_across_the_autumn_dst_change():
+    # Berlin repeats 02:00-03:00 on 2025-10-26 (00:00Z CEST, then 01:00Z CET): a job with a
+    # wildcard hour runs in both, as cron(8) runs wildcard jobs.
+    hourly = cron("0 * * * *", "Europe/Berlin")
+    assert hourly.upcoming(utc(2025, 10, 25, 23, 0), 3) == [
+        utc(2025, 10, 26, 0, 0),
+        utc(2025, 10, 26, 1, 0),
+        utc(2025, 10, 26, 2, 0),
+    ]
+
+
+def test_fixed_time_cron_fires_once_on_the_autumn_dst_change():
+    # 02:30 happens twice in Berlin on 2025-10-26: 00:30Z (CEST) and 01:30Z (CET).
+    job = cron("30 2 * * *", "Europe/Berlin")
+    assert job.upcoming(utc(2025, 10, 25, 12, 0), 2) == [
+        utc(2025, 10, 26, 0, 30),
+        utc(2025, 10, 27, 1, 30),  # 02:30 CET
+    ]
+    # Asked from inside either copy of the repeated hour, the next fire is the next day's.
+    assert job.next_after(utc(2025, 10, 26, 0, 40)) == utc(2025, 10, 27, 1, 30)
+    assert job.next_after(utc(2025, 10, 26, 1, 15)) == utc(2025, 10, 27, 1, 30)
+    assert cron("@daily", "Europe/Berlin").upcoming(utc(2025, 10, 25, 12, 0), 2) == [
+        utc(2025, 10, 25, 22, 0),
+        utc(2025, 10, 26, 23, 0),
+    ]
+
+
+def test_wildcard_minute_cron_runs_in_both_copies_of_the_repeated_hour():
+    # cron(8): a job with a wildcard minute or hour is not fixed-time; it runs in both copies.
+    job = cron("*/30 2 * * *", "Europe/Berlin")
+    assert job.upcoming(utc(2025, 10, 25, 12, 0), 5) == [
+        utc(2025, 10, 26, 0, 0),  # 02:00 CEST
+        utc(2025, 10, 26, 0, 30),  # 02:30 CEST
+        utc(2025, 10, 26, 1, 0),  # 02:00 CET
+        utc(2025, 10, 26, 1, 30),  # 02:30 CET
+        utc(2025, 10, 27, 1, 0),  # 02:00 CET the next day
+    ]
 
 
 def test_cron_in_new_york():
     # 2025-01-15 is EST (UTC-5): midnight local is 05:00Z.
-    assert cron("0 0 * * *", "America/New_York").next_after(utc(2025, 1, 15, 4, 0)) == utc(2025, 1, 15, 5, 0)
+    assert cron("0 0 * * *", "America/New_York").next_after(utc(2025, 1, 15, 4, 0)) == utc(
+        2025, 1, 15, 5, 0
+    )
 
 
-@pytest.mark.parametrize(("nickname", "after", "expected"), [
-    ("@hourly", utc(2025, 1, 15, 10, 20), utc(2025, 1, 15, 11, 0)),
-    ("@daily", utc(2025, 1, 15, 10, 20), utc(2025, 1, 16, 0, 0)),
-    ("@midnight", utc(2025, 1, 15, 10, 20), utc(2025, 1, 16, 0, 0)),
-    ("@annually", utc(2025, 1, 15, 10, 20), utc(2026, 1, 1, 0, 0)),
-    ("@yearly", utc(2025, 1, 15, 10, 20), utc(2026, 1, 1, 0, 0)),
-    ("@monthly", utc(2025, 1, 15, 10, 20), utc(2025, 2, 1, 0, 0)),
-    ("@weekly", utc(2025, 1, 15, 10, 20), utc(2025, 1, 19, 0, 0)),  # 2025-01-19 is a Sunday
-])
+@pytest.mark.parametrize(
+    ("nickname", "after", "expected"),
+    [
+        ("@hourly", utc(2025, 1, 15, 10, 20), utc(2025, 1, 15, 11, 0)),
+        ("@daily", utc(2025, 1, 15, 10, 20), utc(2025, 1, 16, 0, 0)),
+        ("@midnight", utc(2025, 1, 15, 10, 20), utc(2025, 1, 16, 0, 0)),
+        ("@annually", utc(2025, 1, 15, 10, 20), utc(2026, 1, 1, 0, 0)),
+        ("@yearly", utc(2025, 1, 15, 10, 20), utc(2026, 1, 1, 0, 0)),
+        ("@monthly", utc(2025, 1, 15, 10, 20), utc(2025, 2, 1, 0, 0)),
+        ("@weekly", utc(2025, 1, 15, 10, 20), utc(2025, 1, 19, 0, 0)),  # 2025-01-19 is a Sunday
+    ],
+)
 def test_cron_nicknames(nickname, after, expected):
     assert cron(nickname).next_after(after) == expected
 
 
 def test_nickname_in_a_zone():
     # @daily in Berlin: local midnight, 23:00Z the day before in winter.
-    assert cron("@daily", "Europe/Berlin").next_after(utc(2025, 1, 15, 12, 0)) == utc(2025, 1, 15, 23, 0)
+    assert cron("@daily", "Europe/Berlin").next_after(utc(2025, 1, 15, 12, 0)) == utc(
+        2025, 1, 15, 23, 0
+    )
 
 
 def test_validate_cron_normalises():
@@ -93,8 +151,9 @@ def test_validate_cron_wrong_field_count_names_the_value(expr, count):
     assert f"has {count} fields" in str(info.value)
 
 
-@pytest.mark.parametrize("expr", ["61 * * * *", "* 25 * * *", "* * 32 * *", "* * * 13 *",
-                                  "a b c d e", "*/0 * * * *"])
+@pytest.mark.parametrize(
+    "expr", ["61 * * * *", "* 25 * * *", "* * 32 * *", "* * * 13 *", "a b c d e", "*/0 * * * *"]
+)
 def test_validate_cron_bad_expression_names_the_value(expr):
     with pytest.raises(ValidationError, match="not a valid cron expression") as info:
         validate_cron(expr)
@@ -109,15 +168,28 @@ def test_validate_cron_unknown_nickname():
 
 # --- interval --------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("90", 90.0), ("30s", 30.0), ("5m", 300.0), ("1h30m", 5400.0), ("1d", 86400.0),
-    ("1.5", 1.5), (" 2H ", 7200.0), ("1d2h3m4s", 93784.0), ("1h 30m", 5400.0),
-])
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("90", 90.0),
+        ("30s", 30.0),
+        ("5m", 300.0),
+        ("1h30m", 5400.0),
+        ("1d", 86400.0),
+        ("1.5", 1.5),
+        (" 2H ", 7200.0),
+        ("1d2h3m4s", 93784.0),
+        ("1h 30m", 5400.0),
+    ],
+)
 def test_parse_interval(text, seconds):
     assert parse_interval(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["0", "-5", "abc", "5x", "", "0s", "5m5x", "m5", "nan", "inf", "1h-30m"])
+@pytest.mark.parametrize(
+    "text", ["0", "-5", "abc", "5x", "", "0s", "5m5x", "m5", "nan", "inf", "1h-30m"]
+)
 def test_parse_interval_rejects_and_names_the_value(text):
     with pytest.raises(ValidationError) as info:
         parse_interval(text)
@@ -156,8 +228,12 @@ def test_interval_does_not_drift_when_asked_late_again_and_again():
         t = every_90s.next_after(t)
         fires.append(t)
         t = t + timedelta(seconds=lateness)  # asked late: the next fire must not move
-    assert fires == [utc(2025, 1, 15, 10, 1, 30), utc(2025, 1, 15, 10, 3, 0),
-                     utc(2025, 1, 15, 10, 4, 30), utc(2025, 1, 15, 10, 6, 0)]
+    assert fires == [
+        utc(2025, 1, 15, 10, 1, 30),
+        utc(2025, 1, 15, 10, 3, 0),
+        utc(2025, 1, 15, 10, 4, 30),
+        utc(2025, 1, 15, 10, 6, 0),
+    ]
 
 
 def test_interval_far_from_its_anchor_lands_exactly_on_a_multiple():
@@ -175,6 +251,7 @@ def test_interval_with_a_zone_is_still_anchored_in_absolute_time():
 
 # --- once ------------------------------------------------------------------------------
 
+
 def test_once_naive_timestamp_is_read_in_the_task_zone():
     winter = Schedule.parse("once", "2026-12-01T09:00:00", "Europe/Berlin")
     assert winter.next_after(utc(2026, 1, 1)) == utc(2026, 12, 1, 8, 0)
@@ -186,8 +263,9 @@ def test_once_naive_timestamp_is_read_in_the_task_zone():
 def test_once_with_an_offset_ignores_the_task_zone():
     once = Schedule.parse("once", "2026-12-01T09:00:00+05:00", "Europe/Berlin")
     assert once.next_after(utc(2026, 1, 1)) == utc(2026, 12, 1, 4, 0)
-    assert Schedule.parse("once", "2026-12-01T09:00:00Z", "Asia/Tokyo").first_fire(utc(2026, 1, 1)) == \
-        utc(2026, 12, 1, 9, 0)
+    assert Schedule.parse("once", "2026-12-01T09:00:00Z", "Asia/Tokyo").first_fire(
+        utc(2026, 1, 1)
+    ) == utc(2026, 12, 1, 9, 0)
 
 
 def test_once_in_the_past_never_fires_again():
@@ -205,8 +283,9 @@ def test_once_first_fire_is_its_instant_even_when_past():
 
 def test_first_fire_of_other_kinds_is_after_now():
     assert cron("0 * * * *").first_fire(utc(2025, 1, 15, 10, 0)) == utc(2025, 1, 15, 11, 0)
-    assert anchored("10m", utc(2025, 1, 15, 10, 0)).first_fire(utc(2025, 1, 15, 10, 10)) == \
-        utc(2025, 1, 15, 10, 20)
+    assert anchored("10m", utc(2025, 1, 15, 10, 0)).first_fire(utc(2025, 1, 15, 10, 10)) == utc(
+        2025, 1, 15, 10, 20
+    )
 
 
 @pytest.mark.parametrize("text", ["tomorrow", "2026-13-01T00:00:00", "12/01/2026"])
@@ -217,6 +296,7 @@ def test_once_rejects_a_non_iso_timestamp(text):
 
 
 # --- none, kinds, zones --------------------------------------------------------------------
+
 
 def test_none_never_fires():
     none = Schedule.parse("none", None)
@@ -248,9 +328,16 @@ def test_unknown_time_zone_is_an_error_naming_it(tz):
 
 def test_upcoming_lists_n_fires_in_order():
     assert cron("30 */6 * * *").upcoming(utc(2025, 1, 15, 7, 0), 4) == [
-        utc(2025, 1, 15, 12, 30), utc(2025, 1, 15, 18, 30), utc(2025, 1, 16, 0, 30), utc(2025, 1, 16, 6, 30)]
+        utc(2025, 1, 15, 12, 30),
+        utc(2025, 1, 15, 18, 30),
+        utc(2025, 1, 16, 0, 30),
+        utc(2025, 1, 16, 6, 30),
+    ]
     assert anchored("1h30m", utc(2025, 1, 15, 0, 0)).upcoming(utc(2025, 1, 15, 2, 0), 3) == [
-        utc(2025, 1, 15, 3, 0), utc(2025, 1, 15, 4, 30), utc(2025, 1, 15, 6, 0)]
+        utc(2025, 1, 15, 3, 0),
+        utc(2025, 1, 15, 4, 30),
+        utc(2025, 1, 15, 6, 0),
+    ]
     assert cron("0 9 * * *").upcoming(utc(2025, 1, 15), 0) == []
 
 
