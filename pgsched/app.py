@@ -29,8 +29,8 @@ REGISTERED = "__pgsched_task__"
 
 
 class App:
-    """A set of Python tasks. ``dsn`` is used by :meth:`connect` (None: ``PGSCHED_DSN``,
-    then the embedded default)."""
+    """A set of Python tasks. ``dsn`` is where :meth:`connect` goes (None: ``PGSCHED_DSN``,
+    then the embedded default). Typical start-up: ``app.sync(app.connect())``."""
 
     def __init__(self, dsn: str | None = None):
         self.dsn = dsn
@@ -68,6 +68,18 @@ class App:
             return func
 
         return register
+
+    def connect(self) -> Database:
+        """A connection pool on ``dsn`` (else ``PGSCHED_DSN``, else the embedded default).
+        Raises ConnectionFailed, ConfigError."""
+        import os
+
+        dsn = self.dsn or os.environ.get("PGSCHED_DSN")
+        if not dsn:
+            from . import embedded
+
+            dsn = embedded.start()
+        return Database.connect(dsn)
 
     def sync(self, db: Database) -> list[str]:
         """Store every registered task that does not exist yet; return the names created.

@@ -155,6 +155,7 @@ def main(ctx: click.Context, dsn: str | None, tenant: str, log_level: str, log_f
     if ctx.invoked_subcommand == "dev" and log_format == "text":
         log_format = "console"  # a person is watching
     setup_logging(log_level, log_format)
+    ctx.meta["pgsched.logs"] = {"level": log_level, "format": log_format}
     ctx.obj = Context(dsn, tenant)
 
 
@@ -178,6 +179,22 @@ def migrate(c: Context, show_status: bool) -> None:
             click.echo(f"applied {m.version:04d}_{m.name}")
     else:
         click.echo("schema is up to date")
+
+
+def log_options(command: Any) -> Any:
+    """``--log-level`` / ``--log-format`` on a long-running command too (they override the
+    group's), so ``pgsched worker --log-level debug`` works as people type it."""
+    def apply(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value is not None:
+            state = ctx.find_root().meta.setdefault("pgsched.logs", {"level": "info", "format": "text"})
+            state["level" if param.name == "log_level" else "format"] = value
+            setup_logging(state["level"], state["format"])
+        return value
+
+    command = click.option("--log-format", type=click.Choice(FORMATS), callback=apply, expose_value=False,
+                           help="Log format (overrides the global option).")(command)
+    return click.option("--log-level", type=click.Choice(LEVELS), callback=apply, expose_value=False,
+                        help="Log level (overrides the global option).")(command)
 
 
 def _run_until_signal(targets: list[tuple[str, Any]]) -> None:
@@ -206,6 +223,7 @@ def _run_until_signal(targets: list[tuple[str, Any]]) -> None:
 
 
 @main.command()
+@log_options
 @click.option("--batch", default=1000, show_default=True, help="Tasks fired per transaction.")
 @click.option("--max-sleep", default=5.0, show_default=True, help="Longest sleep between ticks (seconds).")
 @click.option("--retention-days", default=30, show_default=True, help="Days of execution history kept.")
@@ -221,6 +239,7 @@ def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, pre
 
 
 @main.command()
+@log_options
 @click.option("--queue", "-q", "queues", multiple=True, default=["default"], show_default=True,
               help="Queue to serve (repeat for several).")
 @click.option("--concurrency", "-c", default=4, show_default=True, type=click.IntRange(1, 1024),
@@ -245,6 +264,7 @@ def worker(c: Context, queues: tuple[str, ...], concurrency: int, poll_interval:
 
 
 @main.command()
+@log_options
 @click.option("--examples/--no-examples", default=True, show_default=True, help="Load the example tasks.")
 @click.option("--concurrency", default=4, show_default=True)
 @click.pass_context

@@ -74,7 +74,7 @@ def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[[list], N
     for r in rows:
         sched = f"{r['schedule_kind']} {r['schedule_expr'] or ''}".strip()
         nxt = r["next_fire_at"].strftime("%H:%M:%S") if r["next_fire_at"] else "-"
-        click.echo(f"  {r['name']:28} {sched:28} next {nxt}")
+        click.echo(f"  {r['name']:24} {sched:40} next {nxt}")
     if embedded:
         click.echo(f"\nin another terminal:  PGSCHED_DSN='{dsn}' pgsched task list")
     click.echo("scheduler and worker running; Ctrl-C to stop\n")

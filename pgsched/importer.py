@@ -58,6 +58,16 @@ def spec_for(source: str, entry: CrontabEntry, tenant: str) -> TaskSpec:
                     description=entry.command[:200], source=f"{Path(source).name}:{entry.line_no}")
 
 
+def _is_user(word: str) -> bool:
+    import pwd
+
+    try:
+        pwd.getpwnam(word)
+    except (KeyError, UnicodeEncodeError, ValueError):
+        return False
+    return True
+
+
 def import_crontab(db: Database | None, path: str | Path, *, system: bool = False,
                    tenant: str = "default", dry_run: bool = False, text: str | None = None) -> ImportReport:
     """Import the crontab at ``path`` (or ``text``, named by ``path``). With ``dry_run`` (or
@@ -85,6 +95,11 @@ def import_crontab(db: Database | None, path: str | Path, *, system: bool = Fals
         specs.append((entry, spec))
     for problem in parsed.problems:
         report.lines.append(ImportLine(problem.line_no, "problem", reason=problem.reason))
+    if not system and parsed.entries and all(_is_user(e.command.split(None, 1)[0]) for e in parsed.entries
+                                             if e.command.split()):
+        report.notes.append("every command starts with a user name (e.g. "
+                            f"{parsed.entries[0].command.split()[0]!r}): if this is a system crontab "
+                            "(/etc/crontab, /etc/cron.d/*), import it with --system")
     mailto = {e.mailto for e in parsed.entries if e.mailto}
     if mailto:
         report.notes.append(f"MAILTO={', '.join(sorted(mailto))} is kept in the tasks' environment but "

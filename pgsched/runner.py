@@ -89,16 +89,21 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def kill_group(pgid: int, grace: float) -> None:
+def kill_group(pgid: int, grace: float, leader: subprocess.Popen | None = None) -> None:
     """SIGTERM the process group ``pgid``; SIGKILL it if anything is left after ``grace``
-    seconds. Returns when the group is gone (or after one more second)."""
+    seconds. ``leader`` (the group's first process, our child) is reaped while waiting, so
+    its zombie does not count as alive."""
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         return
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and _group_alive(pgid):
-        time.sleep(0.05)
+    while time.monotonic() < deadline:
+        if leader is not None:
+            leader.poll()
+        if not _group_alive(pgid):
+            return
+        time.sleep(0.02)
     if _group_alive(pgid):
         try:
             os.killpg(pgid, signal.SIGKILL)
@@ -138,7 +143,7 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
         elif stop is not None and stop.is_set():
             reason = "stopped"
         if reason:
-            kill_group(proc.pid, kill_grace)
+            kill_group(proc.pid, kill_grace, proc)
             break
         try:
             proc.wait(0.2)
@@ -154,7 +159,7 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
         t.join(max(limit, 0.5))
         if t.is_alive() and deadline and not reason:
             reason = "timed_out"
-            kill_group(proc.pid, kill_grace)
+            kill_group(proc.pid, kill_grace, proc)
             t.join(1.0)
     exit_code = code if code >= 0 else 128 - code
     if reason == "timed_out":

@@ -61,7 +61,7 @@ SELECT %(id)s, %(attempt)s, %(tenant)s, u.seq, u.stream, u.logged_at, u.line
 -- Executions of a tenant, newest first, optionally of one task and/or in one state.
 SELECT e.id, t.name AS task_name, e.state, e.trigger, e.scheduled_at, e.run_at, e.started_at,
        e.finished_at, e.attempt, e.max_attempts, e.exit_code, e.queue, e.priority, e.worker_id,
-       extract(epoch FROM e.finished_at - e.started_at) AS duration_seconds
+       extract(epoch FROM e.finished_at - e.started_at)::float8 AS duration_seconds
   FROM pgsched.execution_all e
   JOIN pgsched.task t ON t.id = e.task_id
  WHERE e.tenant = %(tenant)s
@@ -72,14 +72,14 @@ SELECT e.id, t.name AS task_name, e.state, e.trigger, e.scheduled_at, e.run_at, 
 
 -- name: execution_get :one
 SELECT e.*, t.name AS task_name,
-       extract(epoch FROM e.finished_at - e.started_at) AS duration_seconds
+       extract(epoch FROM e.finished_at - e.started_at)::float8 AS duration_seconds
   FROM pgsched.execution_all e
   JOIN pgsched.task t ON t.id = e.task_id
  WHERE e.id = %(id)s AND e.tenant = %(tenant)s
 
 -- name: execution_attempts :many
 SELECT attempt, state, worker_id, started_at, finished_at, exit_code, error,
-       extract(epoch FROM finished_at - started_at) AS duration_seconds
+       extract(epoch FROM finished_at - started_at)::float8 AS duration_seconds
   FROM pgsched.execution_attempt
  WHERE execution_id = %(id)s
  ORDER BY attempt

@@ -15,7 +15,7 @@ UPDATE pgsched.worker SET state = 'stopped', stopped_at = now(), running = 0 WHE
 -- name: worker_list :many
 SELECT id, name, hostname, pid, queues, concurrency, state, running, started_at,
        last_heartbeat_at, stopped_at,
-       extract(epoch FROM now() - last_heartbeat_at) AS heartbeat_age_seconds
+       extract(epoch FROM now() - last_heartbeat_at)::float8 AS heartbeat_age_seconds
   FROM pgsched.worker
  WHERE %(all)s OR state = 'running'
  ORDER BY id

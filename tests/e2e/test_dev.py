@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
+from pathlib import Path
 import signal
 import subprocess
 import sys
@@ -24,7 +27,9 @@ def start_dev(home, log):
 
 
 def test_dev_on_the_embedded_default(tmp_path):
-    home = tmp_path / "home"
+    # Not under pytest's basetemp (0700, reset by any concurrent pytest run): as root the
+    # embedded server runs as its own user and must reach this folder.
+    home = Path(tempfile.mkdtemp(prefix="pgsched-dev-home-"))
     log_path = tmp_path / "dev.log"
     with open(log_path, "w") as log:
         proc = start_dev(home, log)
@@ -58,3 +63,4 @@ def test_dev_on_the_embedded_default(tmp_path):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            shutil.rmtree(home, ignore_errors=True)

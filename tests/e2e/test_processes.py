@@ -76,7 +76,8 @@ def test_timeout_kills_the_whole_process_group(dsn, sql, start, ignores_term):
     trap = "trap '' TERM; " if ignores_term else ""
     cli(dsn, "task", "create", "hang", "--timeout", "1",
         "--command", f"{trap}echo $$; sleep 300 & sleep 301; echo not reached")
-    start("worker", "--kill-grace", "1", "--poll-interval", "0.5")
+    # A command that obeys SIGTERM must not be made to wait out a long grace period.
+    start("worker", "--kill-grace", "1" if ignores_term else "10", "--poll-interval", "0.5")
     ident = json.loads(cli(dsn, "task", "trigger", "hang", "--json").stdout)["execution_id"]
     pgid = int(wait_until(lambda: sql.execute("SELECT line FROM pgsched.execution_log WHERE execution_id = %s",
                                               (ident,)).fetchone(), message="the command's pid")["line"])
@@ -86,6 +87,8 @@ def test_timeout_kills_the_whole_process_group(dsn, sql, start, ignores_term):
     assert done["state"] == "timed_out"
     assert done["exit_code"] == 128 + (signal.SIGKILL if ignores_term else signal.SIGTERM)
     assert "timed out after 1s" in done["error"]
+    took = (done["finished_at"] - done["started_at"]).total_seconds()
+    assert 1.0 <= took < (2.0 + 1.5 if ignores_term else 3.0), took
     assert _group_members(pgid) == []  # zombies may wait for init to reap them; nothing runs
     attempt = sql.execute("SELECT state FROM pgsched.execution_attempt WHERE execution_id = %s", (ident,)).fetchone()
     assert attempt["state"] == "timed_out"
