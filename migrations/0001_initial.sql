@@ -174,6 +174,7 @@ CREATE TABLE pgsched.worker (
     pid               integer     NOT NULL,
     queues            text[]      NOT NULL,
     concurrency       integer     NOT NULL,
+    heartbeat_interval double precision NOT NULL DEFAULT 5,
     state             text        NOT NULL DEFAULT 'running' CHECK (state IN ('running', 'stopped', 'dead')),
     running           integer     NOT NULL DEFAULT 0,
     started_at        timestamptz NOT NULL DEFAULT now(),
@@ -249,6 +250,14 @@ BEGIN
     END IF;
     IF enqueue_v1.priority IS NOT NULL AND enqueue_v1.priority NOT BETWEEN 1 AND 10 THEN
         RAISE EXCEPTION 'priority: % is out of range 1-10', enqueue_v1.priority USING ERRCODE = 'check_violation';
+    END IF;
+    IF NOT isfinite(fire_at) OR fire_at < '1970-01-01 00:00:00+00' OR fire_at >= '9000-01-01 00:00:00+00' THEN
+        RAISE EXCEPTION 'run_at: % is outside 1970 to 9000', enqueue_v1.run_at USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF enqueue_v1.trigger IS NULL OR enqueue_v1.trigger NOT IN ('api', 'manual', 'insert') THEN
+        -- 'schedule' is the scheduler's alone: it is what makes a scheduled fire unique.
+        RAISE EXCEPTION 'trigger: % must be api, manual or insert', quote_nullable(enqueue_v1.trigger)
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF enqueue_v1.params IS NOT NULL AND jsonb_typeof(enqueue_v1.params) <> 'object' THEN
         RAISE EXCEPTION 'params: % is not a JSON object', enqueue_v1.params USING ERRCODE = 'invalid_parameter_value';

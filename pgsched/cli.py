@@ -8,11 +8,13 @@ The database is ``--dsn``, else ``PGSCHED_DSN``, else the embedded default
 from __future__ import annotations
 
 import json
+import math
+import os
 import signal
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import click
@@ -21,7 +23,7 @@ from . import importer, migrate as migrations, tasks
 from .db import Database
 from .errors import PgschedError, ValidationError
 from .logs import FORMATS, LEVELS, setup as setup_logging
-from .schedule import parse_interval
+from .schedule import parse_interval, parse_once
 from .tasks import TaskSpec
 
 
@@ -33,6 +35,24 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except PgschedError as exc:
             raise click.ClickException(str(exc)) from None
+
+
+class Seconds(click.ParamType):
+    """A finite number of seconds within [low, high] (click's FloatRange lets NaN through)."""
+
+    name = "seconds"
+
+    def __init__(self, low: float, high: float):
+        self.low, self.high = low, high
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(number) or not self.low <= number <= self.high:
+            self.fail(f"{value!r} is not between {self.low:g} and {self.high:g} seconds", param, ctx)
+        return number
 
 
 class Context:
@@ -95,23 +115,18 @@ def _table(rows: list[dict], columns: list[str]) -> None:
         click.echo("  ".join((v if len(v) <= 60 else v[:57] + "...").ljust(w) for v, w in zip(row, widths)).rstrip())
 
 
-def _parse_when(value: str | None, field: str) -> datetime | None:
-    """An ISO 8601 instant, or ``+30s`` / ``+5m`` from now. Naive means UTC."""
+def _parse_when(value: str | None, field: str, tz: str = "UTC") -> datetime | None:
+    """An ISO 8601 instant (without an offset: read in ``tz``), or ``+30s`` / ``+5m`` from
+    now. Raises ValidationError naming ``field``."""
     if value is None:
         return None
-    if value.startswith("+"):
-        return datetime.now(timezone.utc).replace(microsecond=0) + _seconds(value[1:])
     try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValidationError(field, value, "is not an ISO 8601 timestamp or +DURATION like +30s") from None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-
-
-def _seconds(text: str) -> Any:
-    from datetime import timedelta
-
-    return timedelta(seconds=parse_interval(text))
+        if value.startswith("+"):
+            return datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=parse_interval(value[1:]))
+        return parse_once(value, tz)
+    except (ValidationError, OverflowError):
+        raise ValidationError(field, value, "is not an ISO 8601 timestamp or +DURATION like +30s "
+                              "(durations up to 3650 days)") from None
 
 
 def _parse_json_object(value: str | None, field: str) -> dict | None:
@@ -197,17 +212,24 @@ def log_options(command: Any) -> Any:
                         help="Log level (overrides the global option).")(command)
 
 
-def _run_until_signal(targets: list[tuple[str, Any]]) -> None:
-    """Run each ``run(stop)`` in a thread until SIGINT/SIGTERM; a second signal exits now."""
+def _run_until_signal(targets: list[tuple[str, Any]], urgent: list[Any] | None = None) -> None:
+    """Run each ``run(stop)`` in a thread until SIGINT/SIGTERM. A second signal calls each
+    of ``urgent`` (stop waiting, hand work back) and exits within 10 seconds whatever is
+    left. Exits 1 if a part stopped on its own (a bug: its traceback is in the log)."""
     stop = threading.Event()
-    signals = {"count": 0}
+    signals = []
 
     def handle(signum: int, _frame: Any) -> None:
-        signals["count"] += 1
-        if signals["count"] > 1:
-            click.echo("second signal: exiting now", err=True)
-            sys.exit(130)
-        click.echo(f"{signal.Signals(signum).name}: stopping (again to exit at once)", err=True)
+        signals.append(signum)
+        if len(signals) > 1:
+            click.echo("second signal: stopping now, handing running executions back", err=True)
+            for call in urgent or []:
+                call()
+            deadline = threading.Timer(10.0, lambda: os._exit(130))
+            deadline.daemon = True  # only a backstop: a clean exit must not wait for it
+            deadline.start()
+            return
+        click.echo(f"{signal.Signals(signum).name}: stopping (again to stop at once)", err=True)
         stop.set()
 
     signal.signal(signal.SIGINT, handle)
@@ -215,19 +237,28 @@ def _run_until_signal(targets: list[tuple[str, Any]]) -> None:
     threads = [threading.Thread(target=run, args=(stop,), name=name, daemon=True) for name, run in targets]
     for t in threads:
         t.start()
+    died = False
     while any(t.is_alive() for t in threads):
         for t in threads:
             t.join(0.2)
         if not stop.is_set() and not all(t.is_alive() for t in threads):
-            stop.set()  # one part died: stop the rest rather than run half a process
+            died = True  # one part died: stop the rest rather than run half a process
+            click.echo("a part of this process stopped unexpectedly; stopping the rest", err=True)
+            stop.set()
+    if died:
+        sys.exit(1)
 
 
 @main.command()
 @log_options
-@click.option("--batch", default=1000, show_default=True, help="Tasks fired per transaction.")
-@click.option("--max-sleep", default=5.0, show_default=True, help="Longest sleep between ticks (seconds).")
-@click.option("--retention-days", default=30, show_default=True, help="Days of execution history kept.")
-@click.option("--premake-days", default=3, show_default=True, help="Days of partitions created ahead.")
+@click.option("--batch", default=1000, show_default=True, type=click.IntRange(1, 100_000),
+              help="Tasks fired per transaction.")
+@click.option("--max-sleep", default=5.0, show_default=True, type=Seconds(0.01, 3600),
+              help="Longest sleep between ticks (seconds).")
+@click.option("--retention-days", default=30, show_default=True, type=click.IntRange(1, 36_500),
+              help="Days of execution history kept (at least 1).")
+@click.option("--premake-days", default=3, show_default=True, type=click.IntRange(1, 60),
+              help="Days of partitions created ahead.")
 @pass_ctx
 def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, premake_days: int) -> None:
     """Run a scheduler: fires due tasks while it is leader, stands by otherwise."""
@@ -244,23 +275,34 @@ def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, pre
               help="Queue to serve (repeat for several).")
 @click.option("--concurrency", "-c", default=4, show_default=True, type=click.IntRange(1, 1024),
               help="Executions run at once.")
-@click.option("--poll-interval", default=2.0, show_default=True, help="Seconds between polls (besides LISTEN).")
-@click.option("--heartbeat-interval", default=5.0, show_default=True, help="Seconds between heartbeats.")
-@click.option("--kill-grace", default=5.0, show_default=True,
+@click.option("--poll-interval", default=2.0, show_default=True, type=Seconds(0.05, 3600),
+              help="Seconds between polls (besides LISTEN).")
+@click.option("--heartbeat-interval", default=5.0, show_default=True, type=Seconds(0.1, 3600),
+              help="Seconds between heartbeats.")
+@click.option("--kill-grace", default=5.0, show_default=True, type=Seconds(0, 3600),
               help="Seconds between SIGTERM and SIGKILL when a command times out.")
-@click.option("--shutdown-timeout", default=30.0, show_default=True,
+@click.option("--shutdown-timeout", default=30.0, show_default=True, type=Seconds(0, 86400),
               help="Seconds running executions get to finish on SIGTERM before they are handed back.")
+@click.option("--max-output-lines", default=10_000, show_default=True, type=click.IntRange(1, 10_000_000),
+              help="Output lines stored per attempt; the rest is counted, not stored.")
+@click.option("--max-output-bytes", default=10 * 1024 * 1024, show_default=True,
+              type=click.IntRange(1024, 1024 ** 3), help="Output bytes stored per attempt.")
 @pass_ctx
 def worker(c: Context, queues: tuple[str, ...], concurrency: int, poll_interval: float,
-           heartbeat_interval: float, kill_grace: float, shutdown_timeout: float) -> None:
+           heartbeat_interval: float, kill_grace: float, shutdown_timeout: float, max_output_lines: int,
+           max_output_bytes: int) -> None:
     """Run a worker: claims and runs executions from its queues."""
     from .worker import Worker, WorkerConfig
 
+    for queue in queues:
+        tasks.check_name("queue", queue)
     config = WorkerConfig(queues=list(queues), concurrency=concurrency, poll_interval=poll_interval,
                           heartbeat_interval=heartbeat_interval, kill_grace=kill_grace,
-                          shutdown_timeout=shutdown_timeout)
+                          shutdown_timeout=shutdown_timeout, max_output_lines=max_output_lines,
+                          max_output_bytes=max_output_bytes)
     db = c.db(max_size=min(concurrency + 2, 32))
-    _run_until_signal([("worker", Worker(db, config).run)])
+    runner = Worker(db, config)
+    _run_until_signal([("worker", runner.run)], urgent=[runner.stop_now])
 
 
 @main.command()
@@ -299,10 +341,12 @@ def status(c: Context, as_json: bool) -> None:
                    f"last tick {_fmt(leader['last_tick_at'])})")
     else:
         click.echo("leader: none (no scheduler is running)")
-    click.echo(f"workers: {len(data['workers'])} running")
+    silent = sum(1 for w in data["workers"] if w["presumed_dead"])
+    click.echo(f"workers: {len(data['workers']) - silent} running" + (f", {silent} presumed dead" if silent else ""))
     for w in data["workers"]:
         click.echo(f"  {w['id']} {w['name']} queues={','.join(w['queues'])} running={w['running']}/"
-                   f"{w['concurrency']} heartbeat {w['heartbeat_age_seconds']:.1f}s ago")
+                   f"{w['concurrency']} heartbeat {w['heartbeat_age_seconds']:.1f}s ago"
+                   + ("  (silent for 3 heartbeats: presumed dead)" if w["presumed_dead"] else ""))
     if data["queues"]:
         click.echo("queues:")
         _table(data["queues"], ["queue", "ready", "scheduled", "running"])
@@ -330,7 +374,7 @@ def task() -> None:
 @click.option("--tz", "tz", default="UTC", show_default=True, help="IANA time zone of the schedule.")
 @click.option("--params", help="Default params, a JSON object.")
 @click.option("--env", multiple=True, help="NAME=VALUE for the command's environment (repeat).")
-@click.option("--timeout", type=float, help="Seconds an attempt may run.")
+@click.option("--timeout", type=float, help="Seconds an attempt may run (default: no limit).")
 @click.option("--max-attempts", default=1, show_default=True, type=int)
 @click.option("--retry-policy", default="exponential", show_default=True,
               type=click.Choice(["fixed", "linear", "exponential", "exponential_jitter"]))
@@ -349,10 +393,10 @@ def task_create(c: Context, name: str, command: str | None, argv: str | None, py
                 description: str | None, as_json: bool) -> None:
     """Create task NAME. Give one handler (--command, --argv or --python) and at most one
     schedule (--cron, --every or --at); with none it runs only when triggered."""
-    handlers = [k for k, v in (("command", command), ("argv", argv), ("python", python_target)) if v]
+    handlers = [k for k, v in (("command", command), ("argv", argv), ("python", python_target)) if v is not None]
     if len(handlers) != 1:
         raise ValidationError("handler", handlers or None, "give exactly one of --command, --argv, --python")
-    schedules = [k for k, v in (("cron", cron), ("every", every), ("at", at)) if v]
+    schedules = [k for k, v in (("cron", cron), ("every", every), ("at", at)) if v is not None]
     if len(schedules) > 1:
         raise ValidationError("schedule", schedules, "give at most one of --cron, --every, --at")
     argv_list = None
@@ -361,11 +405,12 @@ def task_create(c: Context, name: str, command: str | None, argv: str | None, py
             argv_list = json.loads(argv)
         except json.JSONDecodeError:
             raise ValidationError("argv", argv, "must be a JSON list of strings") from None
-    once = _parse_when(at, "at")
+    once = _parse_when(at, "at", tz)
     kind = {"cron": "cron", "every": "interval", "at": "once"}.get(schedules[0] if schedules else "", "none")
     spec = TaskSpec(name=name, handler_kind={"command": "shell", "argv": "argv", "python": "python"}[handlers[0]],
                     command=command, argv=argv_list, python_target=python_target, schedule_kind=kind,
-                    schedule=cron or every or (once.isoformat() if once else None), timezone=tz,
+                    schedule=cron if cron is not None else every if every is not None else
+                    (once.isoformat() if once else None), timezone=tz,
                     params=_parse_json_object(params, "params") or {}, env=_pairs(env, "env"),
                     timeout_seconds=timeout, max_attempts=max_attempts, retry_policy=retry_policy,
                     retry_base_seconds=retry_base, retry_max_seconds=retry_max, priority=priority,

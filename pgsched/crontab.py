@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from croniter import croniter
+from . import cron
 
 __all__ = ["CrontabEntry", "CrontabProblem", "Crontab", "parse_crontab"]
 
@@ -87,20 +87,8 @@ _ENV_RE = re.compile(r"[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=(.*)")
 _TOKEN_RE = re.compile(r"[^ \t]+")
 # cronie do_command.c: a '%' directly after a backslash is literal.
 _UNESCAPED_PERCENT = re.compile(r"(?<!\\)%")
-_NUMBER_RE = re.compile(r"[0-9]+")
 
-_NICKNAMES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-# (name used in messages, lowest, highest, names or None); a name's value is
-# its index + lowest.
-_FIELDS = (
-    ("minute", 0, 59, None),
-    ("hour", 0, 23, None),
-    ("day-of-month", 1, 31, None),
-    ("month", 1, 12, _MONTHS),  # jan = 1
-    ("day-of-week", 0, 7, _DAYS),  # sun = 0, and 7 is Sunday too
-)
+
 
 
 class _LineError(Exception):
@@ -166,19 +154,18 @@ def _split_line(raw: str, system: bool) -> tuple[str, str | None, str]:
         nickname = first.lower()
         if nickname == "@reboot":
             raise _LineError("'@reboot' is not supported (pgsched has no boot event)")
-        if nickname not in _NICKNAMES:
-            raise _LineError(f"unknown schedule nickname '{first}' (expected one of {', '.join(_NICKNAMES)})")
+        if nickname not in cron.NICKNAMES:
+            raise _LineError(f"unknown schedule nickname '{first}' (expected one of {', '.join(cron.NICKNAMES)})")
         schedule, used = nickname, 1
     else:
         if len(tokens) < 5:
             found = " ".join(t.group() for t in tokens)
             raise _LineError(f"expected 5 time fields and a command, found {len(tokens)} field(s): '{found}'")
-        fields = [t.group() for t in tokens[:5]]
-        for value, spec in zip(fields, _FIELDS):
-            _check_field(value, *spec)
-        schedule, used = " ".join(fields), 5
-        if not croniter.is_valid(schedule):  # belt and braces; keep our own wording
-            raise _LineError(f"schedule '{schedule}' is not a valid cron expression")
+        schedule, used = " ".join(t.group() for t in tokens[:5]), 5
+        try:
+            cron.check(schedule)
+        except cron.CronError as exc:
+            raise _LineError(str(exc)) from None
     after = "user" if system else "command"
     if len(tokens) > used and tokens[used].group().startswith("*"):
         # cronie entry.c rejects a '*' here ("catch a common typo").
@@ -209,53 +196,3 @@ def _split_percent(rest: str) -> tuple[str, str | None]:
     if len(parts) == 1:
         return command, None
     return command, "\n".join(part.replace("\\%", "%") for part in parts[1:])
-
-
-def _check_field(text: str, name: str, low: int, high: int, names: tuple[str, ...] | None) -> None:
-    """Validate one time field (cronie entry.c get_list/get_range/get_number)."""
-    for item in text.split(","):
-        problem = _check_item(item, low, high, names)
-        if problem:
-            bad, predicate = problem
-            subject = f"{name} field '{text}'" + ("" if bad == text else f": '{bad}'")
-            raise _LineError(f"{subject} {predicate}")
-
-
-def _check_item(item: str, low: int, high: int, names: tuple[str, ...] | None) -> tuple[str, str] | None:
-    """Return (offending text, predicate) for a bad list element, else None."""
-    if not item:
-        return item, "is an empty list element"
-    base, slash, step = item.partition("/")
-    if slash:
-        if base != "*" and "-" not in base:
-            return item, "puts a step on a single value (a step needs '*' or a range)"
-        if not _NUMBER_RE.fullmatch(step):
-            return item, f"has step '{step}', which is not a number"
-        if int(step) == 0:
-            return item, "has step 0 (the step must be at least 1)"
-    if base == "*":
-        return None
-    start_text, dash, end_text = base.partition("-")
-    if not start_text or (dash and not end_text):
-        return item, "has a range with a missing end"
-    start = _value(start_text, low, high, names)
-    if isinstance(start, tuple):
-        return start
-    if dash:
-        end = _value(end_text, low, high, names)
-        if isinstance(end, tuple):
-            return end
-        if start > end:
-            return item, f"is a reversed range ({start} > {end})"
-    return None
-
-
-def _value(text: str, low: int, high: int, names: tuple[str, ...] | None) -> int | tuple[str, str]:
-    """A number in [low, high] or a 3-letter name; else (text, predicate)."""
-    if _NUMBER_RE.fullmatch(text):
-        number = int(text)
-        return number if low <= number <= high else (text, f"is out of range {low}-{high}")
-    if names and text.lower() in names:
-        return names.index(text.lower()) + low
-    kind = "a number" + (f" or a name ({names[0]}..{names[-1]})" if names else "")
-    return text, f"is not {kind}"

@@ -54,7 +54,7 @@ def load_examples(db: Database, tenant: str, now: datetime) -> list[str]:
     return created
 
 
-def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[[list], None]) -> None:
+def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None]) -> None:
     """Set everything up, then run scheduler and worker until Ctrl-C."""
     embedded = c._dsn is None
     if embedded:
@@ -94,7 +94,7 @@ def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[[list], N
     worker = Worker(db, WorkerConfig(concurrency=concurrency, poll_interval=1.0, kill_grace=2.0,
                                      shutdown_timeout=5.0), on_finish=on_finish)
     try:
-        run([("scheduler", scheduler.run), ("worker", worker.run)])
+        run([("scheduler", scheduler.run), ("worker", worker.run)], urgent=[worker.stop_now])
     finally:
         db.close()
     click.echo("stopped")

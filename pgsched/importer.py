@@ -79,9 +79,13 @@ def import_crontab(db: Database | None, path: str | Path, *, system: bool = Fals
     source = str(path)
     if text is None:
         try:
-            text = Path(path).read_text()
+            data = Path(path).read_bytes()
         except OSError as exc:
             raise PgschedError(f"file: cannot read {source!r}: {exc.strerror}") from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise PgschedError(f"file: {source!r} is not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})") from None
     parsed = parse_crontab(text, system=system)
     report = ImportReport()
     specs = []

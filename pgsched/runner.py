@@ -42,24 +42,51 @@ class LogSink:
     """Collects captured lines (thread-safe) until the owner drains them.
 
     Each line is ``(seq, stream, logged_at, text)``; ``seq`` counts from 1 per attempt.
+    At most ``max_lines`` lines and ``max_bytes`` bytes of output are kept per attempt; the
+    rest is read (so the command never blocks on a full pipe) and counted, and
+    :meth:`close` adds one ``system`` line saying how much was dropped. NUL characters,
+    which PostgreSQL text cannot hold, are removed.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_lines: int = 10_000, max_bytes: int = 10 * 1024 * 1024) -> None:
         self._lock = threading.Lock()
         self._lines: list[tuple[int, str, datetime, str]] = []
         self._seq = 0
+        self._bytes = 0
+        self.max_lines, self.max_bytes = max_lines, max_bytes
+        self.dropped_lines = self.dropped_bytes = 0
         self.tail: collections.deque[str] = collections.deque(maxlen=3)
 
     def write(self, stream: str, text: str) -> None:
+        text = text.replace("\x00", "")
+        size = len(text.encode("utf-8", errors="replace")) + 1
         with self._lock:
+            if stream != "system" and (self._seq >= self.max_lines or self._bytes + size > self.max_bytes):
+                self.dropped_lines += 1
+                self.dropped_bytes += size
+                return
             self._seq += 1
+            self._bytes += size
             self._lines.append((self._seq, stream, datetime.now(timezone.utc), text))
             self.tail.append(text)
 
-    def drain(self) -> list[tuple[int, str, datetime, str]]:
+    def close(self) -> None:
+        """Record how much output the caps dropped, if any."""
+        if self.dropped_lines:
+            self.write("system", f"output truncated: {self.dropped_lines} more line(s), {self.dropped_bytes} "
+                       f"byte(s) not stored (limits: {self.max_lines} lines, {self.max_bytes} bytes)")
+
+    def drain(self, limit: int | None = None) -> list[tuple[int, str, datetime, str]]:
+        """Take up to ``limit`` (all when None) of the oldest collected lines."""
         with self._lock:
-            lines, self._lines = self._lines, []
+            cut = len(self._lines) if limit is None else limit
+            lines, self._lines = self._lines[:cut], self._lines[cut:]
             return lines
+
+    def requeue(self, lines: list[tuple[int, str, datetime, str]]) -> None:
+        """Put back lines that could not be stored, ahead of the newer ones."""
+        with self._lock:
+            self._lines[:0] = lines
 
 
 def _pump(pipe: Any, stream: str, sink: LogSink) -> None:
@@ -114,13 +141,19 @@ def kill_group(pgid: int, grace: float, leader: subprocess.Popen | None = None) 
 def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
                 timeout: float | None, sink: LogSink, kill_grace: float = 5.0,
                 on_tick: Callable[[], None] | None = None,
-                stop: threading.Event | None = None) -> Outcome:
+                stop: threading.Event | None = None, stop_grace: float = 1.0) -> Outcome:
     """Run ``argv`` to completion in its own process group.
 
-    ``timeout`` (seconds, None = none) and a set ``stop`` event both end it by killing the
-    group (SIGTERM, then SIGKILL after ``kill_grace`` s). ``on_tick`` is called about every
-    200 ms while it runs (the worker flushes logs there). A non-zero exit is ``failed``; a
-    death by signal N reports exit code ``128 + N`` as shells do.
+    ``timeout`` (seconds, None = none) ends it by killing the group (SIGTERM, then SIGKILL
+    after ``kill_grace`` s); a set ``stop`` event does the same with ``stop_grace``.
+    ``on_tick`` is called about every 200 ms while it runs (the worker flushes logs there).
+    A non-zero exit is ``failed``; a death by signal N reports exit code ``128 + N`` as
+    shells do.
+
+    Processes the command leaves running in the background may hold its output open. Their
+    output is read until the timeout (then they are killed with the group) or, without a
+    timeout, for 5 more seconds; the outcome is the command's own exit status either way. A
+    process that leaves the group (``setsid``) is beyond reach.
     """
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -143,7 +176,7 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
         elif stop is not None and stop.is_set():
             reason = "stopped"
         if reason:
-            kill_group(proc.pid, kill_grace, proc)
+            kill_group(proc.pid, kill_grace if reason == "timed_out" else stop_grace, proc)
             break
         try:
             proc.wait(0.2)
@@ -153,14 +186,23 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
             on_tick()
     code = proc.wait()
     # Output may still be held open by children the command left running: read until EOF,
-    # but not past the deadline (then the group goes too) nor 5 s when there is none.
+    # but not past the deadline (then the rest of the group goes) nor 5 s without one.
     for t in pumps:
-        limit = (deadline - time.monotonic()) if deadline and not reason else 5.0
-        t.join(max(limit, 0.5))
-        if t.is_alive() and deadline and not reason:
-            reason = "timed_out"
+        end = deadline if deadline and not reason else time.monotonic() + 5.0
+        while t.is_alive() and time.monotonic() < end:
+            t.join(0.2)
+            if on_tick:
+                on_tick()
+        if t.is_alive() and not reason and deadline:
+            sink.write("system", "the command exited but left processes holding its output; "
+                       "they were killed at the timeout")
             kill_group(proc.pid, kill_grace, proc)
             t.join(1.0)
+        elif t.is_alive() and not reason:
+            sink.write("system", "the command exited; stopped reading output that background "
+                       "processes still hold")
+            break
+    sink.close()
     exit_code = code if code >= 0 else 128 - code
     if reason == "timed_out":
         return Outcome("timed_out", exit_code, f"timed out after {timeout:g}s; process group killed")
@@ -192,6 +234,7 @@ def run_python(func: Callable[..., Any], params: Mapping[str, Any], *, timeout: 
     thread = threading.Thread(target=call, daemon=True, name=f"pgsched-task-{getattr(func, '__name__', 'task')}")
     thread.start()
     thread.join(timeout)
+    sink.close()
     if thread.is_alive():
         return Outcome("timed_out", error=f"timed out after {timeout:g}s (the Python call cannot be killed and was abandoned)")
     if "error" in box:

@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
-
+from . import cron
 from .errors import ValidationError
 
 UTC = timezone.utc
 KINDS = ("cron", "interval", "once", "none")
-NICKNAMES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 _INTERVAL_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MIN_INTERVAL = 1.0  # seconds; the scheduler's resolution
+MAX_INTERVAL = 3650 * 86400.0
 
 
 def zone(name: str) -> ZoneInfo:
@@ -52,8 +52,9 @@ def parse_interval(text: str) -> float:
         if not parts or "".join(n + u for n, u in parts) != value.replace(" ", ""):
             raise ValidationError("schedule", text, "is not an interval: use seconds or units like '30s', '5m', '1h30m', '1d'") from None
         seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ValidationError("schedule", text, "must be a positive interval")
+    if not math.isfinite(seconds) or not MIN_INTERVAL <= seconds <= MAX_INTERVAL:
+        raise ValidationError("schedule", text, f"must be an interval from {MIN_INTERVAL:g} second to "
+                              f"{MAX_INTERVAL // 86400:g} days")
     return seconds
 
 
@@ -61,35 +62,20 @@ def parse_once(text: str, tz: str) -> datetime:
     """The UTC instant of a ``once`` schedule; a naive timestamp is read in zone ``tz``."""
     try:
         when = datetime.fromisoformat(text.strip())
-    except ValueError:
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=zone(tz))
+        return when.astimezone(UTC)
+    except (ValueError, OverflowError):
         raise ValidationError("schedule", text, "is not an ISO 8601 timestamp like '2026-12-01T09:00:00Z'") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=zone(tz))
-    return when.astimezone(UTC)
 
 
 def validate_cron(expr: str) -> str:
-    """Normalise and check a cron expression: 5 fields or an @nickname (crontab(5)).
-
-    Returns it with single spaces. Raises ValidationError naming the expression.
-    """
-    text = " ".join(expr.split())
-    if text.startswith("@"):
-        if text.lower() not in NICKNAMES:
-            raise ValidationError("schedule", expr, f"is not a cron nickname; use one of {', '.join(NICKNAMES)}")
-        return text.lower()
-    fields = text.split(" ")
-    if len(fields) != 5:
-        raise ValidationError("schedule", expr, f"has {len(fields)} fields; cron needs 5 (minute hour day-of-month month day-of-week)")
-    if not croniter.is_valid(text):
-        raise ValidationError("schedule", expr, "is not a valid cron expression")
-    return text
-
-
-def _second_copy(local: datetime) -> bool:
-    """Whether the local time ``local`` lies in the second copy of a repeated hour (the
-    clocks just fell back): PEP 495's ``fold=1`` where the two readings differ."""
-    return local.fold == 1 and local.replace(fold=0).utcoffset() != local.utcoffset()
+    """Normalise and check a cron expression (see :mod:`pgsched.cron`). Raises
+    ValidationError naming the expression and what is wrong with it."""
+    try:
+        return cron.check(expr)
+    except cron.CronError as exc:
+        raise ValidationError("schedule", expr, f"is not a usable cron expression: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -126,11 +112,7 @@ class Schedule:
         schedule never fires again (``once`` in the past, ``none``)."""
         after = after.astimezone(UTC)
         if self.kind == "cron":
-            it = croniter(self.expr, after.astimezone(zone(self.tz)))
-            while True:
-                nxt = it.get_next(datetime)
-                if not (self._fixed_time() and _second_copy(nxt)):
-                    return nxt.astimezone(UTC)
+            return cron.next_after(self.expr or "", self.tz, after)
         if self.kind == "interval":
             step = parse_interval(self.expr or "")
             anchor = (self.anchor or after).astimezone(UTC)
@@ -145,15 +127,6 @@ class Schedule:
             when = parse_once(self.expr or "", self.tz)
             return when if when > after else None
         return None
-
-    def _fixed_time(self) -> bool:
-        """cron(8): a job whose minute and hour fields are both not wildcards runs once when
-        the clock falls back; others follow the wall clock (both copies of the hour)."""
-        expr = self.expr or ""
-        if expr.startswith("@"):
-            return expr != "@hourly"
-        minute, hour = expr.split()[:2]
-        return not (minute.startswith("*") or hour.startswith("*"))
 
     def first_fire(self, now: datetime) -> datetime | None:
         """When a newly planned (created or resumed) task first fires: a ``once`` task at

@@ -21,6 +21,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 
@@ -59,6 +60,18 @@ def _schedule(row: dict) -> Schedule:
     return Schedule(row["schedule_kind"], row["schedule_expr"], row["timezone"], row["schedule_anchor"])
 
 
+def _plan(row: dict, compute: Callable[[Schedule], datetime | None]) -> tuple[datetime | None, str | None]:
+    """``compute(schedule)`` for one task; (None, reason) when it cannot be computed or a
+    cron/interval schedule has no next fire (the task is then paused, not retried forever)."""
+    try:
+        nxt = compute(_schedule(row))
+    except Exception as exc:  # one task's bad data must not stop every other task
+        return None, f"{type(exc).__name__}: {exc}"
+    if nxt is None and row["schedule_kind"] in ("cron", "interval"):
+        return None, "the schedule has no next fire time"
+    return nxt, None
+
+
 def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000) -> int:
     """Fire every task due at ``now`` (UTC); plan tasks that have no next fire time.
 
@@ -68,18 +81,28 @@ def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000) -> i
     fired = 0
     while True:
         with db.transaction() as tx:
+            broken: list[int] = []
             unplanned = tx.many("scheduler_unplanned_tasks", limit=batch)
             if unplanned:
-                tx.exec("task_plan", ids=[r["id"] for r in unplanned],
-                        next_fire_at=[_schedule(r).first_fire(now) for r in unplanned],
+                firsts = []
+                for row in unplanned:
+                    nxt, problem = _plan(row, lambda s: s.first_fire(now))
+                    if problem:
+                        log.error("task %s: cannot plan its schedule (%s); pausing it", row["name"], problem)
+                        broken.append(row["id"])
+                    firsts.append(nxt)
+                tx.exec("task_plan", ids=[r["id"] for r in unplanned], next_fire_at=firsts,
                         fired_at=[None] * len(unplanned))
             due = tx.many("scheduler_due_tasks", now=now, limit=batch)
             if due:
                 nexts = []
                 for row in due:
-                    nxt = _schedule(row).next_after(row["next_fire_at"])
-                    if nxt is not None and nxt <= now:  # missed fires: one catch-up, then the future
-                        nxt = _schedule(row).next_after(now)
+                    # Missed fires collapse: this one runs, then the first fire after now.
+                    nxt, problem = _plan(row, lambda s: _after_catch_up(s, row["next_fire_at"], now))
+                    if problem:
+                        log.error("task %s: cannot compute its next fire (%s); pausing it after this fire",
+                                  row["name"], problem)
+                        broken.append(row["id"])
                     nexts.append(nxt)
                 tx.exec("scheduler_insert_fires", ids=[r["id"] for r in due],
                         fire_at=[r["next_fire_at"] for r in due], epoch=epoch)
@@ -88,8 +111,15 @@ def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000) -> i
                 for row in due:
                     log.info("fired %s for %s", row["name"], row["next_fire_at"].isoformat())
                 fired += len(due)
+            if broken:
+                tx.exec("task_disable", ids=broken)
         if len(due) < batch and len(unplanned) < batch:
             return fired
+
+
+def _after_catch_up(schedule: Schedule, fired_at: datetime, now: datetime) -> datetime | None:
+    nxt = schedule.next_after(fired_at)
+    return schedule.next_after(now) if nxt is not None and nxt <= now else nxt
 
 
 def maintain_partitions(db: Database, now: datetime, retention_days: int, premake_days: int) -> dict:
@@ -165,8 +195,15 @@ class Scheduler:
                 except PgschedError as exc:
                     log.error("partition maintenance failed: %s", exc)
                 next_maintenance = time.monotonic() + self.config.maintenance_interval
-            tick(self.db, self.epoch, _now(), self.config.batch)
-            lock.exec("scheduler_record_tick", epoch=self.epoch)
+            try:
+                tick(self.db, self.epoch, _now(), self.config.batch)
+                lock.exec("scheduler_record_tick", epoch=self.epoch)
+            except (psycopg.Error, PgschedError):
+                raise  # the database is gone: back to campaigning
+            except Exception:
+                log.exception("scheduler tick failed; retrying in %.1fs", self.config.standby_retry)
+                stop.wait(self.config.standby_retry)
+                continue
             self._sleep(lock, stop)
         self.epoch = None
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -18,9 +19,40 @@ from .retry import POLICIES
 from .schedule import Schedule
 
 HANDLER_KINDS = ("shell", "argv", "python")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$")
-_QUEUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_PYTHON_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}")
+_QUEUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_PYTHON_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+MAX_ATTEMPTS = 1000
+MAX_SECONDS = 366 * 86400.0  # timeouts and retry delays: at most a year
+
+
+def check_name(field: str, value: object, pattern: re.Pattern[str] = _QUEUE) -> None:
+    """Raise ValidationError unless ``value`` is a string matching ``pattern`` whole."""
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        rule = ("1-200 characters: letters, digits and . _ : @ / - (starting with a letter or digit)"
+                if pattern is _NAME else "1-64 characters: letters, digits and . _ - (starting with a letter or digit)")
+        raise ValidationError(field, value, f"must be {rule}")
+
+
+def check_json_object(field: str, value: object) -> None:
+    """Raise ValidationError unless ``value`` is a dict that PostgreSQL's jsonb accepts:
+    no NaN or infinities, no NUL characters."""
+    if not isinstance(value, dict):
+        raise ValidationError(field, value, "must be a JSON object")
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(field, value, f"is not valid JSON for PostgreSQL ({exc})") from None
+    if "\\u0000" in text:
+        raise ValidationError(field, value, "contains a NUL character, which PostgreSQL's jsonb refuses")
+
+
+def check_seconds(field: str, value: object, *, allow_zero: bool = True) -> None:
+    """Raise ValidationError unless ``value`` is a finite number of seconds within a year."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not (0 <= value <= MAX_SECONDS) or (value == 0 and not allow_zero):  # type: ignore[operator]
+        raise ValidationError(field, value, f"must be a number of seconds from {0 if allow_zero else 'above 0'} "
+                              f"to {MAX_SECONDS:g}")
 
 
 @dataclass
@@ -64,39 +96,36 @@ class TaskSpec:
     def validate(self) -> Schedule:
         """Check every field; return the parsed schedule. Raises ValidationError naming
         the first bad field and its value."""
-        if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise ValidationError("name", self.name, "must be 1-200 characters: letters, digits and . _ : @ / - (starting with a letter or digit)")
+        check_name("name", self.name, _NAME)
         if self.handler_kind not in HANDLER_KINDS:
             raise ValidationError("handler_kind", self.handler_kind, f"must be one of {', '.join(HANDLER_KINDS)}")
-        if self.handler_kind == "shell" and not (self.command and self.command.strip()):
+        if self.handler_kind == "shell" and not (isinstance(self.command, str) and self.command.strip()):
             raise ValidationError("command", self.command, "is required for a shell task")
-        if self.handler_kind == "argv" and not (self.argv and all(isinstance(a, str) for a in self.argv)):
+        if self.handler_kind == "shell" and "\x00" in self.command:
+            raise ValidationError("command", self.command, "contains a NUL character")
+        if self.handler_kind == "argv" and not (isinstance(self.argv, list) and self.argv
+                                                and all(isinstance(a, str) and "\x00" not in a for a in self.argv)):
             raise ValidationError("argv", self.argv, "must be a non-empty list of strings")
-        if self.handler_kind == "python" and not (self.python_target and _PYTHON_TARGET.match(self.python_target)):
+        if self.handler_kind == "python" and not (isinstance(self.python_target, str)
+                                                  and _PYTHON_TARGET.fullmatch(self.python_target)):
             raise ValidationError("python_target", self.python_target, "must look like 'package.module:function'")
-        if not isinstance(self.params, dict):
-            raise ValidationError("params", self.params, "must be a JSON object")
-        try:
-            json.dumps(self.params)
-        except (TypeError, ValueError):
-            raise ValidationError("params", self.params, "must be JSON-serialisable") from None
-        if not isinstance(self.env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()):
-            raise ValidationError("env", self.env, "must map names to string values")
-        if self.timeout_seconds is not None and not self.timeout_seconds > 0:
-            raise ValidationError("timeout_seconds", self.timeout_seconds, "must be a positive number of seconds")
-        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
-            raise ValidationError("max_attempts", self.max_attempts, "must be an integer of at least 1")
+        check_json_object("params", self.params)
+        if not isinstance(self.env, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\x00" not in k + v
+                for k, v in self.env.items()):
+            raise ValidationError("env", self.env, "must map names (no '=') to string values, without NUL characters")
+        if self.timeout_seconds is not None:
+            check_seconds("timeout_seconds", self.timeout_seconds, allow_zero=False)
+        if not isinstance(self.max_attempts, int) or not 1 <= self.max_attempts <= MAX_ATTEMPTS:
+            raise ValidationError("max_attempts", self.max_attempts, f"must be an integer from 1 to {MAX_ATTEMPTS}")
         if self.retry_policy not in POLICIES:
             raise ValidationError("retry_policy", self.retry_policy, f"must be one of {', '.join(POLICIES)}")
-        for name in ("retry_base_seconds", "retry_max_seconds"):
-            if getattr(self, name) < 0:
-                raise ValidationError(name, getattr(self, name), "must not be negative")
-        if not isinstance(self.priority, int) or not 1 <= self.priority <= 10:
+        check_seconds("retry_base_seconds", self.retry_base_seconds)
+        check_seconds("retry_max_seconds", self.retry_max_seconds)
+        if isinstance(self.priority, bool) or not isinstance(self.priority, int) or not 1 <= self.priority <= 10:
             raise ValidationError("priority", self.priority, "must be an integer from 1 (most urgent) to 10")
-        if not _QUEUE.match(self.queue or ""):
-            raise ValidationError("queue", self.queue, "must be 1-64 characters: letters, digits and . _ -")
-        if not _QUEUE.match(self.tenant or ""):
-            raise ValidationError("tenant", self.tenant, "must be 1-64 characters: letters, digits and . _ -")
+        check_name("queue", self.queue)
+        check_name("tenant", self.tenant)
         return Schedule.parse(self.schedule_kind, self.schedule, self.timezone)
 
     def row(self, schedule: Schedule, now: datetime) -> dict[str, Any]:
@@ -163,8 +192,8 @@ def trigger(db: Database | Session, name: str, *, params: dict[str, Any] | None 
     ``run_at`` (aware, default now) delays it; ``params`` are merged over the task's.
     Raises NotFound, ValidationError (params not an object, priority out of 1-10).
     """
-    if params is not None and not isinstance(params, dict):
-        raise ValidationError("params", params, "must be a JSON object")
+    if params is not None:
+        check_json_object("params", params)
     if priority is not None and not 1 <= priority <= 10:
         raise ValidationError("priority", priority, "must be from 1 (most urgent) to 10")
     row = db.one("task_trigger", name=name, tenant=tenant,

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 from datetime import datetime, timedelta, timezone
 
 import psycopg
@@ -26,7 +27,7 @@ from psycopg.types.json import Jsonb
 
 from . import app as app_module
 from .db import Database, Row, Session, connect
-from .errors import PgschedError
+from .errors import ConnectionFailed, PgschedError
 from .retry import backoff_seconds
 from .runner import LogSink, Outcome, run_command, run_python
 
@@ -38,7 +39,9 @@ class WorkerConfig:
     """``queues`` to serve; ``concurrency`` executions at once; ``poll_interval``,
     ``heartbeat_interval`` and ``kill_grace`` in seconds; ``shutdown_timeout``: how long a
     stopping worker lets running executions finish before killing them and handing them
-    back to the queue."""
+    back to the queue; ``max_output_lines`` / ``max_output_bytes``: output kept per attempt;
+    ``record_retry_seconds``: how long the end of an attempt is retried while the database
+    is unreachable."""
 
     queues: list[str] = field(default_factory=lambda: ["default"])
     concurrency: int = 4
@@ -46,6 +49,9 @@ class WorkerConfig:
     heartbeat_interval: float = 5.0
     kill_grace: float = 5.0
     shutdown_timeout: float = 30.0
+    max_output_lines: int = 10_000
+    max_output_bytes: int = 10 * 1024 * 1024
+    record_retry_seconds: float = 300.0
     name: str | None = None
 
 
@@ -68,6 +74,7 @@ class Worker:
         self.id: int | None = None
         self.wake = threading.Event()
         self.hard_stop = threading.Event()
+        self.urgent = threading.Event()
         self._running = 0
         self._lock = threading.Lock()
 
@@ -76,7 +83,8 @@ class Worker:
         cfg = self.config
         host = socket.gethostname()
         row = self.db.one("worker_register", name=cfg.name or f"{host}:{os.getpid()}", hostname=host,
-                          pid=os.getpid(), queues=cfg.queues, concurrency=cfg.concurrency)
+                          pid=os.getpid(), queues=cfg.queues, concurrency=cfg.concurrency,
+                          heartbeat_interval=cfg.heartbeat_interval)
         assert row is not None
         self.id = row["id"]
         log.info("worker %s started: queues=%s concurrency=%d", self.id, ",".join(cfg.queues), cfg.concurrency)
@@ -107,13 +115,19 @@ class Worker:
         if self._running:
             log.info("worker %s: waiting up to %.0fs for %d running execution(s)", self.id,
                      self.config.shutdown_timeout, self._running)
-        while self._running and time.monotonic() < deadline:
+        while self._running and time.monotonic() < deadline and not self.urgent.is_set():
             time.sleep(0.05)
         if self._running:
             log.warning("worker %s: stopping %d execution(s) still running; they go back to the queue",
                         self.id, self._running)
             self.hard_stop.set()
         pool.shutdown(wait=True)
+
+    def stop_now(self) -> None:
+        """Second signal: stop waiting for running executions; kill their process groups
+        (1 s grace) and hand them back to the queue."""
+        self.urgent.set()
+        self.hard_stop.set()
 
     def _free(self) -> int:
         with self._lock:
@@ -162,7 +176,7 @@ class Worker:
         return len(rows)
 
     def _execute(self, row: Row) -> None:
-        sink = LogSink()
+        sink = LogSink(self.config.max_output_lines, self.config.max_output_bytes)
         started = _now()
         try:
             log.debug("execution %s (%s) attempt %s started", row["id"], row["task_name"], row["attempt"])
@@ -170,12 +184,15 @@ class Worker:
         except Exception as exc:  # a bug of ours must not lose the execution
             log.exception("execution %s crashed the worker thread", row["id"])
             outcome = Outcome("failed", error=f"internal error: {exc}")
+        try:
+            self._flush_logs(row, sink, final=True)
+            self._record(row, outcome, started, list(sink.tail))
+        except Exception:
+            log.exception("execution %s: recording the outcome failed", row["id"])
         finally:
             with self._lock:
                 self._running -= 1
             self.wake.set()
-        self._flush_logs(row, sink)
-        self._record(row, outcome, started, list(sink.tail))
 
     def _run_handler(self, row: Row, sink: LogSink) -> Outcome:
         kind = row["handler_kind"]
@@ -206,50 +223,83 @@ class Worker:
                            kill_grace=self.config.kill_grace, on_tick=lambda: self._flush_logs(row, sink),
                            stop=self.hard_stop)
 
-    def _flush_logs(self, row: Row, sink: LogSink) -> None:
-        lines = sink.drain()
-        if not lines:
-            return
-        seq, stream, logged_at, text = (list(c) for c in zip(*lines))
-        try:
-            self.db.exec("execution_log_insert", id=row["id"], attempt=row["attempt"], tenant=row["tenant"],
-                         seq=seq, stream=stream, logged_at=logged_at, line=[t.replace("\x00", "") for t in text])
-        except PgschedError as exc:
-            log.warning("execution %s: %d log line(s) not stored: %s", row["id"], len(lines), exc)
+    def _flush_logs(self, row: Row, sink: LogSink, final: bool = False) -> None:
+        """Store collected output, at most 1,000 lines per statement. Lines that cannot be
+        stored now are kept for the next flush; the final flush retries like the outcome."""
+        give_up = time.monotonic() + (self.config.record_retry_seconds if final else 0)
+        delay = 0.5
+        while lines := sink.drain(1000):
+            seq, stream, logged_at, text = (list(c) for c in zip(*lines, strict=True))
+            try:
+                self.db.exec("execution_log_insert", id=row["id"], attempt=row["attempt"], tenant=row["tenant"],
+                             seq=seq, stream=stream, logged_at=logged_at, line=text)
+            except ConnectionFailed as exc:
+                sink.requeue(lines)
+                if time.monotonic() >= give_up or self.urgent.is_set():
+                    if final:
+                        log.warning("execution %s: %d log line(s) not stored: %s", row["id"], len(lines), exc)
+                    return
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+            except PgschedError as exc:
+                log.warning("execution %s: %d log line(s) not stored: %s", row["id"], len(lines), exc)
 
     def _record(self, row: Row, outcome: Outcome, started: datetime, tail: list[str]) -> None:
+        """Record the attempt's end, retrying for ``record_retry_seconds`` while the database
+        is unreachable (a blip must not leave the execution 'running')."""
         finished = _now()
         stopped = self.hard_stop.is_set() and outcome.state == "failed"
         retry = stopped or (outcome.state in ("failed", "timed_out") and row["attempt"] < row["max_attempts"])
-        ident = dict(id=row["id"], worker_id=self.id, attempt=row["attempt"])
-        try:
-            with self.db.transaction() as tx:
-                tx.exec("execution_attempt_insert", tenant=row["tenant"], state="lost" if stopped else outcome.state,
-                        started_at=row["started_at"] or started, finished_at=finished,
-                        exit_code=outcome.exit_code, error=outcome.error, **ident)
-                if retry:
-                    delay = 0.0 if stopped else backoff_seconds(
-                        row["retry_policy"], row["attempt"], row["retry_base_seconds"], row["retry_max_seconds"])
-                    done = tx.exec("execution_retry", run_at=finished + timedelta(seconds=delay), **ident)
-                else:
-                    done = tx.exec("execution_finish", state=outcome.state, finished_at=finished,
-                                   exit_code=outcome.exit_code, error=outcome.error,
-                                   result=Jsonb(outcome.result) if outcome.result is not None else None, **ident)
-                if not done:
-                    raise _ClaimLost()
-        except _ClaimLost:
-            log.warning("execution %s attempt %s: this worker no longer holds it; outcome %s not recorded",
-                        row["id"], row["attempt"], outcome.state)
-            return
-        except PgschedError as exc:
-            log.error("execution %s: could not record outcome %s: %s", row["id"], outcome.state, exc)
-            return
+        give_up = time.monotonic() + self.config.record_retry_seconds
+        delay = 0.5
+        while True:
+            try:
+                self._store_outcome(row, outcome, finished, retry, stopped, started)
+                break
+            except _ClaimLost:
+                log.warning("execution %s attempt %s: this worker no longer holds it; outcome %s not recorded",
+                            row["id"], row["attempt"], outcome.state)
+                return
+            except ConnectionFailed as exc:
+                if time.monotonic() >= give_up:
+                    log.error("execution %s: gave up recording outcome %s after %.0fs: %s", row["id"],
+                              outcome.state, self.config.record_retry_seconds, exc)
+                    return
+                log.warning("execution %s: database unreachable while recording %s (%s); retrying in %.1fs",
+                            row["id"], outcome.state, exc, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+            except PgschedError as exc:
+                log.error("execution %s: could not record outcome %s: %s", row["id"], outcome.state, exc)
+                return
         level = logging.INFO if outcome.state == "succeeded" else logging.WARNING
         log.log(level, "execution %s %s %s%s in %.2fs%s", row["id"], row["task_name"],
                 "will retry after " if retry else "", outcome.state, (finished - started).total_seconds(),
                 f" (exit {outcome.exit_code})" if outcome.exit_code is not None else "")
         if self.on_finish:
             self.on_finish(row, outcome, tail)
+
+    def _store_outcome(self, row: Row, outcome: Outcome, finished: datetime, retry: bool, stopped: bool,
+                       started: datetime) -> None:
+        """One transaction: the attempt row, then the move to history or back to the queue.
+        A handed-back execution (``stopped``) gets its lost attempt back. Raises _ClaimLost
+        when this worker no longer holds the execution."""
+        ident = dict(id=row["id"], worker_id=self.id, attempt=row["attempt"])
+        with self.db.transaction() as tx:
+            tx.exec("execution_attempt_insert", tenant=row["tenant"], state="lost" if stopped else outcome.state,
+                    started_at=row["started_at"] or started, finished_at=finished,
+                    exit_code=outcome.exit_code, error=outcome.error, **ident)
+            if retry:
+                delay = 0.0 if stopped else backoff_seconds(
+                    row["retry_policy"], row["attempt"], row["retry_base_seconds"], row["retry_max_seconds"])
+                done = tx.exec("execution_retry", run_at=finished + timedelta(seconds=delay),
+                               extra_attempts=1 if stopped else 0, **ident)
+            else:
+                done = tx.exec("execution_finish", state=outcome.state, finished_at=finished,
+                               exit_code=outcome.exit_code, error=outcome.error,
+                               result=Jsonb(outcome.result) if outcome.result is not None else None, **ident)
+            if not done:
+                raise _ClaimLost()
 
 
 class _ClaimLost(Exception):

@@ -40,8 +40,11 @@ SELECT id, tenant, task_id, scheduled_at, run_at, %(state)s, trigger, priority, 
 
 -- name: execution_retry :exec
 -- Put a failed attempt back in the queue for a later attempt at %(run_at)s.
+-- %(extra_attempts)s adds to max_attempts: 1 when the worker handed it back on shutdown,
+-- so the lost attempt does not use up the retry budget.
 UPDATE pgsched.execution
-   SET state = 'pending', run_at = %(run_at)s, worker_id = NULL, started_at = NULL
+   SET state = 'pending', run_at = %(run_at)s, worker_id = NULL, started_at = NULL,
+       max_attempts = max_attempts + %(extra_attempts)s
  WHERE id = %(id)s AND worker_id = %(worker_id)s AND attempt = %(attempt)s AND state = 'running'
 
 -- name: execution_attempt_insert :exec

@@ -58,3 +58,8 @@ UPDATE pgsched.task t
   FROM unnest(%(ids)s::bigint[], %(next_fire_at)s::timestamptz[], %(fired_at)s::timestamptz[])
        AS u(id, next_fire_at, fired_at)
  WHERE t.id = u.id
+
+-- name: task_disable :exec
+-- Pause tasks whose schedule cannot be computed (the scheduler logs why).
+UPDATE pgsched.task SET enabled = false, next_fire_at = NULL, updated_at = now()
+ WHERE id = ANY(%(ids)s::bigint[])

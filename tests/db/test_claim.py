@@ -23,6 +23,7 @@ def register(db, name: str = "w", queues=("default",)) -> int:
         pid=4242,
         queues=list(queues),
         concurrency=4,
+        heartbeat_interval=5.0,
     )
     return row["id"]
 

@@ -360,3 +360,19 @@ def test_a_multi_row_insert_sends_one_notification(db, sql, dsn):
         sql.execute("INSERT INTO pgsched.run_request (task) VALUES ('report')")
         sql.execute("INSERT INTO pgsched.run_request (task) VALUES ('report')")
         assert notifications_until_marker(listener, sql) == ["", ""]
+
+
+@pytest.mark.parametrize("run_at", ["-infinity", "infinity", "0001-01-01 00:00:00+00 BC", "9999-01-01 00:00:00+00"])
+def test_enqueue_refuses_instants_that_would_jam_the_queue(db, sql, run_at):
+    make_task(db, "jam")
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="run_at: .* is outside 1970 to 9000"):
+        sql.execute("SELECT pgsched.enqueue_v1('jam', run_at => %s::timestamptz)", (run_at,))
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
+
+
+@pytest.mark.parametrize("trigger", ["schedule", "bogus", None])
+def test_enqueue_refuses_the_schedule_trigger_and_unknown_ones(db, sql, trigger):
+    make_task(db, "sneaky")
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="trigger: .* must be api, manual or insert"):
+        sql.execute("SELECT pgsched.enqueue_v1('sneaky', trigger => %s)", (trigger,))
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0

@@ -16,7 +16,22 @@ pytestmark = pytest.mark.e2e
 @pytest.mark.parametrize(("args", "expected"), [
     (["--command", "true", "--cron", "61 * * * *"], "schedule: '61 * * * *'"),
     (["--command", "true", "--cron", "* * * *"], "has 4 fields"),
-    (["--command", "true", "--every", "0s"], "schedule: '0s' must be a positive interval"),
+    (["--command", "true", "--every", "0s"], "schedule: '0s' must be an interval from 1 second to 3650 days"),
+    (["--command", "true", "--every", "1e-300"], "schedule: '1e-300' must be an interval from 1 second"),
+    (["--command", "true", "--every", "99999999999d"], "schedule: '99999999999d' must be an interval"),
+    (["--command", "true", "--cron", "0 0 31 2 *"], "'0 0 31 2 *' can never fire"),
+    (["--command", "true", "--cron", "5-1 * * * *"], "minute field '5-1' is a reversed range"),
+    (["--command", "true", "--cron", ""], "schedule: '' is required for a cron schedule"),
+    (["--command", ""], "command: '' is required for a shell task"),
+    (["--command", "true", "--timeout", "inf"], "timeout_seconds: inf must be a number of seconds"),
+    (["--command", "true", "--timeout", "nan"], "timeout_seconds: nan must be a number of seconds"),
+    (["--command", "true", "--retry-base", "nan"], "retry_base_seconds: nan must be a number of seconds"),
+    (["--command", "true", "--max-attempts", "99999999999"], "max_attempts: 99999999999 must be an integer from 1"),
+    (["--command", "true", "--params", '{"a": NaN}'], "params: {'a': nan} is not valid JSON for PostgreSQL"),
+    (["--command", "true", "--params", '{"a": "x\\u0000"}'], "contains a NUL character"),
+    (["--argv", '{"a": 1}'], "argv: {'a': 1} must be a non-empty list of strings"),
+    (["--command", "true", "--at", "+99999999d"], "at: '+99999999d' is not an ISO 8601 timestamp"),
+    (["--command", "true", "--queue", "q\n"], "queue: 'q\\n' must be 1-64 characters"),
     (["--command", "true", "--every", "5 parsecs"], "schedule: '5 parsecs'"),
     (["--command", "true", "--cron", "@daily", "--tz", "Mars/Olympus"], "timezone: 'Mars/Olympus'"),
     (["--command", "true", "--priority", "11"], "priority: 11"),
@@ -35,6 +50,39 @@ def test_bad_task_input_is_one_line_naming_field_and_value(dsn, sql, args, expec
     assert expected in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     assert sql.execute("SELECT count(*) AS n FROM pgsched.task").fetchone()["n"] == 0
+
+
+def test_a_name_with_a_trailing_newline_is_refused(dsn, sql):
+    proc = cli(dsn, "task", "create", "nl\n", "--command", "true", check=False)
+    assert proc.returncode == 1 and "name: 'nl\\n' must be" in proc.stderr
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.task").fetchone()["n"] == 0
+
+
+def test_naive_at_is_read_in_the_task_time_zone(dsn, sql):
+    cli(dsn, "task", "create", "berlin-once", "--command", "true", "--at", "2031-12-01T09:00:00",
+        "--tz", "Europe/Berlin")
+    row = sql.execute("SELECT next_fire_at FROM pgsched.task").fetchone()
+    assert row["next_fire_at"].isoformat() == "2031-12-01T08:00:00+00:00"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["scheduler", "--retention-days", "-1"], "-1 is not in the range 1<=x<=36500"),
+    (["scheduler", "--batch", "0"], "0 is not in the range 1<=x<=100000"),
+    (["worker", "--poll-interval", "nan"], "'nan' is not between 0.05 and 3600 seconds"),
+    (["worker", "--heartbeat-interval", "0"], "'0' is not between 0.1 and 3600 seconds"),
+    (["worker", "--shutdown-timeout", "-5"], "'-5' is not between 0 and 86400 seconds"),
+    (["worker", "--queue", ""], "queue: '' must be 1-64 characters"),
+])
+def test_process_flags_are_checked_before_anything_runs(dsn, args, message):
+    proc = cli(dsn, *args, check=False, timeout=30)
+    assert proc.returncode in (1, 2) and message in proc.stderr, proc.stderr
+
+
+def test_a_crontab_that_is_not_utf8_is_one_line(dsn, tmp_path):
+    bad = tmp_path / "latin1"
+    bad.write_bytes("# caf\xe9\n* * * * * echo ok\n".encode("latin-1"))
+    proc = cli(dsn, "import-crontab", str(bad), check=False)
+    assert proc.returncode == 1 and "is not UTF-8 text (byte 5 is 0xe9)" in proc.stderr
 
 
 def test_duplicate_name_unknown_task_and_unknown_execution(dsn, sql):

@@ -341,10 +341,10 @@ def test_good_time_fields(line, schedule):
     assert one_entry(line).schedule == schedule
 
 
-def test_croniter_rejection_is_reported_in_our_words(monkeypatch):
-    monkeypatch.setattr(crontab_module.croniter, "is_valid", staticmethod(lambda expr: False))
-    problem = one_problem("0 1 * * * x")
-    assert problem.reason == "line 1: schedule '0 1 * * *' is not a valid cron expression"
+@pytest.mark.parametrize("line", ["0 0 30 2 * x", "0 0 31 4,6,9,11 * x", "0 0 31 feb-apr/2 * x"])
+def test_a_date_that_never_comes_is_a_problem(line):
+    problem = one_problem(line)
+    assert problem.reason.startswith("line 1: '") and "can never fire" in problem.reason
 
 
 # --- structural problems -----------------------------------------------------------

@@ -1,0 +1,145 @@
+"""Cron expressions: the one module that knows cron. Pure (no database).
+
+It checks an expression the way cronie's entry.c does (crontab(5): 5 fields, numbers or
+names, ranges, steps on ``*`` or a range, lists, the ``@`` nicknames) and computes fire
+times with croniter in an IANA time zone, correcting croniter where it differs from
+cron(8): when clocks fall back, a fixed-time job runs once, in the first copy of the
+repeated hour. Everything else that reads cron (schedules, crontab import) goes through
+here, so a correction lands in one place.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from zoneinfo import ZoneInfo
+
+from croniter import CroniterBadCronError, CroniterBadDateError, croniter
+
+NICKNAMES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+_NUMBER_RE = re.compile(r"[0-9]+")
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+# A schedule must fire within this many years of when it is checked (leap days do).
+_HORIZON_YEARS = 8
+
+
+class CronError(ValueError):
+    """An expression cron would reject, or one that can never fire. The message names the
+    field and the value, e.g. ``minute field '61' is out of range 0-59``."""
+
+
+def check(expr: str) -> str:
+    """Validate ``expr`` and return it normalised (single spaces; nicknames lowercased).
+
+    Raises CronError for a wrong field count, a bad field, or an expression that never
+    fires (``0 0 30 2 *``).
+    """
+    text = " ".join(expr.split())
+    if not text:
+        raise CronError("the expression is empty")
+    if text.startswith("@"):
+        if text.lower() not in NICKNAMES:
+            raise CronError(f"unknown nickname '{text}' (expected one of {', '.join(NICKNAMES)})")
+        return text.lower()
+    fields = text.split(" ")
+    if len(fields) != 5:
+        raise CronError(f"'{text}' has {len(fields)} fields; cron needs 5 "
+                        "(minute hour day-of-month month day-of-week)")
+    for value, spec in zip(fields, _FIELDS, strict=True):
+        _check_field(value, *spec)
+    if not croniter.is_valid(text):
+        raise CronError(f"'{text}' is not a valid cron expression")
+    if next_after(text, "UTC", datetime.now(timezone.utc)) is None:
+        raise CronError(f"'{text}' can never fire (no such date within {_HORIZON_YEARS} years)")
+    return text
+
+
+def next_after(expr: str, tz: str, after: datetime) -> datetime | None:
+    """The first fire time of ``expr`` strictly after ``after`` (aware), read in the IANA
+    zone ``tz``, as a UTC instant; None when there is none within the horizon."""
+    local = after.astimezone(ZoneInfo(tz))
+    try:
+        it = croniter(expr, local, max_years_between_matches=_HORIZON_YEARS)
+        while True:
+            nxt = it.get_next(datetime)
+            if not (_fixed_time(expr) and _second_copy(nxt)):
+                return nxt.astimezone(timezone.utc)
+    except (CroniterBadDateError, CroniterBadCronError, OverflowError):
+        return None
+
+
+def _fixed_time(expr: str) -> bool:
+    """cron(8): a job whose minute and hour fields are both not wildcards runs once when
+    the clock falls back; others follow the wall clock (both copies of the hour)."""
+    if expr.startswith("@"):
+        return expr != "@hourly"
+    minute, hour = expr.split()[:2]
+    return not (minute.startswith("*") or hour.startswith("*"))
+
+
+def _second_copy(local: datetime) -> bool:
+    """Whether the local time ``local`` lies in the second copy of a repeated hour (the
+    clocks just fell back): PEP 495's ``fold=1`` where the two readings differ."""
+    return local.fold == 1 and local.replace(fold=0).utcoffset() != local.utcoffset()
+
+
+# (name used in messages, lowest, highest, names or None); a name's value is
+# its index + lowest.
+_FIELDS = (
+    ("minute", 0, 59, None),
+    ("hour", 0, 23, None),
+    ("day-of-month", 1, 31, None),
+    ("month", 1, 12, _MONTHS),  # jan = 1
+    ("day-of-week", 0, 7, _DAYS),  # sun = 0, and 7 is Sunday too
+)
+
+
+def _check_field(text: str, name: str, low: int, high: int, names: tuple[str, ...] | None) -> None:
+    """Validate one time field (cronie entry.c get_list/get_range/get_number)."""
+    for item in text.split(","):
+        problem = _check_item(item, low, high, names)
+        if problem:
+            bad, predicate = problem
+            subject = f"{name} field '{text}'" + ("" if bad == text else f": '{bad}'")
+            raise CronError(f"{subject} {predicate}")
+
+
+def _check_item(item: str, low: int, high: int, names: tuple[str, ...] | None) -> tuple[str, str] | None:
+    """Return (offending text, predicate) for a bad list element, else None."""
+    if not item:
+        return item, "is an empty list element"
+    base, slash, step = item.partition("/")
+    if slash:
+        if base != "*" and "-" not in base:
+            return item, "puts a step on a single value (a step needs '*' or a range)"
+        if not _NUMBER_RE.fullmatch(step):
+            return item, f"has step '{step}', which is not a number"
+        if int(step) == 0:
+            return item, "has step 0 (the step must be at least 1)"
+    if base == "*":
+        return None
+    start_text, dash, end_text = base.partition("-")
+    if not start_text or (dash and not end_text):
+        return item, "has a range with a missing end"
+    start = _value(start_text, low, high, names)
+    if isinstance(start, tuple):
+        return start
+    if dash:
+        end = _value(end_text, low, high, names)
+        if isinstance(end, tuple):
+            return end
+        if start > end:
+            return item, f"is a reversed range ({start} > {end})"
+    return None
+
+
+def _value(text: str, low: int, high: int, names: tuple[str, ...] | None) -> int | tuple[str, str]:
+    """A number in [low, high] or a 3-letter name; else (text, predicate)."""
+    if _NUMBER_RE.fullmatch(text):
+        number = int(text)
+        return number if low <= number <= high else (text, f"is out of range {low}-{high}")
+    if names and text.lower() in names:
+        return names.index(text.lower()) + low
+    kind = "a number" + (f" or a name ({names[0]}..{names[-1]})" if names else "")
+    return text, f"is not {kind}"
