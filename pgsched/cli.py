@@ -327,33 +327,30 @@ def status(c: Context, as_json: bool) -> None:
 
     db = c.db()
     leader = db.one("scheduler_leader", key=LEADER_LOCK_KEY)
-    data = {
-        "leader": leader,
-        "workers": db.many("worker_list", all=False),
-        "queues": db.many("execution_queue_depth"),
-        "default_partition_rows": {k: v for k, v in (db.one("partition_default_rows") or {}).items() if v},
-    }
+    workers = db.many("worker_list", all=False)
+    queues = db.many("execution_queue_depth")
+    strays = {k: v for k, v in (db.one("partition_default_rows") or {}).items() if v}
     if as_json:
-        _print_json(data)
+        _print_json({"leader": leader, "workers": workers, "queues": queues, "default_partition_rows": strays})
         return
     if leader and leader["lock_held"]:
         click.echo(f"leader: {leader['holder']} (term {leader['epoch']}, since {_fmt(leader['elected_at'])}, "
                    f"last tick {_fmt(leader['last_tick_at'])})")
     else:
         click.echo("leader: none (no scheduler is running)")
-    silent = sum(1 for w in data["workers"] if w["presumed_dead"])
-    click.echo(f"workers: {len(data['workers']) - silent} running" + (f", {silent} presumed dead" if silent else ""))
-    for w in data["workers"]:
+    silent = sum(1 for w in workers if w["presumed_dead"])
+    click.echo(f"workers: {len(workers) - silent} running" + (f", {silent} presumed dead" if silent else ""))
+    for w in workers:
         click.echo(f"  {w['id']} {w['name']} queues={','.join(w['queues'])} running={w['running']}/"
                    f"{w['concurrency']} heartbeat {w['heartbeat_age_seconds']:.1f}s ago"
                    + ("  (silent for 3 heartbeats: presumed dead)" if w["presumed_dead"] else ""))
-    if data["queues"]:
+    if queues:
         click.echo("queues:")
-        _table(data["queues"], ["queue", "ready", "scheduled", "running"])
+        _table(queues, ["queue", "ready", "scheduled", "running"])
     else:
         click.echo("queues: empty")
-    if data["default_partition_rows"]:
-        click.echo(f"warning: rows outside every daily partition: {data['default_partition_rows']}")
+    if strays:
+        click.echo(f"warning: rows outside every daily partition: {strays}")
 
 
 # --- tasks -----------------------------------------------------------------------------

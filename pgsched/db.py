@@ -56,7 +56,7 @@ def _configure(conn: psycopg.Connection) -> None:
     conn.commit()
 
 
-def connect(dsn: str, *, autocommit: bool = True, application_name: str = "pgsched") -> psycopg.Connection:
+def connect(dsn: str, *, autocommit: bool = True, application_name: str = "pgsched") -> psycopg.Connection[Row]:
     """Open one dedicated connection (LISTEN, the leader's advisory lock, migrations).
 
     Raises ConnectionFailed when the server cannot be reached.
@@ -71,7 +71,7 @@ def connect(dsn: str, *, autocommit: bool = True, application_name: str = "pgsch
 class Session:
     """Named queries run on one connection (inside a transaction or in autocommit)."""
 
-    def __init__(self, conn: psycopg.Connection):
+    def __init__(self, conn: psycopg.Connection[Row]):
         self.conn = conn
 
     def _run(self, query_name: str, expect: str, params: Mapping[str, Any]) -> Any:
@@ -134,7 +134,7 @@ class Database(Session):
         rolled back on any exception."""
         with translated(), self.pool.connection() as conn:
             with conn.transaction():
-                yield Session(conn)
+                yield Session(conn)  # type: ignore[arg-type]  # the pool sets row_factory=dict_row
 
 
 def _redact(dsn: str) -> str:
@@ -145,4 +145,4 @@ def _redact(dsn: str) -> str:
         return "<unparsable DSN>"
     if info.get("password"):
         info["password"] = "***"
-    return psycopg.conninfo.make_conninfo(**{k: v for k, v in info.items() if v is not None})
+    return psycopg.conninfo.make_conninfo("", **{k: v for k, v in info.items() if v is not None})

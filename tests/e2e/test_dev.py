@@ -3,10 +3,12 @@ examples, scheduler and worker in one process, Ctrl-C stops cleanly, data is reu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 import signal
 import subprocess
@@ -19,29 +21,19 @@ from ..helpers import cli, wait_until
 pytestmark = pytest.mark.e2e
 
 
-def start_dev(home, log):
+@contextlib.contextmanager
+def dev_process(home: Path, log_path: Path) -> Iterator[tuple[subprocess.Popen, str]]:
+    """``pgsched dev`` with PGSCHED_HOME=home and no DSN; yields it and its banner once up,
+    then stops it with SIGINT (as Ctrl-C does) and checks it exits cleanly."""
     env = {k: v for k, v in os.environ.items() if k != "PGSCHED_DSN"}
     env["PGSCHED_HOME"] = str(home)
-    return subprocess.Popen([sys.executable, "-m", "pgsched", "dev"], stdout=log, stderr=subprocess.STDOUT,
-                            env=env, text=True)
-
-
-def test_dev_on_the_embedded_default(tmp_path):
-    # Not under pytest's basetemp (0700, reset by any concurrent pytest run): as root the
-    # embedded server runs as its own user and must reach this folder.
-    home = Path(tempfile.mkdtemp(prefix="pgsched-dev-home-"))
-    log_path = tmp_path / "dev.log"
     with open(log_path, "w") as log:
-        proc = start_dev(home, log)
+        proc = subprocess.Popen([sys.executable, "-m", "pgsched", "dev"], stdout=log, stderr=subprocess.STDOUT,
+                                env=env, text=True)
         try:
-            out = wait_until(lambda: "Ctrl-C to stop" in log_path.read_text() and log_path.read_text(),
-                             timeout=60, message="dev banner")
-            assert "applied 0001_initial" in out and "examples: 6 task(s) created" in out
-            dsn = re.search(r"PGSCHED_DSN='([^']+)'", out).group(1)
-            assert str(home) in dsn
-            cli(dsn, "task", "trigger", "example-cron-clock")
-            wait_until(lambda: re.search(r"ok   example-cron-clock .*\n\s+\| cron says: it is", log_path.read_text()),
-                       timeout=20, message="the triggered example to be printed with its output")
+            banner = wait_until(lambda: "Ctrl-C to stop" in log_path.read_text() and log_path.read_text(),
+                                timeout=60, message="dev banner")
+            yield proc, banner
             proc.send_signal(signal.SIGINT)
             assert proc.wait(30) == 0
         finally:
@@ -50,17 +42,23 @@ def test_dev_on_the_embedded_default(tmp_path):
                 proc.wait()
     assert log_path.read_text().rstrip().endswith("stopped")
 
-    # A second start reuses the data: nothing to migrate, examples already there.
-    with open(log_path, "w") as log:
-        proc = start_dev(home, log)
-        try:
-            out = wait_until(lambda: "Ctrl-C to stop" in log_path.read_text() and log_path.read_text(),
-                             timeout=60, message="second dev banner")
+
+def test_dev_on_the_embedded_default(tmp_path):
+    # Not under pytest's basetemp (0700, reset by any concurrent pytest run): as root the
+    # embedded server runs as its own user and must reach this folder.
+    home = Path(tempfile.mkdtemp(prefix="pgsched-dev-home-"))
+    log_path = tmp_path / "dev.log"
+    try:
+        with dev_process(home, log_path) as (_, out):
+            assert "applied 0001_initial" in out and "examples: 6 task(s) created" in out
+            dsn = re.search(r"PGSCHED_DSN='([^']+)'", out).group(1)
+            assert str(home) in dsn
+            cli(dsn, "task", "trigger", "example-cron-clock")
+            wait_until(lambda: re.search(r"ok   example-cron-clock .*\n\s+\| cron says: it is",
+                                         log_path.read_text()),
+                       timeout=20, message="the triggered example to be printed with its output")
+        # A second start reuses the data: nothing to migrate, examples already there.
+        with dev_process(home, log_path) as (_, out):
             assert "schema: up to date" in out and "examples: already loaded" in out
-            proc.send_signal(signal.SIGINT)
-            assert proc.wait(30) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            shutil.rmtree(home, ignore_errors=True)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
