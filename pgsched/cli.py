@@ -283,6 +283,8 @@ def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, pre
               help="Seconds between SIGTERM and SIGKILL when a command times out.")
 @click.option("--shutdown-timeout", default=30.0, show_default=True, type=Seconds(0, 86400),
               help="Seconds running executions get to finish on SIGTERM before they are handed back.")
+@click.option("--pythonpath", "pythonpath", multiple=True, type=click.Path(file_okay=False),
+              help="Folder to import Python tasks from (repeat; the current folder is always searched).")
 @click.option("--max-output-lines", default=10_000, show_default=True, type=click.IntRange(1, 10_000_000),
               help="Output lines stored per attempt; the rest is counted, not stored.")
 @click.option("--max-output-bytes", default=10 * 1024 * 1024, show_default=True,
@@ -290,12 +292,17 @@ def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, pre
 @pass_ctx
 def worker(c: Context, queues: tuple[str, ...], concurrency: int, poll_interval: float,
            heartbeat_interval: float, kill_grace: float, shutdown_timeout: float, max_output_lines: int,
-           max_output_bytes: int) -> None:
-    """Run a worker: claims and runs executions from its queues."""
+           max_output_bytes: int, pythonpath: tuple[str, ...]) -> None:
+    """Run a worker: claims and runs executions from its queues. Python tasks
+    ('module:function') are imported from the current folder, --pythonpath folders and
+    PYTHONPATH."""
     from .worker import Worker, WorkerConfig
 
     for queue in queues:
         tasks.check_name("queue", queue)
+    for folder in reversed(("", *pythonpath)):  # "" is the current folder, as for `python -m`
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
     config = WorkerConfig(queues=list(queues), concurrency=concurrency, poll_interval=poll_interval,
                           heartbeat_interval=heartbeat_interval, kill_grace=kill_grace,
                           shutdown_timeout=shutdown_timeout, max_output_lines=max_output_lines,
@@ -330,8 +337,10 @@ def status(c: Context, as_json: bool) -> None:
     workers = db.many("worker_list", all=False)
     queues = db.many("execution_queue_depth")
     strays = {k: v for k, v in (db.one("partition_default_rows") or {}).items() if v}
+    partitions = db.one("partition_summary") or {}
     if as_json:
-        _print_json({"leader": leader, "workers": workers, "queues": queues, "default_partition_rows": strays})
+        _print_json({"leader": leader, "workers": workers, "queues": queues, "partitions": partitions,
+                     "default_partition_rows": strays})
         return
     if leader and leader["lock_held"]:
         click.echo(f"leader: {leader['holder']} (term {leader['epoch']}, since {_fmt(leader['elected_at'])}, "
@@ -349,6 +358,11 @@ def status(c: Context, as_json: bool) -> None:
         _table(queues, ["queue", "ready", "scheduled", "running"])
     else:
         click.echo("queues: empty")
+    if partitions.get("daily"):
+        click.echo(f"history partitions: {partitions['daily']} daily, {partitions['first_day']} to "
+                   f"{partitions['last_day']} (UTC); DEFAULT partitions " + ("NOT empty" if strays else "empty"))
+    else:
+        click.echo("history partitions: none yet (the leader creates them)")
     if strays:
         click.echo(f"warning: rows outside every daily partition: {strays}")
 
@@ -392,7 +406,9 @@ def task_create(c: Context, name: str, command: str | None, argv: str | None, py
     schedule (--cron, --every or --at); with none it runs only when triggered."""
     handlers = [k for k, v in (("command", command), ("argv", argv), ("python", python_target)) if v is not None]
     if len(handlers) != 1:
-        raise ValidationError("handler", handlers or None, "give exactly one of --command, --argv, --python")
+        if not handlers:
+            raise PgschedError("handler: give one of --command, --argv, --python")
+        raise ValidationError("handler", handlers, "give exactly one of --command, --argv, --python")
     schedules = [k for k, v in (("cron", cron), ("every", every), ("at", at)) if v is not None]
     if len(schedules) > 1:
         raise ValidationError("schedule", schedules, "give at most one of --cron, --every, --at")
@@ -562,6 +578,9 @@ def execution_logs(c: Context, execution_id: int, follow: bool, as_json: bool) -
             return
         current = db.one("execution_get", id=execution_id, tenant=c.tenant)
         if current is None or current["finished_at"] is not None:
+            if current is not None and not as_json:
+                code = f" (exit {current['exit_code']})" if current["exit_code"] is not None else ""
+                click.echo(f"-- execution {execution_id} ended {current['state']}{code}")
             return
         time.sleep(0.5)
 
@@ -585,10 +604,12 @@ def import_crontab(c: Context, file: str, system: bool, dry_run: bool, as_json: 
     else:
         for line in report.lines:
             if line.action == "problem":
-                click.echo(f"line {line.line_no:>4}: skipped: {line.reason}")
+                click.echo(f"skipped {line.reason}")
             else:
-                click.echo(f"line {line.line_no:>4}: {line.action.replace('_', ' ')} {line.task}  "
-                           f"[{line.schedule}] {line.command}")
+                extra = (f" (user {line.user})" if line.user else "") + (
+                    f" with {line.stdin.count(chr(10)) + 1} line(s) of stdin" if line.stdin is not None else "")
+                click.echo(f"line {line.line_no}: {line.action.replace('_', ' ')} {line.task}  "
+                           f"[{line.schedule}]{extra} {line.command}")
         for note in report.notes:
             click.echo(f"note: {note}")
         click.echo(f"{report.count('created')} created, {report.count('unchanged')} unchanged, "

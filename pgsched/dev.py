@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from pathlib import Path
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -74,7 +75,8 @@ def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None
         nxt = r["next_fire_at"].strftime("%H:%M:%S") if r["next_fire_at"] else "-"
         click.echo(f"  {r['name']:24} {sched:40} next {nxt}")
     if embedded:
-        click.echo(f"\nin another terminal:  PGSCHED_DSN='{dsn}' pgsched task list")
+        exe = Path(sys.argv[0]) if Path(sys.argv[0]).name == "pgsched" else Path(sys.executable).with_name("pgsched")
+        click.echo(f"\nin another terminal:  PGSCHED_DSN='{dsn}' {exe if exe.exists() else 'pgsched'} task list")
     click.echo("scheduler and worker running; Ctrl-C to stop\n")
 
     def on_finish(row: Row, outcome: Outcome, tail: list[str]) -> None:
@@ -89,7 +91,8 @@ def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None
     logging.getLogger("pgsched.worker").setLevel(logging.ERROR)  # on_finish reports executions
 
     scheduler = Scheduler(db, SchedulerConfig(max_sleep=1.0))
-    worker = Worker(db, WorkerConfig(concurrency=concurrency, poll_interval=1.0, kill_grace=2.0,
+    worker = Worker(db, WorkerConfig(queues=["default", "examples"], concurrency=concurrency,
+                                     poll_interval=1.0, kill_grace=2.0,
                                      shutdown_timeout=5.0), on_finish=on_finish)
     try:
         run([("scheduler", scheduler.run), ("worker", worker.run)], urgent=[worker.stop_now])

@@ -30,6 +30,8 @@ class ImportLine:
     schedule: str | None = None
     command: str | None = None
     reason: str | None = None
+    user: str | None = None
+    stdin: str | None = None
 
 
 @dataclass
@@ -110,13 +112,15 @@ def import_crontab(db: Database | None, path: str | Path, *, system: bool = Fals
                             "pgsched sends no mail: output is stored in the execution log instead")
     if db is None or dry_run:
         for entry, spec in specs:
-            report.lines.append(ImportLine(entry.line_no, "would_create", spec.name, spec.schedule, spec.command))
+            report.lines.append(ImportLine(entry.line_no, "would_create", spec.name, spec.schedule, spec.command,
+                                           user=entry.user, stdin=entry.stdin))
     else:
         with db.transaction() as tx:
             for entry, spec in specs:
                 row = tasks.create(tx, spec, if_absent=True)
                 report.lines.append(ImportLine(entry.line_no, "created" if row else "unchanged",
-                                               spec.name, spec.schedule, spec.command))
+                                               spec.name, spec.schedule, spec.command, user=entry.user,
+                                               stdin=entry.stdin))
     report.lines.sort(key=lambda line: line.line_no)
     return report
 

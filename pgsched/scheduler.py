@@ -153,6 +153,12 @@ class Scheduler:
         self.epoch: int | None = None
 
     def run(self, stop: threading.Event) -> None:
+        try:
+            self._run(stop)
+        finally:
+            log.info("scheduler %s stopped", self.holder)
+
+    def _run(self, stop: threading.Event) -> None:
         while not stop.is_set():
             try:
                 conn = connect(self.db.dsn, application_name="pgsched scheduler leader")

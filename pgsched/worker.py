@@ -254,7 +254,7 @@ class Worker:
         delay = 0.5
         while True:
             try:
-                self._store_outcome(row, outcome, finished, retry, stopped, started)
+                retry_at = self._store_outcome(row, outcome, finished, retry, stopped, started)
                 break
             except _ClaimLost:
                 log.warning("execution %s attempt %s: this worker no longer holds it; outcome %s not recorded",
@@ -273,17 +273,19 @@ class Worker:
                 log.error("execution %s: could not record outcome %s: %s", row["id"], outcome.state, exc)
                 return
         level = logging.INFO if outcome.state == "succeeded" else logging.WARNING
-        log.log(level, "execution %s %s %s%s in %.2fs%s", row["id"], row["task_name"],
-                "will retry after " if retry else "", outcome.state, (finished - started).total_seconds(),
-                f" (exit {outcome.exit_code})" if outcome.exit_code is not None else "")
+        log.log(level, "execution %s %s attempt %s/%s %s in %.2fs%s%s", row["id"], row["task_name"], row["attempt"],
+                row["max_attempts"], "handed back" if stopped else outcome.state, (finished - started).total_seconds(),
+                f": {outcome.error}" if outcome.error else "",
+                f"; next attempt at {retry_at:%H:%M:%S}" if retry and retry_at else "")
         if self.on_finish:
             self.on_finish(row, outcome, tail)
 
     def _store_outcome(self, row: Row, outcome: Outcome, finished: datetime, retry: bool, stopped: bool,
-                       started: datetime) -> None:
-        """One transaction: the attempt row, then the move to history or back to the queue.
-        A handed-back execution (``stopped``) gets its lost attempt back. Raises _ClaimLost
-        when this worker no longer holds the execution."""
+                       started: datetime) -> datetime | None:
+        """One transaction: the attempt row, then the move to history or back to the queue
+        (returns when the next attempt may run). A handed-back execution (``stopped``) gets
+        its lost attempt back. Raises _ClaimLost when this worker no longer holds it."""
+        retry_at = None
         ident = dict(id=row["id"], worker_id=self.id, attempt=row["attempt"])
         with self.db.transaction() as tx:
             tx.exec("execution_attempt_insert", tenant=row["tenant"], state="lost" if stopped else outcome.state,
@@ -292,14 +294,15 @@ class Worker:
             if retry:
                 delay = 0.0 if stopped else backoff_seconds(
                     row["retry_policy"], row["attempt"], row["retry_base_seconds"], row["retry_max_seconds"])
-                done = tx.exec("execution_retry", run_at=finished + timedelta(seconds=delay),
-                               extra_attempts=1 if stopped else 0, **ident)
+                retry_at = finished + timedelta(seconds=delay)
+                done = tx.exec("execution_retry", run_at=retry_at, extra_attempts=1 if stopped else 0, **ident)
             else:
                 done = tx.exec("execution_finish", state=outcome.state, finished_at=finished,
                                exit_code=outcome.exit_code, error=outcome.error,
                                result=Jsonb(outcome.result) if outcome.result is not None else None, **ident)
             if not done:
                 raise _ClaimLost()
+        return retry_at
 
 
 class _ClaimLost(Exception):

@@ -11,3 +11,10 @@ SELECT partition_name, kept FROM pgsched.partition_drop_expired_v1(%(cutoff)s)
 SELECT (SELECT count(*) FROM pgsched.execution_history_default) AS execution_history,
        (SELECT count(*) FROM pgsched.execution_attempt_default) AS execution_attempt,
        (SELECT count(*) FROM pgsched.execution_log_default) AS execution_log
+
+-- name: partition_summary :one
+-- Daily partitions of execution_history: how many, first and last day.
+SELECT count(*) AS daily, min(right(c.relname, 8)) AS first_day, max(right(c.relname, 8)) AS last_day
+  FROM pg_inherits i
+  JOIN pg_class c ON c.oid = i.inhrelid
+ WHERE i.inhparent = 'pgsched.execution_history'::regclass AND c.relname ~ '_p[0-9]{8}$'

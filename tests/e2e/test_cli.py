@@ -42,7 +42,7 @@ pytestmark = pytest.mark.e2e
     (["--command", "true", "--at", "tomorrow-ish"], "at: 'tomorrow-ish'"),
     (["--command", "true", "--argv", "[\"ls\"]"], "handler: ['command', 'argv']"),
     (["--python", "no_colon_here"], "python_target: 'no_colon_here'"),
-    ([], "give exactly one of --command, --argv, --python"),
+    ([], "handler: give one of --command, --argv, --python"),
 ])
 def test_bad_task_input_is_one_line_naming_field_and_value(dsn, sql, args, expected):
     proc = cli(dsn, "task", "create", "bad", *args, check=False)

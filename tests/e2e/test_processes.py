@@ -95,9 +95,8 @@ def test_timeout_kills_the_whole_process_group(dsn, sql, start, ignores_term):
 
 
 def test_python_task_gets_params_and_stores_its_result(dsn, sql, start):
-    env = {"PYTHONPATH": str(REPO / "examples")}
     cli(dsn, "task", "create", "greet", "--python", "hello_tasks:greet", "--params", '{"name": "ops"}')
-    start("worker", "--poll-interval", "0.5", env=env)
+    start("worker", "--poll-interval", "0.5", "--pythonpath", str(REPO / "examples"))
     ident = json.loads(cli(dsn, "task", "trigger", "greet", "--params", '{"name": "e2e"}', "--json").stdout)
     done = wait_until(lambda: sql.execute("SELECT * FROM pgsched.execution_history WHERE id = %s",
                                           (ident["execution_id"],)).fetchone())
@@ -124,3 +123,4 @@ def test_one_leader_and_a_standby_takes_over_after_sigkill(dsn, sql, start):
     assert sql.execute("SELECT epoch FROM pgsched.leader").fetchone()["epoch"] == term + 1
     out = cli(dsn, "status").stdout
     assert f"term {term + 1}" in out
+    assert "history partitions: 15 daily" in out and "DEFAULT partitions empty" in out
