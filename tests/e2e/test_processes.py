@@ -123,4 +123,4 @@ def test_one_leader_and_a_standby_takes_over_after_sigkill(dsn, sql, start):
     assert sql.execute("SELECT epoch FROM pgsched.leader").fetchone()["epoch"] == term + 1
     out = cli(dsn, "status").stdout
     assert f"term {term + 1}" in out
-    assert "history partitions: 15 daily" in out and "DEFAULT partitions empty" in out
+    assert "history partitions: 5 daily" in out and "DEFAULT partitions empty" in out
