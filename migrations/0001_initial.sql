@@ -389,18 +389,16 @@ BEGIN
     END LOOP;
 END $$;
 
--- Detach and drop daily partitions whose whole range ended before cutoff. A partition that
--- still holds any row of a live (pending or running) execution is kept and reported with
--- kept = true. Returns one row per partition considered.
-CREATE FUNCTION pgsched.partition_drop_expired_v1(cutoff timestamptz)
-RETURNS TABLE (partition_name text, kept boolean) LANGUAGE plpgsql AS $$
+-- Daily partitions whose whole range ended before cutoff, and whether each still holds a
+-- row of a live (pending or running) execution. Dropping is pgsched.partition_drop_v1's
+-- job, one partition per transaction.
+CREATE FUNCTION pgsched.partition_expired_v1(cutoff timestamptz)
+RETURNS TABLE (partition_name text, parent text, live boolean) LANGUAGE plpgsql AS $$
 DECLARE
     r record;
-    upper_bound timestamptz;
-    live boolean;
 BEGIN
     FOR r IN
-        SELECT c.relname::text AS name, p.relname::text AS parent
+        SELECT c.relname::text AS name, p.relname::text AS parent_name
           FROM pg_inherits i
           JOIN pg_class c ON c.oid = i.inhrelid
           JOIN pg_class p ON p.oid = i.inhparent
@@ -410,18 +408,43 @@ BEGIN
            AND c.relname ~ '_p[0-9]{8}$'
          ORDER BY c.relname
     LOOP
-        upper_bound := (to_date(right(r.name, 8), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC';
-        CONTINUE WHEN upper_bound > cutoff;
-        EXECUTE format('SELECT EXISTS (SELECT 1 FROM pgsched.%I x JOIN pgsched.execution e '
-                       'ON e.id = x.%I)', r.name,
-                       CASE WHEN r.parent = 'execution_history' THEN 'id' ELSE 'execution_id' END)
-           INTO live;
-        IF live THEN
-            partition_name := r.name; kept := true; RETURN NEXT;
-            CONTINUE;
-        END IF;
-        EXECUTE format('ALTER TABLE pgsched.%I DETACH PARTITION pgsched.%I', r.parent, r.name);
-        EXECUTE format('DROP TABLE pgsched.%I', r.name);
-        partition_name := r.name; kept := false; RETURN NEXT;
+        CONTINUE WHEN (to_date(right(r.name, 8), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC' > cutoff;
+        partition_name := r.name;
+        parent := r.parent_name;
+        live := pgsched.partition_is_live_v1(r.name, r.parent_name);
+        RETURN NEXT;
     END LOOP;
+END $$;
+
+-- Whether a partition holds any row of a live (pending or running) execution.
+CREATE FUNCTION pgsched.partition_is_live_v1(partition_name text, parent text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    live boolean;
+BEGIN
+    EXECUTE format('SELECT EXISTS (SELECT 1 FROM pgsched.%I x JOIN pgsched.execution e ON e.id = x.%I)',
+                   partition_name, CASE WHEN parent = 'execution_history' THEN 'id' ELSE 'execution_id' END)
+       INTO live;
+    RETURN live;
+END $$;
+
+-- Detach and drop one expired partition, unless it holds a row of a live execution (then
+-- returns false and changes nothing). The partition is locked first, so no row can arrive
+-- between the check and the drop. Run it with a lock_timeout: DETACH needs an exclusive
+-- lock on the parent, and waiting for one would stall every insert queued behind it.
+CREATE FUNCTION pgsched.partition_drop_v1(partition_name text, parent text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    IF parent NOT IN ('execution_history', 'execution_attempt', 'execution_log')
+       OR partition_name !~ '_p[0-9]{8}$' THEN
+        RAISE EXCEPTION 'partition: % is not a daily partition of pgsched history', partition_name
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    EXECUTE format('LOCK TABLE pgsched.%I IN ACCESS EXCLUSIVE MODE', partition_name);
+    IF pgsched.partition_is_live_v1(partition_name, parent) THEN
+        RETURN false;
+    END IF;
+    EXECUTE format('ALTER TABLE pgsched.%I DETACH PARTITION pgsched.%I', parent, partition_name);
+    EXECUTE format('DROP TABLE pgsched.%I', partition_name);
+    RETURN true;
 END $$;

@@ -17,6 +17,7 @@ registered with ``@app.task`` are run, never any other importable callable (DESI
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -91,19 +92,29 @@ class App:
         return created
 
 
-def resolve(target: str) -> Callable[..., Any]:
+def resolve(target: str, allowed: tuple[str, ...] = ()) -> Callable[..., Any]:
     """Import ``"package.module:function"`` and return the function.
 
-    Raises ValidationError when it cannot be imported or was not registered with
-    ``@app.task`` (the worker runs nothing else).
+    ``allowed``: module names (and their submodules) a worker may import; when given,
+    nothing else is imported at all. Without it, the standard library is never imported
+    (importing a module runs its top-level code). Raises ValidationError when the module is
+    not allowed, cannot be imported, or the function was not registered with ``@app.task``
+    (the worker runs nothing else).
     """
     module_name, _, attr = target.partition(":")
+    top = module_name.split(".")[0]
+    if allowed and not any(module_name == m or module_name.startswith(m + ".") for m in allowed):
+        raise ValidationError("python_target", target, f"is not in this worker's --import list ({', '.join(allowed)})")
+    if top in sys.stdlib_module_names:
+        raise ValidationError("python_target", target, "is in the standard library, not a module of registered tasks")
     try:
         obj: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
         raise ValidationError("python_target", target, f"cannot be imported on this worker: {exc}") from None
+    except BaseException as exc:  # the module's own code failed (even SystemExit): not ours
+        raise ValidationError("python_target", target, f"failed while importing: {type(exc).__name__}: {exc}") from None
     if not callable(obj) or getattr(obj, REGISTERED, None) is None:
         raise ValidationError("python_target", target, "is not a function registered with @app.task")
     return obj

@@ -7,6 +7,7 @@ The database is ``--dsn``, else ``PGSCHED_DSN``, else the embedded default
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -285,6 +286,9 @@ def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, pre
               help="Seconds running executions get to finish on SIGTERM before they are handed back.")
 @click.option("--pythonpath", "pythonpath", multiple=True, type=click.Path(file_okay=False),
               help="Folder to import Python tasks from (repeat; the current folder is always searched).")
+@click.option("--import", "imports", multiple=True, metavar="MODULE",
+              help="Import MODULE at start; when given, Python tasks come only from these modules "
+                   "(and their submodules). Repeat for several.")
 @click.option("--max-output-lines", default=10_000, show_default=True, type=click.IntRange(1, 10_000_000),
               help="Output lines stored per attempt; the rest is counted, not stored.")
 @click.option("--max-output-bytes", default=10 * 1024 * 1024, show_default=True,
@@ -292,22 +296,33 @@ def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, pre
 @pass_ctx
 def worker(c: Context, queues: tuple[str, ...], concurrency: int, poll_interval: float,
            heartbeat_interval: float, kill_grace: float, shutdown_timeout: float, max_output_lines: int,
-           max_output_bytes: int, pythonpath: tuple[str, ...]) -> None:
+           max_output_bytes: int, pythonpath: tuple[str, ...], imports: tuple[str, ...]) -> None:
     """Run a worker: claims and runs executions from its queues. Python tasks
     ('module:function') are imported from the current folder, --pythonpath folders and
     PYTHONPATH."""
-    from .worker import Worker, WorkerConfig
+    from .worker import PRIVATE_ENV, Worker, WorkerConfig
 
     for queue in queues:
         tasks.check_name("queue", queue)
     for folder in reversed(("", *pythonpath)):  # "" is the current folder, as for `python -m`
         if folder not in sys.path:
             sys.path.insert(0, folder)
+    for module in imports:
+        try:
+            importlib.import_module(module)
+        except BaseException as exc:
+            raise PgschedError(f"import: {module!r} cannot be imported: {type(exc).__name__}: {exc}") from None
     config = WorkerConfig(queues=list(queues), concurrency=concurrency, poll_interval=poll_interval,
                           heartbeat_interval=heartbeat_interval, kill_grace=kill_grace,
                           shutdown_timeout=shutdown_timeout, max_output_lines=max_output_lines,
-                          max_output_bytes=max_output_bytes)
-    db = c.db(max_size=min(concurrency + 2, 32))
+                          max_output_bytes=max_output_bytes, allowed_modules=imports)
+    # Executions use a connection only briefly (log flushes, the end of an attempt): a
+    # small pool serves many slots. Plus one listener connection.
+    db = c.db(max_size=min(concurrency + 2, 10))
+    # Tasks run under this process (Python tasks inside it): they get no pgsched settings,
+    # and PGSCHED_DSN may carry a password.
+    for name in PRIVATE_ENV:
+        os.environ.pop(name, None)
     runner = Worker(db, config)
     _run_until_signal([("worker", runner.run)], urgent=[runner.stop_now])
 
@@ -438,7 +453,7 @@ def task_create(c: Context, name: str, command: str | None, argv: str | None, py
 
 @task.command("list")
 @click.option("--search", help="Only names containing this text.")
-@click.option("--limit", default=500, show_default=True)
+@click.option("--limit", default=500, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def task_list(c: Context, search: str | None, limit: int, as_json: bool) -> None:
@@ -522,7 +537,7 @@ def execution() -> None:
 @click.option("--task", "task_name", help="Only this task's executions.")
 @click.option("--state", type=click.Choice(["pending", "running", "succeeded", "failed", "timed_out",
                                             "cancelled", "skipped", "dead"]))
-@click.option("--limit", default=50, show_default=True)
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def execution_list(c: Context, task_name: str | None, state: str | None, limit: int, as_json: bool) -> None:
@@ -568,6 +583,9 @@ def execution_logs(c: Context, execution_id: int, follow: bool, as_json: bool) -
         raise PgschedError(f"execution: no execution {execution_id} in tenant {c.tenant!r}")
     after = (0, 0)
     while True:
+        # The state is read before the lines: a line flushed in between is printed on the
+        # next pass, never lost.
+        current = db.one("execution_get", id=execution_id, tenant=c.tenant)
         for line in db.many("execution_logs", id=execution_id, after_attempt=after[0], after_seq=after[1]):
             after = (line["attempt"], line["seq"])
             if as_json:
@@ -576,7 +594,6 @@ def execution_logs(c: Context, execution_id: int, follow: bool, as_json: bool) -
                 click.echo(f"{_fmt(line['logged_at'])} [{line['attempt']}] {line['stream']}: {line['line']}")
         if not follow:
             return
-        current = db.one("execution_get", id=execution_id, tenant=c.tenant)
         if current is None or current["finished_at"] is not None:
             if current is not None and not as_json:
                 code = f" (exit {current['exit_code']})" if current["exit_code"] is not None else ""

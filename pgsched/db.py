@@ -25,18 +25,28 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from . import queries
-from .errors import ConnectionFailed, DatabaseError, NotFound
+from .errors import ConnectionFailed, DatabaseError, NotFound, TransientError
 
 log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
 
 
+# SQLSTATE classes (PostgreSQL manual, appendix A "Error Codes"): 08 connection exception,
+# 57P01-57P03 the server is shutting down or starting; 40 transaction rollback and 55P03
+# lock not available are races worth retrying.
+_CONNECTION_STATES = ("08", "57P01", "57P02", "57P03")
+_TRANSIENT_STATES = ("40", "55P03")
+
+
 def _translate(exc: psycopg.Error) -> Exception:
     """Map a psycopg error to a pgsched error with a one-line message."""
     message = (exc.diag.message_primary if exc.diag and exc.diag.message_primary else str(exc)).strip()
-    if isinstance(exc, psycopg.OperationalError) and not isinstance(exc, pg_errors.QueryCanceled):
+    state = exc.sqlstate or ""
+    if (isinstance(exc, psycopg.OperationalError) and not state) or state.startswith(_CONNECTION_STATES):
         return ConnectionFailed(f"database unreachable: {message}")
+    if state.startswith(_TRANSIENT_STATES):
+        return TransientError(f"{message} (a race with another transaction; it may succeed if tried again)")
     if isinstance(exc, pg_errors.NoDataFound):
         return NotFound(message)
     return DatabaseError(message)

@@ -6,7 +6,8 @@ and its message names the field and the value that were wrong::
     ├── ValidationError        bad task / schedule / crontab input (has .field, .value)
     ├── NotFound               a task or execution that does not exist
     ├── DatabaseError          psycopg errors, translated at the boundary in db.py
-    │   └── ConnectionFailed   the server could not be reached
+    │   ├── ConnectionFailed   the server could not be reached, or the connection broke
+    │   └── TransientError     deadlock, serialization failure, lock timeout: try again
     └── MigrationError         schema and code disagree
         ├── ChecksumMismatch   an applied migration file was changed
         ├── SchemaAhead        the database has migrations this code does not know
@@ -47,6 +48,11 @@ class DatabaseError(PgschedError):
 
 class ConnectionFailed(DatabaseError):
     """PostgreSQL could not be reached."""
+
+
+class TransientError(DatabaseError):
+    """The statement lost a race (deadlock, serialization failure, lock not available);
+    the same work may succeed if tried again."""
 
 
 class MigrationError(PgschedError):

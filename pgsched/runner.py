@@ -13,13 +13,16 @@ until it returns, and its result is discarded.
 from __future__ import annotations
 
 import collections
+import contextlib
+import io
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -159,8 +162,9 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
                                 start_new_session=True, close_fds=True)
-    except OSError as exc:
-        return Outcome("failed", exit_code=127, error=f"could not start {argv[0]!r}: {exc.strerror or exc}")
+    except OSError as exc:  # shells: 127 command not found, 126 found but not executable
+        code = 127 if isinstance(exc, FileNotFoundError) else 126
+        return Outcome("failed", exit_code=code, error=f"could not start {argv[0]!r}: {exc.strerror or exc}")
     pumps = [threading.Thread(target=_pump, args=(proc.stdout, "stdout", sink), daemon=True),
              threading.Thread(target=_pump, args=(proc.stderr, "stderr", sink), daemon=True)]
     if stdin is not None:
@@ -215,28 +219,94 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
     return Outcome("failed", exit_code, f"exited with code {code}")
 
 
+class _ThreadOutput(io.TextIOBase):
+    """Stands in for ``sys.stdout`` / ``sys.stderr``: what a thread running a Python task
+    prints goes to that task's :class:`LogSink`, line by line; every other thread's output
+    goes to the real stream. (Threads a task starts itself are not captured.)"""
+
+    _current = threading.local()
+
+    def __init__(self, real: Any, stream: str):
+        self.real, self.stream = real, stream
+
+    def write(self, text: str) -> int:
+        sink = getattr(self._current, "sink", None)
+        if sink is None:
+            return self.real.write(text)
+        pending = self._current.partial.get(self.stream, "") + text
+        *lines, self._current.partial[self.stream] = pending.split("\n")
+        for line in lines:
+            sink.write(self.stream, line)
+        return len(text)
+
+    def flush(self) -> None:
+        if getattr(self._current, "sink", None) is None:
+            self.real.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.real.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.real, "encoding", "utf-8")
+
+    @classmethod
+    @contextlib.contextmanager
+    def capture(cls, sink: LogSink) -> Iterator[None]:
+        for name in ("stdout", "stderr"):
+            if not isinstance(getattr(sys, name), cls):
+                setattr(sys, name, cls(getattr(sys, name), name))
+        cls._current.sink, cls._current.partial = sink, {}
+        try:
+            yield
+        finally:
+            for stream, rest in cls._current.partial.items():
+                if rest:
+                    sink.write(stream, rest)
+            cls._current.sink = None
+
+
 def run_python(func: Callable[..., Any], params: Mapping[str, Any], *, timeout: float | None,
-               sink: LogSink) -> Outcome:
+               sink: LogSink, stop: threading.Event | None = None,
+               on_tick: Callable[[], None] | None = None) -> Outcome:
     """Call ``func(**params)`` in a thread; its return value is the result (must be JSON).
+    What it prints is captured into ``sink``.
 
     An exception is ``failed`` with its traceback in the log and its last line as the error.
+    A ``timeout`` (seconds) or a set ``stop`` event abandons the call (Python cannot kill a
+    thread): the attempt ends ``timed_out`` or ``failed`` and the slot is freed.
     """
     box: dict[str, Any] = {}
 
     def call() -> None:
-        try:
-            box["result"] = func(**params)
-        except BaseException as exc:  # the handler's failure is the attempt's, not ours
-            box["error"] = f"{type(exc).__name__}: {exc}"
-            for line in traceback.format_exc().splitlines():
-                sink.write("stderr", line)
+        with _ThreadOutput.capture(sink):
+            try:
+                box["result"] = func(**params)
+            except BaseException as exc:  # the handler's failure is the attempt's, not ours
+                box["error"] = f"{type(exc).__name__}: {exc}"
+                for line in traceback.format_exc().splitlines():
+                    sink.write("stderr", line)
 
     thread = threading.Thread(target=call, daemon=True, name=f"pgsched-task-{getattr(func, '__name__', 'task')}")
     thread.start()
-    thread.join(timeout)
+    deadline = time.monotonic() + timeout if timeout else None
+    while thread.is_alive():
+        thread.join(0.2)
+        if not thread.is_alive():
+            break
+        if on_tick:
+            on_tick()
+        if deadline is not None and time.monotonic() >= deadline:
+            sink.close()
+            return Outcome("timed_out", error=f"timed out after {timeout:g}s (the Python call cannot be killed "
+                           "and was abandoned)")
+        if stop is not None and stop.is_set():
+            sink.close()
+            return Outcome("failed", error="stopped by the worker (the Python call was abandoned)")
     sink.close()
-    if thread.is_alive():
-        return Outcome("timed_out", error=f"timed out after {timeout:g}s (the Python call cannot be killed and was abandoned)")
     if "error" in box:
         return Outcome("failed", error=box["error"])
     return Outcome("succeeded", result=box.get("result"))

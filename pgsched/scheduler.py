@@ -28,7 +28,7 @@ from datetime import date, datetime, timedelta, timezone
 import psycopg
 
 from .db import Database, Session, connect
-from .errors import PgschedError
+from .errors import PgschedError, TransientError
 from .schedule import Schedule
 
 log = logging.getLogger(__name__)
@@ -122,22 +122,44 @@ def _after_catch_up(schedule: Schedule, fired_at: datetime, now: datetime) -> da
     return schedule.next_after(now) if nxt is not None and nxt <= now else nxt
 
 
-def maintain_partitions(db: Database, now: datetime, retention_days: int, premake_days: int) -> dict:
+def maintain_partitions(db: Database, now: datetime, retention_days: int, premake_days: int,
+                        lock_timeout_ms: int = 500) -> dict:
     """Create the daily partitions from yesterday to ``premake_days`` ahead, drop those
     that ended more than ``retention_days`` before ``now`` (never one holding a live
-    execution), and count rows in the DEFAULT partitions. Returns what it did."""
+    execution), and count rows in the DEFAULT partitions. Returns what it did.
+
+    Each step waits at most ``lock_timeout_ms`` for a lock (DETACH needs the parent
+    exclusively); a partition it could not lock in time is listed under ``busy`` and tried
+    again next time.
+    """
     today: date = now.astimezone(timezone.utc).date()
-    created = [r["partition_name"] for r in db.many("partition_ensure", from_day=today - timedelta(days=1),
-                                                        days=premake_days + 2)]
-    expired = db.many("partition_drop_expired", cutoff=now - timedelta(days=retention_days))
+    report: dict = {"created": [], "dropped": [], "kept_live": [], "busy": []}
+    try:
+        with db.transaction() as tx:
+            tx.one("partition_lock_timeout", ms=lock_timeout_ms)
+            report["created"] = [r["partition_name"] for r in tx.many(
+                "partition_ensure", from_day=today - timedelta(days=1), days=premake_days + 2)]
+    except TransientError:
+        report["busy"].append("(creating partitions)")
+    for part in db.many("partition_expired", cutoff=now - timedelta(days=retention_days)):
+        if part["live"]:
+            report["kept_live"].append(part["partition_name"])
+            continue
+        try:
+            with db.transaction() as tx:
+                tx.one("partition_lock_timeout", ms=lock_timeout_ms)
+                row = tx.one("partition_drop", partition_name=part["partition_name"], parent=part["parent"])
+            (report["dropped"] if row and row["dropped"] else report["kept_live"]).append(part["partition_name"])
+        except TransientError:
+            report["busy"].append(part["partition_name"])
     strays = db.one("partition_default_rows") or {}
-    report = {"created": created, "dropped": [r["partition_name"] for r in expired if not r["kept"]],
-              "kept_live": [r["partition_name"] for r in expired if r["kept"]],
-              "default_rows": {k: v for k, v in strays.items() if v}}
+    report["default_rows"] = {k: v for k, v in strays.items() if v}
     if report["created"] or report["dropped"]:
         log.info("partitions: created %d, dropped %d", len(report["created"]), len(report["dropped"]))
     if report["kept_live"]:
         log.warning("partitions past retention kept because they hold live executions: %s", report["kept_live"])
+    if report["busy"]:
+        log.warning("partition maintenance gave way to busy tables (will retry): %s", report["busy"])
     if report["default_rows"]:
         log.warning("rows outside every daily partition (in the DEFAULT partitions): %s", report["default_rows"])
     return report
@@ -196,11 +218,15 @@ class Scheduler:
         while not stop.is_set():
             lock.one("scheduler_ping")  # raises if the lock connection is gone: stop acting
             if time.monotonic() >= next_maintenance:
+                interval = self.config.maintenance_interval
                 try:
-                    maintain_partitions(self.db, _now(), self.config.retention_days, self.config.premake_days)
+                    done = maintain_partitions(self.db, _now(), self.config.retention_days, self.config.premake_days)
+                    if done["busy"]:
+                        interval = min(interval, 60.0)
                 except PgschedError as exc:
                     log.error("partition maintenance failed: %s", exc)
-                next_maintenance = time.monotonic() + self.config.maintenance_interval
+                    interval = min(interval, 60.0)
+                next_maintenance = time.monotonic() + interval
             try:
                 tick(self.db, self.epoch, _now(), self.config.batch)
                 lock.exec("scheduler_record_tick", epoch=self.epoch)

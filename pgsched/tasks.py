@@ -206,7 +206,8 @@ def trigger(db: Database | Session, name: str, *, params: dict[str, Any] | None 
 def delete(db: Database, name: str, tenant: str = "default") -> int:
     """Soft-delete ``name``: it stops firing, its pending executions are dropped, its history
     stays. Returns how many pending executions were dropped. Raises NotFound."""
-    row = db.one("task_soft_delete", name=name, tenant=tenant)
-    if row is None or row["id"] is None:
-        raise NotFound(f"task: no task named {name!r} in tenant {tenant!r}")
-    return int(row["pending_dropped"])
+    with db.transaction() as tx:
+        row = tx.one("task_soft_delete", name=name, tenant=tenant)
+        if row is None:
+            raise NotFound(f"task: no task named {name!r} in tenant {tenant!r}")
+        return tx.exec("task_drop_pending", id=row["id"])

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 from datetime import datetime, timedelta, timezone
 
 import psycopg
@@ -27,7 +26,7 @@ from psycopg.types.json import Jsonb
 
 from . import app as app_module
 from .db import Database, Row, Session, connect
-from .errors import ConnectionFailed, PgschedError
+from .errors import ConnectionFailed, PgschedError, TransientError
 from .retry import backoff_seconds
 from .runner import LogSink, Outcome, run_command, run_python
 
@@ -52,7 +51,12 @@ class WorkerConfig:
     max_output_lines: int = 10_000
     max_output_bytes: int = 10 * 1024 * 1024
     record_retry_seconds: float = 300.0
+    allowed_modules: tuple[str, ...] = ()
     name: str | None = None
+
+
+# pgsched's own settings are not the task's business (PGSCHED_DSN may carry a password).
+PRIVATE_ENV = frozenset({"PGSCHED_DSN", "PGSCHED_HOME", "PGSCHED_TENANT", "PGSCHED_TEST_DSN"})
 
 
 def _now() -> datetime:
@@ -75,6 +79,7 @@ class Worker:
         self.wake = threading.Event()
         self.hard_stop = threading.Event()
         self.urgent = threading.Event()
+        self._done = threading.Event()
         self._running = 0
         self._lock = threading.Lock()
 
@@ -104,6 +109,7 @@ class Worker:
                     self.wake.wait(0.25)
         finally:
             self._drain(pool)
+            self._done.set()
             try:
                 self.db.exec("worker_stop", id=self.id)
             except PgschedError as exc:
@@ -152,7 +158,9 @@ class Worker:
                 backoff = min(backoff * 2, 10.0)
 
     def _heartbeat(self, stop: threading.Event) -> None:
-        while not stop.wait(self.config.heartbeat_interval):
+        # Until the worker has drained and stopped (not merely been asked to stop): a
+        # draining worker is alive and must not look dead.
+        while not self._done.wait(self.config.heartbeat_interval):
             try:
                 self.db.exec("worker_heartbeat", id=self.id, running=self._running)
             except PgschedError as exc:
@@ -179,15 +187,15 @@ class Worker:
         sink = LogSink(self.config.max_output_lines, self.config.max_output_bytes)
         started = _now()
         try:
-            log.debug("execution %s (%s) attempt %s started", row["id"], row["task_name"], row["attempt"])
-            outcome = self._run_handler(row, sink)
-        except Exception as exc:  # a bug of ours must not lose the execution
-            log.exception("execution %s crashed the worker thread", row["id"])
-            outcome = Outcome("failed", error=f"internal error: {exc}")
-        try:
+            try:
+                log.debug("execution %s (%s) attempt %s started", row["id"], row["task_name"], row["attempt"])
+                outcome = self._run_handler(row, sink)
+            except BaseException as exc:  # even SystemExit from an imported module: record it
+                log.exception("execution %s: the handler raised out of the worker thread", row["id"])
+                outcome = Outcome("failed", error=f"internal error: {type(exc).__name__}: {exc}")
             self._flush_logs(row, sink, final=True)
             self._record(row, outcome, started, list(sink.tail))
-        except Exception:
+        except BaseException:
             log.exception("execution %s: recording the outcome failed", row["id"])
         finally:
             with self._lock:
@@ -199,17 +207,12 @@ class Worker:
         params = row["params"] or {}
         if kind == "python":
             try:
-                func = app_module.resolve(row["python_target"])
+                func = app_module.resolve(row["python_target"], self.config.allowed_modules)
             except PgschedError as exc:
                 return Outcome("failed", error=str(exc))
-            outcome = run_python(func, params, timeout=row["timeout_seconds"], sink=sink)
-            if outcome.state == "succeeded":
-                try:
-                    json.dumps(outcome.result)
-                except (TypeError, ValueError):
-                    return Outcome("failed", error=f"result is not JSON-serialisable: {outcome.result!r:.200}")
-            return outcome
-        env = dict(os.environ)
+            return run_python(func, params, timeout=row["timeout_seconds"], sink=sink, stop=self.hard_stop,
+                              on_tick=lambda: self._flush_logs(row, sink))
+        env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
         env.update(row["env"] or {})
         env.update(PGSCHED_EXECUTION_ID=str(row["id"]), PGSCHED_TASK=row["task_name"],
                    PGSCHED_ATTEMPT=str(row["attempt"]), PGSCHED_SCHEDULED_AT=row["scheduled_at"].isoformat(),
@@ -249,9 +252,11 @@ class Worker:
         is unreachable (a blip must not leave the execution 'running')."""
         finished = _now()
         stopped = self.hard_stop.is_set() and outcome.state == "failed"
+        outcome = _storable(outcome)
         retry = stopped or (outcome.state in ("failed", "timed_out") and row["attempt"] < row["max_attempts"])
         give_up = time.monotonic() + self.config.record_retry_seconds
         delay = 0.5
+        fell_back = False
         while True:
             try:
                 retry_at = self._store_outcome(row, outcome, finished, retry, stopped, started)
@@ -260,18 +265,26 @@ class Worker:
                 log.warning("execution %s attempt %s: this worker no longer holds it; outcome %s not recorded",
                             row["id"], row["attempt"], outcome.state)
                 return
-            except ConnectionFailed as exc:
+            except (ConnectionFailed, TransientError) as exc:
                 if time.monotonic() >= give_up:
                     log.error("execution %s: gave up recording outcome %s after %.0fs: %s", row["id"],
                               outcome.state, self.config.record_retry_seconds, exc)
                     return
-                log.warning("execution %s: database unreachable while recording %s (%s); retrying in %.1fs",
+                log.warning("execution %s: could not record %s yet (%s); retrying in %.1fs",
                             row["id"], outcome.state, exc, delay)
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)
             except PgschedError as exc:
-                log.error("execution %s: could not record outcome %s: %s", row["id"], outcome.state, exc)
-                return
+                if fell_back:
+                    log.error("execution %s: could not record outcome %s: %s", row["id"], outcome.state, exc)
+                    return
+                fell_back = True
+                # The database refused a value of the outcome: record the failure instead, so
+                # the execution never stays 'running'.
+                log.error("execution %s: outcome %s refused by the database (%s); recording it as failed",
+                          row["id"], outcome.state, exc)
+                outcome = Outcome("failed", outcome.exit_code, f"outcome not storable: {exc}")
+                retry = stopped or row["attempt"] < row["max_attempts"]
         level = logging.INFO if outcome.state == "succeeded" else logging.WARNING
         log.log(level, "execution %s %s attempt %s/%s %s in %.2fs%s%s", row["id"], row["task_name"], row["attempt"],
                 row["max_attempts"], "handed back" if stopped else outcome.state, (finished - started).total_seconds(),
@@ -303,6 +316,21 @@ class Worker:
             if not done:
                 raise _ClaimLost()
         return retry_at
+
+
+def _storable(outcome: Outcome) -> Outcome:
+    """The outcome with what PostgreSQL cannot store removed or turned into a failure: NUL
+    characters in the error text; a result that is not strict JSON (NaN, infinities,
+    objects json cannot encode) or holds a NUL character."""
+    error = outcome.error.replace("\x00", "") if outcome.error else outcome.error
+    if outcome.result is not None:
+        try:
+            text = json.dumps(outcome.result, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            return Outcome("failed", outcome.exit_code, f"result is not JSON ({exc}): {outcome.result!r:.200}")
+        if "\\u0000" in text:
+            return Outcome("failed", outcome.exit_code, "result contains a NUL character, which PostgreSQL refuses")
+    return Outcome(outcome.state, outcome.exit_code, error, outcome.result)
 
 
 class _ClaimLost(Exception):

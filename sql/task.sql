@@ -40,16 +40,15 @@ SELECT pgsched.enqueue_v1(%(name)s, %(params)s, %(run_at)s, %(priority)s, %(idem
                           %(tenant)s, %(trigger)s) AS execution_id
 
 -- name: task_soft_delete :one
--- Soft-delete: the row stays for history; its name is free again; its pending executions go.
-WITH gone AS (
-    UPDATE pgsched.task SET deleted_at = now(), enabled = false, next_fire_at = NULL, updated_at = now()
-     WHERE tenant = %(tenant)s AND name = %(name)s AND deleted_at IS NULL
-    RETURNING id
-), dropped AS (
-    DELETE FROM pgsched.execution e USING gone WHERE e.task_id = gone.id AND e.state = 'pending'
-    RETURNING e.id
-)
-SELECT (SELECT id FROM gone) AS id, (SELECT count(*) FROM dropped) AS pending_dropped
+-- Soft-delete: the row stays for history and its name is free again. Waits for a tick that
+-- holds the row; task_drop_pending then runs as a separate statement so that its snapshot
+-- sees what that tick inserted.
+UPDATE pgsched.task SET deleted_at = now(), enabled = false, next_fire_at = NULL, updated_at = now()
+ WHERE tenant = %(tenant)s AND name = %(name)s AND deleted_at IS NULL
+RETURNING id
+
+-- name: task_drop_pending :exec
+DELETE FROM pgsched.execution WHERE task_id = %(id)s AND state = 'pending'
 
 -- name: task_plan :exec
 -- Set the next fire time of tasks (parallel arrays), and when they last fired.

@@ -1,11 +1,15 @@
 """History partition maintenance (pgsched.scheduler.maintain_partitions and the
-partition_ensure_v1 / partition_drop_expired_v1 functions) on a real database."""
+partition_ensure_v1, partition_expired_v1 and partition_drop_v1 functions) on a real database."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, date, datetime, timedelta, timezone
 
+import psycopg
+
 from pgsched import scheduler, tasks
+from pgsched.scheduler import maintain_partitions
 from pgsched.tasks import TaskSpec
 
 PARENTS = ("execution_history", "execution_attempt", "execution_log")
@@ -112,7 +116,7 @@ def test_is_idempotent(db, sql):
     first = scheduler.maintain_partitions(db, NOW, retention_days=30, premake_days=3)
     before = partitions(sql)
     again = scheduler.maintain_partitions(db, NOW, retention_days=30, premake_days=3)
-    assert again == {"created": [], "dropped": [], "kept_live": [], "default_rows": {}}
+    assert again == {"created": [], "dropped": [], "kept_live": [], "busy": [], "default_rows": {}}
     assert partitions(sql) == before == set(first["created"])
     # A few hours later on the same day: still nothing to do.
     assert scheduler.maintain_partitions(db, NOW + timedelta(hours=10), 30, 3)["created"] == []
@@ -236,3 +240,24 @@ def test_stray_rows_are_reported_then_moved_into_their_new_partition(db, sql):
         ).fetchone()["n"]
         == 1
     )
+
+
+def test_retention_gives_way_to_a_reader_instead_of_stalling_inserts(db, sql, dsn):
+    """DETACH needs the parent exclusively; a long reader must not make maintenance queue
+    an exclusive lock that every insert then waits behind."""
+    now = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
+    maintain_partitions(db, now, retention_days=30, premake_days=1)
+    reader = psycopg.connect(dsn)
+    try:
+        reader.execute("SELECT count(*) FROM pgsched.execution_history")  # holds ACCESS SHARE until commit
+        later = now + timedelta(days=40)
+        began = time.monotonic()
+        report = maintain_partitions(db, later, retention_days=30, premake_days=1, lock_timeout_ms=200)
+        # It gave up within the lock timeout per partition instead of queueing behind the
+        # reader (where every insert into history would have queued behind it in turn).
+        assert time.monotonic() - began < 10
+        assert any(name.startswith("execution_history_p2026") for name in report["busy"])
+    finally:
+        reader.close()
+    report = maintain_partitions(db, later, retention_days=30, premake_days=1)
+    assert report["busy"] == [] and any(n.startswith("execution_history_p2026010") for n in report["dropped"])

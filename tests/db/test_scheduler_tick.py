@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from datetime import UTC, datetime
 
 import psycopg
@@ -9,6 +11,8 @@ import pytest
 
 from pgsched import scheduler, tasks
 from pgsched.tasks import TaskSpec
+
+from ..helpers import wait_until
 
 
 def at(hour: int, minute: int = 0, second: int = 0, micro: int = 0, day: int = 15) -> datetime:
@@ -273,3 +277,23 @@ def test_a_tick_notifies_once_per_transaction(db, sql, dsn, batch, transactions)
         assert notifications_until_marker(listener, sql) == [""] * transactions
         assert scheduler.tick(db, 1, at(10, 6), batch=batch) == 0  # nothing due: no notification
         assert notifications_until_marker(listener, sql) == []
+
+
+def test_a_delete_that_waits_for_a_tick_drops_what_that_tick_inserted(db, dsn, sql):
+    task = tasks.create(db, TaskSpec(name="racy", command="true", schedule_kind="cron", schedule="* * * * *"))
+    tick = psycopg.connect(dsn)  # plays the tick: holds the task row and inserts its fire
+    try:
+        tick.execute("SELECT 1 FROM pgsched.task WHERE id = %s FOR UPDATE", (task["id"],))
+        tick.execute("INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, trigger) "
+                     "VALUES (%s, now(), now(), 'schedule')", (task["id"],))
+        result: dict = {}
+        deleting = threading.Thread(target=lambda: result.update(dropped=tasks.delete(db, "racy")))
+        deleting.start()
+        wait_until(lambda: sql.execute("SELECT count(*) AS n FROM pg_locks WHERE NOT granted").fetchone()["n"],
+                   message="the delete to wait for the tick's row lock")
+        tick.commit()
+        deleting.join(10)
+    finally:
+        tick.close()
+    assert result == {"dropped": 1}
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from pgsched import crontab as crontab_module
 from pgsched.crontab import Crontab, CrontabEntry, CrontabProblem, parse_crontab
 
 CRONTABS = Path(__file__).resolve().parents[3] / "shared" / "data" / "crontabs"
