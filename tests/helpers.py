@@ -71,3 +71,18 @@ class Process:
                 self.proc.wait()
         self._log.close()
         return self.proc.returncode
+
+
+def notifications_until_marker(listener: Any, sender: Any) -> list[str]:
+    """Payloads on ``pgsched_execution`` received by ``listener`` (a psycopg connection
+    that LISTENs) up to a marker that ``sender`` sends after everything else.
+
+    Notifications reach a listener in commit order, so once the marker arrives every
+    earlier notification has arrived too: no fixed wait is needed to count them."""
+    sender.execute("SELECT pg_notify('pgsched_execution', 'marker')")
+    payloads = []
+    for notify in listener.notifies(timeout=10):
+        if notify.payload == "marker":
+            return payloads
+        payloads.append(notify.payload)
+    raise AssertionError(f"marker notification not received; got {payloads!r}")

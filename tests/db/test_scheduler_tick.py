@@ -12,7 +12,7 @@ import pytest
 from pgsched import scheduler, tasks
 from pgsched.tasks import TaskSpec
 
-from ..helpers import wait_until
+from ..helpers import notifications_until_marker, wait_until
 
 
 def at(hour: int, minute: int = 0, second: int = 0, micro: int = 0, day: int = 15) -> datetime:
@@ -251,20 +251,6 @@ def test_a_manual_run_at_a_fire_instant_does_not_swallow_the_fire(db, sql):
         ("schedule", at(10, 5)),
     ]
     assert manual in {r["id"] for r in rows}
-
-
-def notifications_until_marker(
-    listener: psycopg.Connection, sender: psycopg.Connection
-) -> list[str]:
-    """Payloads on pgsched_execution until a marker sent last (delivery is in commit order,
-    so every earlier notification is in by then: no fixed wait)."""
-    sender.execute("SELECT pg_notify('pgsched_execution', 'marker')")
-    payloads = []
-    for notify in listener.notifies(timeout=10):
-        if notify.payload == "marker":
-            return payloads
-        payloads.append(notify.payload)
-    raise AssertionError(f"marker notification not received; got {payloads!r}")
 
 
 @pytest.mark.parametrize(("batch", "transactions"), [(1000, 1), (2, 3)])

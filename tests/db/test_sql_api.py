@@ -13,6 +13,8 @@ from psycopg.rows import dict_row
 from pgsched import tasks
 from pgsched.tasks import TaskSpec
 
+from ..helpers import notifications_until_marker
+
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
 
 
@@ -324,22 +326,6 @@ def test_a_failing_row_rolls_back_the_whole_insert(db, sql):
     with pytest.raises(pg_errors.NoDataFound):
         sql.execute("INSERT INTO pgsched.run_request (task) VALUES ('report'), ('nope')")
     assert live_count(sql) == 0
-
-
-def notifications_until_marker(
-    listener: psycopg.Connection, sender: psycopg.Connection
-) -> list[str]:
-    """Payloads on pgsched_execution up to a marker sent after everything else.
-
-    Notifications reach a listener in commit order, so once the marker arrives every
-    earlier notification has arrived too: no fixed wait is needed to count them."""
-    sender.execute("SELECT pg_notify('pgsched_execution', 'marker')")
-    payloads = []
-    for notify in listener.notifies(timeout=10):
-        if notify.payload == "marker":
-            return payloads
-        payloads.append(notify.payload)
-    raise AssertionError(f"marker notification not received; got {payloads!r}")
 
 
 def test_a_multi_row_insert_sends_one_notification(db, sql, dsn):

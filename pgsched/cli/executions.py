@@ -1,0 +1,88 @@
+"""``pgsched execution …``: list and inspect executions and their logs."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from ..errors import PgschedError
+from .output import fmt, json_default, print_json, table
+from .root import Context, main, pass_ctx
+
+
+# --- executions ------------------------------------------------------------------------
+
+@main.group()
+def execution() -> None:
+    """List and inspect executions and their logs."""
+
+
+@execution.command("list")
+@click.option("--task", "task_name", help="Only this task's executions.")
+@click.option("--state", type=click.Choice(["pending", "running", "succeeded", "failed", "timed_out",
+                                            "cancelled", "skipped", "dead"]))
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100_000))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def execution_list(c: Context, task_name: str | None, state: str | None, limit: int, as_json: bool) -> None:
+    """Executions, newest first."""
+    rows = c.db().many("execution_list", tenant=c.tenant, task=task_name, state=state, limit=limit)
+    if as_json:
+        print_json(rows)
+        return
+    table(rows, ["id", "task_name", "state", "trigger", "scheduled_at", "attempt", "exit_code", "duration_seconds"])
+
+
+@execution.command("show")
+@click.argument("execution_id", type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def execution_show(c: Context, execution_id: int, as_json: bool) -> None:
+    """One execution with its attempts."""
+    db = c.db()
+    row = db.one("execution_get", id=execution_id, tenant=c.tenant)
+    if row is None:
+        raise PgschedError(f"execution: no execution {execution_id} in tenant {c.tenant!r}")
+    attempts = db.many("execution_attempts", id=execution_id)
+    if as_json:
+        print_json({**row, "attempts": attempts})
+        return
+    for key, value in row.items():
+        if value not in (None, {}, []):
+            click.echo(f"{key:18} {fmt(value)}")
+    if attempts:
+        click.echo("attempts:")
+        table(attempts, ["attempt", "state", "worker_id", "started_at", "duration_seconds", "exit_code", "error"])
+
+
+@execution.command("logs")
+@click.argument("execution_id", type=int)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the execution ends.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
+@pass_ctx
+def execution_logs(c: Context, execution_id: int, follow: bool, as_json: bool) -> None:
+    """Captured stdout/stderr of an execution, with times."""
+    db = c.db()
+    if db.one("execution_get", id=execution_id, tenant=c.tenant) is None:
+        raise PgschedError(f"execution: no execution {execution_id} in tenant {c.tenant!r}")
+    after = (0, 0)
+    while True:
+        # The state is read before the lines: a line flushed in between is printed on the
+        # next pass, never lost.
+        current = db.one("execution_get", id=execution_id, tenant=c.tenant)
+        for line in db.many("execution_logs", id=execution_id, after_attempt=after[0], after_seq=after[1]):
+            after = (line["attempt"], line["seq"])
+            if as_json:
+                click.echo(json.dumps(line, default=json_default))
+            else:
+                click.echo(f"{fmt(line['logged_at'])} [{line['attempt']}] {line['stream']}: {line['line']}")
+        if not follow:
+            return
+        if current is None or current["finished_at"] is not None:
+            if current is not None and not as_json:
+                code = f" (exit {current['exit_code']})" if current["exit_code"] is not None else ""
+                click.echo(f"-- execution {execution_id} ended {current['state']}{code}")
+            return
+        time.sleep(0.5)

@@ -1,0 +1,79 @@
+"""Terminal output and input parsing shared by the commands: JSON, aligned tables,
+instants and JSON objects given as flags."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import click
+
+from ..errors import ValidationError
+from ..schedule import parse_interval, parse_once
+
+
+def json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def print_json(data: Any) -> None:
+    click.echo(json.dumps(data, default=json_default, indent=2))
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+def table(rows: list[dict], columns: list[str]) -> None:
+    """Print ``rows`` as aligned columns (the header is the column names, upper-cased)."""
+    cells = [[fmt(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c)] + [min(len(row[i]), 60) for row in cells]) for i, c in enumerate(columns)]
+    click.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip())
+    for row in cells:
+        click.echo("  ".join((v if len(v) <= 60 else v[:57] + "...").ljust(w) for v, w in zip(row, widths)).rstrip())
+
+def parse_when(value: str | None, field: str, tz: str = "UTC") -> datetime | None:
+    """An ISO 8601 instant (without an offset: read in ``tz``), or ``+30s`` / ``+5m`` from
+    now. Raises ValidationError naming ``field``."""
+    if value is None:
+        return None
+    try:
+        if value.startswith("+"):
+            return datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=parse_interval(value[1:]))
+        return parse_once(value, tz)
+    except (ValidationError, OverflowError):
+        raise ValidationError(field, value, "is not an ISO 8601 timestamp or +DURATION like +30s "
+                              "(durations up to 3650 days)") from None
+
+
+def parse_json_object(value: str | None, field: str) -> dict | None:
+    if value is None:
+        return None
+    try:
+        data = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(field, value, f"is not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ValidationError(field, value, "must be a JSON object like '{\"key\": 1}'")
+    return data
+
+
+def pairs(values: tuple[str, ...], field: str) -> dict[str, str]:
+    out = {}
+    for item in values:
+        key, sep, val = item.partition("=")
+        if not sep or not key:
+            raise ValidationError(field, item, "must be NAME=VALUE")
+        out[key] = val
+    return out

@@ -1,0 +1,207 @@
+"""Commands that run or inspect processes: migrate, scheduler, worker, dev, status."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+import click
+
+from .. import migrate as migrations, tasks
+from ..errors import PgschedError
+from .output import fmt, print_json, table
+from .root import Context, Seconds, log_options, main, pass_ctx
+
+
+# --- processes ----------------------------------------------------------------------------
+
+@main.command()
+@click.option("--status", "show_status", is_flag=True, help="Only show applied and pending migrations.")
+@pass_ctx
+def migrate(c: Context, show_status: bool) -> None:
+    """Create or upgrade the pgsched schema (safe to run from many processes at once)."""
+    if show_status:
+        db = c.db(check_schema=False)
+        with db.transaction() as tx:
+            st = migrations.status(tx)
+        click.echo(f"applied: {st.applied or 'none'}  pending: {st.pending or 'none'}"
+                   + (f"  unknown (newer): {st.ahead}" if st.ahead else ""))
+        return
+    applied = migrations.migrate(c.dsn)
+    if applied:
+        for m in applied:
+            click.echo(f"applied {m.version:04d}_{m.name}")
+    else:
+        click.echo("schema is up to date")
+
+def _run_until_signal(targets: list[tuple[str, Any]], urgent: list[Any] | None = None) -> None:
+    """Run each ``run(stop)`` in a thread until SIGINT/SIGTERM. A second signal calls each
+    of ``urgent`` (stop waiting, hand work back) and exits within 10 seconds whatever is
+    left. Exits 1 if a part stopped on its own (a bug: its traceback is in the log)."""
+    stop = threading.Event()
+    signals = []
+
+    def handle(signum: int, _frame: Any) -> None:
+        signals.append(signum)
+        if len(signals) > 1:
+            click.echo("second signal: stopping now, handing running executions back", err=True)
+            for call in urgent or []:
+                call()
+            deadline = threading.Timer(10.0, lambda: os._exit(130))
+            deadline.daemon = True  # only a backstop: a clean exit must not wait for it
+            deadline.start()
+            return
+        click.echo(f"{signal.Signals(signum).name}: stopping (again to stop at once)", err=True)
+        stop.set()
+
+    signal.signal(signal.SIGINT, handle)
+    signal.signal(signal.SIGTERM, handle)
+    threads = [threading.Thread(target=run, args=(stop,), name=name, daemon=True) for name, run in targets]
+    for t in threads:
+        t.start()
+    died = False
+    while any(t.is_alive() for t in threads):
+        for t in threads:
+            t.join(0.2)
+        if not stop.is_set() and not all(t.is_alive() for t in threads):
+            died = True  # one part died: stop the rest rather than run half a process
+            click.echo("a part of this process stopped unexpectedly; stopping the rest", err=True)
+            stop.set()
+    if died:
+        sys.exit(1)
+
+
+@main.command()
+@log_options
+@click.option("--batch", default=1000, show_default=True, type=click.IntRange(1, 100_000),
+              help="Tasks fired per transaction.")
+@click.option("--max-sleep", default=5.0, show_default=True, type=Seconds(0.01, 3600),
+              help="Longest sleep between ticks (seconds).")
+@click.option("--retention-days", default=30, show_default=True, type=click.IntRange(1, 36_500),
+              help="Days of execution history kept (at least 1).")
+@click.option("--premake-days", default=3, show_default=True, type=click.IntRange(1, 60),
+              help="Days of partitions created ahead.")
+@pass_ctx
+def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, premake_days: int) -> None:
+    """Run a scheduler: fires due tasks while it is leader, stands by otherwise."""
+    from ..scheduler import Scheduler, SchedulerConfig
+
+    config = SchedulerConfig(batch=batch, max_sleep=max_sleep, retention_days=retention_days,
+                             premake_days=premake_days)
+    _run_until_signal([("scheduler", Scheduler(c.db(), config).run)])
+
+
+@main.command()
+@log_options
+@click.option("--queue", "-q", "queues", multiple=True, default=["default"], show_default=True,
+              help="Queue to serve (repeat for several).")
+@click.option("--concurrency", "-c", default=4, show_default=True, type=click.IntRange(1, 1024),
+              help="Executions run at once.")
+@click.option("--poll-interval", default=2.0, show_default=True, type=Seconds(0.05, 3600),
+              help="Seconds between polls (besides LISTEN).")
+@click.option("--heartbeat-interval", default=5.0, show_default=True, type=Seconds(0.1, 3600),
+              help="Seconds between heartbeats.")
+@click.option("--kill-grace", default=5.0, show_default=True, type=Seconds(0, 3600),
+              help="Seconds between SIGTERM and SIGKILL when a command times out.")
+@click.option("--shutdown-timeout", default=30.0, show_default=True, type=Seconds(0, 86400),
+              help="Seconds running executions get to finish on SIGTERM before they are handed back.")
+@click.option("--pythonpath", "pythonpath", multiple=True, type=click.Path(file_okay=False),
+              help="Folder to import Python tasks from (repeat; the current folder is always searched).")
+@click.option("--import", "imports", multiple=True, metavar="MODULE",
+              help="Import MODULE at start; when given, Python tasks come only from these modules "
+                   "(and their submodules). Repeat for several.")
+@click.option("--max-output-lines", default=10_000, show_default=True, type=click.IntRange(1, 10_000_000),
+              help="Output lines stored per attempt; the rest is counted, not stored.")
+@click.option("--max-output-bytes", default=10 * 1024 * 1024, show_default=True,
+              type=click.IntRange(1024, 1024 ** 3), help="Output bytes stored per attempt.")
+@pass_ctx
+def worker(c: Context, queues: tuple[str, ...], concurrency: int, poll_interval: float,
+           heartbeat_interval: float, kill_grace: float, shutdown_timeout: float, max_output_lines: int,
+           max_output_bytes: int, pythonpath: tuple[str, ...], imports: tuple[str, ...]) -> None:
+    """Run a worker: claims and runs executions from its queues. Python tasks
+    ('module:function') are imported from the current folder, --pythonpath folders and
+    PYTHONPATH."""
+    from ..worker import PRIVATE_ENV, Worker, WorkerConfig
+
+    for queue in queues:
+        tasks.check_name("queue", queue)
+    for folder in reversed(("", *pythonpath)):  # "" is the current folder, as for `python -m`
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    for module in imports:
+        try:
+            importlib.import_module(module)
+        except BaseException as exc:
+            raise PgschedError(f"import: {module!r} cannot be imported: {type(exc).__name__}: {exc}") from None
+    config = WorkerConfig(queues=list(queues), concurrency=concurrency, poll_interval=poll_interval,
+                          heartbeat_interval=heartbeat_interval, kill_grace=kill_grace,
+                          shutdown_timeout=shutdown_timeout, max_output_lines=max_output_lines,
+                          max_output_bytes=max_output_bytes, allowed_modules=imports)
+    # Executions use a connection only briefly (log flushes, the end of an attempt): a
+    # small pool serves many slots. Plus one listener connection.
+    db = c.db(max_size=min(concurrency + 2, 10))
+    # Tasks run under this process (Python tasks inside it): they get no pgsched settings,
+    # and PGSCHED_DSN may carry a password.
+    for name in PRIVATE_ENV:
+        os.environ.pop(name, None)
+    runner = Worker(db, config)
+    _run_until_signal([("worker", runner.run)], urgent=[runner.stop_now])
+
+
+@main.command()
+@log_options
+@click.option("--examples/--no-examples", default=True, show_default=True, help="Load the example tasks.")
+@click.option("--concurrency", default=4, show_default=True)
+@click.pass_context
+def dev(ctx: click.Context, examples: bool, concurrency: int) -> None:
+    """Everything in one process for a first look: embedded PostgreSQL (unless --dsn or
+    PGSCHED_DSN), migrations, the example tasks, a scheduler and a worker. Ctrl-C stops."""
+    from ..dev import run_dev
+
+    run_dev(ctx.obj, examples=examples, concurrency=concurrency, run=_run_until_signal)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def status(c: Context, as_json: bool) -> None:
+    """Leader, workers, queue depth and partition health."""
+    from ..scheduler import LEADER_LOCK_KEY
+
+    db = c.db()
+    leader = db.one("scheduler_leader", key=LEADER_LOCK_KEY)
+    workers = db.many("worker_list", all=False)
+    queues = db.many("execution_queue_depth")
+    strays = {k: v for k, v in (db.one("partition_default_rows") or {}).items() if v}
+    partitions = db.one("partition_summary") or {}
+    if as_json:
+        print_json({"leader": leader, "workers": workers, "queues": queues, "partitions": partitions,
+                     "default_partition_rows": strays})
+        return
+    if leader and leader["lock_held"]:
+        click.echo(f"leader: {leader['holder']} (term {leader['epoch']}, since {fmt(leader['elected_at'])}, "
+                   f"last tick {fmt(leader['last_tick_at'])})")
+    else:
+        click.echo("leader: none (no scheduler is running)")
+    silent = sum(1 for w in workers if w["presumed_dead"])
+    click.echo(f"workers: {len(workers) - silent} running" + (f", {silent} presumed dead" if silent else ""))
+    for w in workers:
+        click.echo(f"  {w['id']} {w['name']} queues={','.join(w['queues'])} running={w['running']}/"
+                   f"{w['concurrency']} heartbeat {w['heartbeat_age_seconds']:.1f}s ago"
+                   + ("  (silent for 3 heartbeats: presumed dead)" if w["presumed_dead"] else ""))
+    if queues:
+        click.echo("queues:")
+        table(queues, ["queue", "ready", "scheduled", "running"])
+    else:
+        click.echo("queues: empty")
+    if partitions.get("daily"):
+        click.echo(f"history partitions: {partitions['daily']} daily, {partitions['first_day']} to "
+                   f"{partitions['last_day']} (UTC); DEFAULT partitions " + ("NOT empty" if strays else "empty"))
+    else:
+        click.echo("history partitions: none yet (the leader creates them)")
+    if strays:
+        click.echo(f"warning: rows outside every daily partition: {strays}")

@@ -1,0 +1,112 @@
+"""The ``pgsched`` command group: global options, the shared :class:`Context` (DSN and
+tenant), and parameter types. Commands live in the sibling modules by subject.
+
+The database is ``--dsn``, else ``PGSCHED_DSN``, else the embedded default
+(:mod:`pgsched.embedded`). Errors print one line naming the field and value and exit 1.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import click
+
+from .. import migrate as migrations
+from ..db import Database
+from ..errors import PgschedError
+from ..logs import FORMATS, LEVELS, setup as setup_logging
+
+
+class _Group(click.Group):
+    """Turns every pgsched error into one line on stderr and exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except PgschedError as exc:
+            raise click.ClickException(str(exc)) from None
+
+class Seconds(click.ParamType):
+    """A finite number of seconds within [low, high] (click's FloatRange lets NaN through)."""
+
+    name = "seconds"
+
+    def __init__(self, low: float, high: float):
+        self.low, self.high = low, high
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(number) or not self.low <= number <= self.high:
+            self.fail(f"{value!r} is not between {self.low:g} and {self.high:g} seconds", param, ctx)
+        return number
+
+class Context:
+    """What every command shares: the DSN (resolved on first use) and the tenant."""
+
+    def __init__(self, dsn: str | None, tenant: str):
+        self._dsn = dsn
+        self.tenant = tenant
+        self._db: Database | None = None
+
+    @property
+    def dsn(self) -> str:
+        if self._dsn is None:
+            from .. import embedded
+
+            self._dsn = embedded.start()
+        return self._dsn
+
+    def db(self, check_schema: bool = True, max_size: int = 4) -> Database:
+        """The pool (opened on first use); refuses a schema behind or ahead of the code."""
+        if self._db is None:
+            self._db = Database.connect(self.dsn, max_size=max_size)
+            if check_schema:
+                with self._db.transaction() as tx:
+                    migrations.require_current(tx)
+        return self._db
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--dsn", envvar="PGSCHED_DSN", help="PostgreSQL connection string. Default: $PGSCHED_DSN, "
+              "else the embedded server in the user's data folder.")
+@click.option("--tenant", default="default", show_default=True, envvar="PGSCHED_TENANT", help="Tenant to act in.")
+@click.option("--log-level", type=click.Choice(LEVELS), default="info", show_default=True,
+              help="Log level of long-running processes (stderr).")
+@click.option("--log-format", type=click.Choice(FORMATS), default="text", show_default=True,
+              help="Log format: text, json (one object per line) or console.")
+@click.version_option(package_name="pgsched")
+@click.pass_context
+def main(ctx: click.Context, dsn: str | None, tenant: str, log_level: str, log_format: str) -> None:
+    """pgsched: a task scheduler whose only infrastructure is one PostgreSQL database.
+
+    Start with `pgsched dev`: an embedded PostgreSQL, example tasks, a scheduler and a
+    worker in one process.
+    """
+    if ctx.invoked_subcommand == "dev" and log_format == "text":
+        log_format = "console"  # a person is watching
+    setup_logging(log_level, log_format)
+    ctx.meta["pgsched.logs"] = {"level": log_level, "format": log_format}
+    ctx.obj = Context(dsn, tenant)
+
+
+def log_options(command: Any) -> Any:
+    """``--log-level`` / ``--log-format`` on a long-running command too (they override the
+    group's), so ``pgsched worker --log-level debug`` works as people type it."""
+    def apply(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value is not None:
+            state = ctx.find_root().meta.setdefault("pgsched.logs", {"level": "info", "format": "text"})
+            state["level" if param.name == "log_level" else "format"] = value
+            setup_logging(state["level"], state["format"])
+        return value
+
+    command = click.option("--log-format", type=click.Choice(FORMATS), callback=apply, expose_value=False,
+                           help="Log format (overrides the global option).")(command)
+    return click.option("--log-level", type=click.Choice(LEVELS), callback=apply, expose_value=False,
+                        help="Log level (overrides the global option).")(command)

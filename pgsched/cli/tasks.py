@@ -1,0 +1,190 @@
+"""``pgsched task …`` and ``pgsched import-crontab``."""
+
+from __future__ import annotations
+
+import json
+import zoneinfo
+from datetime import datetime, timezone
+from typing import Any
+
+import click
+
+from .. import importer, tasks
+from ..errors import PgschedError, ValidationError
+from ..tasks import TaskSpec
+from .output import fmt, pairs, parse_json_object, parse_when, print_json, table
+from .root import Context, main, pass_ctx
+
+
+# --- tasks -----------------------------------------------------------------------------
+
+@main.group()
+def task() -> None:
+    """Create, list, inspect, pause, resume, trigger and delete tasks."""
+
+
+@task.command("create")
+@click.argument("name")
+@click.option("--command", help="Shell command (run by /bin/sh -c).")
+@click.option("--argv", help="Command as a JSON list, run without a shell: '[\"backup\", \"--all\"]'.")
+@click.option("--python", "python_target", help="Python task 'package.module:function' (registered with @app.task).")
+@click.option("--cron", help="Cron expression (5 fields or @daily...), in --tz.")
+@click.option("--every", help="Interval: seconds or 30s, 5m, 1h30m, 1d.")
+@click.option("--at", help="One-shot: ISO 8601 instant, or +DURATION from now (+10m).")
+@click.option("--tz", "tz", default="UTC", show_default=True, help="IANA time zone of the schedule.")
+@click.option("--params", help="Default params, a JSON object.")
+@click.option("--env", multiple=True, help="NAME=VALUE for the command's environment (repeat).")
+@click.option("--timeout", type=float, help="Seconds an attempt may run (default: no limit).")
+@click.option("--max-attempts", default=1, show_default=True, type=int)
+@click.option("--retry-policy", default="exponential", show_default=True,
+              type=click.Choice(["fixed", "linear", "exponential", "exponential_jitter"]))
+@click.option("--retry-base", default=10.0, show_default=True, help="Base retry delay (seconds).")
+@click.option("--retry-max", default=3600.0, show_default=True, help="Longest retry delay (seconds).")
+@click.option("--priority", default=5, show_default=True, type=int, help="1 (most urgent) to 10.")
+@click.option("--queue", default="default", show_default=True)
+@click.option("--paused", is_flag=True, help="Create it paused.")
+@click.option("--description")
+@click.option("--json", "as_json", is_flag=True, help="Print the stored task as JSON.")
+@pass_ctx
+def task_create(c: Context, name: str, command: str | None, argv: str | None, python_target: str | None,
+                cron: str | None, every: str | None, at: str | None, tz: str, params: str | None,
+                env: tuple[str, ...], timeout: float | None, max_attempts: int, retry_policy: str,
+                retry_base: float, retry_max: float, priority: int, queue: str, paused: bool,
+                description: str | None, as_json: bool) -> None:
+    """Create task NAME. Give one handler (--command, --argv or --python) and at most one
+    schedule (--cron, --every or --at); with none it runs only when triggered."""
+    handlers = [k for k, v in (("command", command), ("argv", argv), ("python", python_target)) if v is not None]
+    if len(handlers) != 1:
+        if not handlers:
+            raise PgschedError("handler: give one of --command, --argv, --python")
+        raise ValidationError("handler", handlers, "give exactly one of --command, --argv, --python")
+    schedules = [k for k, v in (("cron", cron), ("every", every), ("at", at)) if v is not None]
+    if len(schedules) > 1:
+        raise ValidationError("schedule", schedules, "give at most one of --cron, --every, --at")
+    argv_list = None
+    if argv:
+        try:
+            argv_list = json.loads(argv)
+        except json.JSONDecodeError:
+            raise ValidationError("argv", argv, "must be a JSON list of strings") from None
+    once = parse_when(at, "at", tz)
+    kind = {"cron": "cron", "every": "interval", "at": "once"}.get(schedules[0] if schedules else "", "none")
+    spec = TaskSpec(name=name, handler_kind={"command": "shell", "argv": "argv", "python": "python"}[handlers[0]],
+                    command=command, argv=argv_list, python_target=python_target, schedule_kind=kind,
+                    schedule=cron if cron is not None else every if every is not None else
+                    (once.isoformat() if once else None), timezone=tz,
+                    params=parse_json_object(params, "params") or {}, env=pairs(env, "env"),
+                    timeout_seconds=timeout, max_attempts=max_attempts, retry_policy=retry_policy,
+                    retry_base_seconds=retry_base, retry_max_seconds=retry_max, priority=priority,
+                    queue=queue, tenant=c.tenant, enabled=not paused, description=description, source="cli")
+    row = tasks.create(c.db(), spec)
+    assert row is not None
+    if as_json:
+        print_json(row)
+    else:
+        click.echo(f"created task {row['name']} (id {row['id']}); next fire: {fmt(row['next_fire_at'])}")
+
+
+@task.command("list")
+@click.option("--search", help="Only names containing this text.")
+@click.option("--limit", default=500, show_default=True, type=click.IntRange(1, 100_000))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def task_list(c: Context, search: str | None, limit: int, as_json: bool) -> None:
+    """List tasks with their schedule and next fire time (UTC)."""
+    rows = c.db().many("task_list", tenant=c.tenant, search=search, limit=limit)
+    if as_json:
+        print_json(rows)
+        return
+    for r in rows:
+        r["schedule"] = f"{r['schedule_kind']} {r['schedule_expr'] or ''}".strip()
+        r["state"] = "enabled" if r["enabled"] else "paused"
+        r["handler"] = r["command"] or (" ".join(r["argv"]) if r["argv"] else r["python_target"])
+    table(rows, ["name", "state", "schedule", "timezone", "next_fire_at", "queue", "handler"])
+
+
+@task.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def task_show(c: Context, name: str, as_json: bool) -> None:
+    """Show one task's definition and its next 5 fire times."""
+    row = tasks.get(c.db(), name, c.tenant)
+    sched = tasks.schedule_of(row)
+    upcoming = sched.upcoming(datetime.now(timezone.utc), 5) if row["enabled"] else []
+    if as_json:
+        print_json({**row, "upcoming": upcoming})
+        return
+    for key, value in row.items():
+        if value not in (None, {}, []):
+            click.echo(f"{key:18} {fmt(value)}")
+    if upcoming:
+        click.echo("next fires:")
+        for t in upcoming:
+            local = t.astimezone(zoneinfo.ZoneInfo(row["timezone"]))
+            click.echo(f"  {fmt(t)}   {local.isoformat()} {row['timezone']}")
+
+
+def _simple_task_command(name: str, help_text: str, action: Any, done: str) -> None:
+    @task.command(name, help=help_text)
+    @click.argument("task_name")
+    @pass_ctx
+    def command(c: Context, task_name: str) -> None:
+        result = action(c.db(), task_name, c.tenant)
+        click.echo(done.format(name=task_name, result=result))
+
+
+_simple_task_command("pause", "Pause a task's schedule (queued executions still run).", tasks.pause, "paused {name}")
+_simple_task_command("resume", "Resume a task's schedule from now (missed fires are skipped).",
+                     tasks.resume, "resumed {name}")
+_simple_task_command("delete", "Delete a task (soft: history stays; pending executions are dropped).",
+                     tasks.delete, "deleted {name} ({result} pending execution(s) dropped)")
+
+
+@task.command("trigger")
+@click.argument("name")
+@click.option("--params", help="Params for this run, a JSON object (merged over the task's).")
+@click.option("--at", help="Run at an ISO 8601 instant or +DURATION (default now).")
+@click.option("--priority", type=int, help="1 (most urgent) to 10; default the task's.")
+@click.option("--idempotency-key", help="A second trigger with the same key creates nothing.")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def task_trigger(c: Context, name: str, params: str | None, at: str | None, priority: int | None,
+                 idempotency_key: str | None, as_json: bool) -> None:
+    """Run task NAME now (or --at later), whatever its schedule."""
+    ident = tasks.trigger(c.db(), name, params=parse_json_object(params, "params"), run_at=parse_when(at, "at"),
+                          priority=priority, idempotency_key=idempotency_key, tenant=c.tenant)
+    if as_json:
+        print_json({"execution_id": ident})
+    else:
+        click.echo(f"execution {ident} queued for {name}")
+
+# --- crontab ---------------------------------------------------------------------------
+
+@main.command("import-crontab")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--system", is_flag=True, help="System crontab (/etc/crontab, /etc/cron.d): has a user column "
+              "(stored, never switched to).")
+@click.option("--dry-run", is_flag=True, help="Print what would be created; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def import_crontab(c: Context, file: str, system: bool, dry_run: bool, as_json: bool) -> None:
+    """Import a crontab file: one task per entry; every other line is reported with its
+    number and reason. Re-importing the same file changes nothing."""
+    report = importer.import_crontab(None if dry_run else c.db(), file, system=system, tenant=c.tenant,
+                                     dry_run=dry_run)
+    if as_json:
+        print_json(importer.as_json(report))
+    else:
+        for line in report.lines:
+            if line.action == "problem":
+                click.echo(f"skipped {line.reason}")
+            else:
+                extra = (f" (user {line.user})" if line.user else "") + (
+                    f" with {line.stdin.count(chr(10)) + 1} line(s) of stdin" if line.stdin is not None else "")
+                click.echo(f"line {line.line_no}: {line.action.replace('_', ' ')} {line.task}  "
+                           f"[{line.schedule}]{extra} {line.command}")
+        for note in report.notes:
+            click.echo(f"note: {note}")
+        click.echo(f"{report.count('created')} created, {report.count('unchanged')} unchanged, "
+                   f"{report.count('would_create')} would be created, {report.count('problem')} problem(s)")
