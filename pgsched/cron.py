@@ -60,13 +60,25 @@ def next_after(expr: str, tz: str, after: datetime) -> datetime | None:
     zone ``tz``, as a UTC instant; None when there is none within the horizon."""
     local = after.astimezone(ZoneInfo(tz))
     try:
-        it = croniter(expr, local, max_years_between_matches=_HORIZON_YEARS)
+        it = croniter(expr, local, max_years_between_matches=_HORIZON_YEARS, day_or=_day_or(expr))
         while True:
             nxt = it.get_next(datetime)
             if not (_fixed_time(expr) and _second_copy(nxt)):
                 return nxt.astimezone(timezone.utc)
     except (CroniterBadDateError, CroniterBadCronError, OverflowError):
         return None
+
+
+def _day_or(expr: str) -> bool:
+    """crontab(5), as Vixie cron and cronie apply it: when both day fields are restricted a
+    day matches if EITHER matches; a field that starts with ``*`` (``*``, ``*/2``) counts
+    as unrestricted, and then both must match. croniter counts ``*/2`` as restricted, so
+    this decides for it."""
+    if expr.startswith("@"):
+        return True
+    fields = expr.split()
+    dom, dow = fields[2], fields[4]
+    return not (dom.startswith("*") or dow.startswith("*"))
 
 
 def _fixed_time(expr: str) -> bool:

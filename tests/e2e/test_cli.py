@@ -145,3 +145,25 @@ def test_help_is_there():
     for command in ("dev", "migrate", "scheduler", "worker", "status", "task", "execution", "import-crontab"):
         assert command in out
     assert "--concurrency" in cli(None, "worker", "--help").stdout
+
+
+def test_cron_next_needs_no_database_and_prints_utc_and_local():
+    unreachable = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=1"
+    out = cli(unreachable, "cron", "next", "30 2 * * *", "--tz", "Europe/Berlin",
+              "--after", "2025-10-25T12:00", "-n", "2").stdout.splitlines()
+    # 02:30 happens twice on 2025-10-26 in Berlin; a fixed-time job runs once (cron(8)).
+    assert out == ["2025-10-26 00:30:00Z   2025-10-26T02:30:00+02:00 Europe/Berlin",
+                   "2025-10-27 01:30:00Z   2025-10-27T02:30:00+01:00 Europe/Berlin"]
+    data = json.loads(cli(unreachable, "cron", "next", "@hourly", "-n", "2", "--after", "2026-01-01T00:00Z",
+                          "--json").stdout)
+    assert [f["utc"] for f in data["fires"]] == ["2026-01-01T01:00:00+00:00", "2026-01-01T02:00:00+00:00"]
+    proc = cli(unreachable, "cron", "next", "0 0 30 2 *", check=False)
+    assert proc.returncode == 1 and "'0 0 30 2 *' can never fire" in proc.stderr
+
+
+def test_task_next_uses_the_stored_schedule_and_zone(dsn):
+    cli(dsn, "task", "create", "ny", "--command", "true", "--cron", "0 9 * * mon-fri", "--tz", "America/New_York")
+    out = json.loads(cli(dsn, "task", "next", "ny", "-n", "3", "--after", "2026-03-06T12:00", "--json").stdout)
+    # Friday 2026-03-06 09:00 has passed; Monday 9 March is the first day of EDT (UTC-4).
+    assert [f["utc"] for f in out["fires"]] == ["2026-03-09T13:00:00+00:00", "2026-03-10T13:00:00+00:00",
+                                                "2026-03-11T13:00:00+00:00"]

@@ -359,3 +359,34 @@ def test_interval_with_a_fraction_is_strictly_after_at_exact_multiples():
 def test_intervals_outside_one_second_to_ten_years_are_refused(text):
     with pytest.raises(ValidationError, match="must be an interval from 1 second to 3650 days"):
         parse_interval(text)
+
+
+# --- the day-of-month / day-of-week rule (crontab(5), Vixie cron and cronie) --------------
+
+def test_both_day_fields_restricted_means_either_matches():
+    # 13th of the month OR a Friday, from Mon 2026-02-02.
+    job = cron("0 12 13 * 5")
+    assert job.upcoming(utc(2026, 2, 2, 0, 0), 4) == [
+        utc(2026, 2, 6, 12, 0),   # Friday 6th
+        utc(2026, 2, 13, 12, 0),  # Friday 13th (both)
+        utc(2026, 2, 20, 12, 0),  # Friday 20th
+        utc(2026, 2, 27, 12, 0),  # Friday 27th
+    ]
+    assert cron("0 12 13 * 5").next_after(utc(2026, 3, 7, 0, 0)) == utc(2026, 3, 13, 12, 0)  # Friday again
+    assert cron("0 12 10 * 5").next_after(utc(2026, 3, 7, 0, 0)) == utc(2026, 3, 10, 12, 0)  # Tuesday 10th
+
+
+def test_a_day_field_starting_with_a_star_counts_as_unrestricted():
+    # '*/2' day-of-month with Monday: odd days that are Mondays (both must match).
+    job = cron("0 0 */2 * 1")
+    assert job.upcoming(utc(2025, 1, 1, 0, 0), 4) == [
+        utc(2025, 1, 13, 0, 0), utc(2025, 1, 27, 0, 0), utc(2025, 2, 3, 0, 0), utc(2025, 2, 17, 0, 0),
+    ]
+    # and the other way round: the 1st of the month when it falls on an even weekday number
+    job = cron("0 0 1 * */2")  # Sun, Tue, Thu, Sat
+    assert job.upcoming(utc(2025, 1, 1, 0, 0), 4) == [
+        utc(2025, 2, 1, 0, 0),   # Saturday
+        utc(2025, 3, 1, 0, 0),   # Saturday
+        utc(2025, 4, 1, 0, 0),   # Tuesday
+        utc(2025, 5, 1, 0, 0),   # Thursday
+    ]
