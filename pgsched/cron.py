@@ -59,12 +59,21 @@ def next_after(expr: str, tz: str, after: datetime) -> datetime | None:
     """The first fire time of ``expr`` strictly after ``after`` (aware), read in the IANA
     zone ``tz``, as a UTC instant; None when there is none within the horizon."""
     local = after.astimezone(ZoneInfo(tz))
+    canonical = _canonical(expr)
+    minutes, hours = (set(map(int, f.split(","))) for f in canonical.split()[:2])
+    fixed = _fixed_time(expr)
     try:
-        it = croniter(expr, local, max_years_between_matches=_HORIZON_YEARS, day_or=_day_or(expr))
+        it = croniter(canonical, local, max_years_between_matches=_HORIZON_YEARS, day_or=_day_or(expr))
         while True:
             nxt = it.get_next(datetime)
-            if not (_fixed_time(expr) and _second_copy(nxt)):
-                return nxt.astimezone(timezone.utc)
+            if fixed and _second_copy(nxt):
+                continue  # cron(8): a fixed-time job runs once, in the first copy
+            if not fixed and (nxt.minute not in minutes or nxt.hour not in hours):
+                # croniter moved a wall time that does not exist (clocks sprang forward) to
+                # after the jump; cron(8) runs only fixed-time jobs there, wildcard jobs
+                # follow the wall clock, which never showed that time.
+                continue
+            return nxt.astimezone(timezone.utc)
     except (CroniterBadDateError, CroniterBadCronError, OverflowError):
         return None
 
@@ -74,9 +83,7 @@ def _day_or(expr: str) -> bool:
     day matches if EITHER matches; a field that starts with ``*`` (``*``, ``*/2``) counts
     as unrestricted, and then both must match. croniter counts ``*/2`` as restricted, so
     this decides for it."""
-    if expr.startswith("@"):
-        return True
-    fields = expr.split()
+    fields = _NICKNAME_FIELDS.get(expr, expr).split()
     dom, dow = fields[2], fields[4]
     return not (dom.startswith("*") or dow.startswith("*"))
 
@@ -155,3 +162,38 @@ def _value(text: str, low: int, high: int, names: tuple[str, ...] | None) -> int
         return names.index(text.lower()) + low
     kind = "a number" + (f" or a name ({names[0]}..{names[-1]})" if names else "")
     return text, f"is not {kind}"
+
+
+# crontab(5): what each nickname stands for.
+_NICKNAME_FIELDS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+                    "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
+                    "@hourly": "0 * * * *"}
+
+
+def _expand(text: str, low: int, high: int, names: tuple[str, ...] | None) -> list[int]:
+    """The values a (valid) field selects, sorted; day-of-week 7 becomes 0 (Sunday)."""
+    values: set[int] = set()
+    for item in text.split(","):
+        base, _, step_text = item.partition("/")
+        step = int(step_text) if step_text else 1
+        if base == "*":
+            start, end = low, high
+        else:
+            first, _, last = base.partition("-")
+            start = _value(first, low, high, names)
+            end = _value(last, low, high, names) if last else start
+            assert isinstance(start, int) and isinstance(end, int)  # checked by check()
+            if not step_text and not last:
+                end = start
+        values.update(range(start, end + 1, step))
+    if names is _DAYS:
+        values = {0 if v == 7 else v for v in values}
+    return sorted(values)
+
+
+def _canonical(expr: str) -> str:
+    """``expr`` with every field written as an explicit list of numbers (nicknames spelled
+    out), so croniter evaluates exactly the sets cron would: croniter mis-expands some
+    forms, e.g. the one-value ranges ``31-31`` and ``12-12/5``."""
+    fields = _NICKNAME_FIELDS.get(expr, expr).split()
+    return " ".join(",".join(map(str, _expand(text, *spec[1:]))) for text, spec in zip(fields, _FIELDS, strict=True))

@@ -390,3 +390,14 @@ def test_a_day_field_starting_with_a_star_counts_as_unrestricted():
         utc(2025, 4, 1, 0, 0),   # Tuesday
         utc(2025, 5, 1, 0, 0),   # Thursday
     ]
+
+
+def test_wildcard_jobs_do_not_run_in_a_skipped_hour_but_fixed_time_jobs_run_after_the_jump():
+    # Europe/Berlin springs forward on 2025-03-30 at 02:00 CET to 03:00 CEST: 02:xx never exists.
+    assert cron("*/20 2 * * *", "Europe/Berlin").upcoming(utc(2025, 3, 29, 12, 0), 2) == [
+        utc(2025, 3, 31, 0, 0), utc(2025, 3, 31, 0, 20),  # 02:00 and 02:20 CEST the next day
+    ]
+    assert cron("30 2 * * *", "Europe/Berlin").upcoming(utc(2025, 3, 29, 12, 0), 2) == [
+        utc(2025, 3, 30, 1, 0),   # right after the jump: 03:00 CEST
+        utc(2025, 3, 31, 0, 30),  # 02:30 CEST
+    ]
