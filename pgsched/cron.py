@@ -180,11 +180,10 @@ def _expand(text: str, low: int, high: int, names: tuple[str, ...] | None) -> li
             start, end = low, high
         else:
             first, _, last = base.partition("-")
-            start = _value(first, low, high, names)
-            end = _value(last, low, high, names) if last else start
-            assert isinstance(start, int) and isinstance(end, int)  # checked by check()
-            if not step_text and not last:
-                end = start
+            lo = _value(first, low, high, names)
+            hi = _value(last, low, high, names) if last else lo
+            assert isinstance(lo, int) and isinstance(hi, int)  # check() has validated the field
+            start, end = lo, hi
         values.update(range(start, end + 1, step))
     if names is _DAYS:
         values = {0 if v == 7 else v for v in values}
