@@ -1,0 +1,67 @@
+"""cron(8)'s daylight-saving rules, with every expected instant written out by hand.
+
+Rules (docs/cron.md): a fixed-time job (neither minute nor hour starts with '*') whose
+time is skipped runs once right after the jump, and runs once (first copy) when a time
+repeats; a wildcard job follows the wall clock.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from pgsched import cron
+
+
+def utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=UTC)
+
+
+def fires(expr: str, tz: str, after: datetime, n: int) -> list[datetime]:
+    out, t = [], after
+    for _ in range(n):
+        t = cron.next_after(expr, tz, t)
+        out.append(t)
+    return out
+
+
+# America/New_York 2026: 02:00 EST -> 03:00 EDT on Sun 8 March; 02:00 EDT -> 01:00 EST on Sun 1 November.
+# Europe/London 2026: 01:00 GMT -> 02:00 BST on Sun 29 March; 02:00 BST -> 01:00 GMT on Sun 25 October.
+# Australia/Lord_Howe: 02:00 -> 02:30 (+10:30 -> +11) on Sun 5 October 2025;
+#                      02:00 -> 01:30 (+11 -> +10:30) on Sun 5 April 2026.
+CASES = [
+    # fixed time in the skipped interval: once, right after the jump
+    ("30 2 * * *", "America/New_York", utc(2026, 3, 7, 0, 0),
+     [utc(2026, 3, 7, 7, 30), utc(2026, 3, 8, 7, 0), utc(2026, 3, 9, 6, 30)]),
+    ("30 1 * * *", "Europe/London", utc(2026, 3, 28, 0, 0),
+     [utc(2026, 3, 28, 1, 30), utc(2026, 3, 29, 1, 0), utc(2026, 3, 30, 0, 30)]),
+    ("15 2 * * *", "Australia/Lord_Howe", utc(2025, 10, 3, 12, 0),
+     [utc(2025, 10, 3, 15, 45), utc(2025, 10, 4, 15, 30), utc(2025, 10, 5, 15, 15)]),
+    # fixed time in the repeated interval: once, at the first occurrence
+    ("30 1 * * *", "America/New_York", utc(2026, 10, 31, 12, 0),
+     [utc(2026, 11, 1, 5, 30), utc(2026, 11, 2, 6, 30)]),
+    ("30 1 * * *", "Europe/London", utc(2026, 10, 24, 12, 0),
+     [utc(2026, 10, 25, 0, 30), utc(2026, 10, 26, 1, 30)]),
+    ("45 1 * * *", "Australia/Lord_Howe", utc(2026, 4, 3, 12, 0),  # 23:00 +11 on Friday 3 April
+     [utc(2026, 4, 3, 14, 45), utc(2026, 4, 4, 14, 45), utc(2026, 4, 5, 15, 15)]),
+    # wildcard hour or minute: the wall clock, so both copies of a repeated hour ...
+    ("*/30 1 * * *", "America/New_York", utc(2026, 10, 31, 12, 0),
+     [utc(2026, 11, 1, 5, 0), utc(2026, 11, 1, 5, 30), utc(2026, 11, 1, 6, 0), utc(2026, 11, 1, 6, 30),
+      utc(2026, 11, 2, 6, 0)]),
+    ("15 * * * *", "Europe/London", utc(2026, 10, 24, 23, 0),
+     [utc(2026, 10, 24, 23, 15), utc(2026, 10, 25, 0, 15), utc(2026, 10, 25, 1, 15), utc(2026, 10, 25, 2, 15)]),
+    # ... and nothing in a skipped one
+    ("*/30 2 * * *", "America/New_York", utc(2026, 3, 7, 12, 0),
+     [utc(2026, 3, 9, 6, 0), utc(2026, 3, 9, 6, 30)]),
+    ("0 * * * *", "Europe/London", utc(2026, 3, 28, 23, 30),
+     [utc(2026, 3, 29, 0, 0), utc(2026, 3, 29, 1, 0), utc(2026, 3, 29, 2, 0)]),
+    # leap days
+    ("0 12 29 2 *", "UTC", utc(2025, 1, 1, 0, 0), [utc(2028, 2, 29, 12, 0), utc(2032, 2, 29, 12, 0)]),
+]
+
+
+@pytest.mark.parametrize(("expr", "tz", "after", "expected"), CASES,
+                         ids=[f"{c[0]}@{c[1]}@{c[2]:%Y-%m-%d}" for c in CASES])
+def test_dst_rules(expr, tz, after, expected):
+    assert fires(expr, tz, after, len(expected)) == expected
