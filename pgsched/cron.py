@@ -1,7 +1,8 @@
 """Cron expressions: the one module that knows cron. Pure (no database).
 
-It checks an expression the way cronie's entry.c does (crontab(5): 5 fields, numbers or
-names, ranges, steps on ``*`` or a range, lists, the ``@`` nicknames) and computes fire
+It checks an expression the way cronie's entry.c does (crontab(5): 5 fields, or 6 with a
+leading second as in Quartz and Spring; numbers or names, ranges, steps on ``*`` or a
+range, lists, the ``@`` nicknames) and computes fire
 times with croniter in an IANA time zone, correcting croniter where it differs from
 cron(8): when clocks fall back, a fixed-time job runs once, in the first copy of the
 repeated hour. Everything else that reads cron (schedules, crontab import) goes through
@@ -43,12 +44,12 @@ def check(expr: str) -> str:
             raise CronError(f"unknown nickname '{text}' (expected one of {', '.join(NICKNAMES)})")
         return text.lower()
     fields = text.split(" ")
-    if len(fields) != 5:
+    if len(fields) not in (5, 6):
         raise CronError(f"'{text}' has {len(fields)} fields; cron needs 5 "
-                        "(minute hour day-of-month month day-of-week)")
-    for value, spec in zip(fields, _FIELDS, strict=True):
+                        "(minute hour day-of-month month day-of-week), or 6 with a leading second")
+    for value, spec in zip(fields, _specs(fields), strict=True):
         _check_field(value, *spec)
-    if not croniter.is_valid(text):
+    if not croniter.is_valid(text, second_at_beginning=len(fields) == 6):
         raise CronError(f"'{text}' is not a valid cron expression")
     if next_after(text, "UTC", datetime.now(timezone.utc)) is None:
         raise CronError(f"'{text}' can never fire (no such date within {_HORIZON_YEARS} years)")
@@ -60,10 +61,12 @@ def next_after(expr: str, tz: str, after: datetime) -> datetime | None:
     zone ``tz``, as a UTC instant; None when there is none within the horizon."""
     local = after.astimezone(ZoneInfo(tz))
     canonical = _canonical(expr)
-    minutes, hours = (set(map(int, f.split(","))) for f in canonical.split()[:2])
+    seconds = len(canonical.split()) == 6
+    minutes, hours = (set(map(int, f.split(","))) for f in canonical.split()[seconds:seconds + 2])
     fixed = _fixed_time(expr)
     try:
-        it = croniter(canonical, local, max_years_between_matches=_HORIZON_YEARS, day_or=_day_or(expr))
+        it = croniter(canonical, local, max_years_between_matches=_HORIZON_YEARS, day_or=_day_or(expr),
+                      second_at_beginning=seconds)
         while True:
             nxt = it.get_next(datetime)
             if fixed and _second_copy(nxt):
@@ -84,7 +87,7 @@ def _day_or(expr: str) -> bool:
     as unrestricted, and then both must match. croniter counts ``*/2`` as restricted, so
     this decides for it."""
     fields = _NICKNAME_FIELDS.get(expr, expr).split()
-    dom, dow = fields[2], fields[4]
+    dom, dow = fields[-3], fields[-1]
     return not (dom.startswith("*") or dow.startswith("*"))
 
 
@@ -93,8 +96,9 @@ def _fixed_time(expr: str) -> bool:
     the clock falls back; others follow the wall clock (both copies of the hour)."""
     if expr.startswith("@"):
         return expr != "@hourly"
-    minute, hour = expr.split()[:2]
-    return not (minute.startswith("*") or hour.startswith("*"))
+    fields = expr.split()
+    clock = fields[:3] if len(fields) == 6 else fields[:2]  # (second,) minute, hour
+    return not any(f.startswith("*") for f in clock)
 
 
 def _second_copy(local: datetime) -> bool:
@@ -195,4 +199,9 @@ def _canonical(expr: str) -> str:
     out), so croniter evaluates exactly the sets cron would: croniter mis-expands some
     forms, e.g. the one-value ranges ``31-31`` and ``12-12/5``."""
     fields = _NICKNAME_FIELDS.get(expr, expr).split()
-    return " ".join(",".join(map(str, _expand(text, *spec[1:]))) for text, spec in zip(fields, _FIELDS, strict=True))
+    return " ".join(",".join(map(str, _expand(text, *spec[1:]))) for text, spec in zip(fields, _specs(fields), strict=True))
+
+
+def _specs(fields: list[str]) -> tuple[tuple[str, int, int, tuple[str, ...] | None], ...]:
+    """The field specs for 5 fields, or 6 with a leading second (as Quartz and Spring)."""
+    return ((("second", 0, 59, None),) if len(fields) == 6 else ()) + _FIELDS

@@ -2,7 +2,8 @@
 
 Three kinds, each parsed from the text stored in ``task.schedule_expr``:
 
-- ``cron``: a crontab(5) time specification (5 fields or an ``@nickname``), evaluated
+- ``cron``: a crontab(5) time specification (5 fields, 6 with a leading second, or an
+  ``@nickname``), evaluated
   in the task's IANA time zone with croniter; fire times are returned as UTC instants.
 - ``interval``: every N seconds (``"90"``, ``"30s"``, ``"5m"``, ``"1h30m"``, ``"1d"``),
   anchored at ``schedule_anchor``: fire times are ``anchor + k * interval``, so a late

@@ -39,7 +39,8 @@ def cron() -> None:
 @click.option("-n", "count", default=5, show_default=True, type=click.IntRange(1, 1000), help="How many.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def cron_next(expression: str, tz: str, after: str | None, count: int, as_json: bool) -> None:
-    """The next fire times of EXPRESSION (5 fields or @daily…), in UTC and in --tz."""
+    """The next fire times of EXPRESSION (5 fields, 6 with a leading second, or @daily…),
+    in UTC and in --tz."""
     schedule = Schedule.parse("cron", expression, tz)
     start = parse_when(after, "after", tz) or datetime.now(timezone.utc)
     _show(schedule, start, count, as_json)

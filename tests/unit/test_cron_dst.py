@@ -65,3 +65,35 @@ CASES = [
                          ids=[f"{c[0]}@{c[1]}@{c[2]:%Y-%m-%d}" for c in CASES])
 def test_dst_rules(expr, tz, after, expected):
     assert fires(expr, tz, after, len(expected)) == expected
+
+
+SECONDS_CASES = [
+    # a leading seconds field (Quartz/Spring style): 09:30 CET is 08:30Z
+    ("*/15 30 9 * * *", "Europe/Berlin", utc(2026, 1, 1, 0, 0),
+     [utc(2026, 1, 1, 8, 30, 0), utc(2026, 1, 1, 8, 30, 15), utc(2026, 1, 1, 8, 30, 30), utc(2026, 1, 1, 8, 30, 45),
+      utc(2026, 1, 2, 8, 30, 0)]),
+    ("5 0 12 * * *", "UTC", utc(2026, 1, 1, 12, 0, 5), [utc(2026, 1, 2, 12, 0, 5)]),
+    # fixed second, minute and hour in the repeated hour: once (02:30:30 CEST = 00:30:30Z)
+    ("30 30 2 * * *", "Europe/Berlin", utc(2025, 10, 25, 12, 0),
+     [utc(2025, 10, 26, 0, 30, 30), utc(2025, 10, 27, 1, 30, 30)]),
+    # a wildcard second follows the wall clock through both copies
+    ("*/30 30 2 * * *", "Europe/Berlin", utc(2025, 10, 25, 12, 0),
+     [utc(2025, 10, 26, 0, 30, 0), utc(2025, 10, 26, 0, 30, 30), utc(2025, 10, 26, 1, 30, 0),
+      utc(2025, 10, 26, 1, 30, 30)]),
+]
+
+
+@pytest.mark.parametrize(("expr", "tz", "after", "expected"), SECONDS_CASES,
+                         ids=[f"{c[0]}@{c[1]}@{c[2]:%Y-%m-%d}" for c in SECONDS_CASES])
+def test_seconds_field(expr, tz, after, expected):
+    assert fires(expr, tz, after, len(expected)) == expected
+
+
+@pytest.mark.parametrize(("expr", "reason"), [
+    ("61 * * * * *", "second field '61' is out of range 0-59"),
+    ("0 0 0 30 2 *", "can never fire"),
+    ("* * * * * * *", "has 7 fields"),
+])
+def test_bad_six_field_expressions(expr, reason):
+    with pytest.raises(cron.CronError, match=reason):
+        cron.check(expr)
