@@ -11,8 +11,9 @@ here, so a correction lands in one place.
 
 from __future__ import annotations
 
+import functools
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
@@ -59,26 +60,57 @@ def check(expr: str) -> str:
 def next_after(expr: str, tz: str, after: datetime) -> datetime | None:
     """The first fire time of ``expr`` strictly after ``after`` (aware), read in the IANA
     zone ``tz``, as a UTC instant; None when there is none within the horizon."""
-    local = after.astimezone(ZoneInfo(tz))
+    zone = ZoneInfo(tz)
     canonical = _canonical(expr)
     seconds = len(canonical.split()) == 6
-    minutes, hours = (set(map(int, f.split(","))) for f in canonical.split()[seconds:seconds + 2])
-    fixed = _fixed_time(expr)
+    options = dict(max_years_between_matches=_HORIZON_YEARS, day_or=_day_or(expr), second_at_beginning=seconds)
     try:
-        it = croniter(canonical, local, max_years_between_matches=_HORIZON_YEARS, day_or=_day_or(expr),
-                      second_at_beginning=seconds)
-        while True:
-            nxt = it.get_next(datetime)
-            if fixed and _second_copy(nxt):
-                continue  # cron(8): a fixed-time job runs once, in the first copy
-            if not fixed and (nxt.minute not in minutes or nxt.hour not in hours):
-                # croniter moved a wall time that does not exist (clocks sprang forward) to
-                # after the jump; cron(8) runs only fixed-time jobs there, wildcard jobs
-                # follow the wall clock, which never showed that time.
-                continue
-            return nxt.astimezone(timezone.utc)
+        if _fixed_time(expr):
+            # croniter walks aware local times: it runs a time skipped by a jump right after
+            # the jump, as cron(8) does; only the second copy of a repeated time is dropped.
+            it = croniter(canonical, after.astimezone(zone), **options)
+            while True:
+                nxt = it.get_next(datetime)
+                if not _second_copy(nxt):
+                    return nxt.astimezone(timezone.utc)
+        return _next_on_wall_clock(croniter, canonical, options, zone, after)
     except (CroniterBadDateError, CroniterBadCronError, OverflowError):
         return None
+
+
+# Longest stretch of wall-clock time a zone has ever repeated or skipped at once, with room.
+_MARGIN = timedelta(hours=3)
+
+
+def _next_on_wall_clock(engine: type, canonical: str, options: dict, zone: ZoneInfo,
+                        after: datetime) -> datetime | None:
+    """Wildcard jobs follow the wall clock (cron(8)): each matching local time fires at
+    every instant the clock shows it: twice in a repeated interval, never in a skipped
+    one. croniter walks naive local times here; each is mapped to its instants (PEP 495
+    folds) and the earliest one after ``after`` wins. Away from a clock change this is a
+    single croniter step; near one, the walk covers ``_MARGIN`` on either side."""
+    start = after.astimezone(zone).replace(tzinfo=None)
+    if not _steady(zone, after):
+        start -= _MARGIN  # a repeated interval may show earlier wall times again after ``after``
+    it = engine(canonical, start, **options)
+    best: datetime | None = None
+    while True:
+        wall = it.get_next(datetime)
+        if best is not None and (_steady(zone, best) or wall > best.astimezone(zone).replace(tzinfo=None) + _MARGIN):
+            return best
+        for fold in (0, 1):
+            instant = wall.replace(tzinfo=zone, fold=fold).astimezone(timezone.utc)
+            if instant.astimezone(zone).replace(tzinfo=None) != wall:
+                continue  # this wall time does not exist (the clock jumped over it)
+            if instant > after and (best is None or instant < best):
+                best = instant
+
+
+def _steady(zone: ZoneInfo, instant: datetime) -> bool:
+    """No clock change within ``_MARGIN`` of ``instant`` (zones change at most once in
+    such a span)."""
+    offsets = {(instant + k * _MARGIN).astimezone(zone).utcoffset() for k in (-1, 0, 1)}
+    return len(offsets) == 1
 
 
 def _day_or(expr: str) -> bool:
@@ -194,12 +226,28 @@ def _expand(text: str, low: int, high: int, names: tuple[str, ...] | None) -> li
     return sorted(values)
 
 
+@functools.lru_cache(maxsize=4096)
 def _canonical(expr: str) -> str:
     """``expr`` with every field written as an explicit list of numbers (nicknames spelled
     out), so croniter evaluates exactly the sets cron would: croniter mis-expands some
     forms, e.g. the one-value ranges ``31-31`` and ``12-12/5``."""
     fields = _NICKNAME_FIELDS.get(expr, expr).split()
-    return " ".join(",".join(map(str, _expand(text, *spec[1:]))) for text, spec in zip(fields, _specs(fields), strict=True))
+    return " ".join(_compact(_expand(text, *spec[1:])) for text, spec in zip(fields, _specs(fields), strict=True))
+
+
+def _compact(values: list[int]) -> str:
+    """Sorted values as a comma list, runs of 3 or more written ``a-b`` (short for croniter
+    to parse; never the one-value ``a-a`` ranges it mis-reads)."""
+    parts: list[str] = []
+    run = [values[0]]
+    for v in [*values[1:], None]:
+        if v is not None and v == run[-1] + 1:
+            run.append(v)
+            continue
+        parts.extend([f"{run[0]}-{run[-1]}"] if len(run) >= 3 else map(str, run))
+        if v is not None:
+            run = [v]
+    return ",".join(parts)
 
 
 def _specs(fields: list[str]) -> tuple[tuple[str, int, int, tuple[str, ...] | None], ...]:
