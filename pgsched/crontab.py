@@ -12,8 +12,9 @@ problem.  No line is silently dropped.
 Deliberate differences from cronie, each noted where it is implemented:
 ``@reboot`` is reported as a problem (pgsched has no boot event); nicknames
 are matched case-insensitively; a reversed range (``5-1``) is an error here
-even where croniter would accept it; the ``-`` "don't log" line prefix is not
-supported; a last line without a trailing newline is accepted.
+even where croniter would accept it; the ``-`` "don't log" line prefix is
+accepted and has no effect (every run is recorded); a last line without a
+trailing newline is accepted.
 """
 
 from __future__ import annotations
@@ -115,7 +116,10 @@ def parse_crontab(text: str, *, system: bool = False) -> Crontab:
             env[env_match.group(1)] = _env_value(env_match.group(2))
             continue
         try:
-            schedule, user, rest = _split_line(raw, system)
+            # cronie entry.c: a leading '-' only asks cron not to syslog the run; pgsched
+            # records every run anyway, so the entry is read without it.
+            line = raw.replace("-", "", 1) if raw.lstrip().startswith("-") else raw
+            schedule, user, rest = _split_line(line, system)
             command, stdin = _split_percent(rest)
             if not command.strip():
                 raise _LineError("the command before the first unescaped '%' is empty")

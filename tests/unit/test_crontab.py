@@ -313,7 +313,6 @@ def test_unknown_nickname():
         ("* * * * monday x", "day-of-week field 'monday' is not a number or a name (sun..sat)"),
         ("1,,2 * * * * x", "minute field '1,,2': '' is an empty list element"),
         ("1- * * * * x", "minute field '1-' has a range with a missing end"),
-        ("-5 * * * * x", "minute field '-5' has a range with a missing end"),
         ("? * * * * x", "minute field '?' is not a number"),
     ],
 )
@@ -407,3 +406,11 @@ def test_results_are_frozen():
         entry.command = "y"  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         one_problem("@reboot x").reason = "z"  # type: ignore[misc]
+
+
+def test_the_dont_log_prefix_is_accepted_and_ignored():
+    # cronie: "-" before the first field only turns off syslog for that job.
+    entry = one_entry("-*/5 * * * * echo quiet")
+    assert (entry.schedule, entry.command) == ("*/5 * * * *", "echo quiet")
+    assert one_entry("-5 * * * * x").schedule == "5 * * * *"
+    assert "minute field '-5'" in one_problem("--5 * * * * x").reason
