@@ -59,6 +59,13 @@ CASES = [
      [utc(2026, 3, 9, 6, 0), utc(2026, 3, 9, 6, 30)]),
     ("0 * * * *", "Europe/London", utc(2026, 3, 28, 23, 30),
      [utc(2026, 3, 29, 0, 0), utc(2026, 3, 29, 1, 0), utc(2026, 3, 29, 2, 0)]),
+    # an offset change outside DST: Asia/Pyongyang went from +08:30 to +09:00 at 23:30 on
+    # 2018-05-04 (23:30-23:59 never happened). Fixed time runs right after the jump ...
+    ("45 23 * * *", "Asia/Pyongyang", utc(2018, 5, 3, 12, 0),
+     [utc(2018, 5, 3, 15, 15), utc(2018, 5, 4, 15, 0), utc(2018, 5, 5, 14, 45)]),
+    # ... a wildcard job runs only at the wall times that existed
+    ("*/10 23 * * *", "Asia/Pyongyang", utc(2018, 5, 4, 14, 0),
+     [utc(2018, 5, 4, 14, 30), utc(2018, 5, 4, 14, 40), utc(2018, 5, 4, 14, 50), utc(2018, 5, 5, 14, 0)]),
     # leap days
     ("0 12 29 2 *", "UTC", utc(2025, 1, 1, 0, 0), [utc(2028, 2, 29, 12, 0), utc(2032, 2, 29, 12, 0)]),
 ]
