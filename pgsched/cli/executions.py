@@ -8,7 +8,7 @@ import time
 import click
 
 from ..errors import PgschedError
-from .output import fmt, json_default, print_json, table
+from .output import fmt, print_fields, json_default, print_json, table
 from .root import Context, main, pass_ctx
 
 
@@ -49,9 +49,7 @@ def execution_show(c: Context, execution_id: int, as_json: bool) -> None:
     if as_json:
         print_json({**row, "attempts": attempts})
         return
-    for key, value in row.items():
-        if value not in (None, {}, []):
-            click.echo(f"{key:18} {fmt(value)}")
+    print_fields(row)
     if attempts:
         click.echo("attempts:")
         table(attempts, ["attempt", "state", "worker_id", "started_at", "duration_seconds", "exit_code", "error"])

@@ -35,6 +35,13 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
+def print_fields(row: dict) -> None:
+    """Print a row as aligned ``key value`` lines, leaving out empty values."""
+    for key, value in row.items():
+        if value not in (None, {}, []):
+            click.echo(f"{key:18} {fmt(value)}")
+
+
 def table(rows: list[dict], columns: list[str]) -> None:
     """Print ``rows`` as aligned columns (the header is the column names, upper-cased)."""
     cells = [[fmt(r.get(c)) for c in columns] for r in rows]

@@ -12,7 +12,7 @@ import click
 from .. import importer, tasks
 from ..errors import PgschedError, ValidationError
 from ..tasks import TaskSpec
-from .output import fmt, pairs, parse_json_object, parse_when, print_json, table
+from .output import fmt, print_fields, pairs, parse_json_object, parse_when, print_json, table
 from .root import Context, main, pass_ctx
 
 
@@ -115,9 +115,7 @@ def task_show(c: Context, name: str, as_json: bool) -> None:
     if as_json:
         print_json({**row, "upcoming": upcoming})
         return
-    for key, value in row.items():
-        if value not in (None, {}, []):
-            click.echo(f"{key:18} {fmt(value)}")
+    print_fields(row)
     if upcoming:
         click.echo("next fires:")
         for t in upcoming:
