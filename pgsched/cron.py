@@ -2,18 +2,22 @@
 
 It checks an expression the way cronie's entry.c does (crontab(5): 5 fields, or 6 with a
 leading second as in Quartz and Spring; numbers or names, ranges, steps on ``*`` or a
-range, lists, the ``@`` nicknames) and computes fire
-times with croniter in an IANA time zone, correcting croniter where it differs from
-cron(8): when clocks fall back, a fixed-time job runs once, in the first copy of the
-repeated hour. Everything else that reads cron (schedules, crontab import) goes through
+range, lists, the ``@`` nicknames; Quartz's ``L``, ``W`` and ``#`` day items) and
+computes fire times with croniter in an IANA time zone, correcting croniter where it
+differs from cron(8): the day-field rule, fixed-time jobs when clocks fall back, ranges
+it mis-expands, and the day items it lacks. Everything else that reads cron (schedules, crontab import) goes through
 here, so a correction lands in one place.
 """
 
 from __future__ import annotations
 
+import calendar
 import functools
 import re
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+from datetime import date, datetime, time, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
@@ -50,7 +54,7 @@ def check(expr: str) -> str:
                         "(minute hour day-of-month month day-of-week), or 6 with a leading second")
     for value, spec in zip(fields, _specs(fields), strict=True):
         _check_field(value, *spec)
-    if not croniter.is_valid(text, second_at_beginning=len(fields) == 6):
+    if not croniter.is_valid(_canonical(text), second_at_beginning=len(fields) == 6):
         raise CronError(f"'{text}' is not a valid cron expression")
     if next_after(text, "UTC", datetime.now(timezone.utc)) is None:
         raise CronError(f"'{text}' can never fire (no such date within {_HORIZON_YEARS} years)")
@@ -61,29 +65,46 @@ def next_after(expr: str, tz: str, after: datetime) -> datetime | None:
     """The first fire time of ``expr`` strictly after ``after`` (aware), read in the IANA
     zone ``tz``, as a UTC instant; None when there is none within the horizon."""
     zone = ZoneInfo(tz)
-    canonical = _canonical(expr)
-    seconds = len(canonical.split()) == 6
-    options = dict(max_years_between_matches=_HORIZON_YEARS, day_or=_day_or(expr), second_at_beginning=seconds)
     try:
         if _fixed_time(expr):
             # croniter walks aware local times: it runs a time skipped by a jump right after
             # the jump, as cron(8) does; only the second copy of a repeated time is dropped.
-            it = croniter(canonical, after.astimezone(zone), **options)
-            while True:
-                nxt = it.get_next(datetime)
+            for nxt in _fires(expr, after.astimezone(zone)):
                 if not _second_copy(nxt):
                     return nxt.astimezone(timezone.utc)
-        return _next_on_wall_clock(croniter, canonical, options, zone, after)
+            return None
+        return _next_on_wall_clock(expr, zone, after)
     except (CroniterBadDateError, CroniterBadCronError, OverflowError):
         return None
+
+
+def _fires(expr: str, base: datetime) -> Iterator[datetime]:
+    """The local times (aware or naive, as ``base``) that match ``expr``, strictly after
+    ``base``, in order, ending at the horizon. croniter walks the time fields; when the
+    day fields hold ``L``, ``W`` or ``#`` items (which croniter reads only in part), it
+    walks every day and :class:`_Days` decides, jumping straight to the next matching day."""
+    canonical = _canonical(expr)
+    options = dict(max_years_between_matches=_HORIZON_YEARS, day_or=_day_or(expr),
+                   second_at_beginning=len(canonical.split()) == 6)
+    days = _day_rule(expr)
+    it = croniter(canonical, base, **options)
+    while True:
+        nxt = it.get_next(datetime)
+        if days is None or days.match(nxt.date()):
+            yield nxt
+            continue
+        day = days.next_date(nxt.date(), date(base.year + _HORIZON_YEARS, 12, 31))
+        if day is None:
+            return
+        # The last second of the day before (it exists even when a jump skips midnight).
+        it = croniter(canonical, datetime.combine(day, time(), tzinfo=base.tzinfo) - timedelta(seconds=1), **options)
 
 
 # Longest stretch of wall-clock time a zone has ever repeated or skipped at once, with room.
 _MARGIN = timedelta(hours=3)
 
 
-def _next_on_wall_clock(engine: type, canonical: str, options: dict, zone: ZoneInfo,
-                        after: datetime) -> datetime | None:
+def _next_on_wall_clock(expr: str, zone: ZoneInfo, after: datetime) -> datetime | None:
     """Wildcard jobs follow the wall clock (cron(8)): each matching local time fires at
     every instant the clock shows it: twice in a repeated interval, never in a skipped
     one. croniter walks naive local times here; each is mapped to its instants (PEP 495
@@ -92,10 +113,8 @@ def _next_on_wall_clock(engine: type, canonical: str, options: dict, zone: ZoneI
     start = after.astimezone(zone).replace(tzinfo=None)
     if not _steady(zone, after):
         start -= _MARGIN  # a repeated interval may show earlier wall times again after ``after``
-    it = engine(canonical, start, **options)
     best: datetime | None = None
-    while True:
-        wall = it.get_next(datetime)
+    for wall in _fires(expr, start):
         if best is not None and (_steady(zone, best) or wall > best.astimezone(zone).replace(tzinfo=None) + _MARGIN):
             return best
         for fold in (0, 1):
@@ -104,6 +123,7 @@ def _next_on_wall_clock(engine: type, canonical: str, options: dict, zone: ZoneI
                 continue  # this wall time does not exist (the clock jumped over it)
             if instant > after and (best is None or instant < best):
                 best = instant
+    return best
 
 
 def _steady(zone: ZoneInfo, instant: datetime) -> bool:
@@ -151,9 +171,12 @@ _FIELDS = (
 
 
 def _check_field(text: str, name: str, low: int, high: int, names: tuple[str, ...] | None) -> None:
-    """Validate one time field (cronie entry.c get_list/get_range/get_number)."""
+    """Validate one time field (cronie entry.c get_list/get_range/get_number, plus the
+    ``L``, ``W`` and ``#`` day items of Quartz)."""
     for item in text.split(","):
-        problem = _check_item(item, low, high, names)
+        special = _special(item, name)
+        problem = special if isinstance(special, _Malformed) else None if special else _check_item(
+            item, low, high, names)
         if problem:
             bad, predicate = problem
             subject = f"{name} field '{text}'" + ("" if bad == text else f": '{bad}'")
@@ -232,6 +255,8 @@ def _canonical(expr: str) -> str:
     out), so croniter evaluates exactly the sets cron would: croniter mis-expands some
     forms, e.g. the one-value ranges ``31-31`` and ``12-12/5``."""
     fields = _NICKNAME_FIELDS.get(expr, expr).split()
+    if _day_rule(expr) is not None:
+        fields[-3] = fields[-1] = "*"  # _Days decides the day; croniter walks every day
     return " ".join(_compact(_expand(text, *spec[1:])) for text, spec in zip(fields, _specs(fields), strict=True))
 
 
@@ -253,3 +278,154 @@ def _compact(values: list[int]) -> str:
 def _specs(fields: list[str]) -> tuple[tuple[str, int, int, tuple[str, ...] | None], ...]:
     """The field specs for 5 fields, or 6 with a leading second (as Quartz and Spring)."""
     return ((("second", 0, 59, None),) if len(fields) == 6 else ()) + _FIELDS
+
+
+# Quartz's day items (croniter reads some of them, cronsim others; pgsched decides all).
+_DOM_SPECIAL = re.compile(r"(?i)(L)(?:-([0-9]+))?|([0-9]+)W|LW")
+_DOW_SPECIAL = re.compile(r"(?i)([a-z0-9]+)(?:L|#([0-9]+))")
+
+
+class _Malformed(NamedTuple):
+    """A list element that is wrong, and what is wrong with it."""
+
+    text: str
+    predicate: str
+
+
+def _special(item: str, field: str) -> tuple | None:
+    """Parse an ``L``/``W``/``#`` item of a day field.
+
+    Returns None when ``item`` is not one; else one of ``("last", n)`` (``L``, ``L-n``:
+    the last day of the month, n days before it), ``("nearest", d)`` (``dW``: the weekday
+    nearest day d, within the month), ``("last_weekday",)`` (``LW``), ``("last_dow", w)``
+    (``wL``: the month's last weekday w), ``("nth_dow", w, k)`` (``w#k``: its k-th); or
+    a :class:`_Malformed` when it is one but is malformed.
+    """
+    if field == "day-of-month":
+        match = _DOM_SPECIAL.fullmatch(item)
+        if not match:
+            return None
+        if item.upper() == "LW":
+            return ("last_weekday",)
+        if match.group(1):
+            back = int(match.group(2) or 0)
+            if match.group(2) is not None and not 1 <= back <= 30:
+                return _Malformed(item, f"has offset {back}, out of range 1-30 (L-n: n days before the last day)")
+            return ("last", back)
+        day = int(match.group(3))
+        if not 1 <= day <= 31:
+            return _Malformed(item, f"has day {day}, out of range 1-31 (dW: the weekday nearest day d)")
+        return ("nearest", day)
+    if field == "day-of-week":
+        if item.upper() == "L":
+            return _Malformed(item, "is ambiguous ('L' alone is Saturday in Quartz); write 'sat', "
+                                    "or e.g. '5L' for the last Friday of the month")
+        match = _DOW_SPECIAL.fullmatch(item)
+        if not match:
+            return None
+        weekday = _value(match.group(1), 0, 7, _DAYS)
+        if isinstance(weekday, tuple):
+            return _Malformed(*weekday)
+        if match.group(2) is None:
+            return ("last_dow", weekday % 7)
+        nth = int(match.group(2))
+        if not 1 <= nth <= 5:
+            return _Malformed(item, f"has occurrence {nth}, out of range 1-5 (w#k: the k-th weekday w of the month)")
+        return ("nth_dow", weekday % 7, nth)
+    return None
+
+
+@dataclass(frozen=True)
+class _Days:
+    """Which dates an expression with ``L``, ``W`` or ``#`` day items fires on.
+
+    ``dom`` and ``dow`` hold each field's plain values (cron weekdays, Sunday = 0) and its
+    special items (see :func:`_special`); ``months`` the month field's values; ``either``
+    the day rule of :func:`_day_or` (a ``*`` field holds every value).
+    """
+
+    dom: frozenset[int]
+    dom_special: tuple[tuple, ...]
+    dow: frozenset[int]
+    dow_special: tuple[tuple, ...]
+    months: frozenset[int]
+    either: bool
+
+    def match(self, day: date) -> bool:
+        """Whether the date ``day`` is a firing day (its month included)."""
+        if day.month not in self.months:
+            return False
+        in_dom, in_dow = self._match_dom(day), self._match_dow(day)
+        return in_dom or in_dow if self.either else in_dom and in_dow
+
+    def next_date(self, after: date, limit: date) -> date | None:
+        """The first firing date after ``after`` and not after ``limit``, or None."""
+        day = after + timedelta(days=1)
+        while day <= limit:
+            if day.month not in self.months:
+                day = date(day.year + day.month // 12, day.month % 12 + 1, 1)
+            elif self.match(day):
+                return day
+            else:
+                day += timedelta(days=1)
+        return None
+
+    def _match_dom(self, day: date) -> bool:
+        last = calendar.monthrange(day.year, day.month)[1]
+        if day.day in self.dom:
+            return True
+        for item in self.dom_special:
+            if item[0] == "last" and day.day == last - item[1]:
+                return True
+            if item[0] == "nearest" and item[1] <= last and day.day == _nearest_weekday(day, item[1], last):
+                return True
+            if item[0] == "last_weekday" and day.day == _nearest_weekday(day, last, last):
+                return True
+        return False
+
+    def _match_dow(self, day: date) -> bool:
+        weekday = (day.weekday() + 1) % 7  # cron's numbering: Sunday = 0
+        if weekday in self.dow:
+            return True
+        last = calendar.monthrange(day.year, day.month)[1]
+        for item in self.dow_special:
+            if item[1] != weekday:
+                continue
+            if item[0] == "last_dow" and day.day + 7 > last:
+                return True
+            if item[0] == "nth_dow" and (day.day - 1) // 7 + 1 == item[2]:
+                return True
+        return False
+
+
+def _nearest_weekday(day: date, target: int, last: int) -> int:
+    """Quartz's ``W``: the weekday (Monday-Friday) nearest day ``target`` of ``day``'s
+    month, never crossing into another month: a Saturday moves to the Friday before
+    (or to Monday the 3rd when it is the 1st), a Sunday to the Monday after (or to the
+    Friday before when it is the month's last day ``last``)."""
+    weekday = date(day.year, day.month, target).weekday()  # Monday = 0
+    if weekday == 5:
+        return target - 1 if target > 1 else target + 2
+    if weekday == 6:
+        return target + 1 if target < last else target - 2
+    return target
+
+
+@functools.lru_cache(maxsize=4096)
+def _day_rule(expr: str) -> _Days | None:
+    """A :class:`_Days` for a (valid) expression whose day fields hold ``L``, ``W`` or
+    ``#`` items; None for the others, whose days croniter walks directly."""
+    fields = _NICKNAME_FIELDS.get(expr, expr).split()
+    specs = _specs(fields)
+    items = {name: [(item, _special(item, name)) for item in fields[i].split(",")]
+             for i, name in ((-3, "day-of-month"), (-1, "day-of-week"))}
+    if not any(special for pairs in items.values() for _, special in pairs):
+        return None
+
+    def plain(name: str, index: int) -> frozenset[int]:
+        texts = [item for item, special in items[name] if not special]
+        return frozenset(_expand(",".join(texts), *specs[index][1:]) if texts else ())
+
+    return _Days(dom=plain("day-of-month", -3), dom_special=tuple(s for _, s in items["day-of-month"] if s),
+                 dow=plain("day-of-week", -1), dow_special=tuple(s for _, s in items["day-of-week"] if s),
+                 months=frozenset(_expand(fields[-2], *specs[-2][1:])), either=_day_or(expr))

@@ -8,10 +8,28 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def utc(*args: int) -> datetime:
+    """``datetime(*args)`` in UTC: expected instants written out by hand."""
+    return datetime(*args, tzinfo=UTC)
+
+
+def cron_fires(expr: str, tz: str, after: datetime, n: int) -> list[datetime | None]:
+    """The next ``n`` fire times of ``expr`` in zone ``tz`` after ``after``, chained."""
+    from pgsched import cron
+
+    out: list[datetime | None] = []
+    t: datetime | None = after
+    for _ in range(n):
+        t = cron.next_after(expr, tz, t) if t else None
+        out.append(t)
+    return out
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05,

@@ -40,7 +40,8 @@ def cron() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def cron_next(expression: str, tz: str, after: str | None, count: int, as_json: bool) -> None:
     """The next fire times of EXPRESSION (5 fields, 6 with a leading second, or @daily…),
-    in UTC and in --tz."""
+    in UTC and in --tz. The day fields also take Quartz's L, LW, L-n, dW, wL and w#k
+    (e.g. '0 9 LW * *', '0 9 * * fri#3'); syntax and DST rules: docs/cron.md."""
     schedule = Schedule.parse("cron", expression, tz)
     start = parse_when(after, "after", tz) or datetime.now(timezone.utc)
     _show(schedule, start, count, as_json)

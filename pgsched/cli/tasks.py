@@ -28,7 +28,8 @@ def task() -> None:
 @click.option("--command", help="Shell command (run by /bin/sh -c).")
 @click.option("--argv", help="Command as a JSON list, run without a shell: '[\"backup\", \"--all\"]'.")
 @click.option("--python", "python_target", help="Python task 'package.module:function' (registered with @app.task).")
-@click.option("--cron", help="Cron expression (5 fields, 6 with a leading second, or @daily...), in --tz.")
+@click.option("--cron", help="Cron expression (5 fields, 6 with a leading second, or @daily...; "
+              "L, W and # day items), in --tz.")
 @click.option("--every", help="Interval: seconds or 30s, 5m, 1h30m, 1d.")
 @click.option("--at", help="One-shot: ISO 8601 instant, or +DURATION from now (+10m).")
 @click.option("--tz", "tz", default="UTC", show_default=True, help="IANA time zone of the schedule.")

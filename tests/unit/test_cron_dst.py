@@ -7,24 +7,12 @@ repeats; a wildcard job follows the wall clock.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
 from pgsched import cron
 
-
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
-
-
-def fires(expr: str, tz: str, after: datetime, n: int) -> list[datetime]:
-    out, t = [], after
-    for _ in range(n):
-        t = cron.next_after(expr, tz, t)
-        out.append(t)
-    return out
-
+from ..helpers import cron_fires as fires
+from ..helpers import utc
 
 # America/New_York 2026: 02:00 EST -> 03:00 EDT on Sun 8 March; 02:00 EDT -> 01:00 EST on Sun 1 November.
 # Europe/London 2026: 01:00 GMT -> 02:00 BST on Sun 29 March; 02:00 BST -> 01:00 GMT on Sun 25 October.

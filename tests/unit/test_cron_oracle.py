@@ -47,6 +47,33 @@ def expressions(draw) -> str:
     return " ".join(draw(field(low, high)) for low, high in FIELDS)
 
 
+# The day extensions cronsim shares with us: L and LW in the day of month, wL and w#k in
+# the day of week (cronsim has neither dW nor L-n; test_cron_days.py checks those by hand).
+DOM_EXTRA = st.sampled_from(["L", "LW"])
+DOW_EXTRA = st.one_of(st.builds("{}L".format, st.integers(0, 7)),
+                      st.builds("{}#{}".format, st.integers(0, 7), st.integers(1, 5)))
+
+
+@st.composite
+def day_field(draw, low: int, high: int, extra) -> str:
+    """A day field holding at least one extension, alone or in a list with plain items."""
+    items = draw(st.lists(extra, min_size=1, max_size=2, unique=True))
+    if draw(st.booleans()):
+        items.append(draw(field(low, high)))
+    return ",".join(draw(st.permutations(items)))
+
+
+@st.composite
+def expressions_with_day_extensions(draw) -> str:
+    fields = [draw(field(low, high)) for low, high in FIELDS]
+    which = draw(st.sampled_from(["dom", "dow", "both"]))
+    if which in ("dom", "both"):
+        fields[2] = draw(day_field(1, 31, DOM_EXTRA))
+    if which in ("dow", "both"):
+        fields[4] = draw(day_field(0, 7, DOW_EXTRA))
+    return " ".join(fields)
+
+
 def _lord_howe_fall_back_near(instant: datetime) -> bool:
     zone = ZoneInfo("Australia/Lord_Howe")
     for hours in range(-26, 27):
@@ -60,6 +87,17 @@ def _lord_howe_fall_back_near(instant: datetime) -> bool:
 @given(expr=expressions(), tz=st.sampled_from(ZONES),
        start=st.datetimes(datetime(2020, 1, 1), datetime(2030, 12, 31), timezones=st.just(UTC)))
 def test_next_fires_agree_with_cronsim(expr, tz, start):
+    _compare(expr, tz, start)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expr=expressions_with_day_extensions(), tz=st.sampled_from(ZONES),
+       start=st.datetimes(datetime(2020, 1, 1), datetime(2030, 12, 31), timezones=st.just(UTC)))
+def test_day_extensions_agree_with_cronsim(expr, tz, start):
+    _compare(expr, tz, start)
+
+
+def _compare(expr: str, tz: str, start: datetime) -> None:
     try:
         cron.check(expr)
     except cron.CronError:
