@@ -83,6 +83,11 @@ class Crontab:
 
 
 # crontab(5): "name = value"; blanks around '=' allowed, value may be quoted.
+# crontab(5): cron runs a command with SHELL=/bin/sh and PATH=/usr/bin:/bin unless the
+# file sets them (it also sets HOME and LOGNAME from the owner's passwd entry; pgsched runs
+# commands as the worker's user and leaves those to the worker's environment).
+DEFAULT_ENV = {"SHELL": "/bin/sh", "PATH": "/usr/bin:/bin"}
+
 _ENV_RE = re.compile(r"[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=(.*)")
 # cronie separates fields with blanks (space or tab) only.
 _TOKEN_RE = re.compile(r"[^ \t]+")

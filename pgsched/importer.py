@@ -1,5 +1,6 @@
 """Import a crontab file as tasks: each entry becomes a shell task (crontab(5): the
-command runs with ``SHELL``, default ``/bin/sh``, and the environment lines above it),
+command runs with ``SHELL``, default ``/bin/sh``, ``PATH``, default ``/usr/bin:/bin``,
+and the environment lines above it),
 each other line is reported with its number and reason. Re-importing the same file
 changes nothing: a task's name is the file name plus a hash of what the line means.
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import tasks
-from .crontab import CrontabEntry, parse_crontab
+from .crontab import DEFAULT_ENV, CrontabEntry, parse_crontab
 from .db import Database
 from .errors import PgschedError
 from .tasks import TaskSpec
@@ -32,6 +33,13 @@ class ImportLine:
     reason: str | None = None
     user: str | None = None
     stdin: str | None = None
+    timezone: str | None = None
+    env: dict[str, str] | None = None
+
+    @classmethod
+    def for_task(cls, entry: CrontabEntry, spec: TaskSpec, action: str) -> ImportLine:
+        return cls(entry.line_no, action, spec.name, spec.schedule, spec.command, user=entry.user,
+                   stdin=entry.stdin, timezone=spec.timezone, env=spec.env)
 
 
 @dataclass
@@ -53,10 +61,11 @@ def task_name(source: str, entry: CrontabEntry) -> str:
 
 
 def spec_for(source: str, entry: CrontabEntry, tenant: str) -> TaskSpec:
-    """The task a crontab entry becomes."""
+    """The task a crontab entry becomes: cron's default SHELL and PATH, overridden by the
+    file's environment lines."""
     return TaskSpec(name=task_name(source, entry), handler_kind="shell", command=entry.command,
                     schedule_kind="cron", schedule=entry.schedule, timezone=entry.timezone or "UTC",
-                    env=dict(entry.env), stdin=entry.stdin, run_as_user=entry.user, tenant=tenant,
+                    env={**DEFAULT_ENV, **entry.env}, stdin=entry.stdin, run_as_user=entry.user, tenant=tenant,
                     description=entry.command[:200], source=f"{Path(source).name}:{entry.line_no}")
 
 
@@ -112,15 +121,12 @@ def import_crontab(db: Database | None, path: str | Path, *, system: bool = Fals
                             "pgsched sends no mail: output is stored in the execution log instead")
     if db is None or dry_run:
         for entry, spec in specs:
-            report.lines.append(ImportLine(entry.line_no, "would_create", spec.name, spec.schedule, spec.command,
-                                           user=entry.user, stdin=entry.stdin))
+            report.lines.append(ImportLine.for_task(entry, spec, "would_create"))
     else:
         with db.transaction() as tx:
             for entry, spec in specs:
                 row = tasks.create(tx, spec, if_absent=True)
-                report.lines.append(ImportLine(entry.line_no, "created" if row else "unchanged",
-                                               spec.name, spec.schedule, spec.command, user=entry.user,
-                                               stdin=entry.stdin))
+                report.lines.append(ImportLine.for_task(entry, spec, "created" if row else "unchanged"))
     report.lines.sort(key=lambda line: line.line_no)
     return report
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import zoneinfo
 from datetime import datetime, timezone
 from typing import Any
@@ -12,9 +13,8 @@ import click
 from .. import importer, tasks
 from ..errors import PgschedError, ValidationError
 from ..tasks import TaskSpec
-from .output import fmt, print_fields, pairs, parse_json_object, parse_when, print_json, table
+from .output import fmt, pairs, parse_json_object, parse_when, print_fields, print_json, table
 from .root import Context, main, pass_ctx
-
 
 # --- tasks -----------------------------------------------------------------------------
 
@@ -164,7 +164,8 @@ def task_trigger(c: Context, name: str, params: str | None, at: str | None, prio
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--system", is_flag=True, help="System crontab (/etc/crontab, /etc/cron.d): has a user column "
               "(stored, never switched to).")
-@click.option("--dry-run", is_flag=True, help="Print what would be created; write nothing.")
+@click.option("--dry-run", is_flag=True, help="Print what would be created (schedule, zone, user, command, "
+              "stdin, environment), line by line; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def import_crontab(c: Context, file: str, system: bool, dry_run: bool, as_json: bool) -> None:
@@ -181,8 +182,13 @@ def import_crontab(c: Context, file: str, system: bool, dry_run: bool, as_json: 
             else:
                 extra = (f" (user {line.user})" if line.user else "") + (
                     f" with {line.stdin.count(chr(10)) + 1} line(s) of stdin" if line.stdin is not None else "")
+                zone = "" if line.timezone == "UTC" else f" {line.timezone}"
                 click.echo(f"line {line.line_no}: {line.action.replace('_', ' ')} {line.task}  "
-                           f"[{line.schedule}]{extra} {line.command}")
+                           f"[{line.schedule}{zone}]{extra} {line.command}")
+                if dry_run and line.env:
+                    click.echo("    env: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in line.env.items()))
+                if dry_run and line.stdin is not None:
+                    click.echo(f"    stdin: {line.stdin!r}")
         for note in report.notes:
             click.echo(f"note: {note}")
         click.echo(f"{report.count('created')} created, {report.count('unchanged')} unchanged, "

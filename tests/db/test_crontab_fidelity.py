@@ -26,7 +26,7 @@ def reference_entries(text: str) -> list[dict]:
     """crontab(5), read the plain way: blank and '#' lines skipped; NAME=value lines (one
     pair of surrounding quotes stripped) apply below; otherwise 5 time fields, the user,
     and the command, whose first unescaped % starts stdin ('%' -> newline, '\\%' -> '%')."""
-    env: dict[str, str] = {}
+    env: dict[str, str] = {"SHELL": "/bin/sh", "PATH": "/usr/bin:/bin"}  # crontab(5)'s defaults
     entries = []
     for raw in text.splitlines():
         if not raw.strip() or raw.lstrip().startswith("#"):

@@ -137,7 +137,18 @@ def test_import_dry_run_writes_nothing_and_reports_every_line(dsn, sql, tmp_path
     assert by_line[4]["action"] == "problem" and "@reboot" in by_line[4]["reason"]
     assert by_line[5]["action"] == "problem" and "line 5" in by_line[5]["reason"]
     task = sql.execute("SELECT env, command FROM pgsched.task").fetchone()
-    assert task == {"env": {"SHELL": "/bin/bash"}, "command": "echo ok"}
+    assert task == {"env": {"SHELL": "/bin/bash", "PATH": "/usr/bin:/bin"}, "command": "echo ok"}  # crontab(5)
+
+
+def test_import_dry_run_shows_zone_environment_and_stdin(dsn, sql, tmp_path):
+    path = tmp_path / "jobs"
+    path.write_text('CRON_TZ=Europe/Berlin\nGREETING="hello there"\n30 2 * * 1-5 cat %first%second\\%\n')
+    out = cli(dsn, "import-crontab", "--dry-run", str(path)).stdout.splitlines()
+    assert out[0].startswith("line 3: would create jobs-") and "[30 2 * * 1-5 Europe/Berlin]" in out[0]
+    assert out[1] == ("    env: SHELL=/bin/sh PATH=/usr/bin:/bin CRON_TZ=Europe/Berlin "
+                      "GREETING='hello there'")
+    assert out[2] == "    stdin: 'first\\nsecond%'"
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.task").fetchone()["n"] == 0
 
 
 def test_help_is_there():

@@ -20,11 +20,12 @@ pytestmark = pytest.mark.e2e
 
 CRONTABS = SHARED / "data" / "crontabs"
 FILES = ["debian-crontab", "sysstat.cron.d"]
+CRON_ENV = {"SHELL": "/bin/sh", "PATH": "/usr/bin:/bin"}  # crontab(5): what cron sets unless the file does
 
 
 def direct_run(entry) -> tuple[int, list[str]]:
     """Run a crontab entry's command directly, as cron would, in the same sandbox."""
-    env = {**os.environ, **entry.env}
+    env = {**os.environ, **CRON_ENV, **entry.env}
     shell = entry.env.get("SHELL", "/bin/sh")
     stdin = None if entry.stdin is None else entry.stdin + "\n"
     proc = subprocess.run(sandboxed([shell, "-c", entry.command]), input=stdin, capture_output=True, text=True,
@@ -60,7 +61,7 @@ def test_debian_crontabs_import_trigger_and_run(dsn, sql, start):
         row = stored[name]
         assert (row["schedule_kind"], row["schedule_expr"]) == ("cron", entry.schedule)
         assert row["command"] == entry.command and row["run_as_user"] == entry.user
-        assert row["env"] == entry.env and row["next_fire_at"] is not None
+        assert row["env"] == {**CRON_ENV, **entry.env} and row["next_fire_at"] is not None
 
     ids = {}
     for name in entries:
