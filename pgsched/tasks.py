@@ -1,5 +1,6 @@
 """Task definitions: validation of a :class:`TaskSpec`, and the operations on stored tasks
-(create, get, list, pause, resume, trigger, delete). Each operation is one transaction.
+(create, get, update, list, pause, resume, trigger, delete). Each operation is one
+transaction.
 """
 
 from __future__ import annotations
@@ -158,6 +159,62 @@ def create(db: Database | Session, spec: TaskSpec, *, now: datetime | None = Non
     if row is None and not if_absent:
         raise ValidationError("name", spec.name, f"already exists in tenant {spec.tenant!r}")
     return row
+
+
+# What ``update`` may change: every definition field but the identity (name, tenant), the
+# crontab provenance (run_as_user, source) and the paused state (pause/resume own it).
+UPDATABLE = frozenset(f for f in TaskSpec.__dataclass_fields__
+                      if f not in ("name", "tenant", "run_as_user", "source", "enabled"))
+_SCHEDULE_FIELDS = ("schedule_kind", "schedule", "timezone")
+_HANDLER_FIELDS = {"shell": "command", "argv": "argv", "python": "python_target"}
+
+
+def spec_of(row: Row) -> TaskSpec:
+    """The :class:`TaskSpec` a stored task row was made from."""
+    values = {f: row[f] for f in TaskSpec.__dataclass_fields__ if f != "schedule"}
+    return TaskSpec(**values, schedule=row["schedule_expr"])
+
+
+def update(db: Database, name: str, changes: dict[str, Any], *, tenant: str = "default",
+           now: datetime | None = None) -> Row:
+    """Change the definition of the live task ``name`` and return the stored row.
+
+    ``changes`` maps :class:`TaskSpec` field names (see ``UPDATABLE``) to new values; the
+    whole result is validated as at create time. A new ``handler_kind`` clears the other
+    kinds' fields. When the schedule, its kind or its time zone changes, the next fire
+    time is planned afresh from ``now`` (an interval is re-anchored at ``now``) and the
+    scheduler is woken; otherwise it is kept. Executions already queued are not touched.
+    One transaction; the row is locked while it changes.
+
+    Raises NotFound, and ValidationError naming the first bad field and value (unknown
+    field names included); nothing is written then.
+    """
+    unknown = sorted(set(changes) - UPDATABLE)
+    if unknown:
+        raise ValidationError(unknown[0], changes[unknown[0]],
+                              f"cannot be updated (updatable: {', '.join(sorted(UPDATABLE))})")
+    now = now or _now()
+    with db.transaction() as tx:
+        row = tx.one("task_get_for_update", name=name, tenant=tenant)
+        if row is None:
+            raise NotFound(f"task: no task named {name!r} in tenant {tenant!r}")
+        spec = spec_of(row)
+        if "handler_kind" in changes:
+            for kind, attr in _HANDLER_FIELDS.items():
+                if kind != changes["handler_kind"]:
+                    setattr(spec, attr, None)
+        for key, value in changes.items():
+            setattr(spec, key, value)
+        schedule = spec.validate()
+        values = spec.row(schedule, now)
+        replanned = any(getattr(spec, f) != getattr(spec_of(row), f) for f in _SCHEDULE_FIELDS)
+        if not replanned:
+            values.update(schedule_anchor=row["schedule_anchor"], next_fire_at=row["next_fire_at"])
+        stored = tx.one("task_update", id=row["id"], **values)
+        if replanned:
+            tx.exec("task_wake_scheduler")
+        assert stored is not None
+        return stored
 
 
 def get(db: Database | Session, name: str, tenant: str = "default") -> Row:

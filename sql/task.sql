@@ -62,3 +62,28 @@ UPDATE pgsched.task t
 -- Pause tasks whose schedule cannot be computed (the scheduler logs why).
 UPDATE pgsched.task SET enabled = false, next_fire_at = NULL, updated_at = now()
  WHERE id = ANY(%(ids)s::bigint[])
+
+-- name: task_get_for_update :one
+-- The live task, locked until the end of the transaction (a tick holding it is waited for).
+SELECT * FROM pgsched.task
+ WHERE tenant = %(tenant)s AND name = %(name)s AND deleted_at IS NULL
+   FOR UPDATE
+
+-- name: task_update :one
+-- Replace a task's definition (tasks.update has validated it and planned next_fire_at).
+UPDATE pgsched.task
+   SET description = %(description)s, schedule_kind = %(schedule_kind)s,
+       schedule_expr = %(schedule_expr)s, timezone = %(timezone)s,
+       schedule_anchor = %(schedule_anchor)s, handler_kind = %(handler_kind)s,
+       command = %(command)s, argv = %(argv)s, python_target = %(python_target)s, env = %(env)s,
+       stdin = %(stdin)s, params = %(params)s, timeout_seconds = %(timeout_seconds)s,
+       max_attempts = %(max_attempts)s, retry_policy = %(retry_policy)s,
+       retry_base_seconds = %(retry_base_seconds)s, retry_max_seconds = %(retry_max_seconds)s,
+       priority = %(priority)s, queue = %(queue)s, next_fire_at = %(next_fire_at)s,
+       updated_at = now()
+ WHERE id = %(id)s
+RETURNING *
+
+-- name: task_wake_scheduler :exec
+-- Tell the scheduler a definition changed (delivered at commit).
+SELECT pg_notify('pgsched_task', '')

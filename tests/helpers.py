@@ -91,13 +91,13 @@ class Process:
         return self.proc.returncode
 
 
-def notifications_until_marker(listener: Any, sender: Any) -> list[str]:
-    """Payloads on ``pgsched_execution`` received by ``listener`` (a psycopg connection
-    that LISTENs) up to a marker that ``sender`` sends after everything else.
+def notifications_until_marker(listener: Any, sender: Any, channel: str = "pgsched_execution") -> list[str]:
+    """Payloads on ``channel`` received by ``listener`` (a psycopg connection that LISTENs)
+    up to a marker that ``sender`` sends on it after everything else.
 
     Notifications reach a listener in commit order, so once the marker arrives every
     earlier notification has arrived too: no fixed wait is needed to count them."""
-    sender.execute("SELECT pg_notify('pgsched_execution', 'marker')")
+    sender.execute("SELECT pg_notify(%s, 'marker')", [channel])
     payloads = []
     for notify in listener.notifies(timeout=10):
         if notify.payload == "marker":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import zoneinfo
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -20,70 +21,135 @@ from .root import Context, main, pass_ctx
 
 @main.group()
 def task() -> None:
-    """Create, list, inspect, pause, resume, trigger and delete tasks."""
+    """Create, update, list, inspect, pause, resume, trigger and delete tasks."""
+
+
+def _definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options that define a task, shared by ``task create`` (with defaults) and
+    ``task update`` (no defaults: only what is given changes)."""
+    def default(value: Any) -> dict[str, Any]:
+        return {"default": value, "show_default": True} if create else {}
+
+    options = [
+        click.option("--command", help="Shell command (run by /bin/sh -c)."),
+        click.option("--argv", help="Command as a JSON list, run without a shell: '[\"backup\", \"--all\"]'."),
+        click.option("--python", "python_target",
+                     help="Python task 'package.module:function' (registered with @app.task)."),
+        click.option("--cron", help="Cron expression (5 fields, 6 with a leading second, or @daily...; "
+                     "L, W and # day items), in --tz."),
+        click.option("--every", help="Interval: seconds or 30s, 5m, 1h30m, 1d."),
+        click.option("--at", help="One-shot: ISO 8601 instant, or +DURATION from now (+10m)."),
+        click.option("--tz", "tz", **default("UTC"), help="IANA time zone of the schedule."),
+        click.option("--params", help="Default params, a JSON object."),
+        click.option("--env", multiple=True, help="NAME=VALUE for the command's environment (repeat)"
+                     + ("." if create else "; replaces the whole environment.")),
+        click.option("--timeout", type=float, help="Seconds an attempt may run (default: no limit)."),
+        click.option("--max-attempts", type=int, **default(1)),
+        click.option("--retry-policy", type=click.Choice(["fixed", "linear", "exponential", "exponential_jitter"]),
+                     **default("exponential")),
+        click.option("--retry-base", type=float, **default(10.0), help="Base retry delay (seconds)."),
+        click.option("--retry-max", type=float, **default(3600.0), help="Longest retry delay (seconds)."),
+        click.option("--priority", type=int, **default(5), help="1 (most urgent) to 10."),
+        click.option("--queue", **default("default")),
+        click.option("--description"),
+        click.option("--json", "as_json", is_flag=True, help="Print the stored task as JSON."),
+    ]
+    if create:
+        options.append(click.option("--paused", is_flag=True, help="Create it paused."))
+    else:
+        options += [click.option("--no-schedule", is_flag=True, help="Remove the schedule (run only when triggered)."),
+                    click.option("--no-timeout", is_flag=True, help="Remove the timeout.")]
+
+    def apply(func: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            func = option(func)
+        return func
+    return apply
+
+
+def _definition(o: dict[str, Any], tz_of_at: Callable[[], str]) -> dict[str, Any]:
+    """TaskSpec fields from the given options (None = not given). ``tz_of_at`` gives the
+    zone a naive --at is read in. Raises ValidationError for two handlers or schedules."""
+    handlers = [k for k in ("command", "argv", "python_target") if o.get(k) is not None]
+    if len(handlers) > 1:
+        raise ValidationError("handler", handlers, "give exactly one of --command, --argv, --python")
+    schedules = [k for k in ("cron", "every", "at", "no_schedule") if o.get(k) not in (None, False)]
+    if len(schedules) > 1:
+        raise ValidationError("schedule", schedules, "give at most one of --cron, --every, --at"
+                              + (", --no-schedule" if "no_schedule" in o else ""))
+    if o.get("timeout") is not None and o.get("no_timeout"):
+        raise ValidationError("timeout", o["timeout"], "give --timeout or --no-timeout, not both")
+    out: dict[str, Any] = {}
+    if handlers:
+        kind = {"command": "shell", "argv": "argv", "python_target": "python"}[handlers[0]]
+        value = o[handlers[0]]
+        if kind == "argv":
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                raise ValidationError("argv", value, "must be a JSON list of strings") from None
+        out.update(handler_kind=kind, **{handlers[0]: value})
+    if schedules:
+        which = schedules[0]
+        text = o[which] if which in ("cron", "every") else None
+        if which == "at":
+            once = parse_when(o["at"], "at", tz_of_at())
+            assert once is not None
+            text = once.isoformat()
+        out.update(schedule_kind={"cron": "cron", "every": "interval", "at": "once"}.get(which, "none"),
+                   schedule=text)
+    if o.get("no_timeout"):
+        out["timeout_seconds"] = None
+    renames = {"tz": "timezone", "timeout": "timeout_seconds", "retry_base": "retry_base_seconds",
+               "retry_max": "retry_max_seconds"}
+    for key in ("tz", "timeout", "max_attempts", "retry_policy", "retry_base", "retry_max", "priority",
+                "queue", "description"):
+        if o.get(key) is not None:
+            out[renames.get(key, key)] = o[key]
+    if o.get("params") is not None:
+        out["params"] = parse_json_object(o["params"], "params")
+    if o.get("env"):
+        out["env"] = pairs(o["env"], "env")
+    return out
 
 
 @task.command("create")
 @click.argument("name")
-@click.option("--command", help="Shell command (run by /bin/sh -c).")
-@click.option("--argv", help="Command as a JSON list, run without a shell: '[\"backup\", \"--all\"]'.")
-@click.option("--python", "python_target", help="Python task 'package.module:function' (registered with @app.task).")
-@click.option("--cron", help="Cron expression (5 fields, 6 with a leading second, or @daily...; "
-              "L, W and # day items), in --tz.")
-@click.option("--every", help="Interval: seconds or 30s, 5m, 1h30m, 1d.")
-@click.option("--at", help="One-shot: ISO 8601 instant, or +DURATION from now (+10m).")
-@click.option("--tz", "tz", default="UTC", show_default=True, help="IANA time zone of the schedule.")
-@click.option("--params", help="Default params, a JSON object.")
-@click.option("--env", multiple=True, help="NAME=VALUE for the command's environment (repeat).")
-@click.option("--timeout", type=float, help="Seconds an attempt may run (default: no limit).")
-@click.option("--max-attempts", default=1, show_default=True, type=int)
-@click.option("--retry-policy", default="exponential", show_default=True,
-              type=click.Choice(["fixed", "linear", "exponential", "exponential_jitter"]))
-@click.option("--retry-base", default=10.0, show_default=True, help="Base retry delay (seconds).")
-@click.option("--retry-max", default=3600.0, show_default=True, help="Longest retry delay (seconds).")
-@click.option("--priority", default=5, show_default=True, type=int, help="1 (most urgent) to 10.")
-@click.option("--queue", default="default", show_default=True)
-@click.option("--paused", is_flag=True, help="Create it paused.")
-@click.option("--description")
-@click.option("--json", "as_json", is_flag=True, help="Print the stored task as JSON.")
+@_definition_options(create=True)
 @pass_ctx
-def task_create(c: Context, name: str, command: str | None, argv: str | None, python_target: str | None,
-                cron: str | None, every: str | None, at: str | None, tz: str, params: str | None,
-                env: tuple[str, ...], timeout: float | None, max_attempts: int, retry_policy: str,
-                retry_base: float, retry_max: float, priority: int, queue: str, paused: bool,
-                description: str | None, as_json: bool) -> None:
+def task_create(c: Context, name: str, paused: bool, as_json: bool, **options: Any) -> None:
     """Create task NAME. Give one handler (--command, --argv or --python) and at most one
     schedule (--cron, --every or --at); with none it runs only when triggered."""
-    handlers = [k for k, v in (("command", command), ("argv", argv), ("python", python_target)) if v is not None]
-    if len(handlers) != 1:
-        if not handlers:
-            raise PgschedError("handler: give one of --command, --argv, --python")
-        raise ValidationError("handler", handlers, "give exactly one of --command, --argv, --python")
-    schedules = [k for k, v in (("cron", cron), ("every", every), ("at", at)) if v is not None]
-    if len(schedules) > 1:
-        raise ValidationError("schedule", schedules, "give at most one of --cron, --every, --at")
-    argv_list = None
-    if argv:
-        try:
-            argv_list = json.loads(argv)
-        except json.JSONDecodeError:
-            raise ValidationError("argv", argv, "must be a JSON list of strings") from None
-    once = parse_when(at, "at", tz)
-    kind = {"cron": "cron", "every": "interval", "at": "once"}.get(schedules[0] if schedules else "", "none")
-    spec = TaskSpec(name=name, handler_kind={"command": "shell", "argv": "argv", "python": "python"}[handlers[0]],
-                    command=command, argv=argv_list, python_target=python_target, schedule_kind=kind,
-                    schedule=cron if cron is not None else every if every is not None else
-                    (once.isoformat() if once else None), timezone=tz,
-                    params=parse_json_object(params, "params") or {}, env=pairs(env, "env"),
-                    timeout_seconds=timeout, max_attempts=max_attempts, retry_policy=retry_policy,
-                    retry_base_seconds=retry_base, retry_max_seconds=retry_max, priority=priority,
-                    queue=queue, tenant=c.tenant, enabled=not paused, description=description, source="cli")
+    fields = _definition(options, lambda: options["tz"])
+    if "handler_kind" not in fields:
+        raise PgschedError("handler: give one of --command, --argv, --python")
+    spec = TaskSpec(name=name, tenant=c.tenant, enabled=not paused, source="cli", **fields)
     row = tasks.create(c.db(), spec)
     assert row is not None
     if as_json:
         print_json(row)
     else:
         click.echo(f"created task {row['name']} (id {row['id']}); next fire: {fmt(row['next_fire_at'])}")
+
+
+@task.command("update")
+@click.argument("name")
+@_definition_options(create=False)
+@pass_ctx
+def task_update(c: Context, name: str, as_json: bool, **options: Any) -> None:
+    """Change task NAME: only the options given change; the result is validated as at
+    create. A new schedule or time zone is planned from now; queued executions keep
+    their definition. Pause and resume with 'task pause' / 'task resume'."""
+    db = c.db()
+    fields = _definition(options, lambda: options["tz"] or tasks.get(db, name, c.tenant)["timezone"])
+    if not fields:
+        raise PgschedError("update: nothing to change (give at least one option; see --help)")
+    row = tasks.update(db, name, fields, tenant=c.tenant)
+    if as_json:
+        print_json(row)
+    else:
+        click.echo(f"updated task {row['name']} ({', '.join(sorted(fields))}); "
+                   f"next fire: {fmt(row['next_fire_at'])}")
 
 
 @task.command("list")

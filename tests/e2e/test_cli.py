@@ -4,6 +4,8 @@ half-written, --json listings, dry runs."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -13,7 +15,7 @@ from ..helpers import cli
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.parametrize(("args", "expected"), [
+BAD_DEFINITIONS = [
     (["--command", "true", "--cron", "61 * * * *"], "schedule: '61 * * * *'"),
     (["--command", "true", "--cron", "* * * *"], "has 4 fields"),
     (["--command", "true", "--every", "0s"], "schedule: '0s' must be an interval from 1 second to 3650 days"),
@@ -42,14 +44,46 @@ pytestmark = pytest.mark.e2e
     (["--command", "true", "--at", "tomorrow-ish"], "at: 'tomorrow-ish'"),
     (["--command", "true", "--argv", "[\"ls\"]"], "handler: ['command', 'argv']"),
     (["--python", "no_colon_here"], "python_target: 'no_colon_here'"),
-    ([], "handler: give one of --command, --argv, --python"),
-])
+    (["--command", "true", "--cron", "0 9 * * 5#6"], "day-of-week field '5#6' has occurrence 6"),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    *BAD_DEFINITIONS, ([], "handler: give one of --command, --argv, --python")])
 def test_bad_task_input_is_one_line_naming_field_and_value(dsn, sql, args, expected):
     proc = cli(dsn, "task", "create", "bad", *args, check=False)
     assert proc.returncode == 1
     assert expected in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     assert sql.execute("SELECT count(*) AS n FROM pgsched.task").fetchone()["n"] == 0
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    *BAD_DEFINITIONS, ([], "update: nothing to change"),
+    (["--every", "5m", "--no-schedule"], "schedule: ['every', 'no_schedule'] give at most one of"),
+    (["--timeout", "5", "--no-timeout"], "timeout: 5.0 give --timeout or --no-timeout, not both")])
+def test_bad_update_is_one_line_naming_field_and_value_and_changes_nothing(dsn, sql, args, expected):
+    cli(dsn, "task", "create", "good", "--command", "true", "--cron", "0 9 * * *")
+    before = sql.execute("SELECT * FROM pgsched.task").fetchall()
+    proc = cli(dsn, "task", "update", "good", *args, check=False)
+    assert proc.returncode == 1
+    assert expected in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert sql.execute("SELECT * FROM pgsched.task").fetchall() == before
+
+
+def test_task_update_changes_only_what_is_given(dsn, sql):
+    cli(dsn, "task", "create", "nightly", "--command", "backup", "--cron", "0 2 * * *", "--priority", "3")
+    out = cli(dsn, "task", "update", "nightly", "--cron", "0 2 L * *", "--tz", "America/New_York").stdout
+    assert out.startswith("updated task nightly (schedule, schedule_kind, timezone); next fire: ")
+    row = json.loads(cli(dsn, "task", "update", "nightly", "--env", "A=1", "--json").stdout)
+    assert (row["schedule_expr"], row["timezone"], row["command"], row["priority"], row["env"]) == (
+        "0 2 L * *", "America/New_York", "backup", 3, {"A": "1"})
+    shown = json.loads(cli(dsn, "task", "show", "nightly", "--json").stdout)
+    for text in shown["upcoming"]:  # 02:00 New York time on the last day of a month
+        local = datetime.fromisoformat(text).astimezone(ZoneInfo("America/New_York"))
+        assert (local.hour, local.minute, (local + timedelta(days=1)).day) == (2, 0, 1), text
+    assert len(shown["upcoming"]) == 5
 
 
 def test_a_name_with_a_trailing_newline_is_refused(dsn, sql):
