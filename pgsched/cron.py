@@ -16,8 +16,8 @@ import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
 from datetime import date, datetime, time, timedelta, timezone
+from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter

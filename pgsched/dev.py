@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from pathlib import Path
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import click

@@ -11,11 +11,11 @@ from typing import Any
 
 import click
 
-from .. import migrate as migrations, tasks
+from .. import migrate as migrations
+from .. import tasks
 from ..errors import PgschedError
 from .output import fmt, print_json, table
 from .root import Context, Seconds, log_options, main, pass_ctx
-
 
 # --- processes ----------------------------------------------------------------------------
 

@@ -15,7 +15,8 @@ import click
 from .. import migrate as migrations
 from ..db import Database
 from ..errors import PgschedError
-from ..logs import FORMATS, LEVELS, setup as setup_logging
+from ..logs import FORMATS, LEVELS
+from ..logs import setup as setup_logging
 
 
 class _Group(click.Group):

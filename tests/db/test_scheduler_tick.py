@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-
 from datetime import UTC, datetime
 
 import psycopg

@@ -7,12 +7,12 @@ import contextlib
 import os
 import re
 import shutil
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
 import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
