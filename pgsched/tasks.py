@@ -23,6 +23,8 @@ HANDLER_KINDS = ("shell", "argv", "python")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}")
 _QUEUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _PYTHON_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+_EXCEPTION = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*")
+MISFIRE_POLICIES = ("skip", "once", "all")
 MAX_ATTEMPTS = 1000
 MAX_SECONDS = 366 * 86400.0  # timeouts and retry delays: at most a year
 
@@ -68,6 +70,14 @@ class TaskSpec:
     - ``timeout_seconds``: wall-clock limit per attempt (None = none).
     - ``max_attempts``, ``retry_policy``, ``retry_base_seconds``, ``retry_max_seconds``:
       see :mod:`pgsched.retry`. ``priority``: 1 (most urgent) to 10; default 5.
+    - ``no_retry_exit_codes`` (commands) and ``no_retry_exceptions`` (Python exception
+      class names, e.g. ``ValueError``): an attempt that ends so is not retried; the
+      execution goes straight to the dead-letter queue.
+    - ``misfire_policy``: what a fire missed while no scheduler ran becomes: ``skip``
+      (nothing), ``once`` (one catch-up run, the default) or ``all`` (every missed fire,
+      capped by the ``misfire_all_cap`` setting).
+    - ``idempotent``: runs given no idempotency key get one derived from task, params and
+      scheduled time, so a run whose key already succeeded is skipped.
     """
 
     name: str
@@ -89,6 +99,10 @@ class TaskSpec:
     retry_max_seconds: float = 3600.0
     priority: int = 5
     queue: str = "default"
+    no_retry_exit_codes: list[int] = field(default_factory=list)
+    no_retry_exceptions: list[str] = field(default_factory=list)
+    misfire_policy: str = "once"
+    idempotent: bool = False
     tenant: str = "default"
     enabled: bool = True
     description: str | None = None
@@ -127,6 +141,18 @@ class TaskSpec:
             raise ValidationError("priority", self.priority, "must be an integer from 1 (most urgent) to 10")
         check_name("queue", self.queue)
         check_name("tenant", self.tenant)
+        if not isinstance(self.no_retry_exit_codes, list) or not all(
+                isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in self.no_retry_exit_codes):
+            raise ValidationError("no_retry_exit_codes", self.no_retry_exit_codes,
+                                  "must be a list of exit codes from 0 to 255")
+        if not isinstance(self.no_retry_exceptions, list) or not all(
+                isinstance(n, str) and _EXCEPTION.fullmatch(n) for n in self.no_retry_exceptions):
+            raise ValidationError("no_retry_exceptions", self.no_retry_exceptions,
+                                  "must be a list of exception class names like 'ValueError' or 'mymod.Error'")
+        if self.misfire_policy not in MISFIRE_POLICIES:
+            raise ValidationError("misfire_policy", self.misfire_policy, f"must be one of {', '.join(MISFIRE_POLICIES)}")
+        if not isinstance(self.idempotent, bool):
+            raise ValidationError("idempotent", self.idempotent, "must be true or false")
         return Schedule.parse(self.schedule_kind, self.schedule, self.timezone)
 
     def row(self, schedule: Schedule, now: datetime) -> dict[str, Any]:

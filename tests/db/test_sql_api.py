@@ -151,7 +151,7 @@ def test_idempotency_key_returns_the_live_execution(db, sql):
     assert live_count(sql, task["id"]) == 2
 
 
-def test_idempotency_key_returns_the_succeeded_execution_from_history(db, sql):
+def test_a_key_that_already_succeeded_is_recorded_as_skipped_not_run(db, sql):
     task = make_task(db)
     first = sql.execute(
         "SELECT pgsched.enqueue_v1('report', idempotency_key => 'k-1') AS id"
@@ -161,14 +161,26 @@ def test_idempotency_key_returns_the_succeeded_execution_from_history(db, sql):
     again = sql.execute(
         "SELECT pgsched.enqueue_v1('report', idempotency_key => 'k-1') AS id"
     ).fetchone()["id"]
-    assert again == first
-    assert live_count(sql) == 0
-    assert (
-        sql.execute(
-            "SELECT count(*) AS n FROM pgsched.execution_all WHERE task_id = %s", [task["id"]]
-        ).fetchone()["n"]
-        == 1
-    )
+    assert again != first
+    assert live_count(sql) == 0  # nothing to run
+    rows = sql.execute("SELECT id, state, attempt, idempotency_key, error FROM pgsched.execution_all "
+                       "WHERE task_id = %s ORDER BY id", [task["id"]]).fetchall()
+    assert rows == [
+        {"id": first, "state": "succeeded", "attempt": 1, "idempotency_key": "k-1", "error": None},
+        {"id": again, "state": "skipped", "attempt": 0, "idempotency_key": "k-1",
+         "error": f"idempotency key 'k-1' already succeeded in execution {first}"}]
+
+
+def test_an_idempotent_task_derives_its_key_from_params_and_time(db, sql):
+    task = make_task(db, idempotent=True)
+    at = "2030-01-01 00:00:00+00"
+    one = sql.execute("SELECT pgsched.enqueue_v1('report', '{\"n\": 1}', %s) AS id", [at]).fetchone()["id"]
+    same = sql.execute("SELECT pgsched.enqueue_v1('report', '{\"n\": 1}', %s) AS id", [at]).fetchone()["id"]
+    other = sql.execute("SELECT pgsched.enqueue_v1('report', '{\"n\": 2}', %s) AS id", [at]).fetchone()["id"]
+    assert same == one and other != one
+    keys = [r["idempotency_key"] for r in sql.execute(
+        "SELECT idempotency_key FROM pgsched.execution WHERE task_id = %s ORDER BY id", [task["id"]])]
+    assert len(keys) == 2 and all(k.startswith(f"auto:{task['id']}:") for k in keys) and keys[0] != keys[1]
 
 
 def test_idempotency_key_of_a_failed_execution_allows_a_new_one(db, sql):
