@@ -3,5 +3,6 @@ database. The Python API is :class:`App` and its ``@app.task`` decorator."""
 
 from .app import App
 from .errors import PgschedError, ValidationError
+from .runner import TaskInterrupted
 
-__all__ = ["App", "PgschedError", "ValidationError"]
+__all__ = ["App", "PgschedError", "TaskInterrupted", "ValidationError"]

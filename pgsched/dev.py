@@ -24,7 +24,7 @@ from .scheduler import Scheduler, SchedulerConfig
 from .tasks import TaskSpec
 from .worker import Worker, WorkerConfig
 
-_MARK = {"succeeded": "ok  ", "failed": "FAIL", "timed_out": "TIME"}
+_MARK = {"succeeded": "ok  ", "failed": "FAIL", "timed_out": "TIME", "cancelled": "STOP"}
 
 
 def load_examples(db: Database, tenant: str, now: datetime) -> list[str]:
@@ -79,12 +79,12 @@ def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None
         click.echo(f"\nin another terminal:  PGSCHED_DSN='{dsn}' {exe if exe.exists() else 'pgsched'} task list")
     click.echo("scheduler and worker running; Ctrl-C to stop\n")
 
-    def on_finish(row: Row, outcome: Outcome, tail: list[str]) -> None:
+    def on_finish(row: Row, outcome: Outcome, tail: list[str], final: str | None) -> None:
         detail = outcome.error or (json.dumps(outcome.result) if outcome.result is not None else "")
-        retry = outcome.state != "succeeded" and row["attempt"] < row["max_attempts"]
+        then = {None: ", will retry", "dead": ", to the dead-letter queue"}.get(final, "")
         click.echo(f"{datetime.now().strftime('%H:%M:%S')}  {_MARK.get(outcome.state, outcome.state)} "
                    f"{row['task_name']} (execution {row['id']}, attempt {row['attempt']}/{row['max_attempts']}"
-                   f"{', will retry' if retry else ''}) {detail}".rstrip())
+                   f"{then}) {detail}".rstrip())
         for line in tail:
             click.echo(f"          | {line}")
 

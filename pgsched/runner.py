@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import io
 import os
 import signal
@@ -32,13 +33,18 @@ MAX_LINE_BYTES = 64 * 1024
 
 @dataclass
 class Outcome:
-    """How an attempt ended: ``state`` is succeeded, failed or timed_out; ``exit_code`` for
-    commands; ``error`` a one-paragraph reason; ``result`` JSON-serialisable or None."""
+    """How an attempt ended: ``state`` is succeeded, failed, timed_out or cancelled;
+    ``exit_code`` for commands; ``error`` a one-paragraph reason; ``result``
+    JSON-serialisable or None; for a Python exception, ``error_type`` its qualified class
+    name and ``error_types`` those of its class and every base class (for
+    ``no_retry_exceptions``)."""
 
     state: str
     exit_code: int | None = None
     error: str | None = None
     result: Any = None
+    error_type: str | None = None
+    error_types: tuple[str, ...] = ()
 
 
 class LogSink:
@@ -269,15 +275,36 @@ class _ThreadOutput(io.TextIOBase):
             cls._current.sink = None
 
 
+class TaskInterrupted(BaseException):
+    """Raised inside a Python task's call when its timeout passes or it is cancelled (or the
+    worker stops): a BaseException, so ``except Exception`` in the task does not swallow
+    it. Python delivers it at the call's next bytecode; a call blocked inside C code (a
+    long ``time.sleep``, a socket read) sees it only when that returns."""
+
+
+def _qualified(cls: type) -> str:
+    module = cls.__module__
+    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+
+
+def _interrupt(thread: threading.Thread) -> None:
+    """Raise TaskInterrupted in ``thread`` (CPython's PyThreadState_SetAsyncExc)."""
+    if thread.ident is not None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(TaskInterrupted))
+
+
 def run_python(func: Callable[..., Any], params: Mapping[str, Any], *, timeout: float | None,
                sink: LogSink, stop: threading.Event | None = None,
-               on_tick: Callable[[], None] | None = None) -> Outcome:
+               on_tick: Callable[[], None] | None = None, grace: float = 1.0) -> Outcome:
     """Call ``func(**params)`` in a thread; its return value is the result (must be JSON).
     What it prints is captured into ``sink``.
 
     An exception is ``failed`` with its traceback in the log and its last line as the error.
-    A ``timeout`` (seconds) or a set ``stop`` event abandons the call (Python cannot kill a
-    thread): the attempt ends ``timed_out`` or ``failed`` and the slot is freed.
+    At the ``timeout`` (seconds) or when ``stop`` is set, :class:`TaskInterrupted` is raised
+    inside the call and the attempt ends ``timed_out`` (or ``failed``, for the caller to
+    name) at once. A call that has not returned ``grace`` seconds later is abandoned: it
+    runs on in the background, and its result and output are discarded (Python cannot kill
+    a thread).
     """
     box: dict[str, Any] = {}
 
@@ -285,14 +312,18 @@ def run_python(func: Callable[..., Any], params: Mapping[str, Any], *, timeout: 
         with _ThreadOutput.capture(sink):
             try:
                 box["result"] = func(**params)
+            except TaskInterrupted:
+                box["interrupted"] = True
             except BaseException as exc:  # the handler's failure is the attempt's, not ours
                 box["error"] = f"{type(exc).__name__}: {exc}"
+                box["types"] = tuple(_qualified(c) for c in type(exc).__mro__)
                 for line in traceback.format_exc().splitlines():
                     sink.write("stderr", line)
 
     thread = threading.Thread(target=call, daemon=True, name=f"pgsched-task-{getattr(func, '__name__', 'task')}")
     thread.start()
     deadline = time.monotonic() + timeout if timeout else None
+    reason = None
     while thread.is_alive():
         thread.join(0.2)
         if not thread.is_alive():
@@ -300,13 +331,23 @@ def run_python(func: Callable[..., Any], params: Mapping[str, Any], *, timeout: 
         if on_tick:
             on_tick()
         if deadline is not None and time.monotonic() >= deadline:
-            sink.close()
-            return Outcome("timed_out", error=f"timed out after {timeout:g}s (the Python call cannot be killed "
-                           "and was abandoned)")
-        if stop is not None and stop.is_set():
-            sink.close()
-            return Outcome("failed", error="stopped by the worker (the Python call was abandoned)")
+            reason = "timed_out"
+        elif stop is not None and stop.is_set():
+            reason = "stopped"
+        if reason:
+            _interrupt(thread)
+            thread.join(grace)
+            break
+    abandoned = thread.is_alive()
+    if abandoned:
+        sink.write("system", f"the Python call did not return within {grace:g}s of being interrupted; "
+                   "it was abandoned (it runs on in the background, its result discarded)")
     sink.close()
+    if reason == "timed_out":
+        return Outcome("timed_out", error=f"timed out after {timeout:g}s; TaskInterrupted raised in the call"
+                       + (" (abandoned)" if abandoned else ""))
+    if reason == "stopped":
+        return Outcome("failed", error="stopped; TaskInterrupted raised in the call" + (" (abandoned)" if abandoned else ""))
     if "error" in box:
-        return Outcome("failed", error=box["error"])
+        return Outcome("failed", error=box["error"], error_type=box["types"][0], error_types=box["types"])
     return Outcome("succeeded", result=box.get("result"))

@@ -42,19 +42,20 @@ def zone(name: str) -> ZoneInfo:
         raise ValidationError("timezone", name, "is not an IANA time zone (e.g. 'UTC', 'Europe/Berlin')") from None
 
 
-def parse_interval(text: str) -> float:
+def parse_interval(text: str, field: str = "schedule") -> float:
     """Seconds in an interval written as a number of seconds or as units
-    (``"1h30m"``, ``"45s"``, ``"2d"``). Raises ValidationError unless it is positive."""
+    (``"1h30m"``, ``"45s"``, ``"2d"``). Raises ValidationError naming ``field`` unless it
+    is from 1 second to 3650 days."""
     value = text.strip().lower()
     try:
         seconds = float(value)
     except ValueError:
         parts = _INTERVAL_PART.findall(value)
         if not parts or "".join(n + u for n, u in parts) != value.replace(" ", ""):
-            raise ValidationError("schedule", text, "is not an interval: use seconds or units like '30s', '5m', '1h30m', '1d'") from None
+            raise ValidationError(field, text, "is not an interval: use seconds or units like '30s', '5m', '1h30m', '1d'") from None
         seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
     if not math.isfinite(seconds) or not MIN_INTERVAL <= seconds <= MAX_INTERVAL:
-        raise ValidationError("schedule", text, f"must be an interval from {MIN_INTERVAL:g} second to "
+        raise ValidationError(field, text, f"must be an interval from {MIN_INTERVAL:g} second to "
                               f"{MAX_INTERVAL // 86400:g} days")
     return seconds
 

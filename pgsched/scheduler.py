@@ -41,7 +41,8 @@ LEADER_LOCK_KEY = 0x7067736368656402
 class SchedulerConfig:
     """``batch``: tasks per tick transaction; ``max_sleep``: longest sleep between ticks
     (seconds; the poll fallback); ``retention_days``: history kept (days, UTC);
-    ``premake_days``: partitions created ahead; ``maintenance_interval`` seconds."""
+    ``premake_days``: partitions created ahead; ``maintenance_interval`` seconds;
+    ``rescue_interval``: how often (seconds) the leader looks for dead workers."""
 
     batch: int = 1000
     max_sleep: float = 5.0
@@ -49,6 +50,7 @@ class SchedulerConfig:
     retention_days: int = 30
     premake_days: int = 3
     maintenance_interval: float = 3600.0
+    rescue_interval: float = 1.0
     name: str | None = None
 
 
@@ -72,11 +74,54 @@ def _plan(row: dict, compute: Callable[[Schedule], datetime | None]) -> tuple[da
     return nxt, None
 
 
-def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000) -> int:
-    """Fire every task due at ``now`` (UTC); plan tasks that have no next fire time.
+@dataclass(frozen=True)
+class Misfire:
+    """How missed fires are handled (the ``setting`` table): ``grace`` seconds late before
+    a fire counts as missed (policy ``skip``); ``cap``: most catch-up runs per task (policy
+    ``all``)."""
 
-    Returns the number of due fires handled (a fire some other leader already inserted
-    counts too). Each batch of ``batch`` tasks is one transaction.
+    grace: float = 60.0
+    cap: int = 100
+
+    @classmethod
+    def load(cls, db: Database | Session) -> Misfire:
+        values = {r["name"]: r["value"] for r in db.many("scheduler_settings")}
+        return cls(float(values.get("misfire_grace_seconds", 60)), int(values.get("misfire_all_cap", 100)))
+
+
+def catch_up(schedule: Schedule, policy: str, due_at: datetime, now: datetime,
+             misfire: Misfire) -> tuple[list[datetime], datetime | None, int]:
+    """For a task due at ``due_at`` (UTC) and ticked at ``now``: the fire times to run now,
+    the next fire time (after ``now``), and how many fires were missed and not run (at
+    least; counting stops past the cap).
+
+    Policies: ``once`` runs the first due fire and collapses the rest into it; ``skip``
+    runs it only when it is at most ``misfire.grace`` seconds late; ``all`` runs every fire
+    up to ``now``, at most ``misfire.cap`` of them (the earliest), counting the rest missed.
+    """
+    fires = [due_at]
+    nxt = schedule.next_after(due_at)
+    while nxt is not None and nxt <= now and len(fires) < misfire.cap + 1:
+        fires.append(nxt)
+        nxt = schedule.next_after(nxt)
+    beyond = nxt is not None and nxt <= now  # more missed fires than were counted
+    if beyond:
+        nxt = schedule.next_after(now)
+    if policy == "all":
+        run = fires[:misfire.cap]
+    elif policy == "skip":
+        run = [f for f in fires if (now - f).total_seconds() <= misfire.grace][:1]
+    else:
+        run = fires[:1]
+    return run, nxt, len(fires) - len(run) + (1 if beyond else 0)
+
+
+def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000) -> int:
+    """Fire every task due at ``now`` (UTC), as its misfire policy says; plan tasks that
+    have no next fire time.
+
+    Returns the number of executions created or found already created (a fire some other
+    leader already inserted counts too). Each batch of ``batch`` tasks is one transaction.
     """
     fired = 0
     while True:
@@ -92,34 +137,52 @@ def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000) -> i
                         broken.append(row["id"])
                     firsts.append(nxt)
                 tx.exec("task_plan", ids=[r["id"] for r in unplanned], next_fire_at=firsts,
-                        fired_at=[None] * len(unplanned))
+                        fired_at=[None] * len(unplanned), missed=[0] * len(unplanned))
             due = tx.many("scheduler_due_tasks", now=now, limit=batch)
             if due:
-                nexts = []
+                misfire = Misfire.load(tx)
+                nexts, missed, fire_ids, fire_at = [], [], [], []
                 for row in due:
-                    # Missed fires collapse: this one runs, then the first fire after now.
-                    nxt, problem = _plan(row, lambda s: _after_catch_up(s, row["next_fire_at"], now))
+                    runs: list[datetime] = []
+                    lost = 0
+
+                    def plan(s: Schedule, row: dict = row) -> datetime | None:
+                        nonlocal runs, lost
+                        runs, nxt, lost = catch_up(s, row["misfire_policy"], row["next_fire_at"], now, misfire)
+                        return nxt
+                    nxt, problem = _plan(row, plan)
                     if problem:
                         log.error("task %s: cannot compute its next fire (%s); pausing it after this fire",
                                   row["name"], problem)
                         broken.append(row["id"])
+                        runs = [row["next_fire_at"]]
+                    if lost:
+                        log.warning("task %s: %d missed fire(s) not run (misfire policy %s)", row["name"], lost,
+                                    row["misfire_policy"])
+                    for fire in runs:
+                        fire_ids.append(row["id"])
+                        fire_at.append(fire)
+                        log.info("fired %s for %s", row["name"], fire.isoformat())
                     nexts.append(nxt)
-                tx.exec("scheduler_insert_fires", ids=[r["id"] for r in due],
-                        fire_at=[r["next_fire_at"] for r in due], epoch=epoch)
+                    missed.append(lost)
+                tx.exec("scheduler_insert_fires", ids=fire_ids, fire_at=fire_at, epoch=epoch)
                 tx.exec("task_plan", ids=[r["id"] for r in due], next_fire_at=nexts,
-                        fired_at=[r["next_fire_at"] for r in due])
-                for row in due:
-                    log.info("fired %s for %s", row["name"], row["next_fire_at"].isoformat())
-                fired += len(due)
+                        fired_at=[r["next_fire_at"] for r in due], missed=missed)
+                fired += len(fire_ids)
             if broken:
                 tx.exec("task_disable", ids=broken)
         if len(due) < batch and len(unplanned) < batch:
             return fired
 
 
-def _after_catch_up(schedule: Schedule, fired_at: datetime, now: datetime) -> datetime | None:
-    nxt = schedule.next_after(fired_at)
-    return schedule.next_after(now) if nxt is not None and nxt <= now else nxt
+def rescue(db: Database) -> list[dict]:
+    """Declare workers silent for too long dead and put what they ran back in the queue
+    (``pgsched.rescue_v1``). Returns one row per execution: id, worker, outcome
+    (requeued, dead or cancelled)."""
+    rows = db.many("scheduler_rescue")
+    for r in rows:
+        log.warning("rescued execution %s from dead worker %s: %s", r["execution_id"], r["worker_id"], r["outcome"])
+    return rows
 
 
 def maintain_partitions(db: Database, now: datetime, retention_days: int, premake_days: int,
@@ -175,10 +238,28 @@ class Scheduler:
         self.epoch: int | None = None
 
     def run(self, stop: threading.Event) -> None:
+        self.node_id: int | None = None
         try:
             self._run(stop)
         finally:
+            if self.node_id is not None:
+                try:
+                    self.db.exec("scheduler_node_stop", id=self.node_id)
+                except PgschedError as exc:
+                    log.warning("could not mark scheduler %s stopped: %s", self.holder, exc)
             log.info("scheduler %s stopped", self.holder)
+
+    def _seen(self, role: str) -> None:
+        """Record this process in ``scheduler_node`` (for status and failover figures)."""
+        try:
+            if self.node_id is None:
+                row = self.db.one("scheduler_node_register", name=self.holder, hostname=socket.gethostname(),
+                                  pid=os.getpid())
+                assert row is not None
+                self.node_id = row["id"]
+            self.db.exec("scheduler_node_seen", id=self.node_id, role=role, epoch=self.epoch)
+        except PgschedError as exc:
+            log.warning("scheduler %s could not record itself as %s: %s", self.holder, role, exc)
 
     def _run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -206,6 +287,7 @@ class Scheduler:
             if not announced:
                 log.info("scheduler %s is standby; another scheduler leads", self.holder)
                 announced = True
+            self._seen("standby")
             stop.wait(self.config.standby_retry)
         else:
             return
@@ -214,9 +296,16 @@ class Scheduler:
         self.epoch = elected["epoch"]
         log.info("scheduler %s is leader (term %d)", self.holder, self.epoch)
         lock.exec("scheduler_listen")
-        next_maintenance = 0.0
+        next_maintenance = next_rescue = 0.0
         while not stop.is_set():
             lock.one("scheduler_ping")  # raises if the lock connection is gone: stop acting
+            self._seen("leader")
+            if time.monotonic() >= next_rescue:
+                try:
+                    rescue(self.db)
+                except PgschedError as exc:
+                    log.error("rescue of dead workers' executions failed: %s", exc)
+                next_rescue = time.monotonic() + self.config.rescue_interval
             if time.monotonic() >= next_maintenance:
                 interval = self.config.maintenance_interval
                 try:

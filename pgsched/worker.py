@@ -6,6 +6,12 @@ and sized to the free slots (``execution_claim``: SKIP LOCKED, priority then run
 attempt ends in one transaction that writes the attempt row and either moves the execution
 to history or puts it back in the queue for a retry. One heartbeat per interval per
 worker, not per execution.
+
+Every claim carries a lease id; an outcome is stored only while the lease is still held,
+so a worker that was declared dead (and whose executions were rescued by the scheduler
+leader) can never record over the rescued attempt. Such a worker learns it at its next
+heartbeat: it stops what it was running and registers afresh. Cancel requests arrive by
+``NOTIFY pgsched_cancel`` (and, should a notification be missed, with the heartbeat).
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ log = logging.getLogger(__name__)
 @dataclass
 class WorkerConfig:
     """``queues`` to serve; ``concurrency`` executions at once; ``poll_interval``,
-    ``heartbeat_interval`` and ``kill_grace`` in seconds; ``shutdown_timeout``: how long a
+    ``heartbeat_interval`` and ``kill_grace`` (after a timeout's SIGTERM) in seconds;
+    ``stop_grace``: the same after a cancel or a hand-back; ``shutdown_timeout``: how long a
     stopping worker lets running executions finish before killing them and handing them
     back to the queue; ``max_output_lines`` / ``max_output_bytes``: output kept per attempt;
     ``record_retry_seconds``: how long the end of an attempt is retried while the database
@@ -47,6 +54,7 @@ class WorkerConfig:
     poll_interval: float = 2.0
     heartbeat_interval: float = 5.0
     kill_grace: float = 5.0
+    stop_grace: float = 0.5
     shutdown_timeout: float = 30.0
     max_output_lines: int = 10_000
     max_output_bytes: int = 10 * 1024 * 1024
@@ -63,15 +71,30 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+@dataclass
+class _Slot:
+    """One running execution: ``stop`` ends it early; ``reason`` says why (``cancel``,
+    ``handback`` when the worker stops, ``lease_lost`` when it was declared dead)."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    reason: str | None = None
+
+    def end(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+        self.stop.set()
+
+
 class Worker:
     """One worker: ``run(stop)`` blocks until ``stop`` is set, then drains and returns.
 
-    ``on_finish(row, outcome, tail)`` is called after each attempt is recorded, with the
-    last lines of its output (``pgsched dev`` prints from it).
+    ``on_finish(row, outcome, tail, final)`` is called after each attempt is recorded, with
+    the last lines of its output and the state the execution ended in (None: it will be
+    retried); ``pgsched dev`` prints from it.
     """
 
     def __init__(self, db: Database, config: WorkerConfig,
-                 on_finish: Callable[[Row, Outcome, list[str]], None] | None = None):
+                 on_finish: Callable[[Row, Outcome, list[str], str | None], None] | None = None):
         self.db = db
         self.config = config
         self.on_finish = on_finish
@@ -82,9 +105,10 @@ class Worker:
         self._done = threading.Event()
         self._running = 0
         self._lock = threading.Lock()
+        self._active: dict[int, _Slot] = {}
 
     # -- lifecycle ---------------------------------------------------------------------
-    def run(self, stop: threading.Event) -> None:
+    def _register(self) -> None:
         cfg = self.config
         host = socket.gethostname()
         row = self.db.one("worker_register", name=cfg.name or f"{host}:{os.getpid()}", hostname=host,
@@ -92,6 +116,10 @@ class Worker:
                           heartbeat_interval=cfg.heartbeat_interval)
         assert row is not None
         self.id = row["id"]
+
+    def run(self, stop: threading.Event) -> None:
+        cfg = self.config
+        self._register()
         log.info("worker %s started: queues=%s concurrency=%d", self.id, ",".join(cfg.queues), cfg.concurrency)
         helpers = [threading.Thread(target=self._listen, args=(stop,), daemon=True, name="pgsched-listen"),
                    threading.Thread(target=self._heartbeat, args=(stop,), daemon=True, name="pgsched-heartbeat")]
@@ -126,14 +154,33 @@ class Worker:
         if self._running:
             log.warning("worker %s: stopping %d execution(s) still running; they go back to the queue",
                         self.id, self._running)
-            self.hard_stop.set()
+            self._end_all("handback")
         pool.shutdown(wait=True)
 
     def stop_now(self) -> None:
         """Second signal: stop waiting for running executions; kill their process groups
         (1 s grace) and hand them back to the queue."""
         self.urgent.set()
-        self.hard_stop.set()
+        self._end_all("handback")
+
+    def _end_all(self, reason: str) -> None:
+        if reason == "handback":
+            self.hard_stop.set()
+        with self._lock:
+            slots = list(self._active.values())
+        for slot in slots:
+            slot.end(reason)
+
+    def cancel(self, execution_id: int) -> bool:
+        """End a running execution of this worker as cancelled (kill its process group);
+        False when this worker does not hold it."""
+        with self._lock:
+            slot = self._active.get(execution_id)
+        if slot is None:
+            return False
+        log.info("execution %s: cancel requested; stopping it", execution_id)
+        slot.end("cancel")
+        return True
 
     def _free(self) -> int:
         with self._lock:
@@ -147,11 +194,15 @@ class Worker:
                 conn = connect(self.db.dsn, application_name="pgsched worker listen")
                 with conn:
                     Session(conn).exec("worker_listen")
+                    Session(conn).exec("worker_listen_cancel")
                     backoff = 0.5
                     self.wake.set()  # anything enqueued while we were not listening
                     while not stop.is_set():
-                        for _ in conn.notifies(timeout=1.0, stop_after=1):
-                            self.wake.set()
+                        for note in conn.notifies(timeout=1.0, stop_after=1):
+                            if note.channel == "pgsched_cancel":
+                                self._cancel_payload(note.payload)
+                            else:
+                                self.wake.set()
             except (psycopg.Error, PgschedError) as exc:
                 log.warning("worker listener lost its connection (%s); retrying in %.1fs", exc, backoff)
                 stop.wait(backoff)
@@ -162,9 +213,37 @@ class Worker:
         # draining worker is alive and must not look dead.
         while not self._done.wait(self.config.heartbeat_interval):
             try:
-                self.db.exec("worker_heartbeat", id=self.id, running=self._running)
+                row = self.db.one("worker_heartbeat", id=self.id, running=self._running)
             except PgschedError as exc:
                 log.warning("worker %s heartbeat failed: %s", self.id, exc)
+                continue
+            assert row is not None
+            if not row["alive"]:
+                self._declared_dead()
+                continue
+            for execution_id in row["cancel_ids"]:
+                self.cancel(execution_id)
+
+    def _cancel_payload(self, payload: str) -> None:
+        try:
+            self.cancel(int(payload))
+        except ValueError:
+            log.warning("ignoring a cancel notification with payload %r", payload)
+
+    def _declared_dead(self) -> None:
+        """The scheduler leader declared this worker dead (it missed heartbeats) and put
+        its executions back in the queue: stop running them (their outcomes would be
+        rejected anyway) and carry on under a new registration."""
+        with self._lock:
+            lost = sorted(self._active)
+        log.error("worker %s was declared dead (missed heartbeats); its executions %s were rescued "
+                  "elsewhere: stopping them here and registering again", self.id, lost or "(none)")
+        self._end_all("lease_lost")
+        try:
+            self._register()
+            log.info("worker registered again as %s", self.id)
+        except PgschedError as exc:
+            log.warning("worker could not register again yet: %s", exc)
 
     # -- claiming and running -----------------------------------------------------------
     def _claim_and_start(self, pool: ThreadPoolExecutor) -> int:
@@ -186,23 +265,36 @@ class Worker:
     def _execute(self, row: Row) -> None:
         sink = LogSink(self.config.max_output_lines, self.config.max_output_bytes)
         started = _now()
+        slot = _Slot()
+        with self._lock:
+            self._active[row["id"]] = slot
+        if self.hard_stop.is_set():
+            slot.end("handback")
         try:
             try:
                 log.debug("execution %s (%s) attempt %s started", row["id"], row["task_name"], row["attempt"])
-                outcome = self._run_handler(row, sink)
+                outcome = self._run_handler(row, sink, slot)
             except BaseException as exc:  # even SystemExit from an imported module: record it
                 log.exception("execution %s: the handler raised out of the worker thread", row["id"])
                 outcome = Outcome("failed", error=f"internal error: {type(exc).__name__}: {exc}")
+            if slot.reason == "lease_lost":
+                log.warning("execution %s attempt %s stopped: this worker was declared dead and the execution "
+                            "was rescued; nothing recorded here", row["id"], row["attempt"])
+                return
+            if slot.reason == "cancel":
+                outcome = Outcome("cancelled", outcome.exit_code, "cancelled on request"
+                                  + (f" ({outcome.error})" if outcome.error else ""))
             self._flush_logs(row, sink, final=True)
-            self._record(row, outcome, started, list(sink.tail))
+            self._record(row, outcome, started, list(sink.tail), handback=slot.reason == "handback")
         except BaseException:
             log.exception("execution %s: recording the outcome failed", row["id"])
         finally:
             with self._lock:
                 self._running -= 1
+                self._active.pop(row["id"], None)
             self.wake.set()
 
-    def _run_handler(self, row: Row, sink: LogSink) -> Outcome:
+    def _run_handler(self, row: Row, sink: LogSink, slot: _Slot) -> Outcome:
         kind = row["handler_kind"]
         params = row["params"] or {}
         if kind == "python":
@@ -210,8 +302,8 @@ class Worker:
                 func = app_module.resolve(row["python_target"], self.config.allowed_modules)
             except PgschedError as exc:
                 return Outcome("failed", error=str(exc))
-            return run_python(func, params, timeout=row["timeout_seconds"], sink=sink, stop=self.hard_stop,
-                              on_tick=lambda: self._flush_logs(row, sink))
+            return run_python(func, params, timeout=row["timeout_seconds"], sink=sink, stop=slot.stop,
+                              on_tick=lambda: self._flush_logs(row, sink), grace=self.config.stop_grace)
         env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
         env.update(row["env"] or {})
         env.update(PGSCHED_EXECUTION_ID=str(row["id"]), PGSCHED_TASK=row["task_name"],
@@ -224,7 +316,7 @@ class Worker:
             argv = list(row["argv"])
         return run_command(argv, env=env, stdin=row["stdin"], timeout=row["timeout_seconds"], sink=sink,
                            kill_grace=self.config.kill_grace, on_tick=lambda: self._flush_logs(row, sink),
-                           stop=self.hard_stop)
+                           stop=slot.stop, stop_grace=self.config.stop_grace)
 
     def _flush_logs(self, row: Row, sink: LogSink, final: bool = False) -> None:
         """Store collected output, at most 1,000 lines per statement. Lines that cannot be
@@ -247,23 +339,23 @@ class Worker:
             except PgschedError as exc:
                 log.warning("execution %s: %d log line(s) not stored: %s", row["id"], len(lines), exc)
 
-    def _record(self, row: Row, outcome: Outcome, started: datetime, tail: list[str]) -> None:
+    def _record(self, row: Row, outcome: Outcome, started: datetime, tail: list[str], handback: bool) -> None:
         """Record the attempt's end, retrying for ``record_retry_seconds`` while the database
         is unreachable (a blip must not leave the execution 'running')."""
         finished = _now()
-        stopped = self.hard_stop.is_set() and outcome.state == "failed"
+        stopped = handback and outcome.state == "failed"
         outcome = _storable(outcome)
-        retry = stopped or (outcome.state in ("failed", "timed_out") and row["attempt"] < row["max_attempts"])
         give_up = time.monotonic() + self.config.record_retry_seconds
         delay = 0.5
         fell_back = False
         while True:
             try:
-                retry_at = self._store_outcome(row, outcome, finished, retry, stopped, started)
+                final, retry_at, budget = self._store_outcome(row, outcome, finished, stopped, started)
                 break
             except _ClaimLost:
-                log.warning("execution %s attempt %s: this worker no longer holds it; outcome %s not recorded",
-                            row["id"], row["attempt"], outcome.state)
+                log.error("execution %s attempt %s: outcome %s rejected: lease %s is no longer held by worker %s "
+                          "(declared dead; the execution was rescued)", row["id"], row["attempt"], outcome.state,
+                          row["lease_id"], self.id)
                 return
             except (ConnectionFailed, TransientError) as exc:
                 if time.monotonic() >= give_up:
@@ -284,38 +376,67 @@ class Worker:
                 log.error("execution %s: outcome %s refused by the database (%s); recording it as failed",
                           row["id"], outcome.state, exc)
                 outcome = Outcome("failed", outcome.exit_code, f"outcome not storable: {exc}")
-                retry = stopped or row["attempt"] < row["max_attempts"]
         level = logging.INFO if outcome.state == "succeeded" else logging.WARNING
-        log.log(level, "execution %s %s attempt %s/%s %s in %.2fs%s%s", row["id"], row["task_name"], row["attempt"],
-                row["max_attempts"], "handed back" if stopped else outcome.state, (finished - started).total_seconds(),
+        what = "handed back" if stopped else outcome.state + (" (dead-letter queue)" if final == "dead" else "")
+        log.log(level, "execution %s %s attempt %s/%s %s in %.2fs%s%s%s", row["id"], row["task_name"], row["attempt"],
+                row["max_attempts"], what, (finished - started).total_seconds(),
                 f": {outcome.error}" if outcome.error else "",
-                f"; next attempt at {retry_at:%H:%M:%S}" if retry and retry_at else "")
+                f"; next attempt at {retry_at:%H:%M:%S}" if retry_at else "",
+                f" (delayed {budget:.0f}s by the retry budget)" if budget else "")
         if self.on_finish:
-            self.on_finish(row, outcome, tail)
+            self.on_finish(row, outcome, tail, final)
 
-    def _store_outcome(self, row: Row, outcome: Outcome, finished: datetime, retry: bool, stopped: bool,
-                       started: datetime) -> datetime | None:
-        """One transaction: the attempt row, then the move to history or back to the queue
-        (returns when the next attempt may run). A handed-back execution (``stopped``) gets
-        its lost attempt back. Raises _ClaimLost when this worker no longer holds it."""
-        retry_at = None
-        ident = dict(id=row["id"], worker_id=self.id, attempt=row["attempt"])
+    def _final_state(self, row: Row, outcome: Outcome, stopped: bool) -> str | None:
+        """None to retry, else the state the execution ends in: the outcome's own for
+        success and cancel; ``dead`` (the dead-letter queue) for a failure that is not
+        retried, because its attempts are used up or the task marks it not retryable."""
+        if stopped:
+            return None
+        if outcome.state in ("succeeded", "cancelled"):
+            return outcome.state
+        if outcome.exit_code is not None and outcome.exit_code in (row["no_retry_exit_codes"] or ()):
+            return "dead"
+        if set(outcome.error_types) & set(row["no_retry_exceptions"] or ()) or any(
+                t.rsplit(".", 1)[-1] in (row["no_retry_exceptions"] or ()) for t in outcome.error_types):
+            return "dead"
+        return None if row["attempt"] < row["max_attempts"] else "dead"
+
+    def _store_outcome(self, row: Row, outcome: Outcome, finished: datetime, stopped: bool,
+                       started: datetime) -> tuple[str | None, datetime | None, float | None]:
+        """One transaction: the attempt row, then the move to history or back to the queue.
+        Returns (final state or None, when the next attempt may run, the retry budget's
+        delay in seconds). A handed-back execution (``stopped``) gets its lost attempt back
+        and is not subject to the budget. Raises _ClaimLost when this worker no longer holds
+        the lease."""
+        final = self._final_state(row, outcome, stopped)
+        retry_at = budget = None
+        lease = dict(id=row["id"], lease_id=row["lease_id"])
         with self.db.transaction() as tx:
+            if final is None:
+                proposed = finished
+                if not stopped:
+                    proposed += timedelta(seconds=backoff_seconds(
+                        row["retry_policy"], row["attempt"], row["retry_base_seconds"], row["retry_max_seconds"]))
+                    slot = tx.one("execution_retry_slot", proposed=proposed)
+                    assert slot is not None
+                    retry_at = slot["run_at"]
+                    budget = (retry_at - proposed).total_seconds() or None
+                else:
+                    retry_at = proposed
             tx.exec("execution_attempt_insert", tenant=row["tenant"], state="lost" if stopped else outcome.state,
-                    started_at=row["started_at"] or started, finished_at=finished,
-                    exit_code=outcome.exit_code, error=outcome.error, **ident)
-            if retry:
-                delay = 0.0 if stopped else backoff_seconds(
-                    row["retry_policy"], row["attempt"], row["retry_base_seconds"], row["retry_max_seconds"])
-                retry_at = finished + timedelta(seconds=delay)
-                done = tx.exec("execution_retry", run_at=retry_at, extra_attempts=1 if stopped else 0, **ident)
+                    started_at=row["started_at"] or started, finished_at=finished, worker_id=self.id,
+                    attempt=row["attempt"], exit_code=outcome.exit_code, error=outcome.error,
+                    error_type=outcome.error_type, next_run_at=retry_at, budget_delay_seconds=budget, **lease)
+            if final is None:
+                done = tx.exec("execution_retry", run_at=retry_at, extra_attempts=1 if stopped else 0,
+                               budget_delay_seconds=budget, **lease)
             else:
-                done = tx.exec("execution_finish", state=outcome.state, finished_at=finished,
+                done = tx.exec("execution_finish", state=final, finished_at=finished,
                                exit_code=outcome.exit_code, error=outcome.error,
-                               result=Jsonb(outcome.result) if outcome.result is not None else None, **ident)
+                               result=Jsonb(outcome.result) if outcome.result is not None else None, **lease)
             if not done:
                 raise _ClaimLost()
-        return retry_at
+        return final, retry_at, budget
 
 
 def _storable(outcome: Outcome) -> Outcome:
@@ -330,7 +451,7 @@ def _storable(outcome: Outcome) -> Outcome:
             return Outcome("failed", outcome.exit_code, f"result is not JSON ({exc}): {outcome.result!r:.200}")
         if "\\u0000" in text:
             return Outcome("failed", outcome.exit_code, "result contains a NUL character, which PostgreSQL refuses")
-    return Outcome(outcome.state, outcome.exit_code, error, outcome.result)
+    return Outcome(outcome.state, outcome.exit_code, error, outcome.result, outcome.error_type, outcome.error_types)
 
 
 class _ClaimLost(Exception):

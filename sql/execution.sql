@@ -14,44 +14,55 @@ WITH picked AS MATERIALIZED (
 )
 UPDATE pgsched.execution e
    SET state = 'running', attempt = e.attempt + 1, worker_id = %(worker_id)s,
-       started_at = coalesce(%(now)s::timestamptz, now())
+       started_at = coalesce(%(now)s::timestamptz, now()), lease_id = nextval('pgsched.lease_id_seq'),
+       budget_delay_seconds = NULL
   FROM picked, pgsched.task t
  WHERE e.id = picked.id AND t.id = e.task_id
+   -- a worker already declared dead claims nothing (its claims would only be rescued)
+   AND EXISTS (SELECT 1 FROM pgsched.worker w WHERE w.id = %(worker_id)s AND w.state = 'running')
 RETURNING e.id, e.tenant, e.task_id, e.scheduled_at, e.run_at, e.attempt, e.max_attempts,
-          e.params, e.started_at, e.trigger, t.name AS task_name, t.handler_kind, t.command,
-          t.argv, t.python_target, t.env, t.stdin, t.timeout_seconds, t.retry_policy,
-          t.retry_base_seconds, t.retry_max_seconds
+          e.params, e.started_at, e.trigger, e.lease_id, e.cancel_requested_at, t.name AS task_name,
+          t.handler_kind, t.command, t.argv, t.python_target, t.env, t.stdin, t.timeout_seconds,
+          t.retry_policy, t.retry_base_seconds, t.retry_max_seconds, t.no_retry_exit_codes,
+          t.no_retry_exceptions
 
 -- name: execution_finish :exec
--- Move a running execution that this worker still holds (same worker, same attempt) into
--- history with its final state. Zero rows means the claim was lost.
+-- Move a running execution that this worker still holds (its lease) into history with its
+-- final state. Zero rows means the claim was lost (rescued after the worker was declared
+-- dead): the outcome is rejected.
 WITH done AS (
     DELETE FROM pgsched.execution
-     WHERE id = %(id)s AND worker_id = %(worker_id)s AND attempt = %(attempt)s AND state = 'running'
+     WHERE id = %(id)s AND lease_id = %(lease_id)s AND state = 'running'
     RETURNING *
 )
 INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state, trigger,
     priority, queue, params, idempotency_key, attempt, max_attempts, worker_id, leader_epoch,
-    created_at, started_at, finished_at, exit_code, error, result)
+    created_at, started_at, finished_at, exit_code, error, result, lost_attempts)
 SELECT id, tenant, task_id, scheduled_at, run_at, %(state)s, trigger, priority, queue, params,
        idempotency_key, attempt, max_attempts, worker_id, leader_epoch, created_at, started_at,
-       %(finished_at)s, %(exit_code)s, %(error)s, %(result)s
+       %(finished_at)s, %(exit_code)s, %(error)s, %(result)s, lost_attempts
   FROM done
 
+-- name: execution_retry_slot :one
+-- When a retry proposed for %(proposed)s may run under the retry budget (retry_slot_v1).
+SELECT pgsched.retry_slot_v1(%(proposed)s) AS run_at
+
 -- name: execution_retry :exec
--- Put a failed attempt back in the queue for a later attempt at %(run_at)s.
--- %(extra_attempts)s adds to max_attempts: 1 when the worker handed it back on shutdown,
--- so the lost attempt does not use up the retry budget.
+-- Put an attempt that this worker still holds back in the queue for a later attempt at
+-- %(run_at)s. %(extra_attempts)s adds to max_attempts: 1 when the worker handed it back
+-- on shutdown, so the lost attempt does not use up its retries.
 UPDATE pgsched.execution
-   SET state = 'pending', run_at = %(run_at)s, worker_id = NULL, started_at = NULL,
-       max_attempts = max_attempts + %(extra_attempts)s
- WHERE id = %(id)s AND worker_id = %(worker_id)s AND attempt = %(attempt)s AND state = 'running'
+   SET state = 'pending', run_at = %(run_at)s, worker_id = NULL, started_at = NULL, lease_id = NULL,
+       max_attempts = max_attempts + %(extra_attempts)s, budget_delay_seconds = %(budget_delay_seconds)s
+ WHERE id = %(id)s AND lease_id = %(lease_id)s AND state = 'running'
 
 -- name: execution_attempt_insert :exec
 INSERT INTO pgsched.execution_attempt (execution_id, attempt, tenant, worker_id, state, started_at,
-                                       finished_at, exit_code, error)
+                                       finished_at, exit_code, error, error_type, lease_id,
+                                       next_run_at, budget_delay_seconds)
 VALUES (%(id)s, %(attempt)s, %(tenant)s, %(worker_id)s, %(state)s, %(started_at)s, %(finished_at)s,
-        %(exit_code)s, %(error)s)
+        %(exit_code)s, %(error)s, %(error_type)s, %(lease_id)s, %(next_run_at)s,
+        %(budget_delay_seconds)s)
 
 -- name: execution_log_insert :exec
 -- A batch of captured output lines (parallel arrays), one statement.
@@ -81,7 +92,8 @@ SELECT e.*, t.name AS task_name,
  WHERE e.id = %(id)s AND e.tenant = %(tenant)s
 
 -- name: execution_attempts :many
-SELECT attempt, state, worker_id, started_at, finished_at, exit_code, error,
+SELECT attempt, state, worker_id, started_at, finished_at, exit_code, error, error_type,
+       next_run_at, budget_delay_seconds,
        extract(epoch FROM finished_at - started_at)::float8 AS duration_seconds
   FROM pgsched.execution_attempt
  WHERE execution_id = %(id)s
@@ -101,3 +113,6 @@ SELECT queue, count(*) FILTER (WHERE state = 'pending' AND run_at <= now()) AS r
   FROM pgsched.execution
  GROUP BY queue
  ORDER BY queue
+
+-- name: execution_cancel :one
+SELECT pgsched.cancel_v1(%(id)s, %(tenant)s) AS outcome

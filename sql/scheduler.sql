@@ -3,7 +3,8 @@
 -- name: scheduler_due_tasks :many
 -- The front of task_next_fire_idx: due tasks, locked for this tick; a concurrent tick
 -- skips them instead of waiting.
-SELECT id, tenant, name, schedule_kind, schedule_expr, timezone, schedule_anchor, next_fire_at
+SELECT id, tenant, name, schedule_kind, schedule_expr, timezone, schedule_anchor, next_fire_at,
+       misfire_policy
   FROM pgsched.task
  WHERE enabled AND deleted_at IS NULL AND next_fire_at IS NOT NULL
    AND next_fire_at <= %(now)s
@@ -13,7 +14,8 @@ SELECT id, tenant, name, schedule_kind, schedule_expr, timezone, schedule_anchor
 
 -- name: scheduler_unplanned_tasks :many
 -- Enabled scheduled tasks without a next fire time (just created or resumed).
-SELECT id, tenant, name, schedule_kind, schedule_expr, timezone, schedule_anchor, next_fire_at
+SELECT id, tenant, name, schedule_kind, schedule_expr, timezone, schedule_anchor, next_fire_at,
+       misfire_policy
   FROM pgsched.task
  WHERE enabled AND deleted_at IS NULL AND next_fire_at IS NULL AND schedule_kind <> 'none'
    AND (schedule_kind <> 'once' OR last_fire_at IS NULL)
@@ -24,9 +26,10 @@ SELECT id, tenant, name, schedule_kind, schedule_expr, timezone, schedule_anchor
 -- One execution per (task, fire time), all in one statement. The unique (task_id,
 -- scheduled_at) makes a second insert of the same fire a no-op, whoever sends it.
 INSERT INTO pgsched.execution (tenant, task_id, scheduled_at, run_at, trigger, priority, queue,
-                               params, max_attempts, leader_epoch)
+                               params, max_attempts, leader_epoch, idempotency_key)
 SELECT t.tenant, t.id, f.fire_at, f.fire_at, 'schedule', t.priority, t.queue, t.params,
-       t.max_attempts, %(epoch)s
+       t.max_attempts, %(epoch)s,
+       CASE WHEN t.idempotent THEN pgsched.derived_key_v1(t.id, t.params, f.fire_at) END
   FROM unnest(%(ids)s::bigint[], %(fire_at)s::timestamptz[]) AS f(id, fire_at)
   JOIN pgsched.task t ON t.id = f.id
 ON CONFLICT DO NOTHING
@@ -65,3 +68,30 @@ LISTEN pgsched_task
 
 -- name: scheduler_ping :one
 SELECT 1 AS alive
+
+-- name: scheduler_settings :many
+SELECT name, value FROM pgsched.setting
+
+-- name: scheduler_rescue :many
+-- Declare silent workers dead and requeue what they ran (rescue_v1).
+SELECT execution_id, worker_id, outcome FROM pgsched.rescue_v1()
+
+-- name: scheduler_node_register :one
+INSERT INTO pgsched.scheduler_node (name, hostname, pid) VALUES (%(name)s, %(hostname)s, %(pid)s)
+RETURNING id
+
+-- name: scheduler_node_seen :exec
+-- A scheduler process is alive in a role (leader with its term, or standby).
+UPDATE pgsched.scheduler_node SET role = %(role)s, epoch = %(epoch)s, last_seen_at = now()
+ WHERE id = %(id)s
+
+-- name: scheduler_node_stop :exec
+UPDATE pgsched.scheduler_node SET role = 'stopped', stopped_at = now() WHERE id = %(id)s
+
+-- name: scheduler_standbys :many
+-- Scheduler processes seen in the last %(seconds)s seconds that do not lead.
+SELECT id, name, hostname, pid, started_at, last_seen_at,
+       extract(epoch FROM now() - last_seen_at)::float8 AS seen_seconds_ago
+  FROM pgsched.scheduler_node
+ WHERE role = 'standby' AND last_seen_at > now() - make_interval(secs => %(seconds)s)
+ ORDER BY id

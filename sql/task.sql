@@ -53,11 +53,14 @@ RETURNING id
 DELETE FROM pgsched.execution WHERE task_id = %(id)s AND state = 'pending'
 
 -- name: task_plan :exec
--- Set the next fire time of tasks (parallel arrays), and when they last fired.
+-- Set the next fire time of tasks (parallel arrays), when they last fired, and add the
+-- fires they missed (misfire policy skip, or all beyond its cap).
 UPDATE pgsched.task t
-   SET next_fire_at = u.next_fire_at, last_fire_at = coalesce(u.fired_at, t.last_fire_at)
-  FROM unnest(%(ids)s::bigint[], %(next_fire_at)s::timestamptz[], %(fired_at)s::timestamptz[])
-       AS u(id, next_fire_at, fired_at)
+   SET next_fire_at = u.next_fire_at, last_fire_at = coalesce(u.fired_at, t.last_fire_at),
+       missed_fires = t.missed_fires + u.missed
+  FROM unnest(%(ids)s::bigint[], %(next_fire_at)s::timestamptz[], %(fired_at)s::timestamptz[],
+              %(missed)s::bigint[])
+       AS u(id, next_fire_at, fired_at, missed)
  WHERE t.id = u.id
 
 -- name: task_disable :exec

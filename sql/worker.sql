@@ -5,9 +5,19 @@ INSERT INTO pgsched.worker (name, hostname, pid, queues, concurrency, heartbeat_
 VALUES (%(name)s, %(hostname)s, %(pid)s, %(queues)s, %(concurrency)s, %(heartbeat_interval)s)
 RETURNING id
 
--- name: worker_heartbeat :exec
-UPDATE pgsched.worker SET last_heartbeat_at = now(), running = %(running)s
- WHERE id = %(id)s AND state = 'running'
+-- name: worker_heartbeat :one
+-- One heartbeat: alive is false when this worker was declared dead (its executions were
+-- rescued); cancel_ids are its running executions whose cancel was asked (a NOTIFY may
+-- have been missed while the listener reconnected).
+WITH beat AS (
+    UPDATE pgsched.worker SET last_heartbeat_at = now(), running = %(running)s
+     WHERE id = %(id)s AND state = 'running'
+    RETURNING id
+)
+SELECT EXISTS (SELECT 1 FROM beat) AS alive,
+       ARRAY(SELECT e.id FROM pgsched.execution e
+              WHERE e.worker_id = %(id)s AND e.state = 'running' AND e.cancel_requested_at IS NOT NULL)
+           AS cancel_ids
 
 -- name: worker_stop :exec
 UPDATE pgsched.worker SET state = 'stopped', stopped_at = now(), running = 0 WHERE id = %(id)s
@@ -25,3 +35,7 @@ SELECT id, name, hostname, pid, queues, concurrency, state, running, started_at,
 -- name: worker_listen :exec
 -- Wake-ups: one NOTIFY per statement that inserts executions (execution_notify trigger).
 LISTEN pgsched_execution
+
+-- name: worker_listen_cancel :exec
+-- Cancel requests (cancel_v1): the payload is the execution id.
+LISTEN pgsched_cancel

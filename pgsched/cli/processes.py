@@ -174,19 +174,22 @@ def status(c: Context, as_json: bool) -> None:
 
     db = c.db()
     leader = db.one("scheduler_leader", key=LEADER_LOCK_KEY)
+    standbys = db.many("scheduler_standbys", seconds=10.0)
     workers = db.many("worker_list", all=False)
     queues = db.many("execution_queue_depth")
     strays = {k: v for k, v in (db.one("partition_default_rows") or {}).items() if v}
     partitions = db.one("partition_summary") or {}
     if as_json:
-        print_json({"leader": leader, "workers": workers, "queues": queues, "partitions": partitions,
-                     "default_partition_rows": strays})
+        print_json({"leader": leader, "standbys": standbys, "workers": workers, "queues": queues,
+                    "partitions": partitions, "default_partition_rows": strays})
         return
     if leader and leader["lock_held"]:
         click.echo(f"leader: {leader['holder']} (term {leader['epoch']}, since {fmt(leader['elected_at'])}, "
                    f"last tick {fmt(leader['last_tick_at'])})")
     else:
         click.echo("leader: none (no scheduler is running)")
+    click.echo(f"standby schedulers: {len(standbys)}" + "".join(
+        f"\n  {s['name']} (seen {s['seen_seconds_ago']:.1f}s ago)" for s in standbys))
     silent = sum(1 for w in workers if w["presumed_dead"])
     click.echo(f"workers: {len(workers) - silent} running" + (f", {silent} presumed dead" if silent else ""))
     for w in workers:

@@ -52,6 +52,13 @@ def _definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable
         click.option("--priority", type=int, **default(5), help="1 (most urgent) to 10."),
         click.option("--queue", **default("default")),
         click.option("--description"),
+        click.option("--misfire", "misfire_policy", type=click.Choice(["skip", "once", "all"]), **default("once"),
+                     help="Fires missed while no scheduler ran: skip them, run once, or run all (capped)."),
+        click.option("--no-retry-exit-codes", help="Comma list of exit codes that are not retried (e.g. 2,64)."),
+        click.option("--no-retry-exceptions",
+                     help="Comma list of Python exception names that are not retried (e.g. ValueError)."),
+        click.option("--idempotent/--not-idempotent", default=False if create else None,
+                     help="Derive an idempotency key from task, params and scheduled time for runs given none."),
         click.option("--json", "as_json", is_flag=True, help="Print the stored task as JSON."),
     ]
     if create:
@@ -102,8 +109,16 @@ def _definition(o: dict[str, Any], tz_of_at: Callable[[], str]) -> dict[str, Any
         out["timeout_seconds"] = None
     renames = {"tz": "timezone", "timeout": "timeout_seconds", "retry_base": "retry_base_seconds",
                "retry_max": "retry_max_seconds"}
+    if o.get("no_retry_exit_codes") is not None:
+        try:
+            out["no_retry_exit_codes"] = [int(x) for x in o["no_retry_exit_codes"].split(",") if x.strip()]
+        except ValueError:
+            raise ValidationError("no_retry_exit_codes", o["no_retry_exit_codes"],
+                                  "must be a comma list of exit codes like '2,64'") from None
+    if o.get("no_retry_exceptions") is not None:
+        out["no_retry_exceptions"] = [x.strip() for x in o["no_retry_exceptions"].split(",") if x.strip()]
     for key in ("tz", "timeout", "max_attempts", "retry_policy", "retry_base", "retry_max", "priority",
-                "queue", "description"):
+                "queue", "description", "misfire_policy", "idempotent"):
         if o.get(key) is not None:
             out[renames.get(key, key)] = o[key]
     if o.get("params") is not None:

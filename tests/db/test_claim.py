@@ -6,7 +6,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from psycopg.types.json import Jsonb
 
 from pgsched import tasks
@@ -177,8 +176,7 @@ def test_concurrent_claims_never_share_an_execution(db, sql):
 def finish(
     db,
     execution_id: int,
-    worker_id: int,
-    attempt: int,
+    lease_id: int | None,
     state: str = "succeeded",
     finished_at: datetime = T0 + timedelta(minutes=1),
     **extra,
@@ -187,8 +185,7 @@ def finish(
     return db.exec(
         "execution_finish",
         id=execution_id,
-        worker_id=worker_id,
-        attempt=attempt,
+        lease_id=lease_id,
         state=state,
         finished_at=finished_at,
         **values,
@@ -199,13 +196,12 @@ def test_finish_moves_a_running_execution_to_history(db, sql):
     task = make_task(db, params={"n": 1})
     worker = register(db)
     execution_id = enqueue(db, run_at=T0)
-    claim(db, worker, now=T0 + timedelta(seconds=1))
+    (claimed,) = claim(db, worker, now=T0 + timedelta(seconds=1))
     assert (
         finish(
             db,
             execution_id,
-            worker,
-            1,
+            claimed["lease_id"],
             state="failed",
             exit_code=3,
             error="exited with code 3",
@@ -231,19 +227,38 @@ def test_finish_moves_a_running_execution_to_history(db, sql):
     )
 
 
-@pytest.mark.parametrize("mismatch", ["worker", "attempt"])
-def test_finish_by_a_worker_that_no_longer_holds_it_changes_nothing(db, sql, mismatch):
+def test_finish_without_the_current_lease_changes_nothing(db, sql):
     make_task(db)
     worker = register(db, "holder")
-    other = register(db, "other")
     execution_id = enqueue(db, run_at=T0)
-    claim(db, worker, now=T0)
+    (claimed,) = claim(db, worker, now=T0)
     before = live(sql, execution_id)
-    by, attempt = (other, 1) if mismatch == "worker" else (worker, 2)
-    assert finish(db, execution_id, by, attempt) == 0
+    assert before["lease_id"] == claimed["lease_id"] is not None
+    for stale in (claimed["lease_id"] - 1, claimed["lease_id"] + 1, None):
+        assert finish(db, execution_id, stale) == 0
     assert live(sql, execution_id) == before
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution_history").fetchone()["n"] == 0
-    assert finish(db, execution_id, worker, 1) == 1  # the holder still can
+    assert finish(db, execution_id, claimed["lease_id"]) == 1  # the holder still can
+
+
+def test_every_claim_gets_a_new_lease(db, sql):
+    make_task(db)
+    worker = register(db)
+    ids = [enqueue(db, run_at=T0) for _ in range(3)]
+    leases = [r["lease_id"] for r in claim(db, worker, now=T0)]
+    assert len(set(leases)) == 3 and None not in leases
+    sql.execute("UPDATE pgsched.execution SET state = 'pending', lease_id = NULL WHERE id = %s", [ids[0]])
+    (again,) = claim(db, worker, now=T0)
+    assert again["id"] == ids[0] and again["lease_id"] not in leases
+
+
+def test_a_dead_worker_claims_nothing(db, sql):
+    make_task(db)
+    worker = register(db)
+    enqueue(db, run_at=T0)
+    sql.execute("UPDATE pgsched.worker SET state = 'dead' WHERE id = %s", [worker])
+    assert claim(db, worker, now=T0) == []
+    assert sql.execute("SELECT state FROM pgsched.execution").fetchone()["state"] == "pending"
 
 
 def test_finish_of_a_pending_execution_changes_nothing(db, sql):
@@ -254,7 +269,7 @@ def test_finish_of_a_pending_execution_changes_nothing(db, sql):
         "UPDATE pgsched.execution SET worker_id = %s, attempt = 1 WHERE id = %s",
         [worker, execution_id],
     )
-    assert finish(db, execution_id, worker, 1) == 0
+    assert finish(db, execution_id, None) == 0
     assert live(sql, execution_id)["state"] == "pending"
 
 
@@ -262,7 +277,7 @@ def test_a_finished_execution_is_not_claimed_again(db):
     make_task(db)
     worker = register(db)
     execution_id = enqueue(db, run_at=T0)
-    claim(db, worker, now=T0)
-    assert finish(db, execution_id, worker, 1) == 1
-    assert finish(db, execution_id, worker, 1) == 0  # only once
+    (claimed,) = claim(db, worker, now=T0)
+    assert finish(db, execution_id, claimed["lease_id"]) == 1
+    assert finish(db, execution_id, claimed["lease_id"]) == 0  # only once
     assert claim(db, worker, now=T0 + timedelta(days=1)) == []

@@ -78,7 +78,7 @@ def test_debian_crontabs_import_trigger_and_run(dsn, sql, start):
         code, lines = direct_run(entry)
         got = done[ids[name]]
         assert got["exit_code"] == code, (name, entry.command)
-        assert got["state"] == ("succeeded" if code == 0 else "failed")
+        assert got["state"] == ("succeeded" if code == 0 else "dead")  # failed for good: the dead-letter queue
         logged = sql.execute("SELECT line FROM pgsched.execution_log WHERE execution_id = %s ORDER BY seq",
                              (ids[name],)).fetchall()
         assert sorted(r["line"] for r in logged) == lines, (name, entry.command)

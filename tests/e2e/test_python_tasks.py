@@ -79,13 +79,13 @@ def test_prints_are_captured_and_unstorable_outcomes_fail_cleanly(dsn, sql, star
 
     for name, reason in (("nan_result", "result is not JSON"), ("nul_result", "result contains a NUL character")):
         done = run(dsn, sql, name, f"pytasks:{name}")
-        assert done["state"] == "failed" and reason in done["error"], done["error"]
+        assert done["state"] == "dead" and reason in done["error"], done["error"]
     done = run(dsn, sql, "nul_error", "pytasks:nul_error")
-    assert done["state"] == "failed" and done["error"] == "ValueError: boom  nul"
+    assert done["state"] == "dead" and done["error"] == "ValueError: boom  nul"
 
     # An import that raises SystemExit fails that execution; the single slot is free again.
     done = run(dsn, sql, "exploding", "exploding:anything")
-    assert done["state"] == "failed" and "failed while importing: SystemExit: bye" in done["error"]
+    assert done["state"] == "dead" and "failed while importing: SystemExit: bye" in done["error"]
     assert run(dsn, sql, "after", "pytasks:chatty")["state"] == "succeeded"
 
     # The worker's own settings (PGSCHED_DSN may carry a password) do not reach tasks.

@@ -1,0 +1,113 @@
+"""``pgsched dlq …`` and ``pgsched execution cancel``: the dead-letter queue and cancels."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from ..errors import PgschedError
+from ..schedule import parse_interval
+from .executions import execution, execution_show
+from .output import print_json, table
+from .root import Context, main, pass_ctx
+
+
+@main.group()
+def dlq() -> None:
+    """The dead-letter queue: executions that failed for good (attempts used up, or a
+    failure the task marks not retryable, or lost with their worker too many times)."""
+
+
+@dlq.command("list")
+@click.option("--task", "task_name", help="Only this task's dead executions.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100_000))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def dlq_list(c: Context, task_name: str | None, limit: int, as_json: bool) -> None:
+    """Dead executions, newest first."""
+    rows = c.db().many("dlq_list", tenant=c.tenant, task=task_name, limit=limit)
+    if as_json:
+        print_json(rows)
+        return
+    table(rows, ["id", "task_name", "finished_at", "attempt", "lost_attempts", "exit_code", "error"])
+
+
+dlq.add_command(execution_show, "show")
+
+
+@dlq.command("retry")
+@click.argument("execution_id", type=int, required=False)
+@click.option("--all", "retry_all", is_flag=True, help="Retry every dead execution (of --task, if given).")
+@click.option("--task", "task_name", help="With --all: only this task's.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def dlq_retry(c: Context, execution_id: int | None, retry_all: bool, task_name: str | None, as_json: bool) -> None:
+    """Give dead executions a fresh set of attempts (the task's max attempts); their earlier
+    attempts are kept. One whose idempotency key has since succeeded is marked skipped."""
+    if (execution_id is None) == (not retry_all):
+        raise PgschedError("dlq retry: give an EXECUTION_ID or --all")
+    if task_name and not retry_all:
+        raise PgschedError("dlq retry: --task goes with --all")
+    db = c.db()
+    if retry_all:
+        row = db.one("dlq_retry_all", task=task_name, tenant=c.tenant)
+        assert row is not None
+        if as_json:
+            print_json({"retried": row["retried"]})
+        else:
+            click.echo(f"retried {row['retried']} dead execution(s)" + (f" of {task_name}" if task_name else ""))
+        return
+    row = db.one("dlq_retry", id=execution_id, tenant=c.tenant)
+    assert row is not None
+    state = db.one("execution_get", id=execution_id, tenant=c.tenant)
+    if as_json:
+        print_json({"id": row["id"], "state": state["state"] if state else None})
+    else:
+        click.echo(f"execution {execution_id} is {state['state'] if state else 'gone'}")
+
+
+@dlq.command("purge")
+@click.option("--older-than", default="0s", show_default=True,
+              help="Only those dead for longer than this (30s, 12h, 7d).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def dlq_purge(c: Context, older_than: str, as_json: bool) -> None:
+    """Delete dead executions for good (nothing else is touched)."""
+    seconds = 0.0 if older_than.strip() in ("0", "0s") else parse_interval(older_than, "older_than")
+    row = c.db().one("dlq_purge", seconds=seconds, tenant=c.tenant)
+    assert row is not None
+    if as_json:
+        print_json({"purged": row["purged"]})
+    else:
+        click.echo(f"purged {row['purged']} dead execution(s)")
+
+
+@execution.command("cancel")
+@click.argument("execution_id", type=int)
+@click.option("--wait", default=10.0, show_default=True, type=click.FloatRange(0, 3600),
+              help="Seconds to wait for a running execution to end (0: do not wait).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def execution_cancel(c: Context, execution_id: int, wait: float, as_json: bool) -> None:
+    """Cancel an execution: a pending one ends 'cancelled' at once; a running one is
+    stopped by the worker holding it (its process group killed; a Python task interrupted)
+    and recorded 'cancelled'. An execution that already ended is left as it is."""
+    db = c.db()
+    row = db.one("execution_cancel", id=execution_id, tenant=c.tenant)
+    assert row is not None
+    outcome = row["outcome"]
+    deadline = time.monotonic() + wait
+    while outcome == "cancelling" and time.monotonic() < deadline:
+        time.sleep(0.1)
+        current = db.one("execution_get", id=execution_id, tenant=c.tenant)
+        if current is not None and current["finished_at"] is not None:
+            outcome = current["state"]
+    if as_json:
+        print_json({"id": execution_id, "state": outcome})
+    elif outcome == "cancelling":
+        click.echo(f"execution {execution_id}: cancel requested; the worker has not confirmed yet")
+    elif outcome == "cancelled":
+        click.echo(f"execution {execution_id} cancelled")
+    else:
+        click.echo(f"execution {execution_id} had already ended: {outcome}")
