@@ -89,6 +89,10 @@ class Misfire:
         return cls(float(values.get("misfire_grace_seconds", 60)), int(values.get("misfire_all_cap", 100)))
 
 
+# Missed fires are counted one by one up to this many (then "at least").
+_COUNT_MISSED_UP_TO = 1000
+
+
 def catch_up(schedule: Schedule, policy: str, due_at: datetime, now: datetime,
              misfire: Misfire) -> tuple[list[datetime], datetime | None, int]:
     """For a task due at ``due_at`` (UTC) and ticked at ``now``: the fire times to run now,
@@ -96,24 +100,27 @@ def catch_up(schedule: Schedule, policy: str, due_at: datetime, now: datetime,
     least; counting stops past the cap).
 
     Policies: ``once`` runs the first due fire and collapses the rest into it; ``skip``
-    runs it only when it is at most ``misfire.grace`` seconds late; ``all`` runs every fire
-    up to ``now``, at most ``misfire.cap`` of them (the earliest), counting the rest missed.
+    runs only the latest due fire, and only when it is at most ``misfire.grace`` seconds
+    late; ``all`` runs every fire up to ``now``, at most ``misfire.cap`` of them (the
+    earliest). Fires not run count as missed.
     """
-    fires = [due_at]
+    fires = [due_at]  # the due fires, up to the cap (and a few more only counted)
+    count, latest = 1, due_at
     nxt = schedule.next_after(due_at)
-    while nxt is not None and nxt <= now and len(fires) < misfire.cap + 1:
-        fires.append(nxt)
+    while nxt is not None and nxt <= now and count < max(misfire.cap + 1, _COUNT_MISSED_UP_TO):
+        if len(fires) <= misfire.cap:
+            fires.append(nxt)
+        count, latest = count + 1, nxt
         nxt = schedule.next_after(nxt)
-    beyond = nxt is not None and nxt <= now  # more missed fires than were counted
-    if beyond:
+    if nxt is not None and nxt <= now:  # too many to count: the next fire is the first after now
         nxt = schedule.next_after(now)
     if policy == "all":
         run = fires[:misfire.cap]
     elif policy == "skip":
-        run = [f for f in fires if (now - f).total_seconds() <= misfire.grace][:1]
+        run = [latest] if (now - latest).total_seconds() <= misfire.grace else []
     else:
         run = fires[:1]
-    return run, nxt, len(fires) - len(run) + (1 if beyond else 0)
+    return run, nxt, count - len(run)
 
 
 def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000) -> int:

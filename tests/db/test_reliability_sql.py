@@ -1,0 +1,251 @@
+"""The reliability SQL of migration 0002 on a real database: rescue of dead workers'
+executions, cancel, the dead-letter queue, the retry budget, and misfire policies."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+from pgsched import scheduler, tasks
+from pgsched.errors import NotFound
+from pgsched.tasks import TaskSpec
+
+from ..helpers import notifications_until_marker
+from .test_claim import claim, finish, register
+
+T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
+
+
+def make_task(db, name="job", **fields):
+    return tasks.create(db, TaskSpec(name=name, command="true", **fields), now=T0)
+
+
+def running(db, sql, n=1, name="job", worker=None, **fields):
+    """n executions of a new task, claimed by ``worker`` (a new one by default)."""
+    make_task(db, name, **fields)
+    worker = worker or register(db)
+    for _ in range(n):
+        tasks.trigger(db, name, run_at=T0)
+    return worker, claim(db, worker, limit=n, now=T0)
+
+
+def silence(sql, worker, seconds=60):
+    sql.execute("UPDATE pgsched.worker SET last_heartbeat_at = now() - make_interval(secs => %s) WHERE id = %s",
+                [seconds, worker])
+
+
+def state_of(sql, execution_id):
+    return sql.execute("SELECT * FROM pgsched.execution_all WHERE id = %s", [execution_id]).fetchone()
+
+
+def attempts(sql, execution_id):
+    return sql.execute("SELECT * FROM pgsched.execution_attempt WHERE execution_id = %s ORDER BY attempt, started_at",
+                       [execution_id]).fetchall()
+
+
+# --- rescue ---------------------------------------------------------------------------
+
+
+def test_a_silent_worker_is_declared_dead_and_its_executions_requeued_once(db, sql):
+    worker, claimed = running(db, sql, n=2, max_attempts=1)
+    alive, _ = running(db, sql, n=1, name="other")
+    silence(sql, worker, seconds=16)  # heartbeat interval 5 s: dead after 15 s
+    rescued = scheduler.rescue(db)
+    assert sorted((r["execution_id"], r["worker_id"], r["outcome"]) for r in rescued) == sorted(
+        (c["id"], worker, "requeued") for c in claimed)
+    states = {r["id"]: r["state"] for r in sql.execute("SELECT id, state FROM pgsched.worker")}
+    assert states == {worker: "dead", alive: "running"}
+    for c in claimed:
+        row = state_of(sql, c["id"])
+        assert (row["state"], row["worker_id"], row["attempt"], row["max_attempts"], row["lost_attempts"]) == (
+            "pending", None, 1, 2, 1)  # the lost attempt does not use up its one try
+        [lost] = attempts(sql, c["id"])
+        assert (lost["state"], lost["worker_id"], lost["lease_id"]) == ("lost", worker, c["lease_id"])
+        assert "worker %s was lost" % worker in lost["error"]
+    assert scheduler.rescue(db) == []  # exactly once
+    # The dead worker's late outcome is rejected: its lease is gone.
+    assert finish(db, claimed[0]["id"], claimed[0]["lease_id"]) == 0
+    assert state_of(sql, claimed[0]["id"])["state"] == "pending"
+
+
+def test_a_worker_within_three_heartbeats_is_left_alone(db, sql):
+    worker, claimed = running(db, sql)
+    silence(sql, worker, seconds=14)
+    assert scheduler.rescue(db) == []
+    assert state_of(sql, claimed[0]["id"])["state"] == "running"
+
+
+def test_an_execution_lost_three_times_is_dead(db, sql):
+    worker, (first,) = running(db, sql)
+    for round_ in range(3):
+        silence(sql, worker)
+        [r] = scheduler.rescue(db)
+        assert r["outcome"] == ("requeued" if round_ < 2 else "dead")
+        if round_ < 2:
+            worker = register(db, f"w{round_}")
+            assert [c["id"] for c in claim(db, worker)] == [first["id"]]
+    row = state_of(sql, first["id"])
+    assert (row["state"], row["lost_attempts"], row["attempt"]) == ("dead", 3, 3)
+    assert "lost 3 times" in row["error"]
+    assert [a["state"] for a in attempts(sql, first["id"])] == ["lost"] * 3
+
+
+def test_a_rescued_execution_whose_cancel_was_asked_is_cancelled(db, sql):
+    worker, (first,) = running(db, sql)
+    assert sql.execute("SELECT pgsched.cancel_v1(%s) AS o", [first["id"]]).fetchone()["o"] == "cancelling"
+    silence(sql, worker)
+    assert [r["outcome"] for r in scheduler.rescue(db)] == ["cancelled"]
+    assert state_of(sql, first["id"])["state"] == "cancelled"
+
+
+# --- cancel ---------------------------------------------------------------------------
+
+
+def test_cancel_of_a_pending_execution_ends_it_at_once(db, sql):
+    make_task(db)
+    ident = tasks.trigger(db, "job", run_at=T0 + timedelta(days=1))
+    assert sql.execute("SELECT pgsched.cancel_v1(%s) AS o", [ident]).fetchone()["o"] == "cancelled"
+    row = state_of(sql, ident)
+    assert (row["state"], row["attempt"], row["error"]) == ("cancelled", 0, "cancelled while pending")
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
+    # again: it has ended, nothing changes
+    assert sql.execute("SELECT pgsched.cancel_v1(%s) AS o", [ident]).fetchone()["o"] == "cancelled"
+
+
+def test_cancel_of_a_running_execution_tells_its_worker(db, sql, dsn):
+    worker, (first,) = running(db, sql)
+    with psycopg.connect(dsn, autocommit=True) as listener:
+        listener.execute("LISTEN pgsched_cancel")
+        assert sql.execute("SELECT pgsched.cancel_v1(%s) AS o", [first["id"]]).fetchone()["o"] == "cancelling"
+        assert notifications_until_marker(listener, sql, "pgsched_cancel") == [str(first["id"])]
+    row = state_of(sql, first["id"])
+    assert row["state"] == "running" and row["cancel_requested_at"] is not None
+    beat = db.one("worker_heartbeat", id=worker, running=1)
+    assert beat == {"alive": True, "cancel_ids": [first["id"]]}  # for a worker that missed the NOTIFY
+
+
+def test_cancel_of_an_unknown_execution_names_it(db):
+    with pytest.raises(NotFound, match="no execution 999"):
+        db.one("execution_cancel", id=999, tenant="default")
+
+
+def test_a_dead_worker_learns_it_from_its_heartbeat(db, sql):
+    worker, _ = running(db, sql)
+    silence(sql, worker)
+    scheduler.rescue(db)
+    assert db.one("worker_heartbeat", id=worker, running=1) == {"alive": False, "cancel_ids": []}
+
+
+# --- dead-letter queue ----------------------------------------------------------------
+
+
+def dead(db, sql, name="job", key=None, **fields):
+    """An execution of a new task that failed for good."""
+    make_task(db, name, **fields)
+    ident = tasks.trigger(db, name, run_at=T0, idempotency_key=key)
+    worker = register(db, f"w-{name}")
+    (c,) = claim(db, worker, now=T0)
+    assert finish(db, ident, c["lease_id"], state="dead", exit_code=3, error="exited with code 3",
+                  finished_at=datetime.now(UTC)) == 1
+    return ident
+
+
+def test_dlq_retry_gives_a_fresh_set_of_attempts_and_keeps_the_old(db, sql):
+    ident = dead(db, sql, max_attempts=2)
+    sql.execute("""INSERT INTO pgsched.execution_attempt (execution_id, attempt, state, started_at, finished_at)
+                   VALUES (%s, 1, 'failed', now(), now())""", [ident])
+    assert db.one("dlq_retry", id=ident, tenant="default")["id"] == ident
+    row = state_of(sql, ident)
+    assert (row["state"], row["attempt"], row["max_attempts"], row["worker_id"]) == ("pending", 1, 3, None)
+    assert len(attempts(sql, ident)) == 1
+    worker = register(db, "again")
+    (c,) = claim(db, worker, now=datetime.now(UTC))
+    assert (c["id"], c["attempt"]) == (ident, 2)
+    with pytest.raises(NotFound, match="not in the dead-letter queue"):
+        db.one("dlq_retry", id=ident, tenant="default")
+
+
+def test_dlq_retry_of_a_key_that_has_since_succeeded_is_skipped(db, sql):
+    ident = dead(db, sql, key="invoice-7")
+    other = tasks.trigger(db, "job", run_at=T0, idempotency_key="invoice-7")
+    worker = register(db, "w2")
+    (c,) = claim(db, worker, now=T0)
+    assert c["id"] == other and finish(db, other, c["lease_id"]) == 1
+    db.one("dlq_retry", id=ident, tenant="default")
+    row = state_of(sql, ident)
+    assert row["state"] == "skipped" and f"already taken by execution {other}" in row["error"]
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
+
+
+def test_dlq_retry_all_and_purge(db, sql):
+    a, b = dead(db, sql, "a"), dead(db, sql, "b")
+    c = dead(db, sql, "c")
+    assert db.one("dlq_retry_all", task="a", tenant="default")["retried"] == 1
+    assert state_of(sql, a)["state"] == "pending" and state_of(sql, b)["state"] == "dead"
+    sql.execute("UPDATE pgsched.execution_history SET finished_at = now() - interval '8 days' WHERE id = %s", [b])
+    assert db.one("dlq_purge", seconds=7 * 86400.0, tenant="default")["purged"] == 1
+    assert state_of(sql, b) is None and state_of(sql, c)["state"] == "dead"
+    assert db.one("dlq_purge", seconds=0.0, tenant="default")["purged"] == 1
+    assert db.many("dlq_list", tenant="default", task=None, limit=10) == []
+
+
+# --- retry budget ---------------------------------------------------------------------
+
+
+def test_retries_over_the_budget_move_to_a_later_minute(db, sql):
+    sql.execute("UPDATE pgsched.setting SET value = '2' WHERE name = 'retry_budget_min_per_minute'")
+    make_task(db)
+    soon = datetime.now(UTC) + timedelta(seconds=30)
+    slot = lambda: db.one("execution_retry_slot", proposed=soon)["run_at"]  # noqa: E731
+    assert slot() == soon  # nothing queued yet
+    for _ in range(2):
+        ident = tasks.trigger(db, "job", run_at=soon + timedelta(seconds=5))
+        sql.execute("UPDATE pgsched.execution SET attempt = 1 WHERE id = %s", [ident])  # a pending retry
+    assert slot() == soon + timedelta(minutes=1)  # this minute is full: never dropped, delayed
+    sql.execute("UPDATE pgsched.setting SET value = '3' WHERE name = 'retry_budget_min_per_minute'")
+    assert slot() == soon
+
+
+# --- misfire policies -----------------------------------------------------------------
+
+
+def at(minute: int, second: int = 0) -> datetime:
+    return T0.replace(minute=minute, second=second)
+
+
+@pytest.mark.parametrize(("policy", "fires", "missed"), [
+    ("once", [at(1)], 5),
+    ("all", [at(m) for m in range(1, 7)], 0),
+    ("skip", [at(6)], 5),  # 10:06 is 30 s late: within the grace, it runs
+])
+def test_misfire_policies_after_downtime(db, sql, policy, fires, missed):
+    task = tasks.create(db, TaskSpec(name="minutely", command="true", schedule_kind="cron", schedule="* * * * *",
+                                     misfire_policy=policy), now=at(0, 30))
+    assert task["next_fire_at"] == at(1)
+    # the scheduler was down from 10:00:30 until 10:06:30
+    scheduler.tick(db, 1, at(6, 30))
+    rows = sql.execute("SELECT scheduled_at FROM pgsched.execution ORDER BY scheduled_at").fetchall()
+    assert [r["scheduled_at"] for r in rows] == fires
+    row = sql.execute("SELECT next_fire_at, missed_fires FROM pgsched.task").fetchone()
+    assert (row["next_fire_at"], row["missed_fires"]) == (at(7), missed)
+
+
+def test_misfire_all_is_capped(db, sql):
+    sql.execute("UPDATE pgsched.setting SET value = '3' WHERE name = 'misfire_all_cap'")
+    tasks.create(db, TaskSpec(name="minutely", command="true", schedule_kind="cron", schedule="* * * * *",
+                              misfire_policy="all"), now=at(0, 30))
+    scheduler.tick(db, 1, at(6, 30))
+    rows = sql.execute("SELECT scheduled_at FROM pgsched.execution ORDER BY scheduled_at").fetchall()
+    assert [r["scheduled_at"] for r in rows] == [at(1), at(2), at(3)]
+    row = sql.execute("SELECT next_fire_at, missed_fires FROM pgsched.task").fetchone()
+    assert (row["next_fire_at"], row["missed_fires"]) == (at(7), 3)
+
+
+def test_skip_runs_a_fire_that_is_only_a_little_late(db, sql):
+    tasks.create(db, TaskSpec(name="minutely", command="true", schedule_kind="cron", schedule="* * * * *",
+                              misfire_policy="skip"), now=at(0, 30))
+    scheduler.tick(db, 1, at(1, 20))  # 20 s late, within the 60 s grace
+    rows = sql.execute("SELECT scheduled_at FROM pgsched.execution").fetchall()
+    assert [r["scheduled_at"] for r in rows] == [at(1)]
