@@ -194,23 +194,22 @@ END $$;
 -- Cancel an execution. Pending: it moves to history as 'cancelled' at once. Running: the
 -- request is recorded and the worker holding it is told (NOTIFY pgsched_cancel, payload
 -- the id); it kills the process group and records 'cancelled'. Returns 'cancelled',
--- 'cancelling', or the final state of an execution that had already finished.
+-- 'cancelling', or 'finished' for an execution that had already ended (left as it was).
 CREATE FUNCTION pgsched.cancel_v1(execution_id bigint, tenant text DEFAULT 'default')
 RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     e pgsched.execution;
-    done_state text;
 BEGIN
     SELECT * INTO e FROM pgsched.execution x
      WHERE x.id = cancel_v1.execution_id AND x.tenant = cancel_v1.tenant FOR UPDATE;
     IF NOT FOUND THEN
-        SELECT h.state INTO done_state FROM pgsched.execution_history h
+        PERFORM FROM pgsched.execution_history h
          WHERE h.id = cancel_v1.execution_id AND h.tenant = cancel_v1.tenant;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'execution: no execution % in tenant %', cancel_v1.execution_id, quote_literal(cancel_v1.tenant)
                 USING ERRCODE = 'no_data_found';
         END IF;
-        RETURN done_state;
+        RETURN 'finished';
     END IF;
     IF e.state = 'pending' THEN
         PERFORM pgsched.finish_v1(e, 'cancelled', 'cancelled while pending');

@@ -116,13 +116,30 @@ def _feed(pipe: Any, data: bytes) -> None:
 
 
 def _group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs. Zombies do not count: orphans of the
+    group are reaped by init, which in a container may take its time, and a dead process
+    holds nothing (proc(5): field 3 of /proc/PID/stat is the state, field 5 the group)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True  # no procfs: assume the worst
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
 
 
 def kill_group(pgid: int, grace: float, leader: subprocess.Popen | None = None) -> None:

@@ -423,10 +423,8 @@ class Worker:
                     budget = (retry_at - proposed).total_seconds() or None
                 else:
                     retry_at = proposed
-            tx.exec("execution_attempt_insert", tenant=row["tenant"], state="lost" if stopped else outcome.state,
-                    started_at=row["started_at"] or started, finished_at=finished, worker_id=self.id,
-                    attempt=row["attempt"], exit_code=outcome.exit_code, error=outcome.error,
-                    error_type=outcome.error_type, next_run_at=retry_at, budget_delay_seconds=budget, **lease)
+            # The lease is checked first: a rejected outcome must write nothing at all (the
+            # rescue has already written this attempt as 'lost').
             if final is None:
                 done = tx.exec("execution_retry", run_at=retry_at, extra_attempts=1 if stopped else 0,
                                budget_delay_seconds=budget, **lease)
@@ -436,6 +434,10 @@ class Worker:
                                result=Jsonb(outcome.result) if outcome.result is not None else None, **lease)
             if not done:
                 raise _ClaimLost()
+            tx.exec("execution_attempt_insert", tenant=row["tenant"], state="lost" if stopped else outcome.state,
+                    started_at=row["started_at"] or started, finished_at=finished, worker_id=self.id,
+                    attempt=row["attempt"], exit_code=outcome.exit_code, error=outcome.error,
+                    error_type=outcome.error_type, next_run_at=retry_at, budget_delay_seconds=budget, **lease)
         return final, retry_at, budget
 
 

@@ -104,3 +104,16 @@ def notifications_until_marker(listener: Any, sender: Any, channel: str = "pgsch
             return payloads
         payloads.append(notify.payload)
     raise AssertionError(f"marker notification not received; got {payloads!r}")
+
+
+def trigger(dsn: str, task: str) -> int:
+    """Run ``task`` now through the CLI; the new execution's id."""
+    import json
+
+    return json.loads(cli(dsn, "task", "trigger", task, "--json").stdout)["execution_id"]
+
+
+def finished(sql: Any, ident: int, timeout: float = 30) -> dict:
+    """The history row of execution ``ident``, once it has ended."""
+    return wait_until(lambda: sql.execute("SELECT * FROM pgsched.execution_history WHERE id = %s",
+                                          (ident,)).fetchone(), timeout=timeout, message=f"execution {ident} ends")

@@ -103,6 +103,9 @@ def execution_cancel(c: Context, execution_id: int, wait: float, as_json: bool) 
         current = db.one("execution_get", id=execution_id, tenant=c.tenant)
         if current is not None and current["finished_at"] is not None:
             outcome = current["state"]
+    if outcome == "finished":
+        current = db.one("execution_get", id=execution_id, tenant=c.tenant)
+        outcome = f"already {current['state'] if current else 'gone'}"
     if as_json:
         print_json({"id": execution_id, "state": outcome})
     elif outcome == "cancelling":
@@ -110,4 +113,4 @@ def execution_cancel(c: Context, execution_id: int, wait: float, as_json: bool) 
     elif outcome == "cancelled":
         click.echo(f"execution {execution_id} cancelled")
     else:
-        click.echo(f"execution {execution_id} had already ended: {outcome}")
+        click.echo(f"execution {execution_id} had already ended: {outcome.removeprefix('already ')}")

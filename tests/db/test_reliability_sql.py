@@ -111,7 +111,7 @@ def test_cancel_of_a_pending_execution_ends_it_at_once(db, sql):
     assert (row["state"], row["attempt"], row["error"]) == ("cancelled", 0, "cancelled while pending")
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
     # again: it has ended, nothing changes
-    assert sql.execute("SELECT pgsched.cancel_v1(%s) AS o", [ident]).fetchone()["o"] == "cancelled"
+    assert sql.execute("SELECT pgsched.cancel_v1(%s) AS o", [ident]).fetchone()["o"] == "finished"
 
 
 def test_cancel_of_a_running_execution_tells_its_worker(db, sql, dsn):

@@ -3,24 +3,16 @@ dropped mid-run, and being stopped with one or two signals."""
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 
 import pytest
 
-from ..helpers import cli, wait_until
+from ..helpers import cli, finished, trigger, wait_until
 
 pytestmark = pytest.mark.e2e
 
 
-def trigger(dsn: str, task: str) -> int:
-    return json.loads(cli(dsn, "task", "trigger", task, "--json").stdout)["execution_id"]
-
-
-def finished(sql, ident: int, timeout: float = 20):
-    return wait_until(lambda: sql.execute("SELECT * FROM pgsched.execution_history WHERE id = %s",
-                                          (ident,)).fetchone(), timeout=timeout, message=f"execution {ident}")
 
 
 def log_lines(sql, ident: int) -> list[dict]:
