@@ -187,3 +187,17 @@ def test_a_worker_declared_dead_cannot_record_over_the_rescued_attempt(dsn, sql,
                         (ident,)).fetchall()
     assert lines == [{"attempt": 2, "line": "done"}]
     assert "outcome succeeded rejected: lease" in first.output or "nothing recorded here" in first.output
+
+
+def test_a_leader_whose_lock_connection_breaks_stops_leading(dsn, sql, start):
+    leader = start("scheduler", "--max-sleep", "0.5")
+    wait_until(lambda: "is leader (term 1)" in leader.output, message="leader")
+    killed = sql.execute("SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity "
+                         "WHERE application_name = 'pgsched scheduler leader' AND datname = current_database()"
+                         ).fetchall()
+    assert [r["ok"] for r in killed] == [True]
+    wait_until(lambda: "no longer leading" in leader.output, message="the leader notices")
+    # It campaigns again, and wins a new term: never two terms at once.
+    wait_until(lambda: "is leader (term 2)" in leader.output, message="a new term")
+    status = json.loads(cli(dsn, "status", "--json").stdout)
+    assert (status["leader"]["epoch"], status["leader"]["lock_held"]) == (2, True)
