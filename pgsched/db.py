@@ -47,6 +47,10 @@ def _translate(exc: psycopg.Error) -> Exception:
         return ConnectionFailed(f"database unreachable: {message}")
     if state.startswith(_TRANSIENT_STATES):
         return TransientError(f"{message} (a race with another transaction; it may succeed if tried again)")
+    if isinstance(exc, pg_errors.CheckViolation) and "partition constraint" in message:
+        # A row routed to a DEFAULT partition while the partition for its range was being
+        # attached (the leader's maintenance): routed again, it lands in the new partition.
+        return TransientError(f"{message} (a partition was attached meanwhile; it succeeds if tried again)")
     if isinstance(exc, pg_errors.NoDataFound):
         return NotFound(message)
     return DatabaseError(message)

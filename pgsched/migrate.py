@@ -15,6 +15,7 @@ import hashlib
 import logging
 import re
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import psycopg
@@ -109,6 +110,7 @@ def require_current(session: Session) -> None:
 
 def migrate(dsn: str, known: list[Migration] | None = None) -> list[Migration]:
     """Apply every pending migration to the database at ``dsn``; return those applied.
+    Then create the history partitions from yesterday to 3 days ahead, if missing.
 
     Safe to run from many processes at once (they serialise on an advisory lock).
     Raises SchemaAhead, ChecksumMismatch, MigrationError (server older than 14, or a
@@ -143,6 +145,11 @@ def migrate(dsn: str, known: list[Migration] | None = None) -> list[Migration]:
                     raise MigrationError(f"migration {migration.version:04d}_{migration.name} failed "
                                          f"and was rolled back: {exc}") from exc
                 applied.append(migration)
+            # Today's history partitions exist before any worker records an outcome (the
+            # leader keeps them ahead from then on).
+            today = datetime.now(timezone.utc).date()
+            with translated():
+                session.many("partition_ensure", from_day=today - timedelta(days=1), days=5)
             return applied
         finally:
             with translated():

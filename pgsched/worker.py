@@ -328,7 +328,7 @@ class Worker:
             try:
                 self.db.exec("execution_log_insert", id=row["id"], attempt=row["attempt"], tenant=row["tenant"],
                              seq=seq, stream=stream, logged_at=logged_at, line=text)
-            except ConnectionFailed as exc:
+            except (ConnectionFailed, TransientError) as exc:
                 sink.requeue(lines)
                 if time.monotonic() >= give_up or self.urgent.is_set():
                     if final:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
@@ -90,3 +91,15 @@ def test_ten_concurrent_migrate_processes_leave_one_correct_schema(empty_dsn):
             "WHERE n.nspname = 'pgsched' AND c.relkind IN ('r', 'p', 'v')").fetchall()}
     assert {"task", "execution", "execution_history", "execution_attempt", "execution_log", "worker",
             "leader", "run_request", "schema_migration"} <= tables
+
+
+def test_migrate_creates_the_history_partitions_around_today(empty_dsn):
+    """Workers record outcomes from their first minute: the partitions for today exist
+    before any scheduler runs (else rows meet a partition being attached)."""
+    migrate.migrate(empty_dsn)
+    today = datetime.now(UTC).date()
+    with psycopg.connect(empty_dsn) as conn:
+        names = {r[0] for r in conn.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE c.relname ~ '^execution_history_p[0-9]{8}$'")}
+    assert {f"execution_history_p{today + timedelta(days=d):%Y%m%d}" for d in (-1, 0, 1, 2, 3)} <= names

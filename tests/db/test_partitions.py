@@ -7,6 +7,8 @@ import time
 from datetime import UTC, date, datetime, timedelta, timezone
 
 import psycopg
+import psycopg.sql
+import pytest
 
 from pgsched import scheduler, tasks
 from pgsched.scheduler import maintain_partitions
@@ -26,6 +28,14 @@ def names(parents, days) -> set[str]:
 
 def days_from(first: date, count: int) -> list[date]:
     return [first + timedelta(days=i) for i in range(count)]
+
+
+@pytest.fixture(autouse=True)
+def no_dated_partitions(sql):
+    """These tests run the clock in 2030: start them without the partitions of the real
+    days that ``pgsched migrate`` creates."""
+    for name in partitions(sql):
+        sql.execute(psycopg.sql.SQL("DROP TABLE pgsched.{}").format(psycopg.sql.Identifier(name)))
 
 
 def partitions(sql) -> set[str]:
