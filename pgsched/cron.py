@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
@@ -26,8 +26,9 @@ NICKNAMES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight
 _NUMBER_RE = re.compile(r"[0-9]+")
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-# A schedule must fire within this many years of when it is checked (leap days do).
-_HORIZON_YEARS = 8
+# The Gregorian calendar repeats every 400 years: an expression that does not fire within
+# 400 years of any instant never fires (cron(8) itself searches without a bound).
+_HORIZON_YEARS = 400
 
 
 class CronError(ValueError):
@@ -36,7 +37,8 @@ class CronError(ValueError):
 
 
 def check(expr: str) -> str:
-    """Validate ``expr`` and return it normalised (single spaces; nicknames lowercased).
+    """Validate ``expr`` and return it normalised (single spaces; nicknames lowercased; a
+    day field of ``?`` written ``*``).
 
     Raises CronError for a wrong field count, a bad field, or an expression that never
     fires (``0 0 30 2 *``).
@@ -52,12 +54,16 @@ def check(expr: str) -> str:
     if len(fields) not in (5, 6):
         raise CronError(f"'{text}' has {len(fields)} fields; cron needs 5 "
                         "(minute hour day-of-month month day-of-week), or 6 with a leading second")
+    for i in (-3, -1):  # Quartz and Spring write '?' ("no specific value") in a day field
+        if fields[i] == "?":
+            fields[i] = "*"
+    text = " ".join(fields)
     for value, spec in zip(fields, _specs(fields), strict=True):
         _check_field(value, *spec)
     if not croniter.is_valid(_canonical(text), second_at_beginning=len(fields) == 6):
         raise CronError(f"'{text}' is not a valid cron expression")
     if next_after(text, "UTC", datetime.now(timezone.utc)) is None:
-        raise CronError(f"'{text}' can never fire (no such date within {_HORIZON_YEARS} years)")
+        raise CronError(f"'{text}' can never fire (no such date in the Gregorian calendar)")
     return text
 
 
@@ -74,8 +80,8 @@ def next_after(expr: str, tz: str, after: datetime) -> datetime | None:
                     return nxt.astimezone(timezone.utc)
             return None
         return _next_on_wall_clock(expr, zone, after)
-    except (CroniterBadDateError, CroniterBadCronError, OverflowError):
-        return None
+    except (CroniterBadDateError, CroniterBadCronError, OverflowError, ValueError):
+        return None  # no fire within the horizon, or none before the year 9999 ends
 
 
 def _fires(expr: str, base: datetime) -> Iterator[datetime]:
@@ -93,44 +99,92 @@ def _fires(expr: str, base: datetime) -> Iterator[datetime]:
         if days is None or days.match(nxt.date()):
             yield nxt
             continue
-        day = days.next_date(nxt.date(), date(base.year + _HORIZON_YEARS, 12, 31))
+        day = days.next_date(nxt.date(), date(min(base.year + _HORIZON_YEARS, 9999), 12, 31))
         if day is None:
             return
-        # The last second of the day before (it exists even when a jump skips midnight).
-        it = croniter(canonical, datetime.combine(day, time(), tzinfo=base.tzinfo) - timedelta(seconds=1), **options)
+        it = croniter(canonical, _just_before(day, base.tzinfo), **options)
 
 
 # Longest stretch of wall-clock time a zone has ever repeated or skipped at once, with room.
 _MARGIN = timedelta(hours=3)
 
 
+def _just_before(day: date, zone: Any) -> datetime:
+    """One second before ``day`` begins: naive, or in ``zone``. Computed on the UTC line,
+    so it is a real instant even when the clock skips midnight, or the whole day before
+    (Pacific/Apia skipped 30 December 2011)."""
+    start = datetime.combine(day, time())
+    if zone is None:
+        return start - timedelta(seconds=1)
+    return (start.replace(tzinfo=zone).astimezone(timezone.utc) - timedelta(seconds=1)).astimezone(zone)
+
+
 def _next_on_wall_clock(expr: str, zone: ZoneInfo, after: datetime) -> datetime | None:
     """Wildcard jobs follow the wall clock (cron(8)): each matching local time fires at
     every instant the clock shows it: twice in a repeated interval, never in a skipped
-    one. croniter walks naive local times here; each is mapped to its instants (PEP 495
-    folds) and the earliest one after ``after`` wins. Away from a clock change this is a
-    single croniter step; near one, the walk covers ``_MARGIN`` on either side."""
-    start = after.astimezone(zone).replace(tzinfo=None)
-    if not _steady(zone, after):
-        start -= _MARGIN  # a repeated interval may show earlier wall times again after ``after``
-    best: datetime | None = None
-    for wall in _fires(expr, start):
-        if best is not None and (_steady(zone, best) or wall > best.astimezone(zone).replace(tzinfo=None) + _MARGIN):
-            return best
-        for fold in (0, 1):
-            instant = wall.replace(tzinfo=zone, fold=fold).astimezone(timezone.utc)
-            if instant.astimezone(zone).replace(tzinfo=None) != wall:
-                continue  # this wall time does not exist (the clock jumped over it)
+    one. croniter walks naive wall-clock times from the reading at ``after``; each is
+    mapped to its instants (PEP 495 folds), and a skipped stretch is jumped over whole.
+    A clock that falls back within ``_MARGIN`` after ``after`` shows earlier readings
+    again: the first match in that repeated stretch competes too. (Only a fall-back that
+    close matters: any later repeat comes after the first copy of its own reading.)"""
+    reading = after.astimezone(zone).replace(tzinfo=None)
+    best = None
+    base = reading
+    while best is None:
+        wall = next(_fires(expr, base), None)
+        if wall is None:
+            break
+        instants = [i for i in _instants(wall, zone) if i > after]
+        if instants:
+            best = min(instants)
+        else:  # the clock skips this reading: go on from the end of the skipped stretch
+            base = max(wall, wall.replace(tzinfo=zone).astimezone(timezone.utc).astimezone(zone)
+                       .replace(tzinfo=None) - timedelta(seconds=1))
+    fall = _fall_back_after(zone, after)
+    if fall is not None:
+        at, shown_again = fall  # from instant ``at`` the clock shows ``shown_again`` once more
+        again = next(_fires(expr, shown_again.start - timedelta(seconds=1)), None)
+        if again is not None and again < shown_again.end:
+            instant = at + (again - shown_again.start)
             if instant > after and (best is None or instant < best):
                 best = instant
     return best
 
 
-def _steady(zone: ZoneInfo, instant: datetime) -> bool:
-    """No clock change within ``_MARGIN`` of ``instant`` (zones change at most once in
-    such a span)."""
-    offsets = {(instant + k * _MARGIN).astimezone(zone).utcoffset() for k in (-1, 0, 1)}
-    return len(offsets) == 1
+@dataclass(frozen=True)
+class _Stretch:
+    start: datetime  # naive wall-clock readings, [start, end)
+    end: datetime
+
+
+def _instants(wall: datetime, zone: ZoneInfo) -> list[datetime]:
+    """The UTC instants at which the clock in ``zone`` shows ``wall`` (naive): none in a
+    skipped stretch, two in a repeated one."""
+    out = []
+    for fold in (0, 1):
+        instant = wall.replace(tzinfo=zone, fold=fold).astimezone(timezone.utc)
+        if instant.astimezone(zone).replace(tzinfo=None) == wall and instant not in out:
+            out.append(instant)
+    return out
+
+
+def _fall_back_after(zone: ZoneInfo, after: datetime) -> tuple[datetime, _Stretch] | None:
+    """The clock falling back within ``_MARGIN`` after ``after``: the instant it does, and
+    the stretch of readings it shows again; None when it does not (zones change their
+    offset at most once in such a span)."""
+    before, later = after.astimezone(zone).utcoffset(), (after + _MARGIN).astimezone(zone).utcoffset()
+    if before is None or later is None or later >= before:
+        return None
+    low, high = after, after + _MARGIN  # the change lies in (low, high]: bisect to the second
+    while high - low > timedelta(seconds=1):
+        mid = low + (high - low) / 2
+        if mid.astimezone(zone).utcoffset() == before:
+            low = mid
+        else:
+            high = mid
+    at = low.replace(microsecond=0) + timedelta(seconds=1)  # offsets change on whole seconds
+    shown = at.astimezone(zone).replace(tzinfo=None)
+    return at, _Stretch(shown, shown + (before - later))
 
 
 def _day_or(expr: str) -> bool:

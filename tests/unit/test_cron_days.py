@@ -56,6 +56,16 @@ CASES = [
      [utc(2026, 11, 1, 5, 0), utc(2026, 11, 1, 5, 30), utc(2026, 11, 1, 6, 0), utc(2026, 11, 1, 6, 30)]),
     ("0 1 L 10 *", "Europe/London", utc(2026, 1, 1), [utc(2026, 10, 31, 1, 0)]),  # GMT again by the 31st
     ("15 2 * 10 0#1", "Australia/Lord_Howe", utc(2025, 9, 1), [utc(2025, 10, 4, 15, 30)]),
+    # Pacific/Apia skipped Friday 30 December 2011 (-10:00 -> +14:00): Saturday the 31st is
+    # both the month's last day and its last Saturday
+    ("0 0 L * *", "Pacific/Apia", utc(2011, 12, 29, 8, 0), [utc(2011, 12, 30, 10, 0), utc(2012, 1, 30, 10, 0)]),
+    ("0 0 * * 6L", "Pacific/Apia", utc(2011, 12, 29, 8, 0), [utc(2011, 12, 30, 10, 0), utc(2012, 1, 27, 10, 0)]),
+    # sparse expressions decades apart (the Gregorian calendar's 400-year cycle bounds the search)
+    ("0 0 * 2 1#5", "UTC", utc(2026, 1, 1), [utc(2044, 2, 29), utc(2072, 2, 29)]),  # Feb 29 on a Monday
+    ("0 0 29 2 */7", "UTC", utc(2026, 1, 1), [utc(2032, 2, 29), utc(2060, 2, 29), utc(2088, 2, 29)]),
+    ("0 0 25 12 */7", "UTC", utc(2050, 1, 1), [utc(2050, 12, 25), utc(2061, 12, 25)]),  # Christmas on a Sunday
+    # Quartz's '?' in a day field is '*'
+    ("0 0 9 ? * 1", "UTC", utc(2026, 1, 1), [utc(2026, 1, 5, 9), utc(2026, 1, 12, 9)]),
     # America/Santiago skips midnight (00:00 -> 01:00) on Sunday 6 September 2026
     ("0 0 * * 0#1", "America/Santiago", utc(2026, 8, 1),
      [utc(2026, 8, 2, 4, 0), utc(2026, 9, 6, 4, 0), utc(2026, 10, 4, 3, 0)]),
@@ -65,8 +75,7 @@ CASES = [
 @pytest.mark.parametrize(("expr", "tz", "after", "expected"), CASES,
                          ids=[f"{c[0]} {c[1]}" for c in CASES])
 def test_day_extensions(expr, tz, after, expected):
-    cron.check(expr)
-    assert fires(expr, tz, after, len(expected)) == expected
+    assert fires(cron.check(expr), tz, after, len(expected)) == expected
 
 
 @pytest.mark.parametrize(("expr", "message"), [
@@ -92,6 +101,12 @@ def test_bad_day_extensions_name_the_field_and_value(expr, message):
     with pytest.raises(cron.CronError) as caught:
         cron.check(expr)
     assert message in str(caught.value)
+
+
+def test_no_fire_before_the_year_9999_ends_is_none_not_an_error():
+    for expr in ("0 0 1 1 *", "0 0 29 2 *", "0 0 * * 1#5", "0 0 L * *"):
+        assert cron.next_after(expr, "UTC", utc(9999, 12, 31, 12)) is None
+    assert cron.next_after("0 0 1 1 *", "UTC", utc(9999, 6, 1)) is None
 
 
 def test_extensions_are_case_insensitive():

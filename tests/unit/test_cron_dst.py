@@ -19,6 +19,19 @@ from ..helpers import utc
 # Australia/Lord_Howe: 02:00 -> 02:30 (+10:30 -> +11) on Sun 5 October 2025;
 #                      02:00 -> 01:30 (+11 -> +10:30) on Sun 5 April 2026.
 CASES = [
+    # Europe/Berlin 2025: 03:00 CEST -> 02:00 CET on Sun 26 October (01:00Z). A per-second
+    # job runs through the change second by second; '*/20 2' runs in both copies of 02:xx,
+    # also when asked from inside the second copy
+    ("* * * * * *", "Europe/Berlin", utc(2025, 10, 26, 0, 59, 58),
+     [utc(2025, 10, 26, 0, 59, 59), utc(2025, 10, 26, 1, 0, 0), utc(2025, 10, 26, 1, 0, 1)]),
+    ("*/20 2 * * *", "Europe/Berlin", utc(2025, 10, 26, 0, 30),
+     [utc(2025, 10, 26, 0, 40), utc(2025, 10, 26, 1, 0), utc(2025, 10, 26, 1, 20), utc(2025, 10, 26, 1, 40),
+      utc(2025, 10, 27, 1, 0)]),
+    ("*/20 2 * * *", "Europe/Berlin", utc(2025, 10, 26, 1, 10),
+     [utc(2025, 10, 26, 1, 20), utc(2025, 10, 26, 1, 40), utc(2025, 10, 27, 1, 0)]),
+    # ... and on 30 March 2025 (02:00 CET -> 03:00 CEST at 01:00Z) skips the missing hour
+    ("*/20 * * * *", "Europe/Berlin", utc(2025, 3, 30, 0, 30),
+     [utc(2025, 3, 30, 0, 40), utc(2025, 3, 30, 1, 0), utc(2025, 3, 30, 1, 20)]),
     # fixed time in the skipped interval: once, right after the jump
     ("30 2 * * *", "America/New_York", utc(2026, 3, 7, 0, 0),
      [utc(2026, 3, 7, 7, 30), utc(2026, 3, 8, 7, 0), utc(2026, 3, 9, 6, 30)]),
