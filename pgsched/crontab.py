@@ -92,7 +92,6 @@ _ENV_RE = re.compile(r"[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=(.*)")
 # cronie separates fields with blanks (space or tab) only.
 _TOKEN_RE = re.compile(r"[^ \t]+")
 # cronie do_command.c: a '%' directly after a backslash is literal.
-_UNESCAPED_PERCENT = re.compile(r"(?<!\\)%")
 
 
 
@@ -193,15 +192,50 @@ def _split_line(raw: str, system: bool) -> tuple[str, str | None, str]:
 
 
 def _split_percent(rest: str) -> tuple[str, str | None]:
-    """Split the command text at the first unescaped '%' (crontab(5)).
+    """Split the command text at the first unescaped '%' (crontab(5)), reading backslashes
+    as cronie's do_command.c does, one character at a time:
 
-    As in cronie do_command.c, a '%' directly after a backslash is literal and
-    loses that backslash (so ``\\\\%`` gives ``\\%``); any other backslash is kept.
-    Later unescaped '%' in the stdin part become newlines.  Unlike cronie, no
-    final newline is appended to stdin.
+    - in the command, a backslash escapes the character after it; an escaped '%' is kept
+      without its backslash, any other escaped character (a second backslash too) is kept
+      with it. So ``\\%`` is a literal '%', but ``\\\\%`` is an escaped backslash
+      followed by the '%' that ends the command.
+    - in the standard input, an unescaped '%' is a newline, ``\\%`` is '%', and a
+      backslash before anything else is kept.
+
+    Unlike cronie, no final newline is appended to stdin (the worker adds it).
     """
-    parts = _UNESCAPED_PERCENT.split(rest)
-    command = parts[0].replace("\\%", "%")
-    if len(parts) == 1:
-        return command, None
-    return command, "\n".join(part.replace("\\%", "%") for part in parts[1:])
+    command: list[str] = []
+    escaped = False
+    for i, ch in enumerate(rest):
+        if escaped:
+            if ch == "%":
+                command[-1] = "%"
+            else:
+                command.append(ch)
+            escaped = False
+        elif ch == "\\":
+            command.append(ch)
+            escaped = True
+        elif ch == "%":
+            return "".join(command), _stdin_text(rest[i + 1:])
+        else:
+            command.append(ch)
+    return "".join(command), None
+
+
+def _stdin_text(text: str) -> str:
+    """The standard-input part after the first unescaped '%' (see _split_percent)."""
+    out: list[str] = []
+    escaped = False
+    for ch in text:
+        if escaped:
+            if ch != "%":
+                out.append("\\")
+        elif ch == "%":
+            ch = "\n"
+        escaped = ch == "\\"
+        if not escaped:
+            out.append(ch)
+    if escaped:
+        out.append("\\")
+    return "".join(out)

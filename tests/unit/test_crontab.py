@@ -229,11 +229,15 @@ def test_trailing_percent_gives_empty_stdin_and_no_percent_gives_none():
     assert one_entry("* * * * * cat").stdin is None
 
 
-def test_double_backslash_before_percent_still_escapes_like_cronie():
-    # cronie do_command.c: any '%' directly after a backslash is literal.
-    entry = one_entry("* * * * * echo \\\\%x")
-    assert entry.command == "echo \\%x"
-    assert entry.stdin is None
+def test_backslashes_before_percent_pair_up_like_cronie():
+    # cronie do_command.c: a backslash escapes the next character; only an escaped '%'
+    # loses its backslash. An even run of backslashes leaves the '%' unescaped.
+    entry = one_entry("* * * * * echo a\\\\%b")  # echo a\\%b
+    assert (entry.command, entry.stdin) == ("echo a\\\\", "b")
+    entry = one_entry("* * * * * echo a\\\\\\%b")  # echo a\\\%b: odd, so escaped
+    assert (entry.command, entry.stdin) == ("echo a\\\\%b", None)
+    entry = one_entry("* * * * * cat%x\\\\y%z\\%w")  # stdin x\\y%z\%w
+    assert (entry.command, entry.stdin) == ("cat", "x\\\\y\nz%w")
 
 
 def test_empty_command_before_percent_is_a_problem():
