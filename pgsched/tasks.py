@@ -129,6 +129,8 @@ class TaskSpec:
                 isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\x00" not in k + v
                 for k, v in self.env.items()):
             raise ValidationError("env", self.env, "must map names (no '=') to string values, without NUL characters")
+        if self.stdin is not None and (not isinstance(self.stdin, str) or "\x00" in self.stdin):
+            raise ValidationError("stdin", self.stdin, "must be text without NUL characters")
         if self.timeout_seconds is not None:
             check_seconds("timeout_seconds", self.timeout_seconds, allow_zero=False)
         if not isinstance(self.max_attempts, int) or not 1 <= self.max_attempts <= MAX_ATTEMPTS:

@@ -93,3 +93,9 @@ RETURNING *
 -- name: task_wake_scheduler :exec
 -- Tell the scheduler a definition changed (delivered at commit).
 SELECT pg_notify('pgsched_task', '')
+
+-- name: task_by_source :many
+-- Live tasks of a tenant imported from a file of this name (source 'NAME:LINE').
+SELECT id, name, source FROM pgsched.task
+ WHERE tenant = %(tenant)s AND deleted_at IS NULL AND source LIKE %(prefix)s ESCAPE '\'
+ ORDER BY name

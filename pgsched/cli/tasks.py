@@ -13,6 +13,7 @@ import click
 
 from .. import importer, tasks
 from ..errors import PgschedError, ValidationError
+from ..schedule import Schedule
 from ..tasks import TaskSpec
 from .output import fmt, pairs, parse_json_object, parse_when, print_fields, print_json, table
 from .root import Context, main, pass_ctx
@@ -43,6 +44,7 @@ def _definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable
         click.option("--params", help="Default params, a JSON object."),
         click.option("--env", multiple=True, help="NAME=VALUE for the command's environment (repeat)"
                      + ("." if create else "; replaces the whole environment.")),
+        click.option("--stdin", help="Text given to the command on standard input."),
         click.option("--timeout", type=float, help="Seconds an attempt may run (default: no limit)."),
         click.option("--max-attempts", type=int, **default(1)),
         click.option("--retry-policy", type=click.Choice(["fixed", "linear", "exponential", "exponential_jitter"]),
@@ -65,7 +67,9 @@ def _definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable
         options.append(click.option("--paused", is_flag=True, help="Create it paused."))
     else:
         options += [click.option("--no-schedule", is_flag=True, help="Remove the schedule (run only when triggered)."),
-                    click.option("--no-timeout", is_flag=True, help="Remove the timeout.")]
+                    click.option("--no-timeout", is_flag=True, help="Remove the timeout."),
+                    click.option("--no-stdin", is_flag=True, help="Give the command no standard input."),
+                    click.option("--no-env", is_flag=True, help="Remove the task's environment variables.")]
 
     def apply(func: Callable[..., Any]) -> Callable[..., Any]:
         for option in reversed(options):
@@ -107,6 +111,13 @@ def _definition(o: dict[str, Any], tz_of_at: Callable[[], str]) -> dict[str, Any
                    schedule=text)
     if o.get("no_timeout"):
         out["timeout_seconds"] = None
+    for flag, value, field_name in (("no_stdin", "stdin", "stdin"), ("no_env", "env", "env")):
+        if o.get(flag) and o.get(value):
+            raise ValidationError(field_name, o[value], f"give --{value} or --{flag.replace('_', '-')}, not both")
+        if o.get(flag):
+            out[field_name] = None if field_name == "stdin" else {}
+    if o.get("stdin") is not None:
+        out["stdin"] = o["stdin"]
     renames = {"tz": "timezone", "timeout": "timeout_seconds", "retry_base": "retry_base_seconds",
                "retry_max": "retry_max_seconds"}
     if o.get("no_retry_exit_codes") is not None:
@@ -247,13 +258,21 @@ def task_trigger(c: Context, name: str, params: str | None, at: str | None, prio
               "(stored, never switched to).")
 @click.option("--dry-run", is_flag=True, help="Print what would be created (schedule, zone, user, command, "
               "stdin, environment), line by line; write nothing.")
+@click.option("--tz", "tz", help="IANA zone of entries without CRON_TZ (default: this machine's zone, "
+              "which cron here uses).")
+@click.option("--replace", is_flag=True, help="Delete tasks imported earlier from a file of this name whose "
+              "line is gone or changed (as 'crontab FILE' replaces a table).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
-def import_crontab(c: Context, file: str, system: bool, dry_run: bool, as_json: bool) -> None:
+def import_crontab(c: Context, file: str, system: bool, dry_run: bool, tz: str | None, replace: bool,
+                   as_json: bool) -> None:
     """Import a crontab file: one task per entry; every other line is reported with its
-    number and reason. Re-importing the same file changes nothing."""
+    number and reason. Re-importing the same file changes nothing; tasks of lines that
+    changed or went away are reported (deleted with --replace)."""
+    if tz is not None:
+        Schedule.parse("cron", "@daily", tz)  # a clear error for an unknown zone
     report = importer.import_crontab(None if dry_run else c.db(), file, system=system, tenant=c.tenant,
-                                     dry_run=dry_run)
+                                     dry_run=dry_run, tz=tz, replace=replace)
     if as_json:
         print_json(importer.as_json(report))
     else:
@@ -270,6 +289,8 @@ def import_crontab(c: Context, file: str, system: bool, dry_run: bool, as_json: 
                     click.echo("    env: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in line.env.items()))
                 if dry_run and line.stdin is not None:
                     click.echo(f"    stdin: {line.stdin!r}")
+        for name in report.deleted:
+            click.echo(f"deleted {name} (its line is gone or changed)")
         for note in report.notes:
             click.echo(f"note: {note}")
         click.echo(f"{report.count('created')} created, {report.count('unchanged')} unchanged, "

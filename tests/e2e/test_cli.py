@@ -212,3 +212,21 @@ def test_task_next_uses_the_stored_schedule_and_zone(dsn):
     # Friday 2026-03-06 09:00 has passed; Monday 9 March is the first day of EDT (UTC-4).
     assert [f["utc"] for f in out["fires"]] == ["2026-03-09T13:00:00+00:00", "2026-03-10T13:00:00+00:00",
                                                 "2026-03-11T13:00:00+00:00"]
+
+
+def test_reimporting_an_edited_crontab_reports_then_replaces_the_old_tasks(dsn, sql, tmp_path):
+    path = tmp_path / "backup.cron"
+    path.write_text("MAILTO=a@example.com\n0 1 * * * /usr/local/bin/backup%--full\n")
+    cli(dsn, "import-crontab", str(path))
+    path.write_text("MAILTO=b@example.com\n0 1 * * * /usr/local/bin/backup%--full\n")
+    out = cli(dsn, "import-crontab", str(path)).stdout
+    assert "1 task(s) from an earlier import of backup.cron match no line now and still run" in out
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.task WHERE deleted_at IS NULL").fetchone()["n"] == 2
+    out = cli(dsn, "import-crontab", str(path), "--replace", "--tz", "Europe/Berlin").stdout
+    assert out.count("deleted backup.cron-") == 2 and "[0 1 * * * Europe/Berlin]" in out
+    [live] = sql.execute("SELECT name, timezone, env, stdin FROM pgsched.task WHERE deleted_at IS NULL").fetchall()
+    assert (live["timezone"], live["env"]["MAILTO"], live["stdin"]) == ("Europe/Berlin", "b@example.com", "--full")
+    # A changed command no longer gets the crontab's stdin, once told so.
+    row = json.loads(cli(dsn, "task", "update", live["name"], "--command", "backup.sh", "--no-stdin", "--no-env",
+                         "--json").stdout)
+    assert (row["command"], row["stdin"], row["env"]) == ("backup.sh", None, {})
