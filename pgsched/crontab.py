@@ -88,12 +88,8 @@ class Crontab:
 # commands as the worker's user and leaves those to the worker's environment).
 DEFAULT_ENV = {"SHELL": "/bin/sh", "PATH": "/usr/bin:/bin"}
 
-_ENV_RE = re.compile(r"[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=(.*)")
 # cronie separates fields with blanks (space or tab) only.
 _TOKEN_RE = re.compile(r"[^ \t]+")
-# cronie do_command.c: a '%' directly after a backslash is literal.
-
-
 
 
 class _LineError(Exception):
@@ -115,14 +111,19 @@ def parse_crontab(text: str, *, system: bool = False) -> Crontab:
         stripped = raw.strip()
         if not stripped or stripped.startswith("#"):
             continue  # crontab(5): blank lines and '#' comments are ignored
-        env_match = _ENV_RE.fullmatch(raw)
-        if env_match:  # cronie tries an environment setting before an entry
-            env[env_match.group(1)] = _env_value(env_match.group(2))
+        setting = _env_line(raw)
+        if setting is not None:  # cronie tries an environment setting before an entry
+            env[setting[0]] = setting[1]
             continue
         try:
             # cronie entry.c: a leading '-' only asks cron not to syslog the run; pgsched
-            # records every run anyway, so the entry is read without it.
-            line = raw.replace("-", "", 1) if raw.lstrip().startswith("-") else raw
+            # records every run anyway, so the entry is read without it. The schedule
+            # must follow it directly.
+            line = raw
+            if raw.lstrip().startswith("-"):
+                line = raw.replace("-", "", 1)
+                if line[len(raw) - len(raw.lstrip()):][:1] in (" ", "\t", ""):
+                    raise _LineError("'-' (do not log) must be followed directly by the schedule")
             schedule, user, rest = _split_line(line, system)
             command, stdin = _split_percent(rest)
             if not command.strip():
@@ -146,12 +147,52 @@ def parse_crontab(text: str, *, system: bool = False) -> Crontab:
     return Crontab(entries=entries, problems=problems)
 
 
-def _env_value(value: str) -> str:
-    """crontab(5): strip blanks; strip one pair of matching quotes if present."""
-    value = value.strip(" \t")
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1]
-    return value
+def _env_line(raw: str) -> tuple[str, str] | None:
+    """``(name, value)`` when ``raw`` is an environment setting as cronie's env.c reads
+    one, else None (the line is then read as an entry).
+
+    ``NAME = VALUE``, blanks allowed around the '='. The name is any text up to a blank or
+    '=', or quoted. A quoted value ends at its closing quote and only blanks may follow;
+    an unquoted value runs to the end of the line, trailing blanks dropped. An unclosed
+    quote, or anything after a closing one, makes it no setting at all.
+    """
+    i, n = 0, len(raw)
+
+    def blanks(j: int) -> int:
+        while j < n and raw[j] in " \t":
+            j += 1
+        return j
+
+    def word(j: int, stop: str) -> tuple[str, int, bool] | None:
+        """A quoted or bare word from j: (text, next index, was quoted)."""
+        if j < n and raw[j] in "'\"":
+            end = raw.find(raw[j], j + 1)
+            if end < 0 or (stop == "=" and "=" in raw[j + 1:end]):
+                return None
+            return raw[j + 1:end], end + 1, True
+        k = j
+        while k < n and (stop == "" or raw[k] not in " \t=" ):
+            k += 1
+        return raw[j:k], k, False
+
+    i = blanks(i)
+    got = word(i, "=")
+    if got is None or not got[0]:
+        return None
+    name, i, _ = got
+    i = blanks(i)
+    if i >= n or raw[i] != "=":
+        return None
+    i = blanks(i + 1)
+    if i < n and raw[i] in "'\"":
+        got = word(i, "")
+        if got is None:
+            return None  # an unclosed quote
+        value, i, _ = got
+        if blanks(i) != n:
+            return None  # something after the closing quote
+        return name, value
+    return name, raw[i:].rstrip(" \t")
 
 
 def _split_line(raw: str, system: bool) -> tuple[str, str | None, str]:

@@ -173,7 +173,6 @@ def test_env_values_quoting_and_spacing():
             "B = 'x  y'",
             "C =  spaced value  ",
             'D=""',
-            "E=\"mismatched'",
             "PATH=/usr/bin:/bin",
             "* * * * * env",
         ]
@@ -184,10 +183,9 @@ def test_env_values_quoting_and_spacing():
         "B": "x  y",
         "C": "spaced value",
         "D": "",
-        "E": "\"mismatched'",
         "PATH": "/usr/bin:/bin",
     }
-    assert entry.line_no == 7
+    assert entry.line_no == 6
 
 
 def test_env_applies_only_below_and_later_overrides_earlier():
@@ -418,3 +416,32 @@ def test_the_dont_log_prefix_is_accepted_and_ignored():
     assert (entry.schedule, entry.command) == ("*/5 * * * *", "echo quiet")
     assert one_entry("-5 * * * * x").schedule == "5 * * * *"
     assert "minute field '-5'" in one_problem("--5 * * * * x").reason
+
+
+@pytest.mark.parametrize(("line", "setting"), [
+    ("FOO=bar", ("FOO", "bar")),
+    ("  FOO = bar baz  ", ("FOO", "bar baz")),
+    ('FOO="a b"', ("FOO", "a b")),
+    ("X='y'  ", ("X", "y")),
+    ("FOO-BAR=1", ("FOO-BAR", "1")),  # cronie's env.c takes any name up to a blank or '='
+    ('"QUOTED NAME"=v', ("QUOTED NAME", "v")),
+    ("EMPTY=", ("EMPTY", "")),
+    ('MAILTO=""', ("MAILTO", "")),
+])
+def test_environment_lines_as_cronie_reads_them(line, setting):
+    parsed = parse_crontab(f"{line}\n* * * * * true\n")
+    assert parsed.problems == [] and list(parsed.entries[0].env.items()) == [setting]
+
+
+@pytest.mark.parametrize("line", ['HALF="unterminated', 'TRAIL="x" junk', "SINGLE='it''s'"])
+def test_malformed_quotes_make_no_environment_line(line):
+    # cronie: an unclosed quote, or text after the closing one, is no setting; the line is
+    # then read as an entry, and it is not one either
+    parsed = parse_crontab(f"{line}\n")
+    assert parsed.entries == [] and len(parsed.problems) == 1
+
+
+def test_dont_log_dash_must_touch_the_schedule():
+    assert parse_crontab("-0 9 * * * true\n").entries[0].schedule == "0 9 * * *"
+    [problem] = parse_crontab("- 0 9 * * * true\n").problems
+    assert "'-' (do not log) must be followed directly by the schedule" in problem.reason
