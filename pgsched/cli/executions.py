@@ -51,7 +51,8 @@ def execution_show(c: Context, execution_id: int, as_json: bool) -> None:
     print_fields(row)
     if attempts:
         click.echo("attempts:")
-        table(attempts, ["attempt", "state", "worker_id", "started_at", "duration_seconds", "exit_code", "error"])
+        table(attempts, ["attempt", "state", "worker_id", "started_at", "duration_seconds", "exit_code",
+                         "next_run_at", "error"])
 
 
 @execution.command("logs")

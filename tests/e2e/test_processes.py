@@ -118,6 +118,9 @@ def test_one_leader_and_a_standby_takes_over_after_sigkill(dsn, sql, start):
     second = start("scheduler", "--max-sleep", "0.5")
     wait_until(lambda: "is standby" in second.output, message="standby")
     term = sql.execute("SELECT epoch FROM pgsched.leader").fetchone()["epoch"]
+    status = json.loads(cli(dsn, "status", "--json").stdout)
+    assert status["leader"]["epoch"] == term and [s["pid"] for s in status["standbys"]] == [second.proc.pid]
+    assert "standby schedulers: 1" in cli(dsn, "status").stdout
     first.proc.send_signal(signal.SIGKILL)
     killed = time.monotonic()
     wait_until(lambda: "is leader" in second.output, timeout=10, message="standby takes over")
