@@ -28,6 +28,20 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+def crontab_files() -> list[Path]:
+    """The real crontabs the tests import: the team's shared folder when this checkout
+    sits next to it (it may hold more than the copy), and the copy in tests/data."""
+    found: dict[str, Path] = {}
+    for folder in (REPO / "tests" / "data" / "crontabs", SHARED / "data" / "crontabs"):
+        if folder.is_dir():
+            found.update({p.name: p for p in folder.iterdir() if p.is_file() and p.name != "README.md"})
+    return [found[name] for name in sorted(found)]
+
+
+def crontab_file(name: str) -> Path:
+    return next(p for p in crontab_files() if p.name == name)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[dict]:
     """Connection parameters (host, port, user, password) of the test server."""

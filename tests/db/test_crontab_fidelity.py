@@ -15,9 +15,9 @@ from cronsim import CronSim
 from pgsched import importer
 from pgsched.schedule import Schedule
 
-from ..conftest import SHARED
+from ..conftest import crontab_files
 
-CRONTABS = sorted((SHARED / "data" / "crontabs").iterdir())
+CRONTABS = crontab_files()
 FROM = datetime(2026, 1, 1, 0, 0, tzinfo=UTC)
 ENV_LINE = re.compile(r"\s*([A-Za-z_]\w*)\s*=\s*(.*?)\s*$")
 
@@ -52,7 +52,7 @@ def reference_entries(text: str) -> list[dict]:
 
 @pytest.mark.parametrize("path", CRONTABS, ids=[p.name for p in CRONTABS])
 def test_every_shipped_crontab_imports_exactly(db, sql, path):
-    assert CRONTABS, "the shared crontabs are missing"
+    assert CRONTABS, "the crontabs are missing"
     text = path.read_text()
     expected = reference_entries(text)
     report = importer.import_crontab(db, path, system=True)

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from ..conftest import SHARED
+from ..conftest import crontab_file
 from ..helpers import cli
 
 pytestmark = pytest.mark.e2e
@@ -158,7 +158,7 @@ def test_listings_take_json_and_lifecycle_commands_work(dsn, sql):
 
 
 def test_import_dry_run_writes_nothing_and_reports_every_line(dsn, sql, tmp_path):
-    out = cli(dsn, "import-crontab", "--system", "--dry-run", str(SHARED / "data" / "crontabs" / "munin.cron.d")).stdout
+    out = cli(dsn, "import-crontab", "--system", "--dry-run", str(crontab_file("munin.cron.d"))).stdout
     assert out.count("would create") == 4
     assert "MAILTO=root" in out and "sends no mail" in out
     assert sql.execute("SELECT count(*) AS n FROM pgsched.task").fetchone()["n"] == 0

@@ -12,13 +12,12 @@ import pytest
 from pgsched.crontab import parse_crontab
 from pgsched.importer import task_name
 
-from ..conftest import SHARED
+from ..conftest import crontab_file
 from ..helpers import cli, wait_until
 from .conftest import sandboxed
 
 pytestmark = pytest.mark.e2e
 
-CRONTABS = SHARED / "data" / "crontabs"
 FILES = ["debian-crontab", "sysstat.cron.d"]
 CRON_ENV = {"SHELL": "/bin/sh", "PATH": "/usr/bin:/bin"}  # crontab(5): what cron sets unless the file does
 
@@ -39,7 +38,7 @@ def test_debian_crontabs_import_trigger_and_run(dsn, sql, start):
 
     entries = {}
     for name in FILES:
-        path = CRONTABS / name
+        path = crontab_file(name)
         parsed = parse_crontab(path.read_text(), system=True)
         assert parsed.problems == []
         out = cli(dsn, "import-crontab", "--system", str(path)).stdout
@@ -51,7 +50,7 @@ def test_debian_crontabs_import_trigger_and_run(dsn, sql, start):
     # Re-import changes nothing.
     before = sql.execute("SELECT id, name, updated_at FROM pgsched.task ORDER BY id").fetchall()
     for name in FILES:
-        out = cli(dsn, "import-crontab", "--system", str(CRONTABS / name)).stdout
+        out = cli(dsn, "import-crontab", "--system", str(crontab_file(name))).stdout
         assert "0 created" in out and "unchanged" in out, out
     assert sql.execute("SELECT id, name, updated_at FROM pgsched.task ORDER BY id").fetchall() == before
 
