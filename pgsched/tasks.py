@@ -42,6 +42,8 @@ def check_json_object(field: str, value: object) -> None:
     no NaN or infinities, no NUL characters."""
     if not isinstance(value, dict):
         raise ValidationError(field, value, "must be a JSON object")
+    if not value:
+        return
     try:
         text = json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
