@@ -17,6 +17,7 @@ registered with ``@app.task`` are run, never any other importable callable (DESI
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,8 @@ from .errors import ValidationError
 from .tasks import TaskSpec
 
 REGISTERED = "__pgsched_task__"
+
+log = logging.getLogger(__name__)
 
 
 class App:
@@ -55,6 +58,10 @@ class App:
         expr = None if kind == "none" else str(schedule or every or at)
 
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
+            if func.__module__ == "__main__":
+                raise ValidationError("python_target", f"__main__:{func.__qualname__}",
+                                      "is in a script run directly, which no worker can import: define tasks "
+                                      "in a module (tasks.py) and import it from the script")
             spec = TaskSpec(
                 name=name or func.__name__, handler_kind="python",
                 python_target=f"{func.__module__}:{func.__qualname__}", schedule_kind=kind,
@@ -84,11 +91,21 @@ class App:
 
     def sync(self, db: Database) -> list[str]:
         """Store every registered task that does not exist yet; return the names created.
-        Existing tasks of the same name are left as they are."""
+        Existing tasks of the same name are left as they are; one whose stored schedule,
+        zone or target differs from its declaration is logged as a warning (change it with
+        ``pgsched task update``)."""
         created = []
         for spec in self.specs.values():
             if tasks.create(db, spec, if_absent=True) is not None:
                 created.append(spec.name)
+                continue
+            row = tasks.get(db, spec.name, spec.tenant)
+            stored = (row["schedule_kind"], row["schedule_expr"], row["timezone"], row["python_target"])
+            declared = (spec.schedule_kind, spec.validate().expr, spec.timezone, spec.python_target)
+            if stored != declared:
+                log.warning("task %s exists with schedule %s %s (%s), target %s; declared %s %s (%s), target %s. "
+                            "sync leaves existing tasks alone: use 'pgsched task update'", spec.name, *stored,
+                            *declared)
         return created
 
 

@@ -162,12 +162,14 @@ def import_crontab(db: Database | None, path: str | Path, *, system: bool = Fals
     prefix = re.sub(r"([\\%_])", r"\\\1", Path(source).name) + ":%"
     if db is None or dry_run:
         for entry, spec in specs:
-            report.lines.append(ImportLine.for_task(entry, spec, "would_create"))
+            exists = db is not None and db.one("task_get", name=spec.name, tenant=tenant) is not None
+            report.lines.append(ImportLine.for_task(entry, spec, "unchanged" if exists else "would_create"))
         stale = [r["name"] for r in db.many("task_by_source", tenant=tenant, prefix=prefix)
                  if r["name"] not in {spec.name for _, spec in specs}] if db is not None else []
         if stale:
             report.notes.append(f"{len(stale)} task(s) from an earlier import of {Path(source).name} match no line "
-                                f"now and would stay: {', '.join(stale)} (--replace deletes them)")
+                                f"now: {', '.join(stale)}; " + ("--replace would delete them" if replace else
+                                                                "they would stay (--replace deletes them)"))
     else:
         with db.transaction() as tx:
             for entry, spec in specs:

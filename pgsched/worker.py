@@ -204,6 +204,8 @@ class Worker:
                             else:
                                 self.wake.set()
             except (psycopg.Error, PgschedError) as exc:
+                if stop.is_set():
+                    return  # stopping anyway (the embedded server may be going down with us)
                 log.warning("worker listener lost its connection (%s); retrying in %.1fs", exc, backoff)
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 10.0)

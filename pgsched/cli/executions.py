@@ -20,8 +20,8 @@ def execution() -> None:
 
 @execution.command("list")
 @click.option("--task", "task_name", help="Only this task's executions.")
-@click.option("--state", type=click.Choice(["pending", "running", "succeeded", "failed", "timed_out",
-                                            "cancelled", "skipped", "dead"]))
+@click.option("--state", type=click.Choice(["pending", "running", "succeeded", "dead", "cancelled", "skipped"]),
+              help="Only executions in this state (dead: failed for good, the dead-letter queue).")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx

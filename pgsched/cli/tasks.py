@@ -237,7 +237,8 @@ _simple_task_command("delete", "Delete a task (soft: history stays; pending exec
 @click.option("--params", help="Params for this run, a JSON object (merged over the task's).")
 @click.option("--at", help="Run at an ISO 8601 instant or +DURATION (default now).")
 @click.option("--priority", type=int, help="1 (most urgent) to 10; default the task's.")
-@click.option("--idempotency-key", help="A second trigger with the same key creates nothing.")
+@click.option("--idempotency-key", help="While a run with this key is queued or running, a second trigger "
+              "returns it; once one has succeeded, a second is recorded 'skipped', not run.")
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
 def task_trigger(c: Context, name: str, params: str | None, at: str | None, priority: int | None,
@@ -271,8 +272,9 @@ def import_crontab(c: Context, file: str, system: bool, dry_run: bool, tz: str |
     changed or went away are reported (deleted with --replace)."""
     if tz is not None:
         Schedule.parse("cron", "@daily", tz)  # a clear error for an unknown zone
-    report = importer.import_crontab(None if dry_run else c.db(), file, system=system, tenant=c.tenant,
-                                     dry_run=dry_run, tz=tz, replace=replace)
+    db = c.db()  # a dry run reads it too: what exists already, what --replace would delete
+    report = importer.import_crontab(db, file, system=system, tenant=c.tenant, dry_run=dry_run, tz=tz,
+                                     replace=replace)
     if as_json:
         print_json(importer.as_json(report))
     else:

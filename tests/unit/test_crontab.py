@@ -10,7 +10,8 @@ import pytest
 
 from pgsched.crontab import Crontab, CrontabEntry, CrontabProblem, parse_crontab
 
-CRONTABS = Path(__file__).resolve().parents[3] / "shared" / "data" / "crontabs"
+from ..conftest import crontab_file, crontab_files
+
 DEBIAN_PATH = "/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin"
 ENV_LINE = re.compile(r"[ \t]*[A-Za-z_][A-Za-z0-9_]*[ \t]*=")
 
@@ -20,7 +21,7 @@ def is_system(path: Path) -> bool:
 
 
 def parse_file(name: str) -> Crontab:
-    path = CRONTABS / name
+    path = crontab_file(name)
     return parse_crontab(path.read_text(encoding="utf-8"), system=is_system(path))
 
 
@@ -42,10 +43,9 @@ def one_problem(text: str, *, system: bool = False) -> CrontabProblem:
 
 
 def test_no_line_is_lost_in_any_shared_crontab():
-    # Must FAIL (not skip) when the shared data is missing.
-    assert CRONTABS.is_dir(), f"missing crontab fixtures folder {CRONTABS}"
-    files = sorted(p for p in CRONTABS.iterdir() if p.is_file())
-    assert files, f"no crontab fixtures in {CRONTABS}"
+    # Must FAIL (not skip) when the crontabs are missing.
+    files = crontab_files()
+    assert files, "no crontab fixtures (tests/data/crontabs)"
     for path in files:
         text = path.read_text(encoding="utf-8")
         result = parse_crontab(text, system=is_system(path))
@@ -68,8 +68,7 @@ def test_no_line_is_lost_in_any_shared_crontab():
 
 
 def test_expected_entry_counts_of_shared_crontabs():
-    counts = {p.name: len(parse_file(p.name).entries) for p in CRONTABS.iterdir()}
-    assert counts == {
+    expected = {
         "anacron.cron.d": 1,
         "certbot.cron.d": 1,
         "debian-crontab": 4,
@@ -80,6 +79,7 @@ def test_expected_entry_counts_of_shared_crontabs():
         "sa-exim.cron.d": 1,
         "sysstat.cron.d": 2,
     }
+    assert {name: len(parse_file(name).entries) for name in expected} == expected
 
 
 def test_debian_crontab():
