@@ -283,29 +283,39 @@ BEGIN
     END LOOP;
 END $$;
 
--- When a retry proposed for proposed_at may run under the retry budget: retries may be
--- at most retry_budget_ratio of the attempts started in the last minute (and always
--- retry_budget_min_per_minute). While the minute window starting at the proposed time
--- already holds that many pending retries, the retry moves one minute later (up to an
--- hour). Never drops a retry.
+-- When a retry proposed for proposed_at may run under the retry budget. Retries may be
+-- at most retry_budget_ratio of the attempts started in the last minute, and always
+-- retry_budget_min_per_minute. The budget is counted per clock minute: retries already
+-- started in it (finished or running) plus those queued to start in it. While the
+-- proposed minute is full the retry moves to the start of the next one (up to an hour
+-- on). Never drops a retry. Callers serialise on a transaction advisory lock, so two
+-- workers cannot both take the last place.
 CREATE FUNCTION pgsched.retry_slot_v1(proposed_at timestamptz) RETURNS timestamptz
 LANGUAGE plpgsql AS $$
 DECLARE
     started integer;
     allowed integer;
     slot timestamptz := proposed_at;
-    queued integer;
+    minute timestamptz;
+    used integer;
 BEGIN
+    PERFORM pg_advisory_xact_lock(8099569325639558147);  -- 0x7067736368656403: the retry budget
     SELECT count(*) INTO started FROM pgsched.execution_attempt a
      WHERE a.started_at > now() - interval '1 minute';
     allowed := greatest((pgsched.setting_v1('retry_budget_min_per_minute'))::integer,
                         floor((pgsched.setting_v1('retry_budget_ratio'))::float8 * started)::integer);
     FOR i IN 1..60 LOOP
-        SELECT count(*) INTO queued FROM pgsched.execution x
-         WHERE x.state = 'pending' AND x.attempt > 0
-           AND x.run_at >= slot AND x.run_at < slot + interval '1 minute';
-        EXIT WHEN queued < allowed;
-        slot := slot + interval '1 minute';
+        minute := date_trunc('minute', slot);
+        SELECT count(*) INTO used FROM pgsched.execution x
+         WHERE x.attempt > 0
+           AND ((x.state = 'pending' AND x.run_at >= minute AND x.run_at < minute + interval '1 minute')
+             OR (x.state = 'running' AND x.attempt > 1
+                 AND x.started_at >= minute AND x.started_at < minute + interval '1 minute'));
+        used := used + (SELECT count(*) FROM pgsched.execution_attempt a
+                         WHERE a.attempt > 1 AND a.started_at >= minute
+                           AND a.started_at < minute + interval '1 minute');
+        EXIT WHEN used < allowed;
+        slot := minute + interval '1 minute';
     END LOOP;
     RETURN slot;
 END $$;
@@ -345,7 +355,11 @@ BEGIN
             RETURN h.id;
         END IF;
     END IF;
-    SELECT k.max_attempts INTO max_tries FROM pgsched.task k WHERE k.id = h.task_id;
+    SELECT k.max_attempts INTO max_tries FROM pgsched.task k WHERE k.id = h.task_id AND k.deleted_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'execution: % belongs to a deleted task; it stays in the dead-letter queue', h.id
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     DELETE FROM pgsched.execution_history x WHERE x.id = h.id AND x.finished_at = h.finished_at;
     INSERT INTO pgsched.execution (id, tenant, task_id, scheduled_at, run_at, state, trigger,
         priority, queue, params, idempotency_key, attempt, max_attempts, leader_epoch,
@@ -356,7 +370,7 @@ BEGIN
     RETURN h.id;
 END $$;
 
--- Retry every dead execution (of one task when task_name is given). Returns how many.
+-- Retry every dead execution of a live task (of task_name when given). Returns how many.
 CREATE FUNCTION pgsched.dlq_retry_all_v1(task_name text DEFAULT NULL, tenant text DEFAULT 'default')
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
@@ -365,7 +379,7 @@ DECLARE
 BEGIN
     FOR dead_id IN
         SELECT h.id FROM pgsched.execution_history h JOIN pgsched.task k ON k.id = h.task_id
-         WHERE h.state = 'dead' AND h.tenant = dlq_retry_all_v1.tenant
+         WHERE h.state = 'dead' AND h.tenant = dlq_retry_all_v1.tenant AND k.deleted_at IS NULL
            AND (dlq_retry_all_v1.task_name IS NULL OR k.name = dlq_retry_all_v1.task_name)
          ORDER BY h.id
     LOOP

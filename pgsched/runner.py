@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,6 +48,20 @@ class Outcome:
     error_types: tuple[str, ...] = ()
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable_text(text: str) -> str:
+    """``text`` as PostgreSQL can store it: NUL characters removed, and lone surrogates
+    (which Python strings may hold but UTF-8 cannot) replaced with U+FFFD."""
+    text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = _SURROGATE.sub("\ufffd", text)
+    return text
+
+
 class LogSink:
     """Collects captured lines (thread-safe) until the owner drains them.
 
@@ -67,7 +82,7 @@ class LogSink:
         self.tail: collections.deque[str] = collections.deque(maxlen=3)
 
     def write(self, stream: str, text: str) -> None:
-        text = text.replace("\x00", "")
+        text = storable_text(text)
         size = len(text.encode("utf-8", errors="replace")) + 1
         with self._lock:
             if stream != "system" and (self._seq >= self.max_lines or self._bytes + size > self.max_bytes):

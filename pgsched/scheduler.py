@@ -303,7 +303,9 @@ class Scheduler:
         self.epoch = elected["epoch"]
         log.info("scheduler %s is leader (term %d)", self.holder, self.epoch)
         lock.exec("scheduler_listen")
-        next_maintenance = next_rescue = 0.0
+        next_maintenance = 0.0
+        grace = self.db.one("scheduler_rescue_grace")
+        next_rescue = time.monotonic() + (grace["seconds"] if grace else 15.0)
         while not stop.is_set():
             lock.one("scheduler_ping")  # raises if the lock connection is gone: stop acting
             self._seen("leader")

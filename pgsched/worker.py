@@ -34,7 +34,7 @@ from . import app as app_module
 from .db import Database, Row, Session, connect
 from .errors import ConnectionFailed, PgschedError, TransientError
 from .retry import backoff_seconds
-from .runner import LogSink, Outcome, run_command, run_python
+from .runner import LogSink, Outcome, run_command, run_python, storable_text
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,7 @@ class Worker:
         self._running = 0
         self._lock = threading.Lock()
         self._active: dict[int, _Slot] = {}
+        self._early_cancels: set[int] = set()  # cancels that came before their execution's slot
 
     # -- lifecycle ---------------------------------------------------------------------
     def _register(self) -> None:
@@ -176,8 +177,13 @@ class Worker:
         False when this worker does not hold it."""
         with self._lock:
             slot = self._active.get(execution_id)
-        if slot is None:
-            return False
+            if slot is None:
+                # Perhaps claimed but not started yet: remember it briefly (the claim and
+                # the heartbeat also carry the request).
+                self._early_cancels.add(execution_id)
+                if len(self._early_cancels) > 10_000:
+                    self._early_cancels.clear()
+                return False
         log.info("execution %s: cancel requested; stopping it", execution_id)
         slot.end("cancel")
         return True
@@ -213,11 +219,18 @@ class Worker:
     def _heartbeat(self, stop: threading.Event) -> None:
         # Until the worker has drained and stopped (not merely been asked to stop): a
         # draining worker is alive and must not look dead.
+        # Its own connection: a pool busy with output flushes must not delay the heartbeat.
+        conn: psycopg.Connection[Row] | None = None
         while not self._done.wait(self.config.heartbeat_interval):
             try:
-                row = self.db.one("worker_heartbeat", id=self.id, running=self._running)
-            except PgschedError as exc:
+                if conn is None or conn.closed:
+                    conn = connect(self.db.dsn, application_name="pgsched worker heartbeat")
+                row = Session(conn).one("worker_heartbeat", id=self.id, running=self._running)
+            except (psycopg.Error, PgschedError) as exc:
                 log.warning("worker %s heartbeat failed: %s", self.id, exc)
+                if conn is not None:
+                    conn.close()
+                conn = None
                 continue
             assert row is not None
             if not row["alive"]:
@@ -225,6 +238,8 @@ class Worker:
                 continue
             for execution_id in row["cancel_ids"]:
                 self.cancel(execution_id)
+        if conn is not None:
+            conn.close()
 
     def _cancel_payload(self, payload: str) -> None:
         try:
@@ -270,7 +285,11 @@ class Worker:
         slot = _Slot()
         with self._lock:
             self._active[row["id"]] = slot
-        if self.hard_stop.is_set():
+            early = row["id"] in self._early_cancels
+            self._early_cancels.discard(row["id"])
+        if early or row.get("cancel_requested_at") is not None:
+            slot.end("cancel")
+        elif self.hard_stop.is_set():
             slot.end("handback")
         try:
             try:
@@ -288,8 +307,14 @@ class Worker:
                                   + (f" ({outcome.error})" if outcome.error else ""))
             self._flush_logs(row, sink, final=True)
             self._record(row, outcome, started, list(sink.tail), handback=slot.reason == "handback")
-        except BaseException:
+        except BaseException as exc:
             log.exception("execution %s: recording the outcome failed", row["id"])
+            try:  # never leave it 'running': record the failure itself
+                self._record(row, Outcome("failed", error=f"internal error recording the outcome: "
+                                          f"{type(exc).__name__}: {storable_text(str(exc))[:500]}"),
+                             started, [], handback=False)
+            except BaseException:
+                log.exception("execution %s: recording the failure failed too", row["id"])
         finally:
             with self._lock:
                 self._running -= 1
@@ -415,6 +440,10 @@ class Worker:
         lease = dict(id=row["id"], lease_id=row["lease_id"])
         with self.db.transaction() as tx:
             if final is None:
+                asked = tx.one("execution_cancel_requested", **lease)
+                if asked is not None and asked["requested"]:
+                    final = "cancelled"  # asked while this attempt ended: never start another
+            if final is None:
                 proposed = finished
                 if not stopped:
                     proposed += timedelta(seconds=backoff_seconds(
@@ -447,7 +476,7 @@ def _storable(outcome: Outcome) -> Outcome:
     """The outcome with what PostgreSQL cannot store removed or turned into a failure: NUL
     characters in the error text; a result that is not strict JSON (NaN, infinities,
     objects json cannot encode) or holds a NUL character."""
-    error = outcome.error.replace("\x00", "") if outcome.error else outcome.error
+    error = storable_text(outcome.error) if outcome.error else outcome.error
     if outcome.result is not None:
         try:
             text = json.dumps(outcome.result, allow_nan=False)

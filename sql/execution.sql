@@ -116,3 +116,10 @@ SELECT queue, count(*) FILTER (WHERE state = 'pending' AND run_at <= now()) AS r
 
 -- name: execution_cancel :one
 SELECT pgsched.cancel_v1(%(id)s, %(tenant)s) AS outcome
+
+-- name: execution_cancel_requested :one
+-- Whether a cancel was asked for the execution this lease holds (checked, with the row
+-- locked, before an attempt is retried: a cancelled execution is never started again).
+SELECT cancel_requested_at IS NOT NULL AS requested FROM pgsched.execution
+ WHERE id = %(id)s AND lease_id = %(lease_id)s
+   FOR UPDATE

@@ -95,3 +95,11 @@ SELECT id, name, hostname, pid, started_at, last_seen_at,
   FROM pgsched.scheduler_node
  WHERE role = 'standby' AND last_seen_at > now() - make_interval(secs => %(seconds)s)
  ORDER BY id
+
+-- name: scheduler_rescue_grace :one
+-- Seconds a new leader waits before declaring workers dead: as long as the slowest running
+-- worker may stay silent. Workers could not heartbeat while the database was unreachable
+-- (the usual reason a leader is new), so they get one full window to be heard again.
+SELECT coalesce(max(heartbeat_interval), 0) * (pgsched.setting_v1('worker_dead_after_heartbeats'))::float8
+       AS seconds
+  FROM pgsched.worker WHERE state = 'running'

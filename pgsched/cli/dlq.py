@@ -63,8 +63,10 @@ def dlq_retry(c: Context, execution_id: int | None, retry_all: bool, task_name: 
     state = db.one("execution_get", id=execution_id, tenant=c.tenant)
     if as_json:
         print_json({"id": row["id"], "state": state["state"] if state else None})
+    elif state is not None and state["state"] == "skipped":
+        click.echo(f"execution {execution_id} skipped: {state['error']}")
     else:
-        click.echo(f"execution {execution_id} is {state['state'] if state else 'gone'}")
+        click.echo(f"execution {execution_id} is queued again")
 
 
 @dlq.command("purge")

@@ -103,8 +103,9 @@ def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, pre
               help="Executions run at once.")
 @click.option("--poll-interval", default=2.0, show_default=True, type=Seconds(0.05, 3600),
               help="Seconds between polls (besides LISTEN).")
-@click.option("--heartbeat-interval", default=5.0, show_default=True, type=Seconds(0.1, 3600),
-              help="Seconds between heartbeats.")
+@click.option("--heartbeat-interval", default=5.0, show_default=True, type=Seconds(0.5, 3600),
+              help="Seconds between heartbeats; the leader declares a worker silent for 3 of them dead "
+              "and runs its executions elsewhere, so keep it well above the longest stall you expect.")
 @click.option("--kill-grace", default=5.0, show_default=True, type=Seconds(0, 3600),
               help="Seconds between SIGTERM and SIGKILL when a command times out.")
 @click.option("--shutdown-timeout", default=30.0, show_default=True, type=Seconds(0, 86400),

@@ -196,16 +196,31 @@ def test_dlq_retry_all_and_purge(db, sql):
 
 def test_retries_over_the_budget_move_to_a_later_minute(db, sql):
     sql.execute("UPDATE pgsched.setting SET value = '2' WHERE name = 'retry_budget_min_per_minute'")
+    sql.execute("UPDATE pgsched.setting SET value = '0' WHERE name = 'retry_budget_ratio'")
     make_task(db)
-    soon = datetime.now(UTC) + timedelta(seconds=30)
+    minute = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=2)
+    soon = minute + timedelta(seconds=10)
     slot = lambda: db.one("execution_retry_slot", proposed=soon)["run_at"]  # noqa: E731
     assert slot() == soon  # nothing queued yet
     for _ in range(2):
-        ident = tasks.trigger(db, "job", run_at=soon + timedelta(seconds=5))
-        sql.execute("UPDATE pgsched.execution SET attempt = 1 WHERE id = %s", [ident])  # a pending retry
-    assert slot() == soon + timedelta(minutes=1)  # this minute is full: never dropped, delayed
+        ident = tasks.trigger(db, "job", run_at=minute + timedelta(seconds=50))
+        sql.execute("UPDATE pgsched.execution SET attempt = 1 WHERE id = %s", [ident])  # a queued retry
+    assert slot() == minute + timedelta(minutes=1)  # this minute is full: delayed, never dropped
     sql.execute("UPDATE pgsched.setting SET value = '3' WHERE name = 'retry_budget_min_per_minute'")
     assert slot() == soon
+
+
+def test_retries_already_started_in_a_minute_count_against_it(db, sql):
+    sql.execute("UPDATE pgsched.setting SET value = '1' WHERE name = 'retry_budget_min_per_minute'")
+    sql.execute("UPDATE pgsched.setting SET value = '0' WHERE name = 'retry_budget_ratio'")
+    make_task(db)
+    ident = tasks.trigger(db, "job", run_at=T0)
+    now = datetime.now(UTC)
+    sql.execute("""INSERT INTO pgsched.execution_attempt (execution_id, attempt, state, started_at, finished_at)
+                   VALUES (%s, 2, 'failed', %s, %s)""", [ident, now, now])  # a retry ran this minute
+    proposed = now + timedelta(seconds=1)
+    expected = proposed if proposed.minute != now.minute else now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    assert db.one("execution_retry_slot", proposed=proposed)["run_at"] == expected
 
 
 # --- misfire policies -----------------------------------------------------------------
@@ -249,3 +264,37 @@ def test_skip_runs_a_fire_that_is_only_a_little_late(db, sql):
     scheduler.tick(db, 1, at(1, 20))  # 20 s late, within the 60 s grace
     rows = sql.execute("SELECT scheduled_at FROM pgsched.execution").fetchall()
     assert [r["scheduled_at"] for r in rows] == [at(1)]
+
+
+def test_dlq_retry_of_a_deleted_tasks_execution_is_refused(db, sql):
+    ident = dead(db, sql, "doomed")
+    tasks.delete(db, "doomed")
+    with pytest.raises(Exception, match="belongs to a deleted task"):
+        db.one("dlq_retry", id=ident, tenant="default")
+    assert db.one("dlq_retry_all", task=None, tenant="default")["retried"] == 0
+    assert state_of(sql, ident)["state"] == "dead"
+
+
+def test_a_new_leader_waits_one_dead_worker_window(db, sql):
+    assert db.one("scheduler_rescue_grace")["seconds"] == 0  # no workers: nothing to wait for
+    register(db, "slow")  # heartbeat interval 5 s
+    assert db.one("scheduler_rescue_grace")["seconds"] == 15
+
+
+def test_an_attempt_that_ends_after_a_cancel_is_not_retried(db, sql):
+    """The cancel arrives after the worker has stopped listening for it (the attempt failed
+    on its own): the worker must not queue another attempt."""
+    from pgsched.runner import Outcome
+    from pgsched.worker import Worker, WorkerConfig
+
+    worker = Worker(db, WorkerConfig())
+    worker._register()
+    make_task(db, max_attempts=3)
+    ident = tasks.trigger(db, "job", run_at=T0)
+    (row,) = claim(db, worker.id)
+    assert sql.execute("SELECT pgsched.cancel_v1(%s) AS o", [ident]).fetchone()["o"] == "cancelling"
+    now = datetime.now(UTC)
+    final, retry_at, _ = worker._store_outcome(row, Outcome("failed", 1, "exited with code 1"), now, False, now)
+    assert (final, retry_at) == ("cancelled", None)
+    assert state_of(sql, ident)["state"] == "cancelled"
+    assert [a["state"] for a in attempts(sql, ident)] == ["failed"]

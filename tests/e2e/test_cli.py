@@ -103,7 +103,7 @@ def test_naive_at_is_read_in_the_task_time_zone(dsn, sql):
     (["scheduler", "--retention-days", "-1"], "-1 is not in the range 1<=x<=36500"),
     (["scheduler", "--batch", "0"], "0 is not in the range 1<=x<=100000"),
     (["worker", "--poll-interval", "nan"], "'nan' is not between 0.05 and 3600 seconds"),
-    (["worker", "--heartbeat-interval", "0"], "'0' is not between 0.1 and 3600 seconds"),
+    (["worker", "--heartbeat-interval", "0"], "'0' is not between 0.5 and 3600 seconds"),
     (["worker", "--shutdown-timeout", "-5"], "'-5' is not between 0 and 86400 seconds"),
     (["worker", "--queue", ""], "queue: '' must be 1-64 characters"),
 ])

@@ -74,6 +74,11 @@ PY_MODULE = textwrap.dedent('''
             raise
 
     @app.task()
+    def surrogate():
+        print("bad \\ud800 char")
+        raise ValueError("bad \\udcff")
+
+    @app.task()
     def picky(kind):
         raise {"value": ValueError, "key": KeyError}[kind]("bad input")
 ''')
@@ -120,7 +125,7 @@ def test_failures_marked_not_retryable_go_straight_to_the_dead_letter_queue(dsn,
     listed = json.loads(cli(dsn, "dlq", "list", "--json").stdout)
     assert sorted(r["id"] for r in listed) == sorted([usage["id"], value["id"], key["id"]])
     cli(dsn, "task", "update", "usage", "--command", "echo fixed")
-    assert cli(dsn, "dlq", "retry", str(usage["id"])).stdout.strip() == f"execution {usage['id']} is pending"
+    assert cli(dsn, "dlq", "retry", str(usage["id"])).stdout.strip() == f"execution {usage['id']} is queued again"
     again = finished(sql, usage["id"])
     assert (again["state"], again["attempt"], again["max_attempts"]) == ("succeeded", 2, 4)
     assert [(a["attempt"], a["state"]) for a in attempts(sql, usage["id"])] == [(1, "failed"), (2, "succeeded")]
@@ -201,3 +206,15 @@ def test_a_leader_whose_lock_connection_breaks_stops_leading(dsn, sql, start):
     wait_until(lambda: "is leader (term 2)" in leader.output, message="a new term")
     status = json.loads(cli(dsn, "status", "--json").stdout)
     assert (status["leader"]["epoch"], status["leader"]["lock_held"]) == (2, True)
+
+
+def test_text_python_cannot_encode_never_leaves_an_execution_running(dsn, sql, start, tmp_path):
+    """Lone surrogates (valid in a Python str, not in UTF-8) in output and in the error."""
+    (tmp_path / "pyjobs.py").write_text(PY_MODULE)
+    cli(dsn, "task", "create", "surrogate", "--python", "pyjobs:surrogate")
+    start("worker", "--poll-interval", "0.5", "--pythonpath", str(tmp_path))
+    done = finished(sql, trigger(dsn, "surrogate"))
+    assert done["state"] == "dead" and done["error"] == "ValueError: bad \ufffd"
+    lines = [r["line"] for r in sql.execute("SELECT line FROM pgsched.execution_log WHERE execution_id = %s "
+                                             "ORDER BY seq", (done["id"],))]
+    assert lines[0] == "bad \ufffd char"
