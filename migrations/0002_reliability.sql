@@ -75,6 +75,10 @@ CREATE OR REPLACE VIEW pgsched.execution_all AS
            NULL::timestamptz, NULL::double precision
       FROM pgsched.execution_history;
 
+-- The leader's own heartbeat (a thread, every second): a standby ends the session of a
+-- leader silent for too long (hung, not dead: its lock would otherwise never be freed).
+ALTER TABLE pgsched.leader ADD COLUMN heartbeat_at timestamptz;
+
 ------------------------------------------------------------------------------------------
 -- Scheduler processes: leader and standbys, for status and failover figures.
 ------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import psycopg
 
-from .db import Database, Session, connect
+from .db import Database, Row, Session, connect
 from .errors import PgschedError, TransientError
 from .schedule import Schedule
 
@@ -42,7 +42,9 @@ class SchedulerConfig:
     """``batch``: tasks per tick transaction; ``max_sleep``: longest sleep between ticks
     (seconds; the poll fallback); ``retention_days``: history kept (days, UTC);
     ``premake_days``: partitions created ahead; ``maintenance_interval`` seconds;
-    ``rescue_interval``: how often (seconds) the leader looks for dead workers."""
+    ``rescue_interval``: how often (seconds) the leader looks for dead workers;
+    ``leader_timeout``: seconds a leader may go without heartbeating (every second, from
+    its own thread) before a standby ends its session and takes over."""
 
     batch: int = 1000
     max_sleep: float = 5.0
@@ -51,6 +53,7 @@ class SchedulerConfig:
     premake_days: int = 3
     maintenance_interval: float = 3600.0
     rescue_interval: float = 1.0
+    leader_timeout: float = 10.0
     name: str | None = None
 
 
@@ -295,6 +298,11 @@ class Scheduler:
                 log.info("scheduler %s is standby; another scheduler leads", self.holder)
                 announced = True
             self._seen("standby")
+            for hung in self.db.many("scheduler_end_stale_leader", key=LEADER_LOCK_KEY,
+                                     seconds=self.config.leader_timeout):
+                log.error("leader %s (term %s) has not heartbeated for %.1fs although it holds the lock: "
+                          "ended its session (pid %s) to take over", hung["holder"], hung["epoch"],
+                          hung["silent_seconds"], hung["pid"])
             stop.wait(self.config.standby_retry)
         else:
             return
@@ -302,6 +310,37 @@ class Scheduler:
         assert elected is not None
         self.epoch = elected["epoch"]
         log.info("scheduler %s is leader (term %d)", self.holder, self.epoch)
+        leading = threading.Event()
+        beat = threading.Thread(target=self._leader_heartbeat, args=(self.epoch, leading, stop), daemon=True,
+                                name="pgsched-leader-heartbeat")
+        beat.start()
+        try:
+            self._lead(lock, stop)
+        finally:
+            leading.set()  # the heartbeat thread ends
+
+    def _leader_heartbeat(self, epoch: int, done: threading.Event, stop: threading.Event) -> None:
+        """Every second, on its own connection: this leader is alive. A process that hangs
+        stops this too, so a standby can tell a hung leader from a busy one."""
+        conn: psycopg.Connection[Row] | None = None
+        try:
+            while not (done.is_set() or stop.is_set()):
+                try:
+                    if conn is None or conn.closed:
+                        conn = connect(self.db.dsn, application_name="pgsched scheduler heartbeat")
+                    if Session(conn).one("scheduler_leader_heartbeat", epoch=epoch) is None:
+                        return  # another term has begun; the main loop finds out at its ping
+                except (psycopg.Error, PgschedError) as exc:
+                    log.warning("leader heartbeat failed: %s", exc)
+                    if conn is not None:
+                        conn.close()
+                    conn = None
+                done.wait(1.0)
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def _lead(self, lock: Session, stop: threading.Event) -> None:
         lock.exec("scheduler_listen")
         next_maintenance = 0.0
         grace = self.db.one("scheduler_rescue_grace")

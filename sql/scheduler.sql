@@ -46,11 +46,11 @@ SELECT pg_try_advisory_lock(%(key)s) AS acquired
 
 -- name: scheduler_elect :one
 -- Record a new term for the leader that just took the lock.
-INSERT INTO pgsched.leader (singleton, epoch, holder, elected_at)
-VALUES (true, 1, %(holder)s, now())
+INSERT INTO pgsched.leader (singleton, epoch, holder, elected_at, heartbeat_at)
+VALUES (true, 1, %(holder)s, now(), now())
 ON CONFLICT (singleton) DO UPDATE
    SET epoch = pgsched.leader.epoch + 1, holder = EXCLUDED.holder, elected_at = now(),
-       last_tick_at = NULL
+       last_tick_at = NULL, heartbeat_at = now()
 RETURNING epoch
 
 -- name: scheduler_record_tick :exec
@@ -103,3 +103,20 @@ SELECT id, name, hostname, pid, started_at, last_seen_at,
 SELECT coalesce(max(heartbeat_interval), 0) * (pgsched.setting_v1('worker_dead_after_heartbeats'))::float8
        AS seconds
   FROM pgsched.worker WHERE state = 'running'
+
+-- name: scheduler_leader_heartbeat :one
+-- The leader is alive (its heartbeat thread); no row when another term has begun.
+UPDATE pgsched.leader SET heartbeat_at = now() WHERE epoch = %(epoch)s RETURNING epoch
+
+-- name: scheduler_end_stale_leader :many
+-- A standby's check: when the leader has not heartbeated for %(seconds)s seconds although
+-- its lock is held, end the session holding the lock (pg_terminate_backend), so that the
+-- lock is free. The hung process finds its session gone when it wakes, and stops acting.
+SELECT l.pid, ld.holder, ld.epoch,
+       extract(epoch FROM now() - ld.heartbeat_at)::float8 AS silent_seconds,
+       pg_terminate_backend(l.pid) AS ended
+  FROM pgsched.leader ld
+  JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted
+                 AND ((l.classid::bigint << 32) | l.objid::bigint) = %(key)s
+ WHERE ld.heartbeat_at < now() - make_interval(secs => %(seconds)s)
+   AND l.pid <> pg_backend_pid()

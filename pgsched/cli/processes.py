@@ -85,13 +85,17 @@ def _run_until_signal(targets: list[tuple[str, Any]], urgent: list[Any] | None =
               help="Days of execution history kept (at least 1).")
 @click.option("--premake-days", default=3, show_default=True, type=click.IntRange(1, 60),
               help="Days of partitions created ahead.")
+@click.option("--leader-timeout", default=10.0, show_default=True, type=Seconds(2, 3600),
+              help="Seconds a leader may go without heartbeating (it does every second) before a standby "
+              "ends its session and takes over: a hung leader, not a dead one (that takes about 1 s).")
 @pass_ctx
-def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, premake_days: int) -> None:
+def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, premake_days: int,
+              leader_timeout: float) -> None:
     """Run a scheduler: fires due tasks while it is leader, stands by otherwise."""
     from ..scheduler import Scheduler, SchedulerConfig
 
     config = SchedulerConfig(batch=batch, max_sleep=max_sleep, retention_days=retention_days,
-                             premake_days=premake_days)
+                             premake_days=premake_days, leader_timeout=leader_timeout)
     _run_until_signal([("scheduler", Scheduler(c.db(), config).run)])
 
 

@@ -218,3 +218,24 @@ def test_text_python_cannot_encode_never_leaves_an_execution_running(dsn, sql, s
     lines = [r["line"] for r in sql.execute("SELECT line FROM pgsched.execution_log WHERE execution_id = %s "
                                              "ORDER BY seq", (done["id"],))]
     assert lines[0] == "bad \ufffd char"
+
+
+def test_a_hung_leader_is_replaced_and_steps_down_when_it_wakes(dsn, sql, start):
+    first = start("scheduler", "--max-sleep", "0.5", "--leader-timeout", "3")
+    wait_until(lambda: "is leader (term 1)" in first.output, message="first leader")
+    second = start("scheduler", "--max-sleep", "0.5", "--leader-timeout", "3")
+    wait_until(lambda: "is standby" in second.output, message="standby")
+    first.proc.send_signal(signal.SIGSTOP)  # hung: its lock connection stays open
+    stopped = time.monotonic()
+    try:
+        wait_until(lambda: "is leader (term 2)" in second.output, timeout=20, message="the standby takes over")
+        took = time.monotonic() - stopped
+        print(f"hung leader replaced after {took:.1f}s (leader timeout 3 s)")
+        assert took < 3 + 4
+        assert "has not heartbeated" in second.output
+    finally:
+        first.proc.send_signal(signal.SIGCONT)
+    wait_until(lambda: "no longer leading" in first.output, message="the old leader steps down when it wakes")
+    wait_until(lambda: first.output.count("is standby") >= 1, message="and stands by")
+    leader = json.loads(cli(dsn, "status", "--json").stdout)["leader"]
+    assert (leader["epoch"], leader["lock_held"]) == (2, True) and str(second.proc.pid) in leader["holder"]
