@@ -57,7 +57,8 @@ RETURNING epoch
 UPDATE pgsched.leader SET last_tick_at = now() WHERE epoch = %(epoch)s
 
 -- name: scheduler_leader :one
-SELECT epoch, holder, elected_at, last_tick_at,
+SELECT epoch, holder, elected_at, last_tick_at, heartbeat_at,
+       extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age_seconds,
        EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
                  AND ((classid::bigint << 32) | objid::bigint) = %(key)s) AS lock_held
   FROM pgsched.leader

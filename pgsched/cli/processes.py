@@ -189,8 +189,12 @@ def status(c: Context, as_json: bool) -> None:
                     "partitions": partitions, "default_partition_rows": strays})
         return
     if leader and leader["lock_held"]:
+        age = leader["heartbeat_age_seconds"]
         click.echo(f"leader: {leader['holder']} (term {leader['epoch']}, since {fmt(leader['elected_at'])}, "
-                   f"last tick {fmt(leader['last_tick_at'])})")
+                   f"last tick {fmt(leader['last_tick_at'])}"
+                   + (f", heartbeat {age:.1f}s ago" if age is not None else "") + ")"
+                   + ("  (silent: it may be hung; standbys take over after --leader-timeout)"
+                      if age is not None and age > 5 else ""))
     else:
         click.echo("leader: none (no scheduler is running)")
     click.echo(f"standby schedulers: {len(standbys)}" + "".join(

@@ -239,3 +239,5 @@ def test_a_hung_leader_is_replaced_and_steps_down_when_it_wakes(dsn, sql, start)
     wait_until(lambda: first.output.count("is standby") >= 1, message="and stands by")
     leader = json.loads(cli(dsn, "status", "--json").stdout)["leader"]
     assert (leader["epoch"], leader["lock_held"]) == (2, True) and str(second.proc.pid) in leader["holder"]
+    assert leader["heartbeat_age_seconds"] < 3
+    assert "heartbeat" in cli(dsn, "status").stdout.splitlines()[0]
