@@ -15,7 +15,7 @@ from .root import Context, main, pass_ctx
 
 @main.group()
 def execution() -> None:
-    """List and inspect executions and their logs."""
+    """List, inspect and cancel executions; read their logs."""
 
 
 @execution.command("list")
