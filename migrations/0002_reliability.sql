@@ -386,6 +386,7 @@ BEGIN
          WHERE h.state = 'dead' AND h.tenant = dlq_retry_all_v1.tenant AND k.deleted_at IS NULL
            AND (dlq_retry_all_v1.task_name IS NULL OR k.name = dlq_retry_all_v1.task_name)
          ORDER BY h.id
+           FOR UPDATE OF h SKIP LOCKED  -- rows a concurrent purge or retry holds are theirs
     LOOP
         PERFORM pgsched.dlq_retry_v1(dead_id, dlq_retry_all_v1.tenant);
         n := n + 1;
@@ -397,10 +398,15 @@ END $$;
 -- how many. Their attempts and logs go with their partitions' retention.
 CREATE FUNCTION pgsched.dlq_purge_v1(older_than interval DEFAULT interval '0', tenant text DEFAULT 'default')
 RETURNS integer LANGUAGE sql AS $$
-    WITH gone AS (
-        DELETE FROM pgsched.execution_history h
+    WITH doomed AS (
+        SELECT h.id, h.finished_at FROM pgsched.execution_history h
          WHERE h.state = 'dead' AND h.tenant = dlq_purge_v1.tenant
            AND h.finished_at < now() - dlq_purge_v1.older_than
+         ORDER BY h.id
+           FOR UPDATE SKIP LOCKED  -- rows a concurrent retry holds are being retried
+    ), gone AS (
+        DELETE FROM pgsched.execution_history h USING doomed d
+         WHERE h.id = d.id AND h.finished_at = d.finished_at
         RETURNING 1)
     SELECT count(*)::integer FROM gone;
 $$;

@@ -298,3 +298,15 @@ def test_an_attempt_that_ends_after_a_cancel_is_not_retried(db, sql):
     assert (final, retry_at) == ("cancelled", None)
     assert state_of(sql, ident)["state"] == "cancelled"
     assert [a["state"] for a in attempts(sql, ident)] == ["failed"]
+
+
+def test_dlq_retry_all_and_purge_at_once_each_skip_what_the_other_holds(db, sql, dsn):
+    ids = [dead(db, sql, f"t{i}") for i in range(4)]
+    with psycopg.connect(dsn, autocommit=False) as other:
+        # another session is retrying the first two (rows locked, not yet committed)
+        other.execute("SELECT id FROM pgsched.execution_history WHERE id = ANY(%s) FOR UPDATE", [ids[:2]])
+        assert db.one("dlq_purge", seconds=0.0, tenant="default")["purged"] == 2
+        assert db.one("dlq_retry_all", task=None, tenant="default")["retried"] == 0
+        other.rollback()
+    assert [state_of(sql, i)["state"] for i in ids[:2]] == ["dead", "dead"]
+    assert [state_of(sql, i) for i in ids[2:]] == [None, None]
