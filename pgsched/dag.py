@@ -301,3 +301,82 @@ def _is_upstream(nodes: dict[str, Node], candidate: str, node_id: str) -> bool:
             seen.add(current)
             stack.extend(nodes[current].depends_on)
     return False
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """How a node's upstream nodes stand: how many there are, and how many ended in each
+    state (``upstream_failed``: skipped because of a failure further up)."""
+
+    total: int
+    succeeded: int = 0
+    failed: int = 0
+    skipped: int = 0
+    upstream_failed: int = 0
+
+    @property
+    def done(self) -> int:
+        return self.succeeded + self.failed + self.skipped + self.upstream_failed
+
+
+def decide(rule: str, up: Upstream, failure_policy: str = "skip_downstream") -> str:
+    """What a waiting node does now, given its trigger rule and its upstream nodes: ``run``,
+    ``wait`` (not decidable yet), ``skipped`` or ``upstream_failed`` (skipped because
+    something upstream failed). Airflow's TriggerRuleDep with flag_upstream_failed:
+    a rule is decided as soon as the states seen settle it, not only when every upstream
+    node is done. A node without upstream nodes runs.
+
+    ``failure_policy`` ``continue`` lets downstream run regardless: failures upstream count
+    as done for the rules that want success (``all_success``, ``none_failed``,
+    ``none_failed_min_one_success`` then need every upstream done; the last, at least
+    one success). ``skip_downstream`` and ``fail_all`` use Airflow's rules as they are
+    (``fail_all`` also cancels the rest of the run, which is the engine's business).
+
+    Raises ValueError for an unknown rule or policy.
+    """
+    if rule not in TRIGGER_RULES:
+        raise ValueError(f"trigger rule {rule!r} is not one of {', '.join(TRIGGER_RULES)}")
+    if failure_policy not in FAILURE_POLICIES:
+        raise ValueError(f"failure policy {failure_policy!r} is not one of {', '.join(FAILURE_POLICIES)}")
+    if up.total == 0:
+        return "run"
+    all_done = up.done == up.total
+    failures = up.failed + up.upstream_failed
+    if failure_policy == "continue" and rule in ("all_success", "none_failed", "none_failed_min_one_success"):
+        if not all_done:
+            return "wait"
+        if rule == "none_failed_min_one_success" and up.succeeded == 0:
+            return "skipped"
+        return "run"
+    if rule == "all_success":
+        if failures:
+            return "upstream_failed"
+        if up.skipped:
+            return "skipped"
+        return "run" if up.succeeded == up.total else "wait"
+    if rule == "all_failed":
+        if up.succeeded or up.skipped:
+            return "skipped"
+        return "run" if all_done else "wait"
+    if rule == "all_done":
+        return "run" if all_done else "wait"
+    if rule == "one_success":
+        if up.succeeded:
+            return "run"
+        if not all_done:
+            return "wait"
+        return "upstream_failed" if failures else "skipped"
+    if rule == "one_failed":
+        if failures:
+            return "run"
+        return "skipped" if all_done else "wait"
+    if rule == "none_failed":
+        if failures:
+            return "upstream_failed"
+        return "run" if all_done else "wait"
+    # none_failed_min_one_success
+    if failures:
+        return "upstream_failed"
+    if not all_done:
+        return "wait"
+    return "run" if up.succeeded else "skipped"

@@ -98,3 +98,69 @@ def test_ten_thousand_nodes_validate():
     assert len(big.order) == 10_000 and len(big.levels) == depth and all(len(lv) == width for lv in big.levels)
     position = {n: i for i, n in enumerate(big.order)}
     assert all(position[up] < position[n.id] for n in big.nodes.values() for up in n.depends_on)
+
+
+U = dag.Upstream
+
+
+@pytest.mark.parametrize(("rule", "up", "expected"), [
+    # all_success: any failure settles it at once; a skip skips; otherwise wait for all
+    ("all_success", U(2, succeeded=2), "run"),
+    ("all_success", U(2, succeeded=1), "wait"),
+    ("all_success", U(3, failed=1), "upstream_failed"),  # the others still running
+    ("all_success", U(2, upstream_failed=1, succeeded=1), "upstream_failed"),
+    ("all_success", U(2, skipped=1, succeeded=1), "skipped"),
+    # all_failed
+    ("all_failed", U(2, failed=1, upstream_failed=1), "run"),
+    ("all_failed", U(2, failed=1), "wait"),
+    ("all_failed", U(2, failed=1, succeeded=1), "skipped"),
+    ("all_failed", U(2, skipped=1), "skipped"),
+    # all_done
+    ("all_done", U(3, succeeded=1, failed=1, skipped=1), "run"),
+    ("all_done", U(3, succeeded=1, failed=1), "wait"),
+    # one_success: the first success runs it; all done without one
+    ("one_success", U(3, succeeded=1), "run"),
+    ("one_success", U(3, failed=1), "wait"),
+    ("one_success", U(2, failed=1, skipped=1), "upstream_failed"),
+    ("one_success", U(2, skipped=2), "skipped"),
+    # one_failed
+    ("one_failed", U(3, failed=1), "run"),
+    ("one_failed", U(3, upstream_failed=1), "run"),
+    ("one_failed", U(2, succeeded=1), "wait"),
+    ("one_failed", U(2, succeeded=1, skipped=1), "skipped"),
+    # none_failed: skips are fine
+    ("none_failed", U(2, succeeded=1, skipped=1), "run"),
+    ("none_failed", U(2, skipped=2), "run"),
+    ("none_failed", U(2, succeeded=1), "wait"),
+    ("none_failed", U(2, failed=1), "upstream_failed"),
+    # none_failed_min_one_success
+    ("none_failed_min_one_success", U(2, succeeded=1, skipped=1), "run"),
+    ("none_failed_min_one_success", U(2, skipped=2), "skipped"),
+    ("none_failed_min_one_success", U(2, upstream_failed=1, succeeded=1), "upstream_failed"),
+    ("none_failed_min_one_success", U(2, skipped=1), "wait"),
+    # no upstream: runs
+    ("all_success", U(0), "run"),
+])
+def test_trigger_rules_decide_as_airflow(rule, up, expected):
+    assert dag.decide(rule, up) == expected
+    assert up.done <= up.total
+
+
+@pytest.mark.parametrize(("rule", "up", "expected"), [
+    ("all_success", U(2, failed=1), "wait"),
+    ("all_success", U(2, failed=1, succeeded=1), "run"),
+    ("none_failed", U(2, failed=2), "run"),
+    ("none_failed_min_one_success", U(2, failed=2), "skipped"),
+    ("none_failed_min_one_success", U(2, failed=1, succeeded=1), "run"),
+    ("one_failed", U(2, failed=1), "run"),  # rules about failures are unchanged
+    ("all_failed", U(2, failed=1, succeeded=1), "skipped"),
+])
+def test_continue_lets_downstream_run_regardless(rule, up, expected):
+    assert dag.decide(rule, up, "continue") == expected
+
+
+def test_decide_refuses_unknown_names():
+    with pytest.raises(ValueError, match="trigger rule 'always'"):
+        dag.decide("always", U(1))
+    with pytest.raises(ValueError, match="failure policy 'ignore'"):
+        dag.decide("all_success", U(1), "ignore")
