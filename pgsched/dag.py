@@ -92,6 +92,8 @@ class Dag:
     order: list[str] = field(default_factory=list)
     levels: list[list[str]] = field(default_factory=list)
     description: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    definition: dict[str, Any] = field(default_factory=dict)  # the parsed file, as JSON
 
     def downstream(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {n: [] for n in self.nodes}
@@ -151,7 +153,8 @@ def parse(data: Any) -> Dag:
             if up == node.id:
                 raise ValidationError(f"nodes[{node.id}].depends_on", up, "is the node itself")
     dag = Dag(name=name, schedule=schedule, failure_policy=policy, nodes=nodes,
-              description=data.get("description"))
+              description=data.get("description"), params=dict(defaults),
+              definition=json.loads(json.dumps(data, default=str)))
     dag.order, dag.levels = _topological(nodes)
     for node in nodes.values():
         if node.condition and not _is_upstream(nodes, node.condition.node, node.id):
@@ -326,11 +329,15 @@ def decide(rule: str, up: Upstream, failure_policy: str = "skip_downstream") -> 
     a rule is decided as soon as the states seen settle it, not only when every upstream
     node is done. A node without upstream nodes runs.
 
-    ``failure_policy`` ``continue`` lets downstream run regardless: failures upstream count
-    as done for the rules that want success (``all_success``, ``none_failed``,
-    ``none_failed_min_one_success`` then need every upstream done; the last, at least
-    one success). ``skip_downstream`` and ``fail_all`` use Airflow's rules as they are
-    (``fail_all`` also cancels the rest of the run, which is the engine's business).
+    ``failure_policy`` ``continue`` lets downstream of a failure run: for the rules that
+    want success (``all_success``, ``none_failed``, ``none_failed_min_one_success``) a
+    failed or upstream_failed node counts as succeeded. Skips still propagate, so a branch
+    not taken stays not taken. ``skip_downstream`` and ``fail_all`` use Airflow's rules as
+    they are (``fail_all`` also cancels the rest of the run, which is the engine's
+    business).
+
+    Decisions are eager, as in Airflow: ``all_success`` with one upstream skipped is
+    ``skipped`` at once, even if another upstream node fails later.
 
     Raises ValueError for an unknown rule or policy.
     """
@@ -340,14 +347,10 @@ def decide(rule: str, up: Upstream, failure_policy: str = "skip_downstream") -> 
         raise ValueError(f"failure policy {failure_policy!r} is not one of {', '.join(FAILURE_POLICIES)}")
     if up.total == 0:
         return "run"
+    if failure_policy == "continue" and rule in ("all_success", "none_failed", "none_failed_min_one_success"):
+        up = Upstream(up.total, up.succeeded + up.failed + up.upstream_failed, 0, up.skipped, 0)
     all_done = up.done == up.total
     failures = up.failed + up.upstream_failed
-    if failure_policy == "continue" and rule in ("all_success", "none_failed", "none_failed_min_one_success"):
-        if not all_done:
-            return "wait"
-        if rule == "none_failed_min_one_success" and up.succeeded == 0:
-            return "skipped"
-        return "run"
     if rule == "all_success":
         if failures:
             return "upstream_failed"

@@ -16,6 +16,7 @@ import collections
 import contextlib
 import ctypes
 import io
+import json
 import os
 import re
 import signal
@@ -80,11 +81,14 @@ class LogSink:
         self.max_lines, self.max_bytes = max_lines, max_bytes
         self.dropped_lines = self.dropped_bytes = 0
         self.tail: collections.deque[str] = collections.deque(maxlen=3)
+        self.last_stdout: str | None = None  # the last non-blank stdout line (a command's result)
 
     def write(self, stream: str, text: str) -> None:
         text = storable_text(text)
         size = len(text.encode("utf-8", errors="replace")) + 1
         with self._lock:
+            if stream == "stdout" and text.strip():
+                self.last_stdout = text
             if stream != "system" and (self._seq >= self.max_lines or self._bytes + size > self.max_bytes):
                 self.dropped_lines += 1
                 self.dropped_bytes += size
@@ -251,10 +255,27 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
     if reason == "stopped":
         return Outcome("failed", exit_code, "stopped by the worker; process group killed")
     if code == 0:
-        return Outcome("succeeded", 0)
+        return Outcome("succeeded", 0, result=command_result(sink.last_stdout))
     if code < 0:
         return Outcome("failed", exit_code, f"killed by signal {signal.Signals(-code).name}")
     return Outcome("failed", exit_code, f"exited with code {code}")
+
+
+def command_result(line: str | None) -> Any:
+    """A command's result: its last non-blank stdout line, as JSON when it parses as JSON
+    (``{"rows": 3}``, ``42``, ``true``), else as the text itself; None without output. (As
+    Airflow's BashOperator pushes the last line of output as its XCom.)"""
+    if line is None:
+        return None
+    text = line.strip()
+    try:
+        return json.loads(text, parse_constant=_not_json)  # NaN and Infinity are not JSON
+    except ValueError:
+        return text
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 class _ThreadOutput(io.TextIOBase):

@@ -176,6 +176,14 @@ def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000) -> i
                     nexts.append(nxt)
                     missed.append(lost)
                 tx.exec("scheduler_insert_fires", ids=fire_ids, fire_at=fire_at, epoch=epoch)
+                dags = {r["id"] for r in due if r["handler_kind"] == "dag"}
+                if dags:
+                    picked = [(i, f) for i, f in zip(fire_ids, fire_at, strict=True) if i in dags]
+                    for run in tx.many("scheduler_fire_dags", ids=[i for i, _ in picked],
+                                       fire_at=[f for _, f in picked], epoch=epoch):
+                        if run["run_id"] is not None:
+                            log.info("DAG %s: run %s started for %s", run["name"], run["run_id"],
+                                     run["fire_at"].isoformat())
                 tx.exec("task_plan", ids=[r["id"] for r in due], next_fire_at=nexts,
                         fired_at=[r["next_fire_at"] for r in due], missed=missed)
                 fired += len(fire_ids)
@@ -187,11 +195,15 @@ def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000) -> i
 
 def rescue(db: Database) -> list[dict]:
     """Declare workers silent for too long dead and put what they ran back in the queue
-    (``pgsched.rescue_v1``). Returns one row per execution: id, worker, outcome
+    (``pgsched.rescue_v1``); cancel what is left running of stopping DAG runs
+    (``pgsched.dag_sweep_v1``). Returns one row per execution: id, worker, outcome
     (requeued, dead or cancelled)."""
     rows = db.many("scheduler_rescue")
     for r in rows:
         log.warning("rescued execution %s from dead worker %s: %s", r["execution_id"], r["worker_id"], r["outcome"])
+    swept = db.one("scheduler_dag_sweep")
+    if swept and swept["cancelled"]:
+        log.info("cancelled %d execution(s) of stopping DAG runs", swept["cancelled"])
     return rows
 
 

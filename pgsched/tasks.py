@@ -228,6 +228,7 @@ def update(db: Database, name: str, changes: dict[str, Any], *, tenant: str = "d
         row = tx.one("task_get_for_update", name=name, tenant=tenant)
         if row is None:
             raise NotFound(f"task: no task named {name!r} in tenant {tenant!r}")
+        _not_a_dag_part(row, "updated", "apply")
         spec = spec_of(row)
         if "handler_kind" in changes:
             for kind, attr in _HANDLER_FIELDS.items():
@@ -245,6 +246,16 @@ def update(db: Database, name: str, changes: dict[str, Any], *, tenant: str = "d
             tx.exec("task_wake_scheduler")
         assert stored is not None
         return stored
+
+
+def _not_a_dag_part(row: Row, done: str, command: str) -> None:
+    """Raise ValidationError when the task belongs to a DAG (its schedule task, or a
+    node's): those change with the DAG (``pgsched dag apply`` / ``dag delete``)."""
+    owner = row["source"][4:] if (row["source"] or "").startswith("dag:") else None
+    if row["handler_kind"] == "dag" or owner:
+        dag = owner or row["name"]
+        raise ValidationError("name", row["name"], f"belongs to DAG {dag!r}: it is {done} with the DAG "
+                              f"(pgsched dag {command}{' FILE' if command == 'apply' else ' ' + dag})")
 
 
 def get(db: Database | Session, name: str, tenant: str = "default") -> Row:
@@ -293,6 +304,7 @@ def trigger(db: Database | Session, name: str, *, params: dict[str, Any] | None 
 def delete(db: Database, name: str, tenant: str = "default") -> int:
     """Soft-delete ``name``: it stops firing, its pending executions are dropped, its history
     stays. Returns how many pending executions were dropped. Raises NotFound."""
+    _not_a_dag_part(get(db, name, tenant), "deleted", "delete")
     with db.transaction() as tx:
         row = tx.one("task_soft_delete", name=name, tenant=tenant)
         if row is None:

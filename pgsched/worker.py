@@ -16,6 +16,7 @@ heartbeat: it stops what it was running and registers afresh. Cancel requests ar
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -329,6 +331,8 @@ class Worker:
                 func = app_module.resolve(row["python_target"], self.config.allowed_modules)
             except PgschedError as exc:
                 return Outcome("failed", error=str(exc))
+            if "upstream" in params and row.get("dag_run_id") is not None and not _takes(func, "upstream"):
+                params = {k: v for k, v in params.items() if k != "upstream"}
             return run_python(func, params, timeout=row["timeout_seconds"], sink=sink, stop=slot.stop,
                               on_tick=lambda: self._flush_logs(row, sink), grace=self.config.stop_grace)
         env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
@@ -336,6 +340,10 @@ class Worker:
         env.update(PGSCHED_EXECUTION_ID=str(row["id"]), PGSCHED_TASK=row["task_name"],
                    PGSCHED_ATTEMPT=str(row["attempt"]), PGSCHED_SCHEDULED_AT=row["scheduled_at"].isoformat(),
                    PGSCHED_PARAMS=json.dumps(params))
+        if kind == "dag":  # never enqueued (enqueue_v1 refuses it); say so if one appears
+            return Outcome("failed", error=f"task {row['task_name']!r} is a DAG: it starts DAG runs and is not run")
+        if row.get("dag_run_id") is not None:
+            env["PGSCHED_DAG_RUN_ID"] = str(row["dag_run_id"])
         if kind == "shell":
             shell = (row["env"] or {}).get("SHELL", "/bin/sh")
             argv = [shell, "-c", row["command"]]
@@ -470,6 +478,16 @@ class Worker:
                     attempt=row["attempt"], exit_code=outcome.exit_code, error=outcome.error,
                     error_type=outcome.error_type, next_run_at=retry_at, budget_delay_seconds=budget, **lease)
         return final, retry_at, budget
+
+
+def _takes(func: Any, name: str) -> bool:
+    """Whether ``func`` accepts a keyword argument ``name`` (by name or ``**kwargs``). A DAG
+    node's function gets ``upstream`` (its upstream nodes' results) only if it takes it."""
+    try:
+        parameters = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def _storable(outcome: Outcome) -> Outcome:

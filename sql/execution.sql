@@ -21,7 +21,7 @@ UPDATE pgsched.execution e
    -- a worker already declared dead claims nothing (its claims would only be rescued)
    AND EXISTS (SELECT 1 FROM pgsched.worker w WHERE w.id = %(worker_id)s AND w.state = 'running')
 RETURNING e.id, e.tenant, e.task_id, e.scheduled_at, e.run_at, e.attempt, e.max_attempts,
-          e.params, e.started_at, e.trigger, e.lease_id, e.cancel_requested_at, t.name AS task_name,
+          e.params, e.started_at, e.trigger, e.lease_id, e.cancel_requested_at, e.dag_run_id, t.name AS task_name,
           t.handler_kind, t.command, t.argv, t.python_target, t.env, t.stdin, t.timeout_seconds,
           t.retry_policy, t.retry_base_seconds, t.retry_max_seconds, t.no_retry_exit_codes,
           t.no_retry_exceptions
@@ -29,7 +29,8 @@ RETURNING e.id, e.tenant, e.task_id, e.scheduled_at, e.run_at, e.attempt, e.max_
 -- name: execution_finish :exec
 -- Move a running execution that this worker still holds (its lease) into history with its
 -- final state. Zero rows means the claim was lost (rescued after the worker was declared
--- dead): the outcome is rejected.
+-- dead): the outcome is rejected. A DAG node's execution settles its node and downstream
+-- in this same statement (the dag_execution_finished trigger).
 WITH done AS (
     DELETE FROM pgsched.execution
      WHERE id = %(id)s AND lease_id = %(lease_id)s AND state = 'running'
@@ -37,10 +38,10 @@ WITH done AS (
 )
 INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state, trigger,
     priority, queue, params, idempotency_key, attempt, max_attempts, worker_id, leader_epoch,
-    created_at, started_at, finished_at, exit_code, error, result, lost_attempts)
+    created_at, started_at, finished_at, exit_code, error, result, lost_attempts, dag_run_id)
 SELECT id, tenant, task_id, scheduled_at, run_at, %(state)s, trigger, priority, queue, params,
        idempotency_key, attempt, max_attempts, worker_id, leader_epoch, created_at, started_at,
-       %(finished_at)s, %(exit_code)s, %(error)s, %(result)s, lost_attempts
+       %(finished_at)s, %(exit_code)s, %(error)s, %(result)s, lost_attempts, dag_run_id
   FROM done
 
 -- name: execution_retry_slot :one

@@ -4,7 +4,7 @@
 -- The front of task_next_fire_idx: due tasks, locked for this tick; a concurrent tick
 -- skips them instead of waiting.
 SELECT id, tenant, name, schedule_kind, schedule_expr, timezone, schedule_anchor, next_fire_at,
-       misfire_policy
+       misfire_policy, handler_kind
   FROM pgsched.task
  WHERE enabled AND deleted_at IS NULL AND next_fire_at IS NOT NULL
    AND next_fire_at <= %(now)s
@@ -32,7 +32,19 @@ SELECT t.tenant, t.id, f.fire_at, f.fire_at, 'schedule', t.priority, t.queue, t.
        CASE WHEN t.idempotent THEN pgsched.derived_key_v1(t.id, t.params, f.fire_at) END
   FROM unnest(%(ids)s::bigint[], %(fire_at)s::timestamptz[]) AS f(id, fire_at)
   JOIN pgsched.task t ON t.id = f.id
+ WHERE t.handler_kind <> 'dag'
 ON CONFLICT DO NOTHING
+
+-- name: scheduler_fire_dags :many
+-- Fires of DAGs' tasks (kind 'dag') start DAG runs, one per (DAG, fire time) whoever sends
+-- it (dag_start_v1 returns NULL for a fire already started).
+SELECT d.name, f.fire_at, pgsched.dag_start_v1(d.id, 'schedule', f.fire_at, NULL, %(epoch)s) AS run_id
+  FROM unnest(%(ids)s::bigint[], %(fire_at)s::timestamptz[]) AS f(id, fire_at)
+  JOIN pgsched.dag d ON d.task_id = f.id AND d.deleted_at IS NULL
+
+-- name: scheduler_dag_sweep :one
+-- Cancel live executions of DAG runs that are stopping (dag_sweep_v1).
+SELECT pgsched.dag_sweep_v1() AS cancelled
 
 -- name: scheduler_next_due :one
 -- When the earliest enabled task is due (the first entry of task_next_fire_idx).

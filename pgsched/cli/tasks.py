@@ -192,7 +192,8 @@ def task_list(c: Context, search: str | None, limit: int, as_json: bool) -> None
     for r in rows:
         r["schedule"] = f"{r['schedule_kind']} {r['schedule_expr'] or ''}".strip()
         r["state"] = "enabled" if r["enabled"] else "paused"
-        r["handler"] = r["command"] or (" ".join(r["argv"]) if r["argv"] else r["python_target"])
+        r["handler"] = r["command"] or (" ".join(r["argv"]) if r["argv"] else r["python_target"]) or (
+            f"DAG {r['name']} (pgsched dag show)" if r["handler_kind"] == "dag" else None)
     table(rows, ["name", "state", "schedule", "timezone", "next_fire_at", "queue", "handler"])
 
 

@@ -150,8 +150,10 @@ def test_trigger_rules_decide_as_airflow(rule, up, expected):
     ("all_success", U(2, failed=1), "wait"),
     ("all_success", U(2, failed=1, succeeded=1), "run"),
     ("none_failed", U(2, failed=2), "run"),
-    ("none_failed_min_one_success", U(2, failed=2), "skipped"),
+    ("none_failed_min_one_success", U(2, failed=2), "run"),  # a failure counts as a success
+    ("none_failed_min_one_success", U(2, skipped=2), "skipped"),
     ("none_failed_min_one_success", U(2, failed=1, succeeded=1), "run"),
+    ("all_success", U(2, failed=1, skipped=1), "skipped"),  # skips still skip: branches stay not taken
     ("one_failed", U(2, failed=1), "run"),  # rules about failures are unchanged
     ("all_failed", U(2, failed=1, succeeded=1), "skipped"),
 ])
