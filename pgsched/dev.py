@@ -14,11 +14,11 @@ from typing import Any
 
 import click
 
-from . import migrate, tasks
+from . import dag, dagruns, migrate, tasks
 from .app import resolve
 from .db import Database, Row
 from .resources import resource_dir
-from .runner import Outcome
+from .runner import Outcome, command_result
 from .schedule import parse_interval
 from .scheduler import Scheduler, SchedulerConfig
 from .tasks import TaskSpec
@@ -29,7 +29,8 @@ _MARK = {"succeeded": "ok  ", "failed": "FAIL", "timed_out": "TIME", "cancelled"
 
 def load_examples(db: Database, tenant: str, now: datetime) -> list[str]:
     """Create the example tasks of ``examples/tasks.json`` and ``examples/hello_tasks.py``
-    that do not exist yet; return the names created."""
+    that do not exist yet, and apply the DAGs of ``examples/dags/``; return the names
+    created."""
     folder = resource_dir("examples")
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
@@ -50,6 +51,10 @@ def load_examples(db: Database, tenant: str, now: datetime) -> list[str]:
     module = resolve("hello_tasks:greet")  # imports the module, registering its tasks
     app = sys.modules[module.__module__].app
     created += app.sync(db)
+    for path in sorted((folder / "dags").glob("*.*")):
+        report = dagruns.apply(db, dag.load(path), tenant=tenant, source=f"examples/dags/{path.name}", now=now)
+        if report.dag == "created":
+            created.append(f"DAG {report.name}")
     return created
 
 
@@ -68,19 +73,27 @@ def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None
     if examples:
         created = load_examples(db, c.tenant, now)
         click.echo(f"examples: {len(created)} task(s) created" if created else "examples: already loaded")
-    rows = db.many("task_list", tenant=c.tenant, search=None, limit=50)
+    # DAG nodes are tasks too (DAG.NODE); the DAG stands for them here
+    rows = [r for r in db.many("task_list", tenant=c.tenant, search=None, limit=500)
+            if r["handler_kind"] == "dag" or not (r["source"] or "").startswith("dag:")][:50]
     click.echo(f"{len(rows)} task(s):")
     for r in rows:
         sched = f"{r['schedule_kind']} {r['schedule_expr'] or ''}".strip()
         nxt = r["next_fire_at"].strftime("%H:%M:%S") if r["next_fire_at"] else "-"
-        click.echo(f"  {r['name']:24} {sched:40} next {nxt}")
+        name = f"DAG {r['name']}" if r["handler_kind"] == "dag" else r["name"]
+        click.echo(f"  {name:24} {sched:40} next {nxt}")
     if embedded:
         exe = Path(sys.argv[0]) if Path(sys.argv[0]).name == "pgsched" else Path(sys.executable).with_name("pgsched")
-        click.echo(f"\nin another terminal:  PGSCHED_DSN='{dsn}' {exe if exe.exists() else 'pgsched'} task list")
+        cmd = f"PGSCHED_DSN='{dsn}' {exe if exe.exists() else 'pgsched'}"
+        click.echo(f"\nin another terminal:  {cmd} task list")
+        if examples:
+            click.echo(f"run a DAG:            {cmd} dag trigger documents")
     click.echo("scheduler and worker running; Ctrl-C to stop\n")
 
     def on_finish(row: Row, outcome: Outcome, tail: list[str], final: str | None) -> None:
-        detail = outcome.error or (json.dumps(outcome.result) if outcome.result is not None else "")
+        # a command's result is its last line of output, shown below already
+        echoed = bool(tail) and command_result(tail[-1]) == outcome.result
+        detail = outcome.error or (json.dumps(outcome.result) if outcome.result is not None and not echoed else "")
         then = {None: ", will retry", "dead": ", to the dead-letter queue"}.get(final, "")
         click.echo(f"{datetime.now().strftime('%H:%M:%S')}  {_MARK.get(outcome.state, outcome.state)} "
                    f"{row['task_name']} (execution {row['id']}, attempt {row['attempt']}/{row['max_attempts']}"

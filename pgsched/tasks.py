@@ -116,6 +116,9 @@ class TaskSpec:
         check_name("name", self.name, _NAME)
         if self.handler_kind not in HANDLER_KINDS:
             raise ValidationError("handler_kind", self.handler_kind, f"must be one of {', '.join(HANDLER_KINDS)}")
+        if self.handler_kind == "shell" and self.command is not None and not isinstance(self.command, str):
+            raise ValidationError("command", self.command, f"must be text, not {type(self.command).__name__} "
+                                  "(in YAML, quote commands such as true, 42 or yes)")
         if self.handler_kind == "shell" and not (isinstance(self.command, str) and self.command.strip()):
             raise ValidationError("command", self.command, "is required for a shell task")
         if self.handler_kind == "shell" and "\x00" in (self.command or ""):

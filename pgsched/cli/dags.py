@@ -10,6 +10,7 @@ import click
 
 from .. import dag as dag_module
 from .. import dagruns, tasks
+from ..errors import PgschedError
 from .output import fmt, parse_json_object, print_fields, print_json, table
 from .root import Context, main, pass_ctx
 
@@ -63,7 +64,14 @@ def dag_apply(c: Context, files: tuple[str, ...], dry_run: bool, as_json: bool) 
     """Create or update DAGs from YAML/JSON files. Idempotent: applying the same file again
     changes nothing. Every file is validated before anything is written; each DAG is one
     transaction. Runs in flight keep the graph they started with."""
-    dags = [dag_module.load(f) for f in files]  # all valid, or nothing applied
+    dags, errors = [], []
+    for f in files:  # every file valid, or nothing applied; every file's problems shown
+        try:
+            dags.append(dag_module.load(f))
+        except PgschedError as exc:
+            errors.append(str(exc))
+    if errors:
+        raise PgschedError("\n".join(errors) + ("\nnothing applied" if len(files) > 1 else ""))
     reports = [dagruns.apply(c.db(), d, tenant=c.tenant, source=f, dry_run=dry_run)
                for d, f in zip(dags, files, strict=True)]
     if as_json:

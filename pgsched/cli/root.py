@@ -2,7 +2,8 @@
 tenant), and parameter types. Commands live in the sibling modules by subject.
 
 The database is ``--dsn``, else ``PGSCHED_DSN``, else the embedded default
-(:mod:`pgsched.embedded`). Errors print one line naming the field and value and exit 1.
+(:mod:`pgsched.embedded`). Errors print one line naming the field and value (a DAG file: one line per problem)
+and exit 1.
 """
 
 from __future__ import annotations

@@ -50,13 +50,18 @@ def test_dev_on_the_embedded_default(tmp_path):
     log_path = tmp_path / "dev.log"
     try:
         with dev_process(home, log_path) as (_, out):
-            assert "applied 0001_initial" in out and "examples: 6 task(s) created" in out
+            assert "applied 0001_initial" in out and "examples: 8 task(s) created" in out
+            assert "DAG documents" in out and "documents.classify" not in out  # nodes are not listed
             dsn = re.search(r"PGSCHED_DSN='([^']+)'", out).group(1)
             assert str(home) in dsn
             cli(dsn, "task", "trigger", "example-cron-clock")
             wait_until(lambda: re.search(r"ok   example-cron-clock .*\n\s+\| cron says: it is",
                                          log_path.read_text()),
                        timeout=20, message="the triggered example to be printed with its output")
+            cli(dsn, "dag", "trigger", "documents")  # its Python nodes run on dev's worker
+            wait_until(lambda: re.search(r"ok   documents.invoice .*\"booked\": \"invoice-2025-0042.pdf\"[^\n]*\n"
+                                         r"(.*\n)*.*ok   documents.archive", log_path.read_text()),
+                       timeout=20, message="the example DAG's nodes to be printed")
         # A second start reuses the data: nothing to migrate, examples already there.
         with dev_process(home, log_path) as (_, out):
             assert "schema: up to date" in out and "examples: already loaded" in out

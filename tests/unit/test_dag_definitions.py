@@ -1,5 +1,6 @@
 """DAG definitions (pgsched.dag): the examples load, every error names the node and the
-field, cycles print their path, and a 10,000-node graph validates."""
+field, all problems of a file are reported at once with their lines, cycles print their
+path, and a 10,000-node graph validates."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import json
 import time
 
 import pytest
+from click.testing import CliRunner
 
 from pgsched import dag
+from pgsched.cli import main
 from pgsched.errors import ValidationError
 
 from ..helpers import REPO
@@ -24,7 +27,7 @@ def test_the_examples_load_with_their_levels():
     assert (etl.schedule.kind, etl.schedule.expr, etl.schedule.tz) == ("cron", "0 2 * * *", "Europe/Berlin")
     assert etl.nodes["extract_a"].task.max_attempts == 3 and etl.nodes["merge"].depends_on == ("extract_a", "extract_b")
     docs = dag.load(REPO / "examples" / "dags" / "documents.json")
-    assert docs.failure_policy == "continue" and docs.schedule.kind == "none"
+    assert docs.failure_policy == "skip_downstream" and docs.schedule.kind == "none"
     assert docs.nodes["invoice"].condition == dag.Condition("classify.result.type", "equals", "invoice")
     assert docs.nodes["archive"].trigger_rule == "none_failed_min_one_success"
     assert docs.downstream()["classify"] == ["invoice", "receipt"]
@@ -59,11 +62,16 @@ def test_the_examples_load_with_their_levels():
     ({"name": "d", "nodes": []}, "nodes", "must be a non-empty list"),
     ({"nodes": [{"id": "a", "command": "true"}]}, "name", "must be 1-99 characters"),
     ({"name": "d", "node": []}, "node", "is not a DAG field"),
+    ({"name": "d", "description": 7, "nodes": [{"id": "a", "command": "true"}]}, "description", "must be a string"),
+    ({"name": "d", "params": [1], "nodes": [{"id": "a", "command": "true"}]}, "params", "must be a JSON object"),
+    ({"name": "d", "schedule": {"cron": "@daily", "timezone": "Mars/Base"}, "nodes": [{"id": "a", "command": "true"}]},
+     "schedule.timezone", "is not an IANA time zone"),
 ])
 def test_errors_name_the_node_and_the_field(data, field, words):
     with pytest.raises(ValidationError) as caught:
         dag.parse(data)
     assert caught.value.field == field and words in str(caught.value), str(caught.value)
+    assert isinstance(caught.value, dag.DagErrors) and caught.value.problems[0].line is None  # plain data: no lines
 
 
 def test_a_cycle_is_reported_with_its_path():
@@ -71,14 +79,141 @@ def test_a_cycle_is_reported_with_its_path():
                  {"id": "c", "depends_on": ["b"]}, {"id": "after", "depends_on": ["c"]})
     with pytest.raises(ValidationError) as caught:
         dag.parse(data)
-    assert str(caught.value) == "nodes[a].depends_on: 'a -> b -> c -> a' is a cycle"
+    assert str(caught.value) == "DAG definition: 1 problem\n  nodes[a].depends_on: 'a -> b -> c -> a' is a cycle"
+    assert caught.value.field == "nodes[a].depends_on"
 
 
 def test_bad_yaml_names_the_line(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("name: d\nnodes:\n  - id: a\n    command: echo a: b\n")
-    with pytest.raises(ValidationError, match="is not valid YAML or JSON at line 4"):
+    with pytest.raises(ValidationError, match="is not valid YAML or JSON at line 4, column 20") as caught:
         dag.load(path)
+    assert [(p.field, p.line) for p in caught.value.problems] == [("file", 4)]
+    assert str(caught.value).startswith(f"{path}: 1 problem\n  line 4: file: ")
+
+
+# Three problems in three nodes; a fourth node with a bad dependency list; line numbers
+# below are counted by hand.
+THREE_PROBLEMS = """\
+# nightly, with mistakes
+name: nightly-etl
+schedule: {cron: "0 2 * * *", timezone: Europe/Berlin}
+nodes:
+  - id: extract_a
+    command: echo a
+    timeout: -5
+  - id: extract_b
+    command: echo b
+  - id: merge
+    command: echo merging
+    depends_on:
+      - extract_a
+      - extract_c
+  - id: deploy
+    command: echo deploying
+    depends_on: [merge]
+    trigger_rule: always
+"""
+
+
+def test_a_file_reports_every_problem_with_its_line():
+    with pytest.raises(dag.DagErrors) as caught:
+        dag.load("examples/x.yaml", THREE_PROBLEMS)
+    problems = caught.value.problems
+    assert [(p.line, p.field, p.value) for p in problems] == [
+        (7, "nodes[extract_a].timeout", -5),
+        (12, "nodes[merge].depends_on", "extract_c"),
+        (18, "nodes[deploy].trigger_rule", "always"),
+    ]
+    assert str(caught.value).splitlines() == [
+        "examples/x.yaml: 3 problems",
+        "  line 7: nodes[extract_a].timeout: -5 must be a number of seconds from above 0 to 3.16224e+07",
+        "  line 12: nodes[merge].depends_on: 'extract_c' is not a node of this DAG",
+        "  line 18: nodes[deploy].trigger_rule: 'always' must be one of all_success, all_done, all_failed, "
+        "one_success, one_failed, none_failed, none_failed_min_one_success",
+    ]
+    # still a ValidationError carrying the first problem, for callers that catch one
+    assert isinstance(caught.value, ValidationError)
+    assert (caught.value.field, caught.value.value) == ("nodes[extract_a].timeout", -5)
+
+
+def test_a_json_file_names_the_line_of_an_unknown_dependency(tmp_path):
+    path = tmp_path / "docs.json"
+    path.write_text('{\n'
+                    '  "name": "docs",\n'
+                    '  "nodes": [\n'
+                    '    {"id": "classify", "command": "echo"},\n'
+                    '    {"id": "archive", "command": "echo archived",\n'
+                    '     "depends_on": ["clasify"]}\n'
+                    '  ]\n'
+                    '}\n')
+    with pytest.raises(dag.DagErrors) as caught:
+        dag.load(path)
+    assert [str(p) for p in caught.value.problems] == [
+        "line 6: nodes[archive].depends_on: 'clasify' is not a node of this DAG"]
+    assert str(caught.value).splitlines()[0] == f"{path}: 1 problem"
+
+
+def test_lines_fall_back_to_the_node_then_the_top_level_key():
+    text = ("name: d\n"                               # 1
+            "description: [not, text]\n"              # 2
+            "params: 3\n"                             # 3
+            "nodes:\n"                                # 4
+            "  - id: a\n"                             # 5: no handler -> the node's line
+            "  - {id: a, command: x}\n"               # 6: duplicate id -> its id key
+            "  - 42\n"                                # 7: not a mapping -> the item's line
+            "  - id: b c\n"                           # 8
+            "    command: x\n"                        # 9
+            "    condition: {field: a.output, equals: 1}\n")  # 10: condition.field
+    with pytest.raises(dag.DagErrors) as caught:
+        dag.load("f.yaml", text)
+    assert [(p.line, p.field) for p in caught.value.problems] == [
+        (2, "description"), (3, "params"), (5, "nodes[a].handler"), (6, "nodes[a].id"), (7, "nodes[2]"),
+        (8, "nodes[3].id"), (10, "nodes[3].condition.field")]
+
+
+def test_a_bad_node_hides_nothing():
+    """Each node, and each task field of a node, is reported on its own; the top-level
+    fields too."""
+    data = {"name": "not a name!", "failure_policy": "panic", "schedule": {"interval": "never"},
+            "nodes": [{"id": "a", "command": "true", "timeout": -1, "priority": 11, "queue": "no way", "retries": 3},
+                      {"id": "b", "argv": "not a list", "depends_on": ["a", "a"]},
+                      {"id": "c", "command": "true", "python": "m:f", "condition": {"field": "b.result"}}]}
+    with pytest.raises(dag.DagErrors) as caught:
+        dag.parse(data)
+    assert [p.field for p in caught.value.problems] == [
+        "name", "failure_policy", "schedule",
+        "nodes[a].retries", "nodes[a].timeout", "nodes[a].priority", "nodes[a].queue",
+        "nodes[b].depends_on", "nodes[b].argv",
+        "nodes[c].handler", "nodes[c].condition"]
+    assert str(caught.value).startswith("DAG definition: 11 problems\n  name: 'not a name!' must be 1-99")
+
+
+def test_graph_checks_wait_for_every_dependency_to_name_a_node():
+    """A cycle or a condition is judged only on a sound graph: with an unknown dependency
+    the cycle a -> b -> a is not reported; once it is fixed, the cycle and the condition are."""
+    data = nodes({"id": "a", "depends_on": ["b"]}, {"id": "b", "depends_on": ["a"]},
+                 {"id": "c", "depends_on": ["ghost"]}, {"id": "d", "condition": {"field": "a.result", "exists": True}})
+    with pytest.raises(dag.DagErrors) as caught:
+        dag.parse(data)
+    assert [str(p) for p in caught.value.problems] == ["nodes[c].depends_on: 'ghost' is not a node of this DAG"]
+    data["nodes"][2]["depends_on"] = ["a"]
+    with pytest.raises(dag.DagErrors) as caught:
+        dag.parse(data)
+    assert [str(p) for p in caught.value.problems] == [
+        "nodes[a].depends_on: 'a -> b -> a' is a cycle",
+        "nodes[d].condition.field: 'a.result' must name an upstream node of 'd' ('a' is not one)"]
+
+
+def test_dag_validate_prints_every_problem_and_exits_1(tmp_path, monkeypatch):
+    monkeypatch.setattr("pgsched.cli.root.setup_logging", lambda *args: None)  # keep the session's log handlers
+    path = tmp_path / "x.yaml"
+    path.write_text(THREE_PROBLEMS)
+    result = CliRunner().invoke(main, ["dag", "validate", str(path)])
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert lines[0] == f"Error: {path}: 3 problems"
+    assert [line.split(":")[0] for line in lines[1:]] == ["  line 7", "  line 12", "  line 18"]
 
 
 def test_ten_thousand_nodes_validate():
@@ -166,3 +301,10 @@ def test_decide_refuses_unknown_names():
         dag.decide("always", U(1))
     with pytest.raises(ValueError, match="failure policy 'ignore'"):
         dag.decide("all_success", U(1), "ignore")
+
+
+def test_a_command_yaml_reads_as_a_boolean_says_to_quote_it():
+    with pytest.raises(dag.DagErrors) as caught:
+        dag.load("x.yaml", "name: x\nnodes:\n  - id: a\n    command: true\n")
+    assert [(p.field, p.line) for p in caught.value.problems] == [("nodes[a].command", 4)]
+    assert "must be text, not bool (in YAML, quote commands such as true" in str(caught.value)
