@@ -8,12 +8,12 @@ downstream nodes receive and which conditions test.
 
 from pgsched import App
 
-app = App()  # registers the functions workers may run; the DAG file defines the nodes
+app = App()  # @app.node: functions DAG nodes may run (the DAG file defines the nodes)
 
 KINDS = ("invoice", "receipt", "ticket")
 
 
-@app.task()
+@app.node()
 def classify(document: str) -> dict:
     """Say what a document is, from its name (a stand-in for a real classifier)."""
     name = document.lower()
@@ -22,7 +22,7 @@ def classify(document: str) -> dict:
     return {"type": kind, "document": document}
 
 
-@app.task()
+@app.node()
 def book_invoice(upstream: dict, ledger: str = "accounts-payable", **_: object) -> dict:
     """Book an invoice that ``classify`` recognised."""
     document = upstream["classify"]["document"]

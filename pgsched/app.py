@@ -39,6 +39,7 @@ class App:
     def __init__(self, dsn: str | None = None):
         self.dsn = dsn
         self.specs: dict[str, TaskSpec] = {}
+        self.dags: dict[str, Any] = {}  # name -> pgsched.dag.Dag
 
     def task(self, name: str | None = None, *, schedule: str | None = None,
              every: str | float | None = None, at: str | None = None, timezone: str = "UTC",
@@ -77,6 +78,38 @@ class App:
 
         return register
 
+    def node(self) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register a function that DAG nodes run (``python: module:function`` in a DAG, or
+        the function itself in :meth:`dag`), without making it a task of its own. It gets
+        its params as keyword arguments, and ``upstream`` (``{node id: result}``) when it
+        takes that argument; its return value (JSON) is the node's result."""
+        def register(func: Callable[..., Any]) -> Callable[..., Any]:
+            if func.__module__ == "__main__":
+                raise ValidationError("python", f"__main__:{func.__qualname__}",
+                                      "is in a script run directly, which no worker can import")
+            setattr(func, REGISTERED, f"{func.__module__}:{func.__qualname__}")
+            return func
+        return register
+
+    def dag(self, definition: dict[str, Any] | str) -> Any:
+        """Declare a DAG: a dict in the format of ``docs/dags.md`` (a node's ``python`` may
+        be the function itself) or the path of a YAML/JSON file. Validated at once
+        (raises :class:`pgsched.dag.DagErrors` naming every problem); :meth:`sync` applies
+        it. Returns the validated :class:`pgsched.dag.Dag`."""
+        from . import dag as dag_module
+
+        if isinstance(definition, str):
+            parsed = dag_module.load(definition)
+        else:
+            data = dict(definition)
+            data["nodes"] = [
+                {**n, "python": f"{n['python'].__module__}:{n['python'].__qualname__}"}
+                if isinstance(n, dict) and callable(n.get("python")) else n
+                for n in definition.get("nodes") or []]
+            parsed = dag_module.parse(data)
+        self.dags[parsed.name] = parsed
+        return parsed
+
     def connect(self) -> Database:
         """A connection pool on ``dsn`` (else ``PGSCHED_DSN``, else the embedded default).
         Raises ConnectionFailed, ConfigError."""
@@ -93,8 +126,14 @@ class App:
         """Store every registered task that does not exist yet; return the names created.
         Existing tasks of the same name are left as they are; one whose stored schedule,
         zone or target differs from its declaration is logged as a warning (change it with
-        ``pgsched task update``)."""
+        ``pgsched task update``). Declared DAGs are applied (``pgsched dag apply``: created
+        or updated to match); those created are returned as ``DAG name``."""
+        from . import dagruns
+
         created = []
+        for parsed in self.dags.values():
+            if dagruns.apply(db, parsed, source="python").dag == "created":
+                created.append(f"DAG {parsed.name}")
         for spec in self.specs.values():
             if tasks.create(db, spec, if_absent=True) is not None:
                 created.append(spec.name)
@@ -116,7 +155,7 @@ def resolve(target: str, allowed: tuple[str, ...] = ()) -> Callable[..., Any]:
     nothing else is imported at all. Without it, the standard library is never imported
     (importing a module runs its top-level code). Raises ValidationError when the module is
     not allowed, cannot be imported, or the function was not registered with ``@app.task``
-    (the worker runs nothing else).
+    or ``@app.node`` (the worker runs nothing else).
     """
     module_name, _, attr = target.partition(":")
     top = module_name.split(".")[0]
@@ -133,5 +172,5 @@ def resolve(target: str, allowed: tuple[str, ...] = ()) -> Callable[..., Any]:
     except BaseException as exc:  # the module's own code failed (even SystemExit): not ours
         raise ValidationError("python_target", target, f"failed while importing: {type(exc).__name__}: {exc}") from None
     if not callable(obj) or getattr(obj, REGISTERED, None) is None:
-        raise ValidationError("python_target", target, "is not a function registered with @app.task")
+        raise ValidationError("python_target", target, "is not a function registered with @app.task (or @app.node)")
     return obj

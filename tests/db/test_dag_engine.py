@@ -12,8 +12,9 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from pgsched import App, dagruns, scheduler, tasks
 from pgsched import dag as dag_module
-from pgsched import dagruns, scheduler, tasks
+from pgsched.app import resolve
 from pgsched.errors import PgschedError, ValidationError
 
 from .test_claim import register
@@ -558,3 +559,27 @@ def test_delete_removes_the_dag_and_its_tasks(db, sql):
     assert sql.execute("SELECT count(*) AS n FROM pgsched.task WHERE deleted_at IS NULL").fetchone()["n"] == 0
     first = apply(db, ETL)  # the name is free again
     assert first.dag == "created"
+
+
+# --- from Python ------------------------------------------------------------------------------
+
+app = App()
+
+
+@app.node()
+def double(n: int, upstream: dict | None = None) -> int:
+    return 2 * n
+
+
+def test_a_dag_declared_in_python_is_applied_by_sync(db, drive):
+    declared = app.dag({"name": "py", "params": {"n": 2}, "nodes": [
+        {"id": "first", "python": double}, {"id": "second", "python": double, "depends_on": ["first"]}]})
+    assert declared.order == ["first", "second"]
+    assert app.sync(db) == ["DAG py"]
+    assert app.sync(db) == []  # unchanged
+    assert tasks.get(db, "py.first")["python_target"] == "tests.db.test_dag_engine:double"
+    assert resolve("tests.db.test_dag_engine:double") is double  # a worker may run it
+    with pytest.raises(Exception, match="no task named 'double'"):
+        tasks.get(db, "double")  # @app.node makes no task of its own
+    with pytest.raises(dag_module.DagErrors, match=r"nodes\[x\].depends_on: 'nope' is not a node"):
+        app.dag({"name": "bad", "nodes": [{"id": "x", "python": double, "depends_on": ["nope"]}]})
