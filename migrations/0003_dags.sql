@@ -222,32 +222,39 @@ BEGIN
         USING ERRCODE = 'invalid_parameter_value';
 END $$;
 
--- Create the executions of nodes now ready to run, in one statement, and mark them queued.
+-- Create the executions of nodes now ready to run (one INSERT) and mark them queued.
 -- Each gets the node task's params, then the run's params, then (nodes with upstream
 -- nodes) "upstream": {node id: result} of its direct upstream nodes that succeeded.
+-- Every lookup is by a whole key (run, node) or (run, task): the cost is per node enqueued
+-- and per edge into it, never per node of the run, whatever the planner's statistics say
+-- about a run newer than them.
 CREATE FUNCTION pgsched.dag_enqueue_v1(r pgsched.dag_run, ready text[]) RETURNS void
-LANGUAGE sql AS $$
-    WITH made AS (
+LANGUAGE plpgsql AS $$
+DECLARE
+    made record;
+BEGIN
+    FOR made IN
         INSERT INTO pgsched.execution (tenant, task_id, scheduled_at, run_at, trigger, priority,
                                        queue, params, max_attempts, leader_epoch, dag_run_id)
         SELECT t.tenant, t.id, clock_timestamp(), clock_timestamp(), 'dag', t.priority, t.queue,
                t.params || r.params || CASE WHEN cardinality(n.upstream) = 0 THEN '{}'::jsonb ELSE
                    jsonb_build_object('upstream', (
                        SELECT coalesce(jsonb_object_agg(u.node_id, u.result), '{}'::jsonb)
-                         FROM pgsched.dag_node_run u
-                        WHERE u.run_id = r.id AND u.node_id = ANY(n.upstream) AND u.state = 'succeeded'))
+                         FROM unnest(n.upstream) AS up(node_id)
+                         JOIN pgsched.dag_node_run u ON u.run_id = r.id AND u.node_id = up.node_id
+                        WHERE u.state = 'succeeded'))
                END,
                t.max_attempts, r.leader_epoch, r.id
-          FROM pgsched.dag_node_run n
+          FROM unnest(ready) AS rd(node_id)
+          JOIN pgsched.dag_node_run n ON n.run_id = r.id AND n.node_id = rd.node_id
           JOIN pgsched.task t ON t.id = n.task_id
-         WHERE n.run_id = r.id AND n.node_id = ANY(ready)
         RETURNING id, task_id
-    )
-    UPDATE pgsched.dag_node_run n
-       SET state = 'queued', execution_id = made.id, queued_at = clock_timestamp()
-      FROM made
-     WHERE n.run_id = r.id AND n.task_id = made.task_id;
-$$;
+    LOOP
+        UPDATE pgsched.dag_node_run n
+           SET state = 'queued', execution_id = made.id, queued_at = clock_timestamp()
+         WHERE n.run_id = r.id AND n.task_id = made.task_id;
+    END LOOP;
+END $$;
 
 -- Close a run whose nodes are all settled: cancelled (a cancel was asked), failed (fail_all
 -- stopped it, or no node succeeded while some failed), partially_succeeded (some nodes

@@ -462,8 +462,14 @@ class Worker:
                     budget = (retry_at - proposed).total_seconds() or None
                 else:
                     retry_at = proposed
-            # The lease is checked first: a rejected outcome must write nothing at all (the
-            # rescue has already written this attempt as 'lost').
+            tx.exec("execution_attempt_insert", tenant=row["tenant"], state="lost" if stopped else outcome.state,
+                    started_at=row["started_at"] or started, finished_at=finished, worker_id=self.id,
+                    attempt=row["attempt"], exit_code=outcome.exit_code, error=outcome.error,
+                    error_type=outcome.error_type, next_run_at=retry_at, budget_delay_seconds=budget, **lease)
+            # The move comes last, right before COMMIT: a DAG node's finish locks its run
+            # (settling downstream) and should hold that lock for no round trip more. When
+            # the lease is no longer held, nothing is written at all: the exception rolls
+            # back the attempt row too (the rescue has already written it as 'lost').
             if final is None:
                 done = tx.exec("execution_retry", run_at=retry_at, extra_attempts=1 if stopped else 0,
                                budget_delay_seconds=budget, **lease)
@@ -473,10 +479,6 @@ class Worker:
                                result=Jsonb(outcome.result) if outcome.result is not None else None, **lease)
             if not done:
                 raise _ClaimLost()
-            tx.exec("execution_attempt_insert", tenant=row["tenant"], state="lost" if stopped else outcome.state,
-                    started_at=row["started_at"] or started, finished_at=finished, worker_id=self.id,
-                    attempt=row["attempt"], exit_code=outcome.exit_code, error=outcome.error,
-                    error_type=outcome.error_type, next_run_at=retry_at, budget_delay_seconds=budget, **lease)
         return final, retry_at, budget
 
 

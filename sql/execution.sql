@@ -58,12 +58,16 @@ UPDATE pgsched.execution
  WHERE id = %(id)s AND lease_id = %(lease_id)s AND state = 'running'
 
 -- name: execution_attempt_insert :exec
+-- Written before the execution moves (worker._store_outcome). When the rescue has already
+-- written this attempt as 'lost', this row is not added, and the move that follows finds
+-- the lease gone and rolls everything back.
 INSERT INTO pgsched.execution_attempt (execution_id, attempt, tenant, worker_id, state, started_at,
                                        finished_at, exit_code, error, error_type, lease_id,
                                        next_run_at, budget_delay_seconds)
 VALUES (%(id)s, %(attempt)s, %(tenant)s, %(worker_id)s, %(state)s, %(started_at)s, %(finished_at)s,
         %(exit_code)s, %(error)s, %(error_type)s, %(lease_id)s, %(next_run_at)s,
         %(budget_delay_seconds)s)
+ON CONFLICT DO NOTHING
 
 -- name: execution_log_insert :exec
 -- A batch of captured output lines (parallel arrays), one statement.
