@@ -304,6 +304,22 @@ def trigger(db: Database | Session, name: str, *, params: dict[str, Any] | None 
     return int(row["execution_id"])
 
 
+def enqueue_many(db: Database | Session, name: str, params: list[dict[str, Any]], *,
+                 run_at: datetime | None = None, priority: int | None = None, tenant: str = "default",
+                 how: str = "api") -> list[int]:
+    """Enqueue one execution of ``name`` per element of ``params`` (JSON objects merged
+    over the task's params), all at ``run_at`` (aware, default now), in one statement
+    (pgsched.enqueue_many_v1). Returns the ids in the order of ``params``. Raises
+    NotFound, ValidationError (``params[i]`` not a JSON object, priority out of 1-10)."""
+    for i, p in enumerate(params):
+        check_json_object(f"params[{i}]", p)
+    if priority is not None and not 1 <= priority <= 10:
+        raise ValidationError("priority", priority, "must be from 1 (most urgent) to 10")
+    rows = db.many("task_enqueue_many", name=name, params=[Jsonb(p) for p in params], run_at=run_at,
+                   priority=priority, tenant=tenant, trigger=how)
+    return [int(r["execution_id"]) for r in rows]
+
+
 def delete(db: Database, name: str, tenant: str = "default") -> int:
     """Soft-delete ``name``: it stops firing, its pending executions are dropped, its history
     stays. Returns how many pending executions were dropped. Raises NotFound."""

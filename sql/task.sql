@@ -99,3 +99,9 @@ SELECT pg_notify('pgsched_task', '')
 SELECT id, name, source FROM pgsched.task
  WHERE tenant = %(tenant)s AND deleted_at IS NULL AND source LIKE %(prefix)s ESCAPE '\'
  ORDER BY name
+
+-- name: task_enqueue_many :many
+-- One run per params object, one INSERT (enqueue_many_v1); ids in the order given.
+SELECT e AS execution_id
+  FROM pgsched.enqueue_many_v1(%(name)s, %(params)s::jsonb[], %(run_at)s, %(priority)s, %(tenant)s,
+                               %(trigger)s) AS e

@@ -11,6 +11,7 @@ from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 
 from pgsched import tasks
+from pgsched.errors import NotFound, ValidationError
 from pgsched.tasks import TaskSpec
 
 from ..helpers import notifications_until_marker
@@ -374,3 +375,34 @@ def test_enqueue_refuses_the_schedule_trigger_and_unknown_ones(db, sql, trigger)
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="trigger: .* must be api, manual or insert"):
         sql.execute("SELECT pgsched.enqueue_v1('sneaky', trigger => %s)", (trigger,))
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
+
+
+def test_enqueue_many_inserts_every_run_in_one_statement_in_order(db, sql):
+    tasks.create(db, TaskSpec(name="batch", command="true", params={"base": 1}, priority=7))
+    ids = tasks.enqueue_many(db, "batch", [{"n": i} for i in range(500)], priority=2)
+    assert len(ids) == 500 and ids == sorted(ids)
+    rows = sql.execute("SELECT id, params, priority, trigger, run_at = scheduled_at AS same FROM pgsched.execution "
+                       "ORDER BY id").fetchall()
+    assert [r["id"] for r in rows] == ids
+    assert [r["params"] for r in rows] == [{"base": 1, "n": i} for i in range(500)]
+    assert {(r["priority"], r["trigger"], r["same"]) for r in rows} == {(2, "api", True)}
+    assert sql.execute("SELECT count(DISTINCT created_at) AS n FROM pgsched.execution").fetchone()["n"] == 1
+
+
+def test_enqueue_many_refuses_bad_input_and_writes_nothing(db, sql):
+    tasks.create(db, TaskSpec(name="batch", command="true"))
+    with pytest.raises(ValidationError, match=r"params\[1\]: \[1\] must be a JSON object"):
+        tasks.enqueue_many(db, "batch", [{}, [1]])  # type: ignore[list-item]
+    with pytest.raises(pg_errors.InvalidParameterValue, match=r"params\[1\]: \[1\] is not a JSON object"):
+        sql.execute("SELECT pgsched.enqueue_many_v1('batch', ARRAY['{}', '[1]']::jsonb[])")
+    with pytest.raises(NotFound, match="no task named 'nope'"):
+        tasks.enqueue_many(db, "nope", [{}])
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
+
+
+def test_enqueue_many_of_an_idempotent_task_skips_keys_that_succeeded(db, sql):
+    tasks.create(db, TaskSpec(name="idem", command="true", idempotent=True))
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+    first = tasks.enqueue_many(db, "idem", [{"n": 1}, {"n": 2}], run_at=at)
+    again = tasks.enqueue_many(db, "idem", [{"n": 1}, {"n": 3}], run_at=at)
+    assert again[0] == first[0] and again[1] not in first  # the live key is found, a new one added
