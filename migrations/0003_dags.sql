@@ -338,6 +338,7 @@ DECLARE
     i integer := 1;
     src pgsched.dag_node_run;
     d pgsched.dag_node_run;
+    cond pgsched.dag_node_run;
     down text;
     decision text;
     why text;
@@ -362,12 +363,17 @@ BEGIN
                                               d.n_succeeded, d.n_failed, d.n_skipped, d.n_upstream_failed);
             CONTINUE WHEN decision = 'wait';
             why := NULL;
-            IF decision = 'run' AND d.condition IS NOT NULL AND NOT pgsched.dag_condition_v1(d.condition,
-                   (SELECT u.result FROM pgsched.dag_node_run u
-                     WHERE u.run_id = r.id AND u.node_id = split_part(d.condition->>'field', '.', 1)
-                       AND u.state = 'succeeded')) THEN
-                decision := 'skipped';
-                why := 'condition not met: ' || (d.condition - 'field')::text || ' on ' || (d.condition->>'field');
+            IF decision = 'run' AND d.condition IS NOT NULL THEN
+                -- The condition's node is a direct upstream node (validated): an eager rule
+                -- (one_success) may say run before it has ended; then wait for it.
+                SELECT u.* INTO cond FROM pgsched.dag_node_run u
+                 WHERE u.run_id = r.id AND u.node_id = split_part(d.condition->>'field', '.', 1);
+                CONTINUE WHEN cond.state IN ('waiting', 'queued');
+                IF NOT pgsched.dag_condition_v1(d.condition, CASE WHEN cond.state = 'succeeded' THEN cond.result END) THEN
+                    decision := 'skipped';
+                    why := 'condition not met: ' || (d.condition - 'field')::text || ' on ' || (d.condition->>'field')
+                           || CASE WHEN cond.state <> 'succeeded' THEN format(' (%s %s)', cond.node_id, cond.state) ELSE '' END;
+                END IF;
             ELSIF decision = 'skipped' THEN
                 why := format('trigger rule %s: upstream %s succeeded, %s failed, %s skipped, %s upstream_failed',
                               d.trigger_rule, d.n_succeeded, d.n_failed, d.n_skipped, d.n_upstream_failed);
@@ -438,7 +444,9 @@ DECLARE
     d pgsched.dag;
     r pgsched.dag_run;
 BEGIN
-    SELECT * INTO d FROM pgsched.dag x WHERE x.id = dag_start_v1.dag_id AND x.deleted_at IS NULL;
+    -- FOR SHARE: an apply of this DAG (which locks the row for update first) waits for
+    -- this start, or this start for it; either way the run copies one whole version.
+    SELECT * INTO d FROM pgsched.dag x WHERE x.id = dag_start_v1.dag_id AND x.deleted_at IS NULL FOR SHARE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'dag: no DAG with id %', dag_start_v1.dag_id USING ERRCODE = 'no_data_found';
     END IF;
@@ -447,18 +455,21 @@ BEGIN
     END IF;
     INSERT INTO pgsched.dag_run AS x (tenant, dag_id, trigger, scheduled_at, params, failure_policy, nodes,
                                       remaining, leader_epoch)
-    SELECT d.tenant, d.id, how, scheduled, coalesce(run_params, '{}'::jsonb), d.failure_policy,
-           count(*), count(*), epoch
-      FROM pgsched.dag_node n WHERE n.dag_id = d.id
+    VALUES (d.tenant, d.id, how, scheduled, coalesce(run_params, '{}'::jsonb), d.failure_policy, 0, 0, epoch)
     ON CONFLICT (dag_id, scheduled_at) WHERE trigger = 'schedule' DO NOTHING
     RETURNING * INTO r;
     IF r.id IS NULL THEN RETURN NULL; END IF;
+    -- Counts and roots come from the rows copied, never from a second read of the definition.
     INSERT INTO pgsched.dag_node_run (run_id, node_id, position, task_id, trigger_rule, condition,
                                       upstream, downstream)
     SELECT r.id, n.node_id, n.position, n.task_id, n.trigger_rule, n.condition, n.upstream, n.downstream
       FROM pgsched.dag_node n WHERE n.dag_id = d.id;
+    UPDATE pgsched.dag_run x SET nodes = c.n, remaining = c.n
+      FROM (SELECT count(*) AS n FROM pgsched.dag_node_run WHERE run_id = r.id) c
+     WHERE x.id = r.id
+    RETURNING x.* INTO r;
     PERFORM pgsched.dag_enqueue_v1(r, ARRAY(
-        SELECT n.node_id FROM pgsched.dag_node n WHERE n.dag_id = d.id AND cardinality(n.upstream) = 0));
+        SELECT n.node_id FROM pgsched.dag_node_run n WHERE n.run_id = r.id AND cardinality(n.upstream) = 0));
     RETURN r.id;
 END $$;
 
@@ -486,7 +497,8 @@ END $$;
 
 -- Cancel a run: nodes not started are cancelled, pending executions end, running ones are
 -- killed by their workers; the run ends 'cancelled' once the last one has stopped.
--- Returns 'cancelled', 'cancelling' or 'finished' (it had already ended; left as it was).
+-- Returns 'cancelled', 'cancelling', 'failing' (fail_all was already stopping it: it
+-- ends 'failed') or 'finished' (it had already ended; left as it was).
 CREATE FUNCTION pgsched.dag_cancel_v1(run_id bigint, tenant text DEFAULT 'default') RETURNS text
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -501,7 +513,9 @@ BEGIN
     IF r.state NOT IN ('running', 'failing', 'cancelling') THEN
         RETURN 'finished';
     END IF;
-    UPDATE pgsched.dag_run x SET state = 'cancelling', error = coalesce(x.error, 'cancel requested')
+    -- a run that fail_all is already stopping ends 'failed', as it would have
+    UPDATE pgsched.dag_run x SET state = CASE WHEN x.state = 'failing' THEN 'failing' ELSE 'cancelling' END,
+                                 error = coalesce(x.error, 'cancel requested')
      WHERE x.id = r.id;
     PERFORM pgsched.dag_stop_v1(r.id, 'cancelled: the run was cancelled');
     SELECT * INTO r FROM pgsched.dag_run x WHERE x.id = r.id;
@@ -513,9 +527,10 @@ END $$;
 
 -- Run a finished run again as a new run (trigger 'rerun', rerun_of the old one), with the
 -- old run's graph and params. Nodes kept from the old run keep their state and result and
--- are not run again; the others run. from_node: re-run that node and everything
--- downstream of it; failed_only: re-run every node that did not succeed; both: either; neither:
--- every node. Returns the new run id.
+-- are not run again; the others run, with their current definition when the DAG still
+-- has them. from_node: re-run that node; failed_only: re-run every node that did not
+-- succeed; both: either; neither: every node; and always everything downstream of a node
+-- that runs again. Returns the new run id.
 CREATE FUNCTION pgsched.dag_rerun_v1(run_id bigint, from_node text DEFAULT NULL, failed_only boolean DEFAULT false,
                                      tenant text DEFAULT 'default') RETURNS bigint
 LANGUAGE plpgsql AS $$
@@ -534,7 +549,7 @@ BEGIN
         RAISE EXCEPTION 'run: DAG run % is still %; wait for it to end or cancel it', old.id, old.state
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    PERFORM FROM pgsched.dag d WHERE d.id = old.dag_id AND d.deleted_at IS NULL;
+    PERFORM FROM pgsched.dag d WHERE d.id = old.dag_id AND d.deleted_at IS NULL FOR SHARE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'run: DAG run % belongs to a deleted DAG', old.id USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -545,18 +560,19 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    WITH RECURSIVE below(node_id) AS (
-        SELECT from_node WHERE from_node IS NOT NULL
+    -- Re-run: from_node, every node that did not succeed (failed_only), and everything
+    -- downstream of those (a node that succeeded on a failed input runs again too).
+    WITH RECURSIVE again(node_id) AS (
+        SELECT n.node_id FROM pgsched.dag_node_run n
+         WHERE n.run_id = old.id
+           AND (n.node_id = from_node OR (coalesce(failed_only, false) AND n.state <> 'succeeded')
+                OR (from_node IS NULL AND NOT coalesce(failed_only, false)))
         UNION
-        SELECT unnest(n.downstream) FROM pgsched.dag_node_run n JOIN below b ON b.node_id = n.node_id
+        SELECT unnest(n.downstream) FROM pgsched.dag_node_run n JOIN again a ON a.node_id = n.node_id
          WHERE n.run_id = old.id
     )
-    SELECT array_agg(n.node_id) FILTER (WHERE n.node_id IN (SELECT node_id FROM below)
-                                          OR (failed_only AND n.state <> 'succeeded')
-                                          OR (from_node IS NULL AND NOT failed_only)),
-           array_agg(n.node_id) FILTER (WHERE NOT (n.node_id IN (SELECT node_id FROM below)
-                                          OR (failed_only AND n.state <> 'succeeded')
-                                          OR (from_node IS NULL AND NOT failed_only)))
+    SELECT array_agg(n.node_id) FILTER (WHERE n.node_id IN (SELECT node_id FROM again)),
+           array_agg(n.node_id) FILTER (WHERE n.node_id NOT IN (SELECT node_id FROM again))
       INTO rerun_nodes, keep_nodes
       FROM pgsched.dag_node_run n WHERE n.run_id = old.id;
     rerun_nodes := coalesce(rerun_nodes, '{}');
@@ -573,12 +589,17 @@ BEGIN
     INSERT INTO pgsched.dag_node_run (run_id, node_id, position, task_id, trigger_rule, condition, upstream,
                                       downstream, state, execution_id, result, error, queued_at, started_at,
                                       finished_at, kept)
-    SELECT r.id, n.node_id, n.position, n.task_id, n.trigger_rule, n.condition, n.upstream, n.downstream,
+    SELECT r.id, n.node_id, n.position,
+           -- nodes that run again run their current definition (a fixed command), if any
+           CASE WHEN k THEN n.task_id ELSE coalesce(cur.task_id, n.task_id) END,
+           n.trigger_rule, n.condition, n.upstream, n.downstream,
            CASE WHEN k THEN n.state ELSE 'waiting' END,
            CASE WHEN k THEN n.execution_id END, CASE WHEN k THEN n.result END, CASE WHEN k THEN n.error END,
            CASE WHEN k THEN n.queued_at END, CASE WHEN k THEN n.started_at END,
            CASE WHEN k THEN n.finished_at END, k
-      FROM pgsched.dag_node_run n, LATERAL (SELECT n.node_id = ANY(keep_nodes) AS k) kk
+      FROM pgsched.dag_node_run n
+      CROSS JOIN LATERAL (SELECT n.node_id = ANY(keep_nodes) AS k) kk
+      LEFT JOIN pgsched.dag_node cur ON cur.dag_id = old.dag_id AND cur.node_id = n.node_id
      WHERE n.run_id = old.id;
     -- Roots to re-run start now; the kept nodes settle their downstream as if just finished.
     PERFORM pgsched.dag_enqueue_v1(r, ARRAY(

@@ -102,6 +102,11 @@ class App:
             parsed = dag_module.load(definition)
         else:
             data = dict(definition)
+            for n in definition.get("nodes") or []:
+                func = n.get("python") if isinstance(n, dict) else None
+                if callable(func) and getattr(func, REGISTERED, None) is None:
+                    raise ValidationError(f"nodes[{n.get('id')}].python", getattr(func, "__qualname__", func),
+                                          "is not registered with @app.node or @app.task (workers run nothing else)")
             data["nodes"] = [
                 {**n, "python": f"{n['python'].__module__}:{n['python'].__qualname__}"}
                 if isinstance(n, dict) and callable(n.get("python")) else n

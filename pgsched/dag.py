@@ -185,6 +185,8 @@ def load(source: str | Path, text: str | None = None) -> Dag:
         # is built only when there are problems to place on lines.
         try:
             data = json.loads(text, parse_constant=_no_constant)
+        except _NotJson as exc:
+            raise DagErrors(str(source), [Problem("file", str(source), f"is not valid JSON: {exc}")]) from None
         except ValueError:
             pass  # YAML's reader reports where the syntax breaks
         else:
@@ -207,8 +209,12 @@ def load(source: str | Path, text: str | None = None) -> Dag:
     return _parse(data, _Lines(root), str(source))
 
 
+class _NotJson(ValueError):
+    pass
+
+
 def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise _NotJson(f"{name} is not a JSON value (JSON has no NaN or Infinity)")
 
 
 def parse(data: Any) -> Dag:
@@ -363,9 +369,10 @@ def _parse(data: Any, lines: _Lines | None, source: str) -> Dag:
             problems.node(by_id[cycle[0]].index, by_id[cycle[0]].where, "depends_on", " -> ".join(cycle),
                           "is a cycle")
         for d in drafts:
-            if d.condition and not _is_upstream(graph, d.condition.node, d.id or ""):
+            if d.condition and d.condition.node not in (d.depends or ()):
                 problems.node(d.index, d.where, "condition.field", d.condition.field,
-                              f"must name an upstream node of {d.id!r} ({d.condition.node!r} is not one)")
+                              f"must name a node in depends_on of {d.id!r} ({d.condition.node!r} is not one): "
+                              "the condition is tested when that node has ended")
     problems.raise_any(source)
     assert schedule is not None and isinstance(name, str)  # no problems: all were read
     nodes = {d.id: d.node for d in drafts if d.id is not None and d.node is not None}
@@ -430,7 +437,9 @@ def _node(dag: str, index: int, raw: Any, defaults: dict, problems: _Problems) -
     draft.condition = _condition(index, where, raw.get("condition"), problems)
     spec = None
     if len(handlers) == 1:
-        params = raw.get("params", {})
+        params = raw.get("params")
+        if params is None:  # absent, or `params:` with nothing after it
+            params = {}
         spec = TaskSpec(name=f"{dag}.{node_id if id_ok else 'node'}",
                         handler_kind={"command": "shell", "argv": "argv", "python": "python"}[handlers[0]],
                         command=raw.get("command"), argv=raw.get("argv"), python_target=raw.get("python"),
@@ -534,22 +543,6 @@ def _cycle(stuck: set[str], graph: dict[str, tuple[str, ...]]) -> list[str]:
         current = next(up for up in sorted(graph[current]) if up in stuck)
     loop = path[seen[current]:] + [current]
     return list(reversed(loop))  # upstream first: a -> b means b depends on a
-
-
-def _is_upstream(graph: dict[str, tuple[str, ...]], candidate: str, node_id: str) -> bool:
-    """Whether ``candidate`` is upstream (directly or not) of ``node_id``."""
-    direct = graph.get(node_id, ())
-    if candidate in direct:
-        return True
-    stack, seen = list(direct), set()
-    while stack:
-        current = stack.pop()
-        if current == candidate:
-            return True
-        if current not in seen and current in graph:
-            seen.add(current)
-            stack.extend(graph[current])
-    return False
 
 
 @dataclass(frozen=True)

@@ -74,106 +74,122 @@ def apply(db: Database, dag: Dag, *, tenant: str = "default", source: str | None
     """Store ``dag`` (already validated by :func:`pgsched.dag.load`), creating or updating
     its schedule task, its node tasks and its nodes; nodes no longer in it are removed
     (their tasks soft-deleted; runs in flight still finish them). Applying the same
-    definition again changes nothing. Runs in flight keep the graph they started with.
+    definition again changes nothing.
 
-    One transaction, serialised per DAG name. Raises ValidationError when a task name the
-    DAG needs (``DAG`` or ``DAG.NODE``) is taken by a task that is not this DAG's; nothing
-    is written then. With ``dry_run`` the transaction is rolled back and the report says
-    what would have happened.
+    A changed node gets a new task (the old one is soft-deleted), so a run in flight keeps
+    running the version it started with: graph, handlers and params. One transaction,
+    serialised per DAG (and with the start of its runs). Raises ValidationError when a
+    task name the DAG needs (``DAG`` or ``DAG.NODE``) is taken by a task that is not this
+    DAG's; nothing is written then. With ``dry_run`` the transaction is rolled back and the
+    report says what would have happened.
     """
+    return apply_all(db, [(dag, source)], tenant=tenant, dry_run=dry_run, now=now)[0]
+
+
+def apply_all(db: Database, dags: list[tuple[Dag, str | None]], *, tenant: str = "default",
+              dry_run: bool = False, now: datetime | None = None) -> list[ApplyReport]:
+    """:func:`apply` for several DAGs (each with its source file name) in ONE transaction:
+    all are stored or none. Raises ValidationError for two DAGs of the same name."""
     now = now or _now()
     tasks.check_name("tenant", tenant)
+    seen: dict[str, str | None] = {}
+    for d, source in dags:
+        if d.name in seen:
+            raise ValidationError("name", d.name, f"is defined twice ({seen[d.name]} and {source}); nothing applied")
+        seen[d.name] = source
     try:
-        return _apply(db, dag, tenant, source, dry_run, now)
+        with db.transaction() as tx:
+            reports = [_apply(tx, d, tenant, source, dry_run, now) for d, source in dags]
+            if dry_run:
+                raise _RolledBack(reports)
     except _RolledBack as done:
-        return done.report
+        return done.reports
+    return reports
 
 
 class _RolledBack(Exception):
-    def __init__(self, report: ApplyReport):
-        self.report = report
+    def __init__(self, reports: list[ApplyReport]):
+        self.reports = reports
 
 
-def _apply(db: Database, dag: Dag, tenant: str, source: str | None, dry_run: bool, now: datetime) -> ApplyReport:
+def _apply(tx: Session, dag: Dag, tenant: str, source: str | None, dry_run: bool, now: datetime) -> ApplyReport:
     owner = f"dag:{dag.name}"
-    with db.transaction() as tx:
-        tx.exec("dag_lock", tenant=tenant, name=dag.name)
-        existing = tx.one("dag_get", tenant=tenant, name=dag.name)
-        report = ApplyReport(dag.name, "unchanged" if existing else "created", dry_run=dry_run)
-        old_nodes = {r["node_id"]: r for r in tx.many("dag_nodes", dag_id=existing["id"])} if existing else {}
-        names = [dag.name] + [n.task.name for n in dag.nodes.values()]
-        taken = {r["name"]: r for r in tx.many("dag_tasks_by_name", tenant=tenant, names=names)}
-        # The schedule task.
-        if existing is None:
-            if dag.name in taken:
-                raise ValidationError("name", dag.name, f"is the name of an existing task in tenant {tenant!r}; "
-                                      "a DAG and its schedule task share the name")
-            task_row = tx.one("dag_task_insert", tenant=tenant, name=dag.name, description=dag.description,
-                              source=owner, **_schedule_row(dag, now, True))
-            assert task_row is not None
-            task_id = task_row["id"]
-        else:
-            task_id = existing["task_id"]
-            old = Schedule(existing["schedule_kind"], existing["schedule_expr"], existing["timezone"])
-            new = dag.schedule
-            if (old.kind, old.expr, old.tz) != (new.kind, new.expr, new.tz) or \
-                    existing["description"] != dag.description:
-                report.schedule_changed = (old.kind, old.expr, old.tz) != (new.kind, new.expr, new.tz)
-                values = _schedule_row(dag, now, existing["enabled"])
-                if not report.schedule_changed:
-                    values.update(schedule_anchor=existing["schedule_anchor"], next_fire_at=existing["next_fire_at"])
-                tx.exec("dag_task_update", id=task_id, description=dag.description, **values)
-                if report.schedule_changed:
-                    tx.exec("task_wake_scheduler")
-        # Node tasks.
-        task_ids: dict[str, int] = {}
-        for node in dag.nodes.values():
-            spec = node.task
-            spec.tenant, spec.source, spec.description = tenant, owner, f"node {node.id} of DAG {dag.name}"
-            holder = taken.get(spec.name)
-            if holder is not None and holder["source"] != owner:
-                raise ValidationError(f"nodes[{node.id}].id", node.id, f"needs the task name {spec.name!r}, which "
-                                      f"an existing task holds in tenant {tenant!r}")
-            definition = node_definition(node)
-            if holder is None:
-                row = tasks.create(tx, spec, now=now)
-                assert row is not None
-                task_ids[node.id] = row["id"]
-                report.created.append(node.id)
-            else:
-                task_ids[node.id] = holder["id"]
-                if node.id in old_nodes and old_nodes[node.id]["definition"] == json.loads(json.dumps(definition)):
-                    report.unchanged.append(node.id)
-                    continue
-                schedule = spec.validate()
-                tx.one("task_update", id=holder["id"], **spec.row(schedule, now))
-                (report.updated if node.id in old_nodes else report.created).append(node.id)
-        report.removed = [n for n in old_nodes if n not in dag.nodes]
-        gone = [old_nodes[n]["task_id"] for n in report.removed]
-        if gone:
-            tx.exec("dag_tasks_soft_delete", ids=gone)
-        fields = dict(description=dag.description, failure_policy=dag.failure_policy, params=Jsonb(dag.params),
-                      definition=Jsonb(dag.definition), source=source)
-        if existing is None:
-            stored = tx.one("dag_insert", tenant=tenant, name=dag.name, task_id=task_id, **fields)
-            assert stored is not None
-            dag_id = stored["id"]
-        else:
-            dag_id = existing["id"]
-            if (existing["definition"] != json.loads(json.dumps(dag.definition)) or report.created
-                    or report.updated or report.removed or existing["source"] != source):
-                tx.one("dag_update", id=dag_id, **fields)
-                report.dag = "updated"
-        downstream = dag.downstream()
-        order = list(dag.nodes)
-        tx.exec("dag_nodes_replace", dag_id=dag_id, node_id=order, position=list(range(len(order))),
-                task_id=[task_ids[n] for n in order], trigger_rule=[dag.nodes[n].trigger_rule for n in order],
-                condition=[_condition_json(dag.nodes[n]) for n in order],
-                upstream=[Jsonb(list(dag.nodes[n].depends_on)) for n in order],
-                downstream=[Jsonb(downstream[n]) for n in order],
-                definition=[Jsonb(node_definition(dag.nodes[n])) for n in order])
-        if dry_run:
-            raise _RolledBack(report)
+    tx.exec("dag_lock", tenant=tenant, name=dag.name)
+    existing = tx.one("dag_get", tenant=tenant, name=dag.name)
+    if existing is not None:
+        tx.exec("dag_lock_row", id=existing["id"])  # runs starting now wait (dag_start_v1: FOR SHARE)
+    report = ApplyReport(dag.name, "unchanged" if existing else "created", dry_run=dry_run)
+    old_nodes = {r["node_id"]: r for r in tx.many("dag_nodes", dag_id=existing["id"])} if existing else {}
+    names = [dag.name] + [n.task.name for n in dag.nodes.values()]
+    taken = {r["name"]: r for r in tx.many("dag_tasks_by_name", tenant=tenant, names=names)}
+    # The schedule task.
+    if existing is None:
+        if dag.name in taken:
+            raise ValidationError("name", dag.name, f"is the name of an existing task in tenant {tenant!r}; "
+                                  "a DAG and its schedule task share the name")
+        task_row = tx.one("dag_task_insert", tenant=tenant, name=dag.name, description=dag.description,
+                          source=owner, **_schedule_row(dag, now, True))
+        if task_row is None:
+            raise ValidationError("name", dag.name, f"was taken by a task created meanwhile in tenant {tenant!r}")
+        task_id = task_row["id"]
+    else:
+        task_id = existing["task_id"]
+        old = Schedule(existing["schedule_kind"], existing["schedule_expr"], existing["timezone"])
+        new = dag.schedule
+        if (old.kind, old.expr, old.tz) != (new.kind, new.expr, new.tz) or \
+                existing["description"] != dag.description:
+            report.schedule_changed = (old.kind, old.expr, old.tz) != (new.kind, new.expr, new.tz)
+            values = _schedule_row(dag, now, existing["enabled"])
+            if not report.schedule_changed:
+                values.update(schedule_anchor=existing["schedule_anchor"], next_fire_at=existing["next_fire_at"])
+            tx.exec("dag_task_update", id=task_id, description=dag.description, **values)
+            if report.schedule_changed:
+                tx.exec("task_wake_scheduler")
+    # Node tasks: new or changed nodes get a task of their own; a changed node's old task
+    # is soft-deleted, not updated, so that runs in flight keep what they started with.
+    task_ids: dict[str, int] = {}
+    for node in dag.nodes.values():
+        spec = node.task
+        spec.tenant, spec.source, spec.description = tenant, owner, f"node {node.id} of DAG {dag.name}"
+        holder = taken.get(spec.name)
+        if holder is not None and holder["source"] != owner:
+            raise ValidationError(f"nodes[{node.id}].id", node.id, f"needs the task name {spec.name!r}, which "
+                                  f"an existing task holds in tenant {tenant!r}")
+        if holder is not None and node.id in old_nodes and old_nodes[node.id]["task_id"] == holder["id"] \
+                and old_nodes[node.id]["definition"] == json.loads(json.dumps(node_definition(node))):
+            task_ids[node.id] = holder["id"]
+            report.unchanged.append(node.id)
+            continue
+        if holder is not None:
+            tx.exec("dag_tasks_soft_delete", ids=[holder["id"]])
+        row = tasks.create(tx, spec, now=now)
+        assert row is not None
+        task_ids[node.id] = row["id"]
+        (report.updated if node.id in old_nodes else report.created).append(node.id)
+    report.removed = [n for n in old_nodes if n not in dag.nodes]
+    gone = [old_nodes[n]["task_id"] for n in report.removed]
+    if gone:
+        tx.exec("dag_tasks_soft_delete", ids=gone)
+    fields = dict(description=dag.description, failure_policy=dag.failure_policy, params=Jsonb(dag.params),
+                  definition=Jsonb(dag.definition), source=source)
+    if existing is None:
+        stored = tx.one("dag_insert", tenant=tenant, name=dag.name, task_id=task_id, **fields)
+        assert stored is not None
+        dag_id = stored["id"]
+    else:
+        dag_id = existing["id"]
+        if (existing["definition"] != json.loads(json.dumps(dag.definition)) or report.created
+                or report.updated or report.removed or existing["source"] != source):
+            tx.one("dag_update", id=dag_id, **fields)
+            report.dag = "updated"
+    downstream = dag.downstream()
+    order = list(dag.nodes)
+    tx.exec("dag_nodes_replace", dag_id=dag_id, node_id=order, position=list(range(len(order))),
+            task_id=[task_ids[n] for n in order], trigger_rule=[dag.nodes[n].trigger_rule for n in order],
+            condition=[_condition_json(dag.nodes[n]) for n in order],
+            upstream=[Jsonb(list(dag.nodes[n].depends_on)) for n in order],
+            downstream=[Jsonb(downstream[n]) for n in order],
+            definition=[Jsonb(node_definition(dag.nodes[n])) for n in order])
     return report
 
 

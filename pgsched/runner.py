@@ -83,12 +83,14 @@ class LogSink:
         self.tail: collections.deque[str] = collections.deque(maxlen=3)
         self.last_stdout: str | None = None  # the last non-blank stdout line (a command's result)
 
-    def write(self, stream: str, text: str) -> None:
+    def write(self, stream: str, text: str, whole_line: bool = True) -> None:
+        """Collect one line of ``stream`` (stdout, stderr or system). ``whole_line`` False:
+        a piece of a line too long to read at once (it cannot be the command's result)."""
         text = storable_text(text)
         size = len(text.encode("utf-8", errors="replace")) + 1
         with self._lock:
             if stream == "stdout" and text.strip():
-                self.last_stdout = text
+                self.last_stdout = text if whole_line else None
             if stream != "system" and (self._seq >= self.max_lines or self._bytes + size > self.max_bytes):
                 self.dropped_lines += 1
                 self.dropped_bytes += size
@@ -118,12 +120,18 @@ class LogSink:
 
 
 def _pump(pipe: Any, stream: str, sink: LogSink) -> None:
+    """Hand each line to ``sink``; a line over MAX_LINE_BYTES is logged in pieces, and
+    is no command result (only a whole line is)."""
+    whole = True  # the previous piece ended its line
     with pipe:
         while True:
             chunk = pipe.readline(MAX_LINE_BYTES)
             if not chunk:
                 return
-            sink.write(stream, chunk.decode("utf-8", errors="replace").rstrip("\r\n"))
+            ends = chunk.endswith(b"\n")
+            sink.write(stream, chunk.decode("utf-8", errors="replace").rstrip("\r\n"),
+                       whole_line=whole and (ends or len(chunk) < MAX_LINE_BYTES))
+            whole = ends
 
 
 def _feed(pipe: Any, data: bytes) -> None:
@@ -263,15 +271,22 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
 
 def command_result(line: str | None) -> Any:
     """A command's result: its last non-blank stdout line, as JSON when it parses as JSON
-    (``{"rows": 3}``, ``42``, ``true``), else as the text itself; None without output. (As
-    Airflow's BashOperator pushes the last line of output as its XCom.)"""
+    that PostgreSQL can store (``{"rows": 3}``, ``42``, ``true``), else as the text itself;
+    None without output, or when that line was longer than MAX_LINE_BYTES. (As Airflow's
+    BashOperator pushes the last line of output as its XCom.)"""
     if line is None:
         return None
-    text = line.strip()
+    text = storable_text(line.strip())
     try:
-        return json.loads(text, parse_constant=_not_json)  # NaN and Infinity are not JSON
+        value = json.loads(text, parse_constant=_not_json)  # NaN and Infinity are not JSON
+        # what PostgreSQL's jsonb cannot hold (1e999 is infinite; NUL characters) stays text
+        stored = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        stored.encode("utf-8")  # a lone surrogate ("\ud800") raises here
+        if "\\u0000" in stored:
+            return text
     except ValueError:
         return text
+    return value
 
 
 def _not_json(name: str) -> Any:

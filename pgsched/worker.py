@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +40,10 @@ from .retry import backoff_seconds
 from .runner import LogSink, Outcome, run_command, run_python, storable_text
 
 log = logging.getLogger(__name__)
+
+# Params larger than this (bytes of JSON) reach a command in a file (PGSCHED_PARAMS_FILE)
+# instead of PGSCHED_PARAMS: Linux caps one environment variable at 128 KB (MAX_ARG_STRLEN).
+MAX_ENV_PARAMS = 96 * 1024
 
 
 @dataclass
@@ -335,13 +340,21 @@ class Worker:
                 params = {k: v for k, v in params.items() if k != "upstream"}
             return run_python(func, params, timeout=row["timeout_seconds"], sink=sink, stop=slot.stop,
                               on_tick=lambda: self._flush_logs(row, sink), grace=self.config.stop_grace)
+        if kind == "dag":  # never enqueued (enqueue_v1 refuses it); say so if one appears
+            return Outcome("failed", error=f"task {row['task_name']!r} is a DAG: it starts DAG runs and is not run")
         env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
         env.update(row["env"] or {})
         env.update(PGSCHED_EXECUTION_ID=str(row["id"]), PGSCHED_TASK=row["task_name"],
-                   PGSCHED_ATTEMPT=str(row["attempt"]), PGSCHED_SCHEDULED_AT=row["scheduled_at"].isoformat(),
-                   PGSCHED_PARAMS=json.dumps(params))
-        if kind == "dag":  # never enqueued (enqueue_v1 refuses it); say so if one appears
-            return Outcome("failed", error=f"task {row['task_name']!r} is a DAG: it starts DAG runs and is not run")
+                   PGSCHED_ATTEMPT=str(row["attempt"]), PGSCHED_SCHEDULED_AT=row["scheduled_at"].isoformat())
+        params_file = None
+        encoded = json.dumps(params)
+        if len(encoded.encode("utf-8")) <= MAX_ENV_PARAMS:
+            env["PGSCHED_PARAMS"] = encoded
+        else:  # Linux refuses to start a program with one variable over 128 KB
+            with tempfile.NamedTemporaryFile("w", prefix="pgsched-params-", suffix=".json", delete=False,
+                                             encoding="utf-8") as f:
+                f.write(encoded)
+            params_file = env["PGSCHED_PARAMS_FILE"] = f.name
         if row.get("dag_run_id") is not None:
             env["PGSCHED_DAG_RUN_ID"] = str(row["dag_run_id"])
         if kind == "shell":
@@ -349,9 +362,13 @@ class Worker:
             argv = [shell, "-c", row["command"]]
         else:
             argv = list(row["argv"])
-        return run_command(argv, env=env, stdin=row["stdin"], timeout=row["timeout_seconds"], sink=sink,
-                           kill_grace=self.config.kill_grace, on_tick=lambda: self._flush_logs(row, sink),
-                           stop=slot.stop, stop_grace=self.config.stop_grace)
+        try:
+            return run_command(argv, env=env, stdin=row["stdin"], timeout=row["timeout_seconds"], sink=sink,
+                               kill_grace=self.config.kill_grace, on_tick=lambda: self._flush_logs(row, sink),
+                               stop=slot.stop, stop_grace=self.config.stop_grace)
+        finally:
+            if params_file:
+                os.unlink(params_file)
 
     def _flush_logs(self, row: Row, sink: LogSink, final: bool = False) -> None:
         """Store collected output, at most 1,000 lines per statement. Lines that cannot be

@@ -4,6 +4,10 @@
 -- Serialise applies of one DAG name (a first apply has no row to lock yet).
 SELECT pg_advisory_xact_lock(hashtextextended('pgsched.dag ' || %(tenant)s || ' ' || %(name)s, 0))
 
+-- name: dag_lock_row :exec
+-- An apply holds its DAG's row: runs start (FOR SHARE) before or after it, never during.
+SELECT 1 FROM pgsched.dag WHERE id = %(id)s FOR UPDATE
+
 -- name: dag_get :one
 -- A live DAG with its schedule and paused state (from its task of kind 'dag').
 SELECT d.*, t.schedule_kind, t.schedule_expr, t.timezone, t.schedule_anchor, t.enabled,

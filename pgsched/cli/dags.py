@@ -62,8 +62,9 @@ def _schedule(kind: str, expr: str | None, tz: str) -> str:
 @pass_ctx
 def dag_apply(c: Context, files: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
     """Create or update DAGs from YAML/JSON files. Idempotent: applying the same file again
-    changes nothing. Every file is validated before anything is written; each DAG is one
-    transaction. Runs in flight keep the graph they started with."""
+    changes nothing. Every file is validated before anything is written, and all of them
+    are applied in one transaction: all or nothing. Runs in flight keep the version they
+    started with."""
     dags, errors = [], []
     for f in files:  # every file valid, or nothing applied; every file's problems shown
         try:
@@ -72,8 +73,7 @@ def dag_apply(c: Context, files: tuple[str, ...], dry_run: bool, as_json: bool) 
             errors.append(str(exc))
     if errors:
         raise PgschedError("\n".join(errors) + ("\nnothing applied" if len(files) > 1 else ""))
-    reports = [dagruns.apply(c.db(), d, tenant=c.tenant, source=f, dry_run=dry_run)
-               for d, f in zip(dags, files, strict=True)]
+    reports = dagruns.apply_all(c.db(), list(zip(dags, files, strict=True)), tenant=c.tenant, dry_run=dry_run)
     if as_json:
         print_json([r.__dict__ for r in reports])
         return
@@ -213,10 +213,9 @@ def tree_lines(nodes: list[dict]) -> list[str]:
         children.setdefault(parent, []).append(n["node_id"])
     rows: list[tuple[str, str, str]] = []
 
-    def walk(node_id: str, prefix: str, last: bool, depth: int) -> None:
+    def line(node_id: str, prefix: str, last: bool, depth: int) -> None:
         n = by_id[node_id]
         branch = "" if depth == 0 else ("└─ " if last else "├─ ")
-        label = f"{prefix}{branch}{node_id}"
         state = STATE_MARKS.get(n["state"], n["state"]) + (" (kept)" if n.get("kept") else "")
         detail = []
         if n["started_at"]:
@@ -231,13 +230,18 @@ def tree_lines(nodes: list[dict]) -> list[str]:
         tail = n["error"] if n["error"] else (f"result {fmt(n['result'])}" if n["result"] is not None else "")
         if tail:
             detail.append(tail if len(tail) <= 80 else tail[:77] + "...")
-        rows.append((label, state, "; ".join(detail)))
-        kids = children.get(node_id, [])
-        for i, kid in enumerate(kids):
-            walk(kid, prefix + ("" if depth == 0 else ("   " if last else "│  ")), i == len(kids) - 1, depth + 1)
+        rows.append((f"{prefix}{branch}{node_id}", state, "; ".join(detail)))
 
-    for root in children.get(None, []):
-        walk(root, "", True, 0)
+    # depth-first with an explicit stack: a chain of thousands of nodes is no recursion
+    stack = [(root, "", True, 0) for root in reversed(children.get(None, []))]
+    while stack:
+        node_id, prefix, last, depth = stack.pop()
+        line(node_id, prefix, last, depth)
+        kids = children.get(node_id, [])
+        # past 30 levels the indent stops growing (a long chain stays readable)
+        inner = prefix if depth >= 30 else prefix + ("" if depth == 0 else ("   " if last else "│  "))
+        for i in reversed(range(len(kids))):
+            stack.append((kids[i], inner, i == len(kids) - 1, depth + 1))
     width = max((len(label) for label, _, _ in rows), default=0)
     return [f"  {label:<{width}}  {state:<16} {detail}".rstrip() for label, state, detail in rows]
 
@@ -251,6 +255,7 @@ def dag_cancel(c: Context, run_id: int) -> None:
     outcome = dagruns.cancel(c.db(), run_id, c.tenant)
     click.echo({"cancelled": f"DAG run {run_id} cancelled",
                 "cancelling": f"DAG run {run_id} cancelling: running nodes are being stopped",
+                "failing": f"DAG run {run_id} is already failing (fail_all): its running nodes are being stopped",
                 "finished": f"DAG run {run_id} had already ended; nothing changed"}[outcome])
 
 

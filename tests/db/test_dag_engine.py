@@ -583,3 +583,107 @@ def test_a_dag_declared_in_python_is_applied_by_sync(db, drive):
         tasks.get(db, "double")  # @app.node makes no task of its own
     with pytest.raises(dag_module.DagErrors, match=r"nodes\[x\].depends_on: 'nope' is not a node"):
         app.dag({"name": "bad", "nodes": [{"id": "x", "python": double, "depends_on": ["nope"]}]})
+
+
+# --- versions, races and reruns (found by trying to break it) -----------------------------
+
+
+def test_a_run_starting_while_an_apply_is_uncommitted_waits_and_copies_one_whole_version(db, sql, drive):
+    import threading
+
+    apply(db, ETL)
+    dag_id = dagruns.get(db, "etl")["id"]
+    with psycopg.connect(db.dsn, autocommit=False) as editor:  # an apply half-way: deploy removed
+        editor.execute("SELECT 1 FROM pgsched.dag WHERE id = %s FOR UPDATE", [dag_id])
+        editor.execute("DELETE FROM pgsched.dag_node WHERE dag_id = %s AND node_id = 'deploy'", [dag_id])
+        editor.execute("UPDATE pgsched.dag_node SET downstream = '{}' WHERE dag_id = %s AND node_id = 'train'",
+                       [dag_id])
+        started: list[int] = []
+        starter = threading.Thread(target=lambda: started.append(dagruns.trigger(db, "etl")))
+        starter.start()
+        starter.join(0.5)
+        assert starter.is_alive()  # waits for the apply
+        editor.commit()
+    starter.join(10)
+    run = started[0]
+    r = sql.execute("SELECT nodes, remaining FROM pgsched.dag_run WHERE id = %s", [run]).fetchone()
+    assert (r["nodes"], r["remaining"]) == (4, 4) and set(drive.states(run)) == {
+        "extract_a", "extract_b", "merge", "train"}
+    play(drive, run, fails=())
+    assert drive.run_state(run) == "succeeded"
+
+
+def test_a_changed_node_gets_a_new_task_so_a_run_in_flight_runs_the_old_version(db, sql, drive):
+    apply(db, ETL | {"params": {"ver": 1}})
+    old_run = dagruns.trigger(db, "etl")
+    changed = ETL | {"params": {"ver": 2},
+                     "nodes": ETL["nodes"][:2] + [dict(ETL["nodes"][2], command="echo v2")] + ETL["nodes"][3:]}
+    report = apply(db, changed)
+    assert set(report.updated) == {"extract_a", "extract_b", "merge", "train", "deploy"}  # params changed all
+    new_run = dagruns.trigger(db, "etl")
+    play(drive, old_run, fails=())
+    play(drive, new_run, fails=())
+
+    def merge_of(run):
+        ident = drive.execution(run, "merge")
+        return sql.execute("SELECT h.params, t.command, t.deleted_at IS NOT NULL AS old FROM pgsched.execution_history h "
+                           "JOIN pgsched.task t ON t.id = h.task_id WHERE h.id = %s", [ident]).fetchone()
+    before, after = merge_of(old_run), merge_of(new_run)
+    assert (before["params"]["ver"], before["command"], before["old"]) == (1, "true", True)
+    assert (after["params"]["ver"], after["command"], after["old"]) == (2, "echo v2", False)
+    assert [r["name"] for r in sql.execute(
+        "SELECT name FROM pgsched.task WHERE name = 'etl.merge' AND deleted_at IS NULL")] == ["etl.merge"]
+
+
+def test_rerun_failed_only_also_reruns_what_succeeded_downstream_of_a_failure_with_the_current_definition(
+        db, sql, drive):
+    graph = {"name": "g", "failure_policy": "continue", "nodes": [
+        {"id": "a", "command": "false"}, {"id": "b", "command": "true", "depends_on": ["a"]},
+        {"id": "c", "command": "true"}]}
+    apply(db, graph)
+    run = dagruns.trigger(db, "g")
+    play(drive, run, fails=("a",))
+    assert drive.states(run) == {"a": "failed", "b": "succeeded", "c": "succeeded"}
+    apply(db, graph | {"nodes": [dict(graph["nodes"][0], command="echo fixed")] + graph["nodes"][1:]})
+    again = dagruns.rerun(db, run, failed_only=True)
+    assert drive.states(again) == {"a": "queued", "b": "waiting", "c": "succeeded"}  # b ran on a failed input
+    a_task = sql.execute("SELECT t.command FROM pgsched.dag_node_run n JOIN pgsched.task t ON t.id = n.task_id "
+                         "WHERE n.run_id = %s AND n.node_id = 'a'", [again]).fetchone()["command"]
+    assert a_task == "echo fixed"  # the node runs its current definition
+    play(drive, again, fails=())
+    assert drive.run_state(again) == "succeeded"
+    assert sql.execute("SELECT pgsched.dag_rerun_v1(%s, NULL, NULL) AS r", [again]).fetchone()["r"] > again
+
+
+def test_a_condition_waits_for_its_node_when_an_eager_rule_would_run_first(db, drive):
+    apply(db, {"name": "eager", "nodes": [
+        {"id": "a", "command": "true"}, {"id": "b", "command": "true"},
+        {"id": "x", "command": "true", "depends_on": ["a", "b"], "trigger_rule": "one_success",
+         "condition": {"field": "a.result.go", "equals": True}}]})
+    run = dagruns.trigger(db, "eager")
+    drive.finish(run, "b")
+    assert drive.states(run)["x"] == "waiting"  # one_success says run, but a has not ended
+    drive.finish(run, "a", result={"go": True})
+    assert drive.states(run)["x"] == "queued"
+
+
+def test_cancel_of_a_run_that_fail_all_is_stopping_still_ends_it_failed(db, drive):
+    apply(db, ETL | {"failure_policy": "fail_all"})
+    run = dagruns.trigger(db, "etl")
+    drive.claim_all()
+    drive.finish(run, "extract_a", "dead")
+    assert drive.run_state(run) == "failing"
+    assert dagruns.cancel(db, run) == "failing"
+    drive.finish(run, "extract_b", "cancelled")
+    assert drive.run_state(run) == "failed"
+
+
+def test_apply_all_applies_every_dag_or_none(db, sql):
+    tasks.create(db, tasks.TaskSpec(name="second.x", command="true"))
+    first = dag_module.parse({"name": "first", "nodes": [{"id": "x", "command": "true"}]})
+    second = dag_module.parse({"name": "second", "nodes": [{"id": "x", "command": "true"}]})
+    with pytest.raises(ValidationError, match="second.x"):
+        dagruns.apply_all(db, [(first, "a.yaml"), (second, "b.yaml")])
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.dag").fetchone()["n"] == 0
+    with pytest.raises(ValidationError, match=r"'first' is defined twice \(a.yaml and c.yaml\)"):
+        dagruns.apply_all(db, [(first, "a.yaml"), (first, "c.yaml")])

@@ -5,7 +5,9 @@ SIGKILLed in the middle of a 50-node run."""
 from __future__ import annotations
 
 import json
+import os
 import signal
+import tempfile
 
 from ..helpers import REPO, cli, wait_until
 
@@ -169,3 +171,22 @@ def test_a_worker_sigkilled_mid_run_leaves_a_50_node_run_that_still_completes_ea
     assert sorted(set(lines)) == sorted(n["id"] for n in nodes)
     twice = {name for name in lines if lines.count(name) > 1}
     assert len(twice) <= len(killed_running)
+
+
+def test_results_too_big_for_the_environment_reach_a_command_in_a_file(dsn, sql, start, tmp_path):
+    """Three 60 KB results make 180 KB of params: more than Linux allows in one variable."""
+    big = "python3 -c \"import json; print(json.dumps({'part': '%s', 'pad': 'x' * 60000}))\""
+    nodes = [{"id": p, "command": big % p} for p in ("a", "b", "c")]
+    nodes.append({"id": "join", "depends_on": ["a", "b", "c"], "command":
+                  "test -z \"$PGSCHED_PARAMS\" && python3 -c \"import json, os; "
+                  "p = json.load(open(os.environ['PGSCHED_PARAMS_FILE'])); "
+                  "print(json.dumps(sorted(r['part'] for r in p['upstream'].values())))\""})
+    (tmp_path / "wide.json").write_text(json.dumps({"name": "wide", "nodes": nodes}))
+    cli(dsn, "dag", "apply", str(tmp_path / "wide.json"))
+    start("worker", "--poll-interval", "0.5", "--concurrency", "3")
+    run_id = trigger(dsn, "wide")
+    assert finished_run(sql, run_id)["state"] == "succeeded"
+    join = nodes_of(sql, run_id)["join"]
+    assert join["result"] == ["a", "b", "c"]
+    leftover = [p for p in os.listdir(tempfile.gettempdir()) if p.startswith("pgsched-params-")]
+    assert leftover == []  # the file is removed when the command ends

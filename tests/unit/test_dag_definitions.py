@@ -202,7 +202,30 @@ def test_graph_checks_wait_for_every_dependency_to_name_a_node():
         dag.parse(data)
     assert [str(p) for p in caught.value.problems] == [
         "nodes[a].depends_on: 'a -> b -> a' is a cycle",
-        "nodes[d].condition.field: 'a.result' must name an upstream node of 'd' ('a' is not one)"]
+        "nodes[d].condition.field: 'a.result' must name a node in depends_on of 'd' ('a' is not one): "
+        "the condition is tested when that node has ended"]
+
+
+def test_a_condition_must_name_a_direct_upstream_node():
+    """An eager rule (one_success) may decide before an indirect upstream node has ended; a
+    condition names a node in depends_on, whose end always re-decides the node."""
+    data = nodes({"id": "a"}, {"id": "b", "depends_on": ["a"]},
+                 {"id": "c", "depends_on": ["b"], "condition": {"field": "a.result.x", "equals": 1}})
+    with pytest.raises(dag.DagErrors, match=r"nodes\[c\].condition.field: 'a.result.x' must name a node in "
+                       "depends_on of 'c'"):
+        dag.parse(data)
+    data["nodes"][2]["depends_on"] = ["a", "b"]
+    assert dag.parse(data).nodes["c"].condition.node == "a"
+
+
+def test_nan_in_a_json_file_is_refused_not_read_as_text():
+    with pytest.raises(dag.DagErrors, match="is not valid JSON: NaN is not a JSON value"):
+        dag.load("x.json", '{"name": "x", "nodes": [{"id": "a", "command": "true", "timeout": NaN}]}')
+
+
+def test_params_null_is_no_params_for_the_dag_and_for_a_node():
+    d = dag.parse({"name": "x", "params": None, "nodes": [{"id": "a", "command": "true", "params": None}]})
+    assert d.params == {} and d.nodes["a"].task.params == {}
 
 
 def test_dag_validate_prints_every_problem_and_exits_1(tmp_path, monkeypatch):

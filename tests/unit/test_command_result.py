@@ -1,0 +1,58 @@
+"""A command's result (its last line of output) and how output lines are read."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from pgsched.cli.dags import tree_lines
+from pgsched.runner import MAX_LINE_BYTES, LogSink, _pump, command_result
+
+
+@pytest.mark.parametrize(("line", "result"), [
+    ('{"rows": 120}', {"rows": 120}),
+    ("42", 42),
+    ("true", True),
+    ("  extracted 80 rows  ", "extracted 80 rows"),
+    ("NaN", "NaN"),                       # not JSON
+    ("1e999", "1e999"),                   # JSON, but infinite: PostgreSQL cannot store it
+    ("[1, 1e999]", "[1, 1e999]"),
+    ('"a\\u0000b"', '"a\\u0000b"'),       # jsonb refuses NUL characters
+    ('"\\ud800"', '"\\ud800"'),           # a lone surrogate: not UTF-8
+    (None, None),
+])
+def test_the_last_line_is_json_when_postgres_can_store_it_else_text(line, result):
+    assert command_result(line) == result
+
+
+def read(data: bytes) -> LogSink:
+    sink = LogSink()
+    r, w = os.pipe()
+    pump = threading.Thread(target=_pump, args=(os.fdopen(r, "rb"), "stdout", sink))
+    pump.start()
+    with os.fdopen(w, "wb") as out:
+        out.write(data)
+    pump.join(5)
+    return sink
+
+
+def test_a_last_line_longer_than_the_read_limit_is_no_result():
+    sink = read(b'{"kind": "invoice"}\n' + b'{"pad": "' + b"x" * (MAX_LINE_BYTES + 10) + b'"}\n')
+    assert sink.last_stdout is None
+    assert len(sink.drain()) == 3  # the long line is kept in the log, in two pieces
+
+
+def test_a_line_of_exactly_the_read_limit_is_whole():
+    line = b'"' + b"y" * (MAX_LINE_BYTES - 3) + b'"\n'
+    assert len(line) == MAX_LINE_BYTES
+    assert command_result(read(line).last_stdout) == "y" * (MAX_LINE_BYTES - 3)
+
+
+def test_a_chain_of_thousands_of_nodes_draws_without_recursion():
+    nodes = [{"node_id": f"n{i}", "position": i, "upstream": [f"n{i - 1}"] if i else [], "state": "succeeded",
+              "started_at": None, "duration_seconds": None, "error": None, "result": None} for i in range(3000)]
+    lines = tree_lines(nodes)
+    assert len(lines) == 3000
+    assert max(len(line) for line in lines) < 200  # the indent stops growing
