@@ -12,6 +12,7 @@ here, so a correction lands in one place.
 from __future__ import annotations
 
 import calendar
+import copy
 import functools
 import re
 from collections.abc import Iterator
@@ -93,7 +94,7 @@ def _fires(expr: str, base: datetime) -> Iterator[datetime]:
     options = dict(max_years_between_matches=_HORIZON_YEARS, day_or=_day_or(expr),
                    second_at_beginning=len(canonical.split()) == 6)
     days = _day_rule(expr)
-    it = croniter(canonical, base, **options)
+    it = _iterator(canonical, base, options)
     while True:
         nxt = it.get_next(datetime)
         if days is None or days.match(nxt.date()):
@@ -102,7 +103,22 @@ def _fires(expr: str, base: datetime) -> Iterator[datetime]:
         day = days.next_date(nxt.date(), date(min(base.year + _HORIZON_YEARS, 9999), 12, 31))
         if day is None:
             return
-        it = croniter(canonical, _just_before(day, base.tzinfo), **options)
+        it = _iterator(canonical, _just_before(day, base.tzinfo), options)
+
+
+@functools.lru_cache(maxsize=4096)
+def _template(canonical: str, day_or: bool, seconds: bool) -> croniter:
+    return croniter(canonical, 0, max_years_between_matches=_HORIZON_YEARS, day_or=day_or,
+                    second_at_beginning=seconds)
+
+
+def _iterator(canonical: str, base: datetime, options: dict[str, Any]) -> croniter:
+    """A croniter for ``canonical`` starting at ``base``. Building one parses and expands
+    the expression (about 1 ms, most of a scheduler tick's time); the expansion is made
+    once per expression and copied, since walking only moves the copy's current time."""
+    it = copy.copy(_template(canonical, options["day_or"], options["second_at_beginning"]))
+    it.set_current(base, force=True)
+    return it
 
 
 # Longest stretch of wall-clock time a zone has ever repeated or skipped at once, with room.

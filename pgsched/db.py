@@ -93,7 +93,7 @@ class Session:
         if query.cardinality != expect:
             raise TypeError(f"query {query_name!r} is :{query.cardinality}, called as :{expect}")
         with translated():
-            cur = self.conn.execute(query.text, params)
+            cur = self.conn.execute(query.text, params, binary=query.binary)
             if expect == "one":
                 return cur.fetchone()
             if expect == "many":

@@ -18,18 +18,22 @@ from typing import LiteralString, cast
 
 from .resources import resource_dir
 
-_HEADER = re.compile(r"^-- name: (?P<name>[a-z][a-z0-9_]*) :(?P<card>one|many|exec)\s*$")
+_HEADER = re.compile(r"^-- name: (?P<name>[a-z][a-z0-9_]*) :(?P<card>one|many|exec)(?P<binary> binary)?\s*$")
 _CARDINALITIES = ("one", "many", "exec")
 
 
 @dataclass(frozen=True)
 class Query:
-    """One named statement: ``text`` is sent as is; ``cardinality`` is one/many/exec."""
+    """One named statement: ``text`` is sent as is; ``cardinality`` is one/many/exec;
+    ``binary``: parameters and results travel in PostgreSQL's binary format (header
+    ``-- name: x :exec binary``), much cheaper to encode for big arrays of timestamps;
+    only for statements whose parameters are all typed by casts or context."""
 
     name: str
     cardinality: str
     text: LiteralString
     source: str
+    binary: bool = False
 
 
 def parse(text: str, source: str) -> dict[str, Query]:
@@ -40,6 +44,7 @@ def parse(text: str, source: str) -> dict[str, Query]:
     """
     found: dict[str, Query] = {}
     name = card = None
+    binary = False
     body: list[str] = []
     start = 0
 
@@ -51,7 +56,7 @@ def parse(text: str, source: str) -> dict[str, Query]:
             raise ValueError(f"{source}:{start}: query {name!r} has no statement")
         if name in found:
             raise ValueError(f"{source}:{start}: query {name!r} is defined twice")
-        found[name] = Query(name, cast(str, card), cast(LiteralString, sql), f"{source}:{start}")
+        found[name] = Query(name, cast(str, card), cast(LiteralString, sql), f"{source}:{start}", binary)
 
     for no, line in enumerate(text.splitlines(), 1):
         if line.startswith("-- name:"):
@@ -60,6 +65,7 @@ def parse(text: str, source: str) -> dict[str, Query]:
                 raise ValueError(f"{source}:{no}: malformed header {line!r}")
             close()
             name, card, body, start = match["name"], match["card"], [], no
+            binary = bool(match["binary"])
         elif name is None:
             if line.strip() and not line.lstrip().startswith("--"):
                 raise ValueError(f"{source}:{no}: SQL before the first '-- name:' header")

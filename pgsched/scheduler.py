@@ -44,7 +44,8 @@ class SchedulerConfig:
     ``premake_days``: partitions created ahead; ``maintenance_interval`` seconds;
     ``rescue_interval``: how often (seconds) the leader looks for dead workers;
     ``leader_timeout``: seconds a leader may go without heartbeating (every second, from
-    its own thread) before a standby ends its session and takes over."""
+    its own thread) before a standby ends its session and takes over; ``parallel``:
+    connections that take batches of a burst at once."""
 
     batch: int = 1000
     max_sleep: float = 5.0
@@ -54,6 +55,7 @@ class SchedulerConfig:
     maintenance_interval: float = 3600.0
     rescue_interval: float = 1.0
     leader_timeout: float = 10.0
+    parallel: int = 2
     name: str | None = None
 
 
@@ -126,71 +128,139 @@ def catch_up(schedule: Schedule, policy: str, due_at: datetime, now: datetime,
     return run, nxt, count - len(run)
 
 
-def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000) -> int:
+def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000, parallel: int = 1) -> int:
     """Fire every task due at ``now`` (UTC), as its misfire policy says; plan tasks that
     have no next fire time.
 
     Returns the number of executions created or found already created (a fire some other
     leader already inserted counts too). Each batch of ``batch`` tasks is one transaction.
+    When a batch comes back full (a burst), up to ``parallel`` connections take batches
+    at once: SKIP LOCKED gives each its own tasks, and the database's row work, most of a
+    burst's time, spreads over its cores.
     """
-    fired = 0
-    while True:
-        with db.transaction() as tx:
-            broken: list[int] = []
-            unplanned = tx.many("scheduler_unplanned_tasks", limit=batch)
-            if unplanned:
-                firsts = []
-                for row in unplanned:
-                    nxt, problem = _plan(row, lambda s: s.first_fire(now))
-                    if problem:
-                        log.error("task %s: cannot plan its schedule (%s); pausing it", row["name"], problem)
-                        broken.append(row["id"])
-                    firsts.append(nxt)
-                tx.exec("task_plan", ids=[r["id"] for r in unplanned], next_fire_at=firsts,
-                        fired_at=[None] * len(unplanned), missed=[0] * len(unplanned))
-            due = tx.many("scheduler_due_tasks", now=now, limit=batch)
-            if due:
-                misfire = Misfire.load(tx)
-                nexts, missed, fire_ids, fire_at = [], [], [], []
-                for row in due:
-                    runs: list[datetime] = []
-                    lost = 0
+    memo = _Memo(now)
+    fired, full = _tick_batch(db, epoch, now, batch, memo)
+    if not full:
+        return fired
+    counts: list[int] = []
 
-                    def plan(s: Schedule, row: dict = row) -> datetime | None:
-                        nonlocal runs, lost
-                        runs, nxt, lost = catch_up(s, row["misfire_policy"], row["next_fire_at"], now, misfire)
-                        return nxt
-                    nxt, problem = _plan(row, plan)
-                    if problem:
-                        log.error("task %s: cannot compute its next fire (%s); pausing it after this fire",
-                                  row["name"], problem)
-                        broken.append(row["id"])
-                        runs = [row["next_fire_at"]]
-                    if lost:
-                        log.warning("task %s: %d missed fire(s) not run (misfire policy %s)", row["name"], lost,
-                                    row["misfire_policy"])
-                    for fire in runs:
-                        fire_ids.append(row["id"])
-                        fire_at.append(fire)
+    def drain() -> None:
+        total, more = 0, True
+        while more:
+            n, more = _tick_batch(db, epoch, now, batch, memo)
+            total += n
+        counts.append(total)
+
+    helpers = [threading.Thread(target=drain, name=f"pgsched-tick-{i}") for i in range(1, max(parallel, 1))]
+    for t in helpers:
+        t.start()
+    try:
+        drain()
+    finally:
+        for t in helpers:
+            t.join()
+    return fired + sum(counts)
+
+
+_MEMO_SIZE = 10_000
+
+
+class _Memo:
+    """Tasks that share a schedule share its fire times: computed once per tick (a burst
+    of 100,000 tasks on a few expressions is a few computations, not 100,000)."""
+
+    def __init__(self, now: datetime):
+        self.now = now
+        self.planned: dict[tuple, tuple[list[datetime], datetime | None, int]] = {}
+        self.firsts: dict[tuple, datetime | None] = {}
+
+    def first(self, s: Schedule) -> datetime | None:
+        key = (s.kind, s.expr, s.tz, s.anchor)
+        if key not in self.firsts:
+            if len(self.firsts) >= _MEMO_SIZE:
+                self.firsts.clear()
+            self.firsts[key] = s.first_fire(self.now)
+        return self.firsts[key]
+
+    def catch_up(self, s: Schedule, policy: str, due_at: datetime,
+                 misfire: Misfire) -> tuple[list[datetime], datetime | None, int]:
+        key = (s.kind, s.expr, s.tz, s.anchor, policy, due_at)
+        found = self.planned.get(key)
+        if found is None:
+            if len(self.planned) >= _MEMO_SIZE:  # all different: memory stays flat
+                self.planned.clear()
+            found = self.planned[key] = catch_up(s, policy, due_at, self.now, misfire)
+        return found
+
+
+# A tick that fires more tasks than this logs one line for the batch, not one per task.
+_LOG_EACH_UP_TO = 20
+
+
+def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo: _Memo) -> tuple[int, bool]:
+    """One transaction of :func:`tick`: plan up to ``batch`` unplanned tasks and fire up to
+    ``batch`` due ones. Returns (executions created, whether a batch came back full)."""
+    fired = 0
+    with db.transaction() as tx:
+        broken: list[int] = []
+        unplanned = tx.many("scheduler_unplanned_tasks", limit=batch)
+        if unplanned:
+            firsts = []
+            for row in unplanned:
+                nxt, problem = _plan(row, memo.first)
+                if problem:
+                    log.error("task %s: cannot plan its schedule (%s); pausing it", row["name"], problem)
+                    broken.append(row["id"])
+                firsts.append(nxt)
+            tx.exec("task_plan", ids=[r["id"] for r in unplanned], next_fire_at=firsts,
+                    fired_at=[None] * len(unplanned), missed=[0] * len(unplanned))
+        due = tx.many("scheduler_due_tasks", now=now, limit=batch)
+        if due:
+            misfire = Misfire.load(tx)
+            nexts, missed, fire_ids, fire_at = [], [], [], []
+            each = len(due) <= _LOG_EACH_UP_TO
+            for row in due:
+                runs: list[datetime] = []
+                lost = 0
+
+                def plan(s: Schedule, row: dict = row) -> datetime | None:
+                    nonlocal runs, lost
+                    runs, nxt, lost = memo.catch_up(s, row["misfire_policy"], row["next_fire_at"], misfire)
+                    return nxt
+                nxt, problem = _plan(row, plan)
+                if problem:
+                    log.error("task %s: cannot compute its next fire (%s); pausing it after this fire",
+                              row["name"], problem)
+                    broken.append(row["id"])
+                    runs = [row["next_fire_at"]]
+                if lost:
+                    log.warning("task %s: %d missed fire(s) not run (misfire policy %s)", row["name"], lost,
+                                row["misfire_policy"])
+                for fire in runs:
+                    fire_ids.append(row["id"])
+                    fire_at.append(fire)
+                    if each:
                         log.info("fired %s for %s", row["name"], fire.isoformat())
-                    nexts.append(nxt)
-                    missed.append(lost)
-                tx.exec("scheduler_insert_fires", ids=fire_ids, fire_at=fire_at, epoch=epoch)
-                dags = {r["id"] for r in due if r["handler_kind"] == "dag"}
-                if dags:
-                    picked = [(i, f) for i, f in zip(fire_ids, fire_at, strict=True) if i in dags]
-                    for run in tx.many("scheduler_fire_dags", ids=[i for i, _ in picked],
-                                       fire_at=[f for _, f in picked], epoch=epoch):
-                        if run["run_id"] is not None:
-                            log.info("DAG %s: run %s started for %s", run["name"], run["run_id"],
-                                     run["fire_at"].isoformat())
-                tx.exec("task_plan", ids=[r["id"] for r in due], next_fire_at=nexts,
-                        fired_at=[r["next_fire_at"] for r in due], missed=missed)
-                fired += len(fire_ids)
-            if broken:
-                tx.exec("task_disable", ids=broken)
-        if len(due) < batch and len(unplanned) < batch:
-            return fired
+                nexts.append(nxt)
+                missed.append(lost)
+            if not each and fire_at:
+                log.info("fired %d task(s) due from %s to %s", len(due), min(fire_at).isoformat(),
+                         max(fire_at).isoformat())
+            tx.exec("scheduler_insert_fires", ids=fire_ids, fire_at=fire_at, epoch=epoch)
+            dags = {r["id"] for r in due if r["handler_kind"] == "dag"}
+            if dags:
+                picked = [(i, f) for i, f in zip(fire_ids, fire_at, strict=True) if i in dags]
+                for run in tx.many("scheduler_fire_dags", ids=[i for i, _ in picked],
+                                   fire_at=[f for _, f in picked], epoch=epoch):
+                    if run["run_id"] is not None:
+                        log.info("DAG %s: run %s started for %s", run["name"], run["run_id"],
+                                 run["fire_at"].isoformat())
+            tx.exec("task_plan", ids=[r["id"] for r in due], next_fire_at=nexts,
+                    fired_at=[r["next_fire_at"] for r in due], missed=missed)
+            fired += len(fire_ids)
+        if broken:
+            tx.exec("task_disable", ids=broken)
+    return fired, len(due) >= batch or len(unplanned) >= batch
 
 
 def rescue(db: Database) -> list[dict]:
@@ -377,7 +447,7 @@ class Scheduler:
                     interval = min(interval, 60.0)
                 next_maintenance = time.monotonic() + interval
             try:
-                tick(self.db, self.epoch, _now(), self.config.batch)
+                tick(self.db, self.epoch, _now(), self.config.batch, self.config.parallel)
                 lock.exec("scheduler_record_tick", epoch=self.epoch)
             except (psycopg.Error, PgschedError):
                 raise  # the database is gone: back to campaigning

@@ -22,7 +22,7 @@ SELECT id, tenant, name, schedule_kind, schedule_expr, timezone, schedule_anchor
  LIMIT %(limit)s
    FOR UPDATE SKIP LOCKED
 
--- name: scheduler_insert_fires :exec
+-- name: scheduler_insert_fires :exec binary
 -- One execution per (task, fire time), all in one statement. The unique (task_id,
 -- scheduled_at) makes a second insert of the same fire a no-op, whoever sends it.
 INSERT INTO pgsched.execution (tenant, task_id, scheduled_at, run_at, trigger, priority, queue,

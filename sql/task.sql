@@ -52,7 +52,7 @@ RETURNING id
 -- name: task_drop_pending :exec
 DELETE FROM pgsched.execution WHERE task_id = %(id)s AND state = 'pending'
 
--- name: task_plan :exec
+-- name: task_plan :exec binary
 -- Set the next fire time of tasks (parallel arrays), when they last fired, and add the
 -- fires they missed (misfire policy skip, or all beyond its cap).
 UPDATE pgsched.task t

@@ -282,3 +282,22 @@ def test_a_delete_that_waits_for_a_tick_drops_what_that_tick_inserted(db, dsn, s
         tick.close()
     assert result == {"dropped": 1}
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
+
+
+def test_a_burst_is_fired_by_parallel_batches_each_task_exactly_once(db, sql):
+    """2,500 tasks on three schedules due at once, batches of 200 on 3 connections: every
+    task fires once, and tasks that share a schedule get the same next fire time."""
+    due = at(9, 0)
+    sql.execute("""INSERT INTO pgsched.task (name, schedule_kind, schedule_expr, timezone, handler_kind, command,
+                                            next_fire_at)
+                   SELECT 'burst-' || i, 'cron', (ARRAY['* * * * *', '*/5 * * * *', '0 * * * *'])[i %% 3 + 1],
+                          (ARRAY['UTC', 'Europe/Berlin'])[i %% 2 + 1], 'shell', 'true', %s
+                     FROM generate_series(1, 2500) i""", [due])
+    assert scheduler.tick(db, 3, at(9, 0, 1), batch=200, parallel=3) == 2500
+    per_task = sql.execute("SELECT task_id, count(*) AS n FROM pgsched.execution GROUP BY task_id").fetchall()
+    assert len(per_task) == 2500 and {r["n"] for r in per_task} == {1}
+    planned = sql.execute("""SELECT schedule_expr, array_agg(DISTINCT next_fire_at) AS nexts FROM pgsched.task
+                              GROUP BY schedule_expr ORDER BY schedule_expr""").fetchall()
+    assert [(r["schedule_expr"], r["nexts"]) for r in planned] == [
+        ("* * * * *", [at(9, 1)]), ("*/5 * * * *", [at(9, 5)]), ("0 * * * *", [at(10, 0)])]
+    assert scheduler.tick(db, 3, at(9, 0, 2), batch=200, parallel=3) == 0

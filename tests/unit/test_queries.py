@@ -16,7 +16,7 @@ from ..helpers import REPO
 
 SQL_DIR = REPO / "sql"
 PACKAGE = REPO / "pgsched"
-HEADER = re.compile(r"^-- name: ([a-z][a-z0-9_]*) :(one|many|exec)\s*$", re.MULTILINE)
+HEADER = re.compile(r"^-- name: ([a-z][a-z0-9_]*) :(one|many|exec)(?: binary)?\s*$", re.MULTILINE)
 
 
 def test_parse_reads_names_cardinalities_and_bodies():
@@ -163,3 +163,9 @@ def test_every_query_the_code_calls_exists_with_that_cardinality():
 def test_every_query_in_sql_is_used_by_the_code():
     used = {name for name, _, _ in calls_in_code()}
     assert sorted(set(registry()) - used) == []
+
+
+def test_a_binary_header_marks_the_query_binary():
+    found = parse("-- name: a :exec binary\nSELECT 1\n-- name: b :one\nSELECT 2\n", "x.sql")
+    assert (found["a"].binary, found["b"].binary) == (True, False)
+    assert found["a"].cardinality == "exec"
