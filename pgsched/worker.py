@@ -20,12 +20,13 @@ import inspect
 import json
 import logging
 import os
+import queue
 import socket
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -114,6 +115,8 @@ class Worker:
         self._lock = threading.Lock()
         self._active: dict[int, _Slot] = {}
         self._early_cancels: set[int] = set()  # cancels that came before their execution's slot
+        self.completer: _Completer | None = None
+        self._recording = 0  # executions whose handler is done and whose outcome is being written
 
     # -- lifecycle ---------------------------------------------------------------------
     def _register(self) -> None:
@@ -133,7 +136,9 @@ class Worker:
                    threading.Thread(target=self._heartbeat, args=(stop,), daemon=True, name="pgsched-heartbeat")]
         for t in helpers:
             t.start()
-        pool = ThreadPoolExecutor(max_workers=cfg.concurrency, thread_name_prefix="pgsched-exec")
+        # twice the slots: threads that record an outcome leave their slot to the next handler
+        pool = ThreadPoolExecutor(max_workers=2 * cfg.concurrency, thread_name_prefix="pgsched-exec")
+        self.completer = _Completer(self.db, lambda: self.id)
         try:
             while not stop.is_set():
                 self.wake.clear()
@@ -145,6 +150,7 @@ class Worker:
                     self.wake.wait(0.25)
         finally:
             self._drain(pool)
+            self.completer.close()
             self._done.set()
             try:
                 self.db.exec("worker_stop", id=self.id)
@@ -196,8 +202,11 @@ class Worker:
         return True
 
     def _free(self) -> int:
+        """Slots free for new executions: ``concurrency`` handlers at once; outcomes being
+        recorded take no slot, unless more than ``concurrency`` of them are (the database is
+        slow or away): then the worker stops claiming instead of piling work up."""
         with self._lock:
-            return self.config.concurrency - self._running
+            return self.config.concurrency - self._running - max(0, self._recording - self.config.concurrency)
 
     # -- background helpers -------------------------------------------------------------
     def _listen(self, stop: threading.Event) -> None:
@@ -298,6 +307,7 @@ class Worker:
             slot.end("cancel")
         elif self.hard_stop.is_set():
             slot.end("handback")
+        recording = False
         try:
             try:
                 log.debug("execution %s (%s) attempt %s started", row["id"], row["task_name"], row["attempt"])
@@ -312,6 +322,13 @@ class Worker:
             if slot.reason == "cancel":
                 outcome = Outcome("cancelled", outcome.exit_code, "cancelled on request"
                                   + (f" ({outcome.error})" if outcome.error else ""))
+            # The handler is done: its slot takes the next execution while this thread
+            # records the outcome (the claim and the write overlap instead of alternating).
+            with self._lock:
+                self._running -= 1
+                self._recording += 1
+                recording = True
+            self.wake.set()
             self._flush_logs(row, sink, final=True)
             self._record(row, outcome, started, list(sink.tail), handback=slot.reason == "handback")
         except BaseException as exc:
@@ -324,7 +341,10 @@ class Worker:
                 log.exception("execution %s: recording the failure failed too", row["id"])
         finally:
             with self._lock:
-                self._running -= 1
+                if recording:
+                    self._recording -= 1
+                else:
+                    self._running -= 1
                 self._active.pop(row["id"], None)
             self.wake.set()
 
@@ -463,6 +483,16 @@ class Worker:
         final = self._final_state(row, outcome, stopped)
         retry_at = budget = None
         lease = dict(id=row["id"], lease_id=row["lease_id"])
+        if final is not None and self.completer is not None:
+            moved = self.completer.finish(dict(
+                id=row["id"], lease_id=row["lease_id"], state=final, finished_at=finished,
+                exit_code=outcome.exit_code, error=outcome.error,
+                result=Jsonb(outcome.result) if outcome.result is not None else None,
+                attempt_state=outcome.state, started_at=row["started_at"] or started,
+                error_type=outcome.error_type))
+            if not moved:
+                raise _ClaimLost()
+            return final, None, None
         with self.db.transaction() as tx:
             if final is None:
                 asked = tx.one("execution_cancel_requested", **lease)
@@ -497,6 +527,76 @@ class Worker:
             if not done:
                 raise _ClaimLost()
         return final, retry_at, budget
+
+
+class _Completer:
+    """Group commit of final outcomes. Threads that end an execution for good hand their
+    outcome here and wait; one thread writes everything handed in meanwhile (up to
+    ``max_batch``) in one transaction of one statement (``execution_finish_many``), so a
+    busy worker pays one round trip and one WAL flush for many executions instead of each.
+    An idle worker's outcome is written at once: no batching delay.
+
+    A batch the database refuses is split and each outcome tried alone, so one bad value
+    fails only its own execution."""
+
+    def __init__(self, db: Database, worker_id: Callable[[], int | None], max_batch: int = 500):
+        self.db, self.worker_id, self.max_batch = db, worker_id, max_batch  # the id changes on re-registering
+        self.queue: queue.SimpleQueue[tuple[dict[str, Any], Future[bool]] | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._loop, daemon=True, name="pgsched-complete")
+        self.thread.start()
+
+    def finish(self, item: dict[str, Any]) -> bool:
+        """Write one final outcome (``item``: the columns of ``execution_finish_many``, one
+        value each); True when moved, False when the lease was lost. Raises what writing it
+        raised (ConnectionFailed, TransientError, PgschedError)."""
+        done: Future[bool] = Future()
+        self.queue.put((item, done))
+        return done.result()
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.thread.join(10)
+
+    def _loop(self) -> None:
+        while True:
+            first = self.queue.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < self.max_batch:
+                try:
+                    nxt = self.queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    self.queue.put(None)  # stop after this batch
+                    break
+                batch.append(nxt)
+            self._write(batch)
+
+    def _write(self, batch: list[tuple[dict[str, Any], Future[bool]]]) -> None:
+        try:
+            with self.db.transaction() as tx:
+                rows = tx.many("execution_finish_many", worker_id=self.worker_id(),
+                               **{k: [item[k] for item, _ in batch] for k in batch[0][0]})
+        except (ConnectionFailed, TransientError) as exc:
+            for _, done in batch:
+                done.set_exception(exc)
+            return
+        except PgschedError as exc:
+            if len(batch) == 1:
+                batch[0][1].set_exception(exc)
+                return
+            for one in batch:  # find the outcome the database refuses: each alone
+                self._write([one])
+            return
+        except BaseException as exc:  # never leave a waiting thread hanging
+            for _, done in batch:
+                done.set_exception(exc)
+            return
+        moved = {r["id"] for r in rows}
+        for item, done in batch:
+            done.set_result(item["id"] in moved)
 
 
 def _takes(func: Any, name: str) -> bool:

@@ -128,3 +128,40 @@ SELECT pgsched.cancel_v1(%(id)s, %(tenant)s) AS outcome
 SELECT cancel_requested_at IS NOT NULL AS requested FROM pgsched.execution
  WHERE id = %(id)s AND lease_id = %(lease_id)s
    FOR UPDATE
+
+-- name: execution_finish_many :many
+-- Group commit of final outcomes (parallel arrays, one element per execution): the moves
+-- to history and the attempt rows of every execution this worker still holds (its lease),
+-- in one statement. Returns the ids moved; an id missing was rescued meanwhile (its
+-- attempt is not written: the rescue wrote it as 'lost').
+WITH input AS (
+    SELECT * FROM unnest(%(id)s::bigint[], %(lease_id)s::bigint[], %(state)s::text[],
+                         %(finished_at)s::timestamptz[], %(exit_code)s::int[], %(error)s::text[],
+                         %(result)s::jsonb[], %(attempt_state)s::text[], %(started_at)s::timestamptz[],
+                         %(error_type)s::text[])
+           AS u(id, lease_id, state, finished_at, exit_code, error, result, attempt_state, started_at, error_type)
+), done AS (
+    DELETE FROM pgsched.execution e USING input i
+     WHERE e.id = i.id AND e.lease_id = i.lease_id AND e.state = 'running'
+    RETURNING e.*
+), moved AS (
+    INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state, trigger,
+        priority, queue, params, idempotency_key, attempt, max_attempts, worker_id, leader_epoch,
+        created_at, started_at, finished_at, exit_code, error, result, lost_attempts, dag_run_id)
+    SELECT d.id, d.tenant, d.task_id, d.scheduled_at, d.run_at, i.state, d.trigger, d.priority, d.queue,
+           d.params, d.idempotency_key, d.attempt, d.max_attempts, d.worker_id, d.leader_epoch,
+           d.created_at, d.started_at, i.finished_at, i.exit_code, i.error, i.result, d.lost_attempts,
+           d.dag_run_id
+      FROM done d JOIN input i ON i.id = d.id
+     -- DAG nodes settle in run order: two workers' batches lock their runs alike
+     ORDER BY d.dag_run_id NULLS FIRST, d.id
+    RETURNING id
+), attempts AS (
+    INSERT INTO pgsched.execution_attempt (execution_id, attempt, tenant, worker_id, state, started_at,
+                                           finished_at, exit_code, error, error_type, lease_id)
+    SELECT d.id, d.attempt, d.tenant, %(worker_id)s, i.attempt_state, coalesce(i.started_at, d.started_at),
+           i.finished_at, i.exit_code, i.error, i.error_type, d.lease_id
+      FROM done d JOIN input i ON i.id = d.id
+    ON CONFLICT DO NOTHING
+)
+SELECT id FROM moved

@@ -1,0 +1,66 @@
+"""Group commit of final outcomes (worker._Completer and execution_finish_many): many
+executions moved to history in one statement, each only while its lease is held, and a
+value the database refuses failing only its own execution."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from datetime import UTC, datetime
+
+import pytest
+
+from pgsched import scheduler, tasks
+from pgsched.errors import PgschedError
+from pgsched.worker import _Completer
+
+from .test_claim import claim, register
+from .test_reliability_sql import make_task
+
+
+def item(row, state="succeeded", **extra):
+    return dict(id=row["id"], lease_id=row["lease_id"], state=state, finished_at=datetime.now(UTC),
+                exit_code=0, error=None, result=None, attempt_state=state, started_at=row["started_at"],
+                error_type=None) | extra
+
+
+def test_one_statement_moves_every_execution_whose_lease_is_held(db, sql):
+    make_task(db)
+    worker = register(db)
+    for _ in range(5):
+        tasks.trigger(db, "job")
+    rows = claim(db, worker, limit=5)
+    sql.execute("UPDATE pgsched.worker SET last_heartbeat_at = now() - interval '1 minute' WHERE id = %s", [worker])
+    lost = rows[0]
+    sql.execute("UPDATE pgsched.execution SET worker_id = NULL WHERE id <> %s", [lost["id"]])  # only one is rescued
+    scheduler.rescue(db)
+    items = [item(r) for r in rows]
+    moved = db.many("execution_finish_many", worker_id=worker,
+                    **{k: [i[k] for i in items] for k in items[0]})
+    assert sorted(r["id"] for r in moved) == sorted(r["id"] for r in rows[1:])
+    hist = sql.execute("SELECT id, state FROM pgsched.execution_history ORDER BY id").fetchall()
+    assert [(h["id"], h["state"]) for h in hist] == [(r["id"], "succeeded") for r in rows[1:]]
+    attempts = sql.execute("SELECT execution_id, state FROM pgsched.execution_attempt ORDER BY execution_id").fetchall()
+    assert [(a["execution_id"], a["state"]) for a in attempts] == [(lost["id"], "lost")] + [
+        (r["id"], "succeeded") for r in rows[1:]]  # the rescued one keeps only its 'lost' attempt
+
+
+def test_a_refused_value_fails_only_its_own_execution(db, sql):
+    make_task(db)
+    worker = register(db)
+    for _ in range(3):
+        tasks.trigger(db, "job")
+    rows = claim(db, worker, limit=3)
+    completer = _Completer(db, lambda: worker)
+    try:
+        good: Future[bool] = Future()
+        bad: Future[bool] = Future()
+        completer.queue.put((item(rows[0]), good))  # queued together: one batch, split on refusal
+        completer.queue.put((item(rows[1], state="bogus"), bad))
+        assert completer.finish(item(rows[2])) is True
+        assert good.result(5) is True
+        with pytest.raises(PgschedError, match="check"):
+            bad.result(5)
+    finally:
+        completer.close()
+    states = {r["id"]: r["state"] for r in sql.execute("SELECT id, state FROM pgsched.execution_all")}
+    assert states == {rows[0]["id"]: "succeeded", rows[1]["id"]: "running", rows[2]["id"]: "succeeded"}
