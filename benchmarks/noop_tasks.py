@@ -1,9 +1,11 @@
 """No-op Python tasks for the benchmarks in this folder.
 
 A worker runs them by import path (``noop_tasks:noop``), so it must be started with
-``--pythonpath benchmarks`` (``dag_overhead.py`` does that). Both workloads use the same
-function, so what is compared is scheduling, not the work.
+``--pythonpath benchmarks`` (``dag_overhead.py`` and ``run.py`` do that). Every workload
+uses the same no-op functions, so what is compared is scheduling, not the work.
 """
+
+import time
 
 from pgsched import App
 
@@ -21,3 +23,17 @@ def warmup() -> None:
     """Does nothing either: run before the clock starts, so that the worker has imported
     this module and opened its pool connections."""
     return
+
+
+@app.task(name="bench-job")
+def job(seq: int = 0) -> None:
+    """Does nothing with its one parameter: the runs of ``run.py``'s enqueue and drain
+    parts carry a sequence number, as the peers' jobs do."""
+    return
+
+
+@app.task(name="bench-stamp")
+def stamp(seq: int = 0) -> float:
+    """Returns the worker's clock when the call started (``time.time()``), stored as the
+    execution's result: ``run.py``'s latency part subtracts the enqueue time from it."""
+    return time.time()
