@@ -528,9 +528,9 @@ END $$;
 -- Run a finished run again as a new run (trigger 'rerun', rerun_of the old one), with the
 -- old run's graph and params. Nodes kept from the old run keep their state and result and
 -- are not run again; the others run, with their current definition when the DAG still
--- has them. from_node: re-run that node; failed_only: re-run every node that did not
--- succeed; both: either; neither: every node; and always everything downstream of a node
--- that runs again. Returns the new run id.
+-- has them. from_node: re-run that node; failed_only: re-run every node that failed, was
+-- cancelled or upstream_failed; both: either; neither: every node; and always everything
+-- downstream of a node that runs again. Returns the new run id.
 CREATE FUNCTION pgsched.dag_rerun_v1(run_id bigint, from_node text DEFAULT NULL, failed_only boolean DEFAULT false,
                                      tenant text DEFAULT 'default') RETURNS bigint
 LANGUAGE plpgsql AS $$
@@ -560,12 +560,15 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    -- Re-run: from_node, every node that did not succeed (failed_only), and everything
-    -- downstream of those (a node that succeeded on a failed input runs again too).
+    -- Re-run: from_node, every node that failed, was cancelled or was not run because of a
+    -- failure (failed_only; a node skipped by its condition or rule is an outcome, not a
+    -- failure), and everything downstream of those (a node that succeeded on a failed
+    -- input runs again too).
     WITH RECURSIVE again(node_id) AS (
         SELECT n.node_id FROM pgsched.dag_node_run n
          WHERE n.run_id = old.id
-           AND (n.node_id = from_node OR (coalesce(failed_only, false) AND n.state <> 'succeeded')
+           AND (n.node_id = from_node
+                OR (coalesce(failed_only, false) AND n.state IN ('failed', 'upstream_failed', 'cancelled'))
                 OR (from_node IS NULL AND NOT coalesce(failed_only, false)))
         UNION
         SELECT unnest(n.downstream) FROM pgsched.dag_node_run n JOIN again a ON a.node_id = n.node_id
@@ -578,7 +581,7 @@ BEGIN
     rerun_nodes := coalesce(rerun_nodes, '{}');
     keep_nodes := coalesce(keep_nodes, '{}');
     IF cardinality(rerun_nodes) = 0 THEN
-        RAISE EXCEPTION 'run: nothing to re-run in DAG run % (every node succeeded)', old.id
+        RAISE EXCEPTION 'run: nothing to re-run in DAG run % (no node failed)', old.id
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     INSERT INTO pgsched.dag_run (tenant, dag_id, trigger, scheduled_at, params, failure_policy, nodes,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shlex
 import sys
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
@@ -73,18 +75,19 @@ def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None
     if examples:
         created = load_examples(db, c.tenant, now)
         click.echo(f"examples: {len(created)} task(s) created" if created else "examples: already loaded")
-    # DAG nodes are tasks too (DAG.NODE); the DAG stands for them here
-    rows = [r for r in db.many("task_list", tenant=c.tenant, search=None, limit=500)
-            if r["handler_kind"] == "dag" or not (r["source"] or "").startswith("dag:")][:50]
+    # DAG nodes are tasks too (DAG.NODE); the DAG stands for them here (task_list leaves them out)
+    rows = db.many("task_list", tenant=c.tenant, search=None, limit=50, dag_nodes=False)
     click.echo(f"{len(rows)} task(s):")
     for r in rows:
         sched = f"{r['schedule_kind']} {r['schedule_expr'] or ''}".strip()
-        nxt = r["next_fire_at"].strftime("%H:%M:%S") if r["next_fire_at"] else "-"
+        nxt = r["next_fire_at"].astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ") if r["next_fire_at"] else "-"
         name = f"DAG {r['name']}" if r["handler_kind"] == "dag" else r["name"]
         click.echo(f"  {name:24} {sched:40} next {nxt}")
     if embedded:
         exe = Path(sys.argv[0]) if Path(sys.argv[0]).name == "pgsched" else Path(sys.executable).with_name("pgsched")
-        cmd = f"PGSCHED_DSN='{dsn}' {exe if exe.exists() else 'pgsched'}"
+        # the embedded server is found (and started) from the data folder: no DSN needed
+        home = os.environ.get("PGSCHED_HOME")
+        cmd = (f"PGSCHED_HOME={shlex.quote(home)} " if home else "") + str(exe if exe.exists() else "pgsched")
         click.echo(f"\nin another terminal:  {cmd} task list")
         if examples:
             click.echo(f"run a DAG:            {cmd} dag trigger documents")

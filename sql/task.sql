@@ -22,12 +22,14 @@ RETURNING *
 SELECT * FROM pgsched.task WHERE tenant = %(tenant)s AND name = %(name)s AND deleted_at IS NULL
 
 -- name: task_list :many
--- Live tasks of a tenant, optionally only those whose name contains %(search)s.
+-- Live tasks of a tenant, optionally only those whose name contains %(search)s; the tasks
+-- of DAG nodes (DAG.NODE) only with %(dag_nodes)s (a DAG's own task is always listed).
 SELECT t.*,
        (SELECT count(*) FROM pgsched.execution e WHERE e.task_id = t.id) AS live_executions
   FROM pgsched.task t
  WHERE t.tenant = %(tenant)s AND t.deleted_at IS NULL
    AND (%(search)s::text IS NULL OR strpos(t.name, %(search)s::text) > 0)
+   AND (%(dag_nodes)s OR t.handler_kind = 'dag' OR t.source IS NULL OR t.source NOT LIKE 'dag:%%')
  ORDER BY t.name
  LIMIT %(limit)s
 

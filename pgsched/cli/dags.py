@@ -14,9 +14,7 @@ from ..errors import PgschedError
 from .output import fmt, parse_json_object, print_fields, print_json, table
 from .root import Context, main, pass_ctx
 
-STATE_MARKS = {"succeeded": "ok", "failed": "FAILED", "cancelled": "cancelled", "skipped": "skipped",
-               "upstream_failed": "upstream failed", "running": "running", "queued": "queued",
-               "waiting": "waiting"}
+STATE_MARKS = {"failed": "FAILED"}  # the state names, a failure in capitals to stand out
 
 
 @main.group()
@@ -262,7 +260,8 @@ def dag_cancel(c: Context, run_id: int) -> None:
 @dag.command("rerun")
 @click.argument("run_id", type=int)
 @click.option("--from", "from_node", metavar="NODE", help="Re-run this node and everything downstream of it.")
-@click.option("--failed-only", is_flag=True, help="Re-run only nodes that did not succeed (and what they block).")
+@click.option("--failed-only", is_flag=True, help="Re-run nodes that failed, were cancelled or upstream_failed "
+              "(not those skipped by a condition), and what is downstream of them.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def dag_rerun(c: Context, run_id: int, from_node: str | None, failed_only: bool, as_json: bool) -> None:

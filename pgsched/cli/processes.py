@@ -164,7 +164,13 @@ def worker(c: Context, queues: tuple[str, ...], concurrency: int, poll_interval:
 @click.pass_context
 def dev(ctx: click.Context, examples: bool, concurrency: int) -> None:
     """Everything in one process for a first look: embedded PostgreSQL (unless --dsn or
-    PGSCHED_DSN), migrations, the example tasks, a scheduler and a worker. Ctrl-C stops."""
+    PGSCHED_DSN), migrations, the example tasks and DAGs, a scheduler and a worker (queues
+    default and examples). Ctrl-C stops.
+
+    The embedded data lives in ~/.local/share/pgsched/pgdata, or $PGSCHED_HOME/pgdata, and
+    is reused next time; other pgsched commands with the same PGSCHED_HOME use it too. The
+    example tasks stay there and fire whenever a scheduler runs: delete them (pgsched task
+    delete) or the data folder to start clean."""
     from ..dev import run_dev
 
     run_dev(ctx.obj, examples=examples, concurrency=concurrency, run=_run_until_signal)
@@ -185,7 +191,9 @@ def status(c: Context, as_json: bool) -> None:
     strays = {k: v for k, v in (db.one("partition_default_rows") or {}).items() if v}
     partitions = db.one("partition_summary") or {}
     if as_json:
+        served = {q for w in workers if not w["presumed_dead"] for q in w["queues"]}
         print_json({"leader": leader, "standbys": standbys, "workers": workers, "queues": queues,
+                    "unserved_queues": [q["queue"] for q in queues if q["ready"] and q["queue"] not in served],
                     "partitions": partitions, "default_partition_rows": strays})
         return
     if leader and leader["lock_held"]:
@@ -205,11 +213,16 @@ def status(c: Context, as_json: bool) -> None:
         click.echo(f"  {w['id']} {w['name']} queues={','.join(w['queues'])} running={w['running']}/"
                    f"{w['concurrency']} heartbeat {w['heartbeat_age_seconds']:.1f}s ago"
                    + ("  (silent for 3 heartbeats: presumed dead)" if w["presumed_dead"] else ""))
+    served = {q for w in workers if not w["presumed_dead"] for q in w["queues"]}
+    unserved = [q["queue"] for q in queues if q["ready"] and q["queue"] not in served]
     if queues:
         click.echo("queues:")
         table(queues, ["queue", "ready", "scheduled", "running"])
     else:
         click.echo("queues: empty")
+    for q in unserved:
+        click.echo(f"warning: queue {q!r} has ready executions and no running worker serves it "
+                   f"(pgsched worker --queue {q})")
     if partitions.get("daily"):
         click.echo(f"history partitions: {partitions['daily']} daily, {partitions['first_day']} to "
                    f"{partitions['last_day']} (UTC); DEFAULT partitions " + ("NOT empty" if strays else "empty"))

@@ -99,7 +99,7 @@ def main(ctx: click.Context, dsn: str | None, tenant: str, log_level: str, log_f
         from ..tasks import check_name
 
         check_name("tenant", tenant)  # a mistyped tenant is an error, not an empty listing
-    ctx.obj = Context(dsn, tenant)
+    ctx.obj = Context(dsn or None, tenant)  # PGSCHED_DSN= (empty) means unset
 
 
 def log_options(command: Any) -> Any:

@@ -180,12 +180,14 @@ def task_update(c: Context, name: str, as_json: bool, **options: Any) -> None:
 
 @task.command("list")
 @click.option("--search", help="Only names containing this text.")
+@click.option("--dag-nodes", is_flag=True, help="Also the tasks of DAG nodes (DAG.NODE); a DAG's own task is "
+              "always listed.")
 @click.option("--limit", default=500, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
-def task_list(c: Context, search: str | None, limit: int, as_json: bool) -> None:
+def task_list(c: Context, search: str | None, dag_nodes: bool, limit: int, as_json: bool) -> None:
     """List tasks with their schedule and next fire time (UTC)."""
-    rows = c.db().many("task_list", tenant=c.tenant, search=search, limit=limit)
+    rows = c.db().many("task_list", tenant=c.tenant, search=search, limit=limit, dag_nodes=dag_nodes)
     if as_json:
         print_json(rows)
         return

@@ -61,9 +61,12 @@ def test_the_etl_pipeline_runs_extracts_in_parallel_then_merge_train_deploy(dsn,
 
 def test_the_document_example_takes_the_branch_its_classifier_chose(dsn, sql, start):
     cli(dsn, "dag", "apply", str(EXAMPLES / "dags" / "documents.json"))
+    invoice_run = trigger(dsn, "documents")  # the DAG's default document is an invoice
+    # classify waits on the queue 'examples', which no worker serves yet: status says so
+    assert "warning: queue 'examples' has ready executions and no running worker serves it" in \
+        cli(dsn, "status").stdout
     start("worker", "--poll-interval", "0.5", "--queue", "default", "--queue", "examples",
           "--pythonpath", str(EXAMPLES))
-    invoice_run = trigger(dsn, "documents")  # the DAG's default document is an invoice
     receipt_run = trigger(dsn, "documents", "--params", '{"document": "receipt-77.jpg"}')
     assert finished_run(sql, invoice_run)["state"] == "succeeded"
     assert finished_run(sql, receipt_run)["state"] == "succeeded"
@@ -77,6 +80,14 @@ def test_the_document_example_takes_the_branch_its_classifier_chose(dsn, sql, st
     assert {n: r["state"] for n, r in nodes.items()} == {
         "classify": "succeeded", "invoice": "skipped", "receipt": "succeeded", "archive": "succeeded"}
     assert nodes["receipt"]["result"] == {"filed": "documents.receipt"}
+    # a branch not taken is an outcome, not a failure: --failed-only finds nothing to re-run
+    refused = cli(dsn, "dag", "rerun", str(receipt_run), "--failed-only", check=False)
+    assert refused.returncode == 1 and "nothing to re-run" in refused.stderr
+    # node tasks are listed only when asked for
+    names = {t["name"] for t in json.loads(cli(dsn, "task", "list", "--json").stdout)}
+    assert names == {"documents"}
+    names = {t["name"] for t in json.loads(cli(dsn, "task", "list", "--dag-nodes", "--json").stdout)}
+    assert names == {"documents", "documents.classify", "documents.invoice", "documents.receipt", "documents.archive"}
 
 
 def test_a_failing_node_skips_its_downstream_and_rerun_failed_only_finishes_the_run(dsn, sql, start, tmp_path):

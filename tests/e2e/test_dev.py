@@ -52,13 +52,17 @@ def test_dev_on_the_embedded_default(tmp_path):
         with dev_process(home, log_path) as (_, out):
             assert "applied 0001_initial" in out and "examples: 8 task(s) created" in out
             assert "DAG documents" in out and "documents.classify" not in out  # nodes are not listed
-            dsn = re.search(r"PGSCHED_DSN='([^']+)'", out).group(1)
-            assert str(home) in dsn
-            cli(dsn, "task", "trigger", "example-cron-clock")
+            # the banner's command needs no DSN: PGSCHED_HOME finds the same embedded server
+            assert re.search(rf"in another terminal:  PGSCHED_HOME={re.escape(str(home))} \S*pgsched task list", out)
+            env = {"PGSCHED_HOME": str(home), "PGSCHED_DSN": ""}
+            dsn = None
+            listed = cli(dsn, "task", "list", "--json", env=env).stdout
+            assert "example-cron-clock" in listed
+            cli(dsn, "task", "trigger", "example-cron-clock", env=env)
             wait_until(lambda: re.search(r"ok   example-cron-clock .*\n\s+\| cron says: it is",
                                          log_path.read_text()),
                        timeout=20, message="the triggered example to be printed with its output")
-            cli(dsn, "dag", "trigger", "documents")  # its Python nodes run on dev's worker
+            cli(dsn, "dag", "trigger", "documents", env=env)  # its Python nodes run on dev's worker
             wait_until(lambda: re.search(r"ok   documents.invoice .*\"booked\": \"invoice-2025-0042.pdf\"[^\n]*\n"
                                          r"(.*\n)*.*ok   documents.archive", log_path.read_text()),
                        timeout=20, message="the example DAG's nodes to be printed")
