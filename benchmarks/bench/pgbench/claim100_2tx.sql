@@ -1,0 +1,7 @@
+-- Batched reference, as a queue commits: claim up to 100 queued jobs with SKIP LOCKED
+-- (one autocommit transaction), then complete them (a second one). Run with -M prepared
+-- (:ids is sent as a parameter).
+WITH c AS (SELECT id FROM pgb_jobs WHERE status = 0 ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED),
+     u AS (UPDATE pgb_jobs j SET status = 1, updated_at = now() FROM c WHERE j.id = c.id RETURNING j.id)
+SELECT coalesce(array_agg(id), '{}') AS ids FROM u \gset
+UPDATE pgb_jobs SET status = 2, updated_at = now() WHERE id = ANY (:ids::bigint[]);
