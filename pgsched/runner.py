@@ -5,16 +5,15 @@ theirs alone: a timeout sends SIGTERM to the whole group, then SIGKILL after a g
 period, and nothing the command started is left behind. stdout and stderr are read line
 by line and handed to a :class:`LogSink` with the time each line arrived.
 
-Python handlers run in a thread of the worker. A timeout marks the attempt ``timed_out``
-and frees its slot, but Python cannot kill a thread: the call goes on in the background
-until it returns, and its result is discarded.
+Python handlers run in a slot thread of the worker, watched by :mod:`pgsched.watchdog`
+(timeouts and stops raise :class:`TaskInterrupted` in the call); this module gives them
+the output capture (:class:`_ThreadOutput`) and the exception.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import io
 import json
 import os
@@ -24,13 +23,18 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 MAX_LINE_BYTES = 64 * 1024
+
+
+class StopSignal(Protocol):
+    """What tells a running handler to stop: a ``threading.Event`` or the worker's slot."""
+
+    def is_set(self) -> bool: ...
 
 
 @dataclass
@@ -113,6 +117,10 @@ class LogSink:
             lines, self._lines = self._lines[:cut], self._lines[cut:]
             return lines
 
+    def pending(self) -> bool:
+        """Whether lines wait to be drained."""
+        return bool(self._lines)
+
     def requeue(self, lines: list[tuple[int, str, datetime, str]]) -> None:
         """Put back lines that could not be stored, ahead of the newer ones."""
         with self._lock:
@@ -194,7 +202,7 @@ def kill_group(pgid: int, grace: float, leader: subprocess.Popen | None = None) 
 def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
                 timeout: float | None, sink: LogSink, kill_grace: float = 5.0,
                 on_tick: Callable[[], None] | None = None,
-                stop: threading.Event | None = None, stop_grace: float = 1.0) -> Outcome:
+                stop: StopSignal | None = None, stop_grace: float = 1.0) -> Outcome:
     """Run ``argv`` to completion in its own process group.
 
     ``timeout`` (seconds, None = none) ends it by killing the group (SIGTERM, then SIGKILL
@@ -353,69 +361,3 @@ class TaskInterrupted(BaseException):
 def _qualified(cls: type) -> str:
     module = cls.__module__
     return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
-
-
-def _interrupt(thread: threading.Thread) -> None:
-    """Raise TaskInterrupted in ``thread`` (CPython's PyThreadState_SetAsyncExc)."""
-    if thread.ident is not None:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(TaskInterrupted))
-
-
-def run_python(func: Callable[..., Any], params: Mapping[str, Any], *, timeout: float | None,
-               sink: LogSink, stop: threading.Event | None = None,
-               on_tick: Callable[[], None] | None = None, grace: float = 1.0) -> Outcome:
-    """Call ``func(**params)`` in a thread; its return value is the result (must be JSON).
-    What it prints is captured into ``sink``.
-
-    An exception is ``failed`` with its traceback in the log and its last line as the error.
-    At the ``timeout`` (seconds) or when ``stop`` is set, :class:`TaskInterrupted` is raised
-    inside the call and the attempt ends ``timed_out`` (or ``failed``, for the caller to
-    name) at once. A call that has not returned ``grace`` seconds later is abandoned: it
-    runs on in the background, and its result and output are discarded (Python cannot kill
-    a thread).
-    """
-    box: dict[str, Any] = {}
-
-    def call() -> None:
-        with _ThreadOutput.capture(sink):
-            try:
-                box["result"] = func(**params)
-            except TaskInterrupted:
-                box["interrupted"] = True
-            except BaseException as exc:  # the handler's failure is the attempt's, not ours
-                box["error"] = f"{type(exc).__name__}: {exc}"
-                box["types"] = tuple(_qualified(c) for c in type(exc).__mro__)
-                for line in traceback.format_exc().splitlines():
-                    sink.write("stderr", line)
-
-    thread = threading.Thread(target=call, daemon=True, name=f"pgsched-task-{getattr(func, '__name__', 'task')}")
-    thread.start()
-    deadline = time.monotonic() + timeout if timeout else None
-    reason = None
-    while thread.is_alive():
-        thread.join(0.2)
-        if not thread.is_alive():
-            break
-        if on_tick:
-            on_tick()
-        if deadline is not None and time.monotonic() >= deadline:
-            reason = "timed_out"
-        elif stop is not None and stop.is_set():
-            reason = "stopped"
-        if reason:
-            _interrupt(thread)
-            thread.join(grace)
-            break
-    abandoned = thread.is_alive()
-    if abandoned:
-        sink.write("system", f"the Python call did not return within {grace:g}s of being interrupted; "
-                   "it was abandoned (it runs on in the background, its result discarded)")
-    sink.close()
-    if reason == "timed_out":
-        return Outcome("timed_out", error=f"timed out after {timeout:g}s; TaskInterrupted raised in the call"
-                       + (" (abandoned)" if abandoned else ""))
-    if reason == "stopped":
-        return Outcome("failed", error="stopped; TaskInterrupted raised in the call" + (" (abandoned)" if abandoned else ""))
-    if "error" in box:
-        return Outcome("failed", error=box["error"], error_type=box["types"][0], error_types=box["types"])
-    return Outcome("succeeded", result=box.get("result"))

@@ -1,32 +1,47 @@
 """The worker process: claims ready executions, runs them, records how they ended.
 
-Wake-ups come from ``LISTEN pgsched_execution`` on a dedicated connection, with a slow
-poll as the fallback (a notification is lost when a connection drops). Claims are batched
-and sized to the free slots (``execution_claim``: SKIP LOCKED, priority then run_at). Each
-attempt ends in one transaction that writes the attempt row and either moves the execution
-to history or puts it back in the queue for a retry. One heartbeat per interval per
-worker, not per execution.
+One claimer thread owns a dedicated connection that LISTENs (``pgsched_execution``,
+``pgsched_cancel``) and claims: a notification is answered by a claim on that same
+connection, with no hop to another thread; a slow poll is the fallback (a notification is
+lost when a connection drops). Claims (``execution_claim``: SKIP LOCKED, priority then
+run_at) fill a small local buffer sized to the free slots plus a prefetch, so a slot that
+ends an execution takes the next one without waiting for a claim round trip. The prefetch
+grows only while handlers are short (a buffered execution waits about
+``PREFETCH_HORIZON`` seconds for its slot, on average) and is capped by
+``WorkerConfig.prefetch``.
+
+A buffered execution is claimed like a running one (state running, this worker's id, a
+lease): when the worker dies, the leader's rescue puts it back in the queue. On a clean
+stop the buffer is handed back at once (``execution_unclaim``: no attempt used, none
+recorded). Its timeout, and its recorded start, count from when a slot starts it.
+
+A fixed set of slot threads runs the executions; Python handlers are called in the slot
+thread itself under one watchdog thread (timeouts, cancels), commands in their own process
+group. Final outcomes go to one writer thread (group commit, :mod:`pgsched.completer`)
+without the slot waiting for it; a retry is written by the slot in one transaction. One
+heartbeat per interval per worker, not per execution.
 
 Every claim carries a lease id; an outcome is stored only while the lease is still held,
 so a worker that was declared dead (and whose executions were rescued by the scheduler
 leader) can never record over the rescued attempt. Such a worker learns it at its next
-heartbeat: it stops what it was running and registers afresh. Cancel requests arrive by
-``NOTIFY pgsched_cancel`` (and, should a notification be missed, with the heartbeat).
+heartbeat: it stops what it was running, drops its buffer and registers afresh. Cancel
+requests arrive by ``NOTIFY pgsched_cancel`` (and, should a notification be missed, with
+the heartbeat).
 """
 
 from __future__ import annotations
 
+import collections
 import inspect
 import json
 import logging
 import os
-import queue
+import select
 import socket
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -35,16 +50,37 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from . import app as app_module
+from .completer import Completer
 from .db import Database, Row, Session, connect
 from .errors import ConnectionFailed, PgschedError, TransientError
 from .retry import backoff_seconds
-from .runner import LogSink, Outcome, run_command, run_python, storable_text
+from .runner import LogSink, Outcome, run_command, storable_text
+from .watchdog import Watchdog
+
+_Completer = Completer  # its former name here
 
 log = logging.getLogger(__name__)
 
 # Params larger than this (bytes of JSON) reach a command in a file (PGSCHED_PARAMS_FILE)
 # instead of PGSCHED_PARAMS: Linux caps one environment variable at 128 KB (MAX_ARG_STRLEN).
 MAX_ENV_PARAMS = 96 * 1024
+
+# Prefetch (executions claimed beyond the free slots) is at most what the slots get through
+# in this many seconds, judged from the recent handler durations: enough to cover a claim
+# round trip or ten, never long tasks piling up in one worker while another is idle.
+PREFETCH_HORIZON = 0.05
+
+# Another slot thread is woken for buffered executions only while they would wait longer
+# than this (seconds of handler time per running slot): waking a thread costs more than a
+# no-op handler, so very short handlers are run back to back by the threads already awake.
+SPREAD_SECONDS = 0.005
+
+# Outcomes waiting for the writer beyond this many take slots away from claims (the
+# database is slow or away: stop claiming instead of piling work up).
+RECORD_BACKLOG = 256
+
+# Successes logged at INFO per second at most; the rest are counted into the next line.
+SUCCESS_LINES_PER_SECOND = 20
 
 
 @dataclass
@@ -55,7 +91,8 @@ class WorkerConfig:
     stopping worker lets running executions finish before killing them and handing them
     back to the queue; ``max_output_lines`` / ``max_output_bytes``: output kept per attempt;
     ``record_retry_seconds``: how long the end of an attempt is retried while the database
-    is unreachable."""
+    is unreachable; ``prefetch``: executions claimed at most ahead of the free slots (0:
+    claim only for free slots)."""
 
     queues: list[str] = field(default_factory=lambda: ["default"])
     concurrency: int = 4
@@ -69,6 +106,7 @@ class WorkerConfig:
     record_retry_seconds: float = 300.0
     allowed_modules: tuple[str, ...] = ()
     name: str | None = None
+    prefetch: int = 100
 
 
 # pgsched's own settings are not the task's business (PGSCHED_DSN may carry a password).
@@ -79,18 +117,22 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-@dataclass
 class _Slot:
-    """One running execution: ``stop`` ends it early; ``reason`` says why (``cancel``,
-    ``handback`` when the worker stops, ``lease_lost`` when it was declared dead)."""
+    """One running execution: :meth:`end` stops it early (the handler sees ``is_set()``);
+    ``reason`` says why (``cancel``, ``handback`` when the worker stops, ``lease_lost`` when
+    it was declared dead). No Event per execution: creating one showed in the profile."""
 
-    stop: threading.Event = field(default_factory=threading.Event)
-    reason: str | None = None
+    __slots__ = ("reason",)
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
 
     def end(self, reason: str) -> None:
         if self.reason is None:
             self.reason = reason
-        self.stop.set()
+
+    def is_set(self) -> bool:
+        return self.reason is not None
 
 
 class Worker:
@@ -98,7 +140,7 @@ class Worker:
 
     ``on_finish(row, outcome, tail, final)`` is called after each attempt is recorded, with
     the last lines of its output and the state the execution ended in (None: it will be
-    retried); ``pgsched dev`` prints from it.
+    retried); ``pgsched dev`` prints from it. It may be called from the writer thread.
     """
 
     def __init__(self, db: Database, config: WorkerConfig,
@@ -107,16 +149,27 @@ class Worker:
         self.config = config
         self.on_finish = on_finish
         self.id: int | None = None
-        self.wake = threading.Event()
         self.hard_stop = threading.Event()
         self.urgent = threading.Event()
         self._done = threading.Event()
-        self._running = 0
         self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)  # a buffered execution and a free slot
+        self._buffer: collections.deque[Row] = collections.deque()  # claimed, not started
+        self._closing = False  # slots take nothing more from the buffer
+        self._running = 0  # executions whose handler runs
+        self._recording = 0  # executions whose handler is done and whose outcome is being written
         self._active: dict[int, _Slot] = {}
         self._early_cancels: set[int] = set()  # cancels that came before their execution's slot
-        self.completer: _Completer | None = None
-        self._recording = 0  # executions whose handler is done and whose outcome is being written
+        self._maybe_more = True  # the queue may hold ready executions: the last claim was full, or a notification
+        self._avg_run: float | None = None  # recent handler duration (s), for the prefetch
+        self._wake_r, self._wake_w = os.pipe()  # tells the claimer a slot freed up
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._poked = False
+        self._successes = _SuccessLog()
+        self._functions: dict[str, Callable[..., Any]] = {}  # python_target -> function, once resolved
+        self.completer: Completer | None = None
+        self.watchdog: Watchdog | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
     def _register(self) -> None:
@@ -132,33 +185,29 @@ class Worker:
         cfg = self.config
         self._register()
         log.info("worker %s started: queues=%s concurrency=%d", self.id, ",".join(cfg.queues), cfg.concurrency)
-        helpers = [threading.Thread(target=self._listen, args=(stop,), daemon=True, name="pgsched-listen"),
-                   threading.Thread(target=self._heartbeat, args=(stop,), daemon=True, name="pgsched-heartbeat")]
-        for t in helpers:
-            t.start()
-        # twice the slots: threads that record an outcome leave their slot to the next handler
-        pool = ThreadPoolExecutor(max_workers=2 * cfg.concurrency, thread_name_prefix="pgsched-exec")
-        self.completer = _Completer(self.db, lambda: self.id)
+        self.completer = Completer(self.db, lambda: self.id, retry_seconds=cfg.record_retry_seconds)
+        self.watchdog = Watchdog()
+        threading.Thread(target=self._heartbeat, args=(stop,), daemon=True, name="pgsched-heartbeat").start()
+        # twice the slots: a thread that blocks on the database (a retry, a last log flush)
+        # wakes another for buffered work meanwhile (final outcomes go to the writer, no wait)
+        for i in range(2 * cfg.concurrency):
+            threading.Thread(target=self._slot_loop, daemon=True, name=f"pgsched-slot-{i}").start()
         try:
-            while not stop.is_set():
-                self.wake.clear()
-                claimed = self._claim_and_start(pool)
-                if claimed and self._free() > 0:
-                    continue  # there may be more ready right now
-                deadline = time.monotonic() + cfg.poll_interval
-                while not (stop.is_set() or self.wake.is_set()) and time.monotonic() < deadline:
-                    self.wake.wait(0.25)
+            self._claim_loop(stop)
         finally:
-            self._drain(pool)
-            self.completer.close()
+            self._hand_back_buffer()
+            self._drain()
+            self.completer.close(cfg.record_retry_seconds + 10)
             self._done.set()
             try:
                 self.db.exec("worker_stop", id=self.id)
             except PgschedError as exc:
                 log.warning("could not mark worker %s stopped: %s", self.id, exc)
+            os.close(self._wake_r)
+            os.close(self._wake_w)
             log.info("worker %s stopped", self.id)
 
-    def _drain(self, pool: ThreadPoolExecutor) -> None:
+    def _drain(self) -> None:
         deadline = time.monotonic() + self.config.shutdown_timeout
         if self._running:
             log.info("worker %s: waiting up to %.0fs for %d running execution(s)", self.id,
@@ -169,12 +218,15 @@ class Worker:
             log.warning("worker %s: stopping %d execution(s) still running; they go back to the queue",
                         self.id, self._running)
             self._end_all("handback")
-        pool.shutdown(wait=True)
+        while self._running or self._recording:  # ended, they record (a retry after a database blip)
+            time.sleep(0.02)
 
     def stop_now(self) -> None:
         """Second signal: stop waiting for running executions; kill their process groups
         (1 s grace) and hand them back to the queue."""
         self.urgent.set()
+        if self.completer is not None:
+            self.completer.stopping.set()
         self._end_all("handback")
 
     def _end_all(self, reason: str) -> None:
@@ -191,8 +243,8 @@ class Worker:
         with self._lock:
             slot = self._active.get(execution_id)
             if slot is None:
-                # Perhaps claimed but not started yet: remember it briefly (the claim and
-                # the heartbeat also carry the request).
+                # Perhaps claimed but not started yet (in the buffer): remember it briefly
+                # (the claim and the heartbeat also carry the request).
                 self._early_cancels.add(execution_id)
                 if len(self._early_cancels) > 10_000:
                     self._early_cancels.clear()
@@ -201,30 +253,64 @@ class Worker:
         slot.end("cancel")
         return True
 
-    def _free(self) -> int:
-        """Slots free for new executions: ``concurrency`` handlers at once; outcomes being
-        recorded take no slot, unless more than ``concurrency`` of them are (the database is
-        slow or away): then the worker stops claiming instead of piling work up."""
-        with self._lock:
-            return self.config.concurrency - self._running - max(0, self._recording - self.config.concurrency)
+    # -- claiming ----------------------------------------------------------------------
+    def _prefetch(self) -> int:
+        avg = self._avg_run
+        if avg is None or not self.config.prefetch:
+            return 0
+        return min(self.config.prefetch, int(self.config.concurrency * PREFETCH_HORIZON / max(avg, 1e-6)))
 
-    # -- background helpers -------------------------------------------------------------
-    def _listen(self, stop: threading.Event) -> None:
+    def _claim_size(self) -> int:
+        """How many to claim now (0: not now); under ``_lock``. Free slots are
+        ``concurrency`` less running handlers, less outcomes waiting for the writer beyond
+        RECORD_BACKLOG. A claim fills the free slots and the prefetch; it is sent when a slot would
+        otherwise wait, or when half the prefetch is gone (fewer, larger claims)."""
+        cfg = self.config
+        free = cfg.concurrency - self._running - max(0, self._recording - max(RECORD_BACKLOG, cfg.concurrency))
+        extra = self._prefetch()
+        want = free + extra - len(self._buffer)
+        if want <= 0 or (len(self._buffer) >= free and 2 * want < extra):
+            return 0
+        return want
+
+    def _free(self) -> int:
+        with self._lock:
+            return self._claim_size()
+
+    def _poke(self) -> None:
+        """Wake the claimer if it should claim now (a slot freed up, the queue may hold more)."""
+        with self._lock:
+            if self._poked or not self._maybe_more or self._claim_size() <= 0:
+                return
+            self._poked = True
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass
+
+    def _notified(self, channel: str, payload: str) -> None:
+        if channel == "pgsched_cancel":
+            try:
+                self.cancel(int(payload))
+            except ValueError:
+                log.warning("ignoring a cancel notification with payload %r", payload)
+        else:
+            self._maybe_more = True
+
+    def _claim_loop(self, stop: threading.Event) -> None:
+        """Until ``stop``: LISTEN and claim on one dedicated connection; reconnects with
+        backoff when it breaks."""
         backoff = 0.5
         while not stop.is_set():
             try:
                 conn = connect(self.db.dsn, application_name="pgsched worker listen")
                 with conn:
+                    conn.add_notify_handler(lambda n: self._notified(n.channel, n.payload))
                     Session(conn).exec("worker_listen")
                     Session(conn).exec("worker_listen_cancel")
                     backoff = 0.5
-                    self.wake.set()  # anything enqueued while we were not listening
-                    while not stop.is_set():
-                        for note in conn.notifies(timeout=1.0, stop_after=1):
-                            if note.channel == "pgsched_cancel":
-                                self._cancel_payload(note.payload)
-                            else:
-                                self.wake.set()
+                    self._maybe_more = True  # anything enqueued while we were not listening
+                    self._serve(conn, stop)
             except (psycopg.Error, PgschedError) as exc:
                 if stop.is_set():
                     return  # stopping anyway (the embedded server may be going down with us)
@@ -232,6 +318,63 @@ class Worker:
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
 
+    def _serve(self, conn: psycopg.Connection[Row], stop: threading.Event) -> None:
+        session = Session(conn)
+        next_poll = 0.0
+        while not stop.is_set():
+            conn.pgconn.consume_input()  # notifications already received: handled now
+            while note := conn.pgconn.notifies():
+                self._notified(note.relname.decode(), note.extra.decode())
+            now = time.monotonic()
+            if now >= next_poll:
+                self._maybe_more, next_poll = True, now + self.config.poll_interval
+            with self._lock:
+                want = self._claim_size() if self._maybe_more else 0
+            if want > 0:
+                self._maybe_more = False  # a notification during the claim sets it again
+                try:
+                    rows = session.many("execution_claim", queues=self.config.queues, limit=want,
+                                        worker_id=self.id, now=None)
+                except ConnectionFailed:
+                    raise
+                except PgschedError as exc:
+                    log.warning("claim failed: %s", exc)
+                    stop.wait(min(self.config.poll_interval, 1.0))
+                    continue
+                if len(rows) == want:
+                    self._maybe_more = True  # there may be more ready right now
+                if rows:
+                    with self._ready:
+                        self._buffer.extend(rows)
+                        self._ready.notify()  # who takes one wakes another if worth it (_slot_loop)
+                continue
+            ready, _, _ = select.select([conn.fileno(), self._wake_r], [], [], min(0.25, max(next_poll - now, 0)))
+            if self._wake_r in ready:
+                try:
+                    os.read(self._wake_r, 4096)
+                except BlockingIOError:
+                    pass
+                with self._lock:  # after the read: a poke from now on writes again
+                    self._poked = False
+
+    def _hand_back_buffer(self) -> None:
+        """On stopping: slots take nothing more; what is buffered goes back to the queue as
+        if never claimed (no attempt used, none recorded)."""
+        with self._ready:
+            self._closing = True
+            rows = list(self._buffer)
+            self._buffer.clear()
+            self._ready.notify_all()
+        if not rows:
+            return
+        try:
+            back = self.db.many("execution_unclaim", id=[r["id"] for r in rows], lease_id=[r["lease_id"] for r in rows])
+            log.info("worker %s: handed back %d claimed execution(s) that had not started", self.id, len(back))
+        except PgschedError as exc:
+            log.warning("worker %s: could not hand back %d claimed execution(s) (%s); the leader's rescue will",
+                        self.id, len(rows), exc)
+
+    # -- background helpers -------------------------------------------------------------
     def _heartbeat(self, stop: threading.Event) -> None:
         # Until the worker has drained and stopped (not merely been asked to stop): a
         # draining worker is alive and must not look dead.
@@ -257,12 +400,6 @@ class Worker:
         if conn is not None:
             conn.close()
 
-    def _cancel_payload(self, payload: str) -> None:
-        try:
-            self.cancel(int(payload))
-        except ValueError:
-            log.warning("ignoring a cancel notification with payload %r", payload)
-
     def _declared_dead(self) -> None:
         """The scheduler leader declared this worker dead (it missed heartbeats) and put
         its executions back in the queue: stop running them (their outcomes would be
@@ -271,6 +408,8 @@ class Worker:
             lost = sorted(self._active)
         log.error("worker %s was declared dead (missed heartbeats); its executions %s were rescued "
                   "elsewhere: stopping them here and registering again", self.id, lost or "(none)")
+        with self._lock:
+            self._buffer.clear()  # claimed under the old registration: rescued as well
         self._end_all("lease_lost")
         try:
             self._register()
@@ -278,26 +417,38 @@ class Worker:
         except PgschedError as exc:
             log.warning("worker could not register again yet: %s", exc)
 
-    # -- claiming and running -----------------------------------------------------------
-    def _claim_and_start(self, pool: ThreadPoolExecutor) -> int:
-        free = self._free()
-        if free <= 0:
-            return 0
-        try:
-            rows = self.db.many("execution_claim", queues=self.config.queues, limit=free,
-                                worker_id=self.id, now=None)
-        except PgschedError as exc:
-            log.warning("claim failed: %s", exc)
-            return 0
-        for row in rows:
-            with self._lock:
+    # -- running -----------------------------------------------------------------------
+    def _slot_loop(self) -> None:
+        """One slot thread: takes buffered executions while a slot is free, until closing."""
+        while True:
+            with self._ready:
+                while not self._closing and not (self._buffer and self._running < self.config.concurrency):
+                    self._ready.wait()
+                if self._closing:
+                    return
+                row = self._buffer.popleft()
                 self._running += 1
-            pool.submit(self._execute, row)
-        return len(rows)
+                if self._buffer and self._running < self.config.concurrency and self._spread():
+                    self._ready.notify()
+            self._poke()
+            if not self._execute(row):
+                return  # its Python call was abandoned: another thread has taken this slot over
 
-    def _execute(self, row: Row) -> None:
+    def _spread(self) -> bool:
+        avg = self._avg_run
+        return avg is None or len(self._buffer) * avg > SPREAD_SECONDS * max(self._running, 1)
+
+    def _wake_slot(self) -> None:
+        """This thread is about to block on the database: another takes buffered work."""
+        with self._ready:
+            if self._buffer and self._running < self.config.concurrency:
+                self._ready.notify()
+
+    def _execute(self, row: Row) -> bool:
+        """Run one execution and hand its outcome on; False when the Python call was
+        abandoned (the thread that recorded it carries on as this slot)."""
         sink = LogSink(self.config.max_output_lines, self.config.max_output_bytes)
-        started = _now()
+        started, began = _now(), time.monotonic()
         slot = _Slot()
         with self._lock:
             self._active[row["id"]] = slot
@@ -307,59 +458,88 @@ class Worker:
             slot.end("cancel")
         elif self.hard_stop.is_set():
             slot.end("handback")
-        recording = False
+        if slot.reason is not None:  # never started
+            self._finish(row, sink, slot, started, Outcome("failed", error="stopped before it started"))
+            return True
         try:
-            try:
-                log.debug("execution %s (%s) attempt %s started", row["id"], row["task_name"], row["attempt"])
-                outcome = self._run_handler(row, sink, slot)
-            except BaseException as exc:  # even SystemExit from an imported module: record it
-                log.exception("execution %s: the handler raised out of the worker thread", row["id"])
-                outcome = Outcome("failed", error=f"internal error: {type(exc).__name__}: {exc}")
-            if slot.reason == "lease_lost":
-                log.warning("execution %s attempt %s stopped: this worker was declared dead and the execution "
-                            "was rescued; nothing recorded here", row["id"], row["attempt"])
-                return
-            if slot.reason == "cancel":
-                outcome = Outcome("cancelled", outcome.exit_code, "cancelled on request"
-                                  + (f" ({outcome.error})" if outcome.error else ""))
-            # The handler is done: its slot takes the next execution while this thread
-            # records the outcome (the claim and the write overlap instead of alternating).
-            with self._lock:
-                self._running -= 1
+            log.debug("execution %s (%s) attempt %s started", row["id"], row["task_name"], row["attempt"])
+            outcome = self._run_handler(row, sink, slot, started)
+        except BaseException as exc:  # even SystemExit from an imported module: record it
+            log.exception("execution %s: the handler raised out of the worker thread", row["id"])
+            outcome = Outcome("failed", error=f"internal error: {type(exc).__name__}: {exc}")
+        if outcome is None:
+            return False
+        took = time.monotonic() - began
+        self._avg_run = took if self._avg_run is None else 0.9 * self._avg_run + 0.1 * took
+        self._finish(row, sink, slot, started, outcome)
+        return True
+
+    def _resume(self, row: Row, sink: LogSink, slot: _Slot, started: datetime, outcome: Outcome) -> None:
+        """A new thread for an abandoned Python call: records it, then serves as the slot."""
+        self._finish(row, sink, slot, started, outcome)
+        self._slot_loop()
+
+    def _finish(self, row: Row, sink: LogSink, slot: _Slot, started: datetime, outcome: Outcome) -> None:
+        """The handler is done: free its slot and record the outcome (``_settled`` runs once
+        it is written, perhaps later in the writer's thread)."""
+        with self._lock:
+            self._running -= 1
+            if slot.reason != "lease_lost":
                 self._recording += 1
-                recording = True
-            self.wake.set()
-            self._flush_logs(row, sink, final=True)
-            self._record(row, outcome, started, list(sink.tail), handback=slot.reason == "handback")
+        self._poke()
+        if slot.reason == "lease_lost":
+            log.warning("execution %s attempt %s stopped: this worker was declared dead and the execution "
+                        "was rescued; nothing recorded here", row["id"], row["attempt"])
+            with self._lock:
+                self._active.pop(row["id"], None)
+            return
+        if slot.reason == "cancel":
+            outcome = Outcome("cancelled", outcome.exit_code, "cancelled on request"
+                              + (f" ({outcome.error})" if outcome.error else ""))
+
+        once: list[bool] = []
+
+        def settled() -> None:  # once only, even when a failed recording is recorded again
+            with self._lock:
+                if once:
+                    return
+                once.append(True)
+                self._recording -= 1
+                self._active.pop(row["id"], None)
+            self._poke()
+
+        try:
+            if sink.pending():
+                self._wake_slot()
+                self._flush_logs(row, sink, final=True)
+            self._record(row, outcome, started, list(sink.tail), slot.reason == "handback", settled)
         except BaseException as exc:
             log.exception("execution %s: recording the outcome failed", row["id"])
             try:  # never leave it 'running': record the failure itself
                 self._record(row, Outcome("failed", error=f"internal error recording the outcome: "
                                           f"{type(exc).__name__}: {storable_text(str(exc))[:500]}"),
-                             started, [], handback=False)
+                             started, [], False, settled, fell_back=True)
             except BaseException:
                 log.exception("execution %s: recording the failure failed too", row["id"])
-        finally:
-            with self._lock:
-                if recording:
-                    self._recording -= 1
-                else:
-                    self._running -= 1
-                self._active.pop(row["id"], None)
-            self.wake.set()
+                settled()
 
-    def _run_handler(self, row: Row, sink: LogSink, slot: _Slot) -> Outcome:
+    def _run_handler(self, row: Row, sink: LogSink, slot: _Slot, started: datetime) -> Outcome | None:
         kind = row["handler_kind"]
         params = row["params"] or {}
         if kind == "python":
-            try:
-                func = app_module.resolve(row["python_target"], self.config.allowed_modules)
-            except PgschedError as exc:
-                return Outcome("failed", error=str(exc))
+            func = self._functions.get(row["python_target"])
+            if func is None:
+                try:
+                    func = app_module.resolve(row["python_target"], self.config.allowed_modules)
+                except PgschedError as exc:
+                    return Outcome("failed", error=str(exc))
+                self._functions[row["python_target"]] = func
             if "upstream" in params and row.get("dag_run_id") is not None and not _takes(func, "upstream"):
                 params = {k: v for k, v in params.items() if k != "upstream"}
-            return run_python(func, params, timeout=row["timeout_seconds"], sink=sink, stop=slot.stop,
-                              on_tick=lambda: self._flush_logs(row, sink), grace=self.config.stop_grace)
+            assert self.watchdog is not None
+            return self.watchdog.call(func, params, timeout=row["timeout_seconds"], sink=sink, stop=slot,
+                                      on_tick=lambda: self._flush_logs(row, sink), grace=self.config.stop_grace,
+                                      on_abandon=lambda outcome: self._resume(row, sink, slot, started, outcome))
         if kind == "dag":  # never enqueued (enqueue_v1 refuses it); say so if one appears
             return Outcome("failed", error=f"task {row['task_name']!r} is a DAG: it starts DAG runs and is not run")
         env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
@@ -385,7 +565,7 @@ class Worker:
         try:
             return run_command(argv, env=env, stdin=row["stdin"], timeout=row["timeout_seconds"], sink=sink,
                                kill_grace=self.config.kill_grace, on_tick=lambda: self._flush_logs(row, sink),
-                               stop=slot.stop, stop_grace=self.config.stop_grace)
+                               stop=slot, stop_grace=self.config.stop_grace)
         finally:
             if params_file:
                 os.unlink(params_file)
@@ -411,50 +591,95 @@ class Worker:
             except PgschedError as exc:
                 log.warning("execution %s: %d log line(s) not stored: %s", row["id"], len(lines), exc)
 
-    def _record(self, row: Row, outcome: Outcome, started: datetime, tail: list[str], handback: bool) -> None:
-        """Record the attempt's end, retrying for ``record_retry_seconds`` while the database
-        is unreachable (a blip must not leave the execution 'running')."""
+    def _record(self, row: Row, outcome: Outcome, started: datetime, tail: list[str], handback: bool,
+                settled: Callable[[], None], fell_back: bool = False) -> None:
+        """Record the attempt's end, then call ``settled()``. A final outcome goes to the
+        writer (group commit) and this returns at once; a retry is written here, retried
+        for ``record_retry_seconds`` while the database is unreachable (a blip must not
+        leave the execution 'running'). An outcome the database refuses is recorded as a
+        failure instead (``fell_back``: this is that failure)."""
         finished = _now()
         stopped = handback and outcome.state == "failed"
         outcome = _storable(outcome)
-        give_up = time.monotonic() + self.config.record_retry_seconds
-        delay = 0.5
-        fell_back = False
-        while True:
-            try:
-                final, retry_at, budget = self._store_outcome(row, outcome, finished, stopped, started)
-                break
-            except _ClaimLost:
-                log.error("execution %s attempt %s: outcome %s rejected: lease %s is no longer held by worker %s "
-                          "(declared dead; the execution was rescued)", row["id"], row["attempt"], outcome.state,
-                          row["lease_id"], self.id)
-                return
-            except (ConnectionFailed, TransientError) as exc:
-                if time.monotonic() >= give_up:
-                    log.error("execution %s: gave up recording outcome %s after %.0fs: %s", row["id"],
-                              outcome.state, self.config.record_retry_seconds, exc)
+        final = self._final_state(row, outcome, stopped)
+        if final is not None and self.completer is not None:
+            def written(result: bool | BaseException) -> None:
+                try:
+                    if result is True:
+                        self._recorded(row, outcome, started, finished, final, None, None, tail, stopped)
+                    elif result is False:
+                        self._claim_lost(row, outcome)
+                    elif isinstance(result, PgschedError) and not isinstance(
+                            result, (ConnectionFailed, TransientError)) and not fell_back:
+                        log.error("execution %s: outcome %s refused by the database (%s); recording it as failed",
+                                  row["id"], outcome.state, result)
+                        self._record(row, Outcome("failed", outcome.exit_code, f"outcome not storable: {result}"),
+                                     started, tail, False, settled, fell_back=True)
+                        return
+                    else:
+                        log.error("execution %s: could not record outcome %s: %s", row["id"], outcome.state, result)
+                except Exception:
+                    log.exception("execution %s: recording the outcome failed", row["id"])
+                settled()
+
+            self.completer.submit(dict(
+                id=row["id"], lease_id=row["lease_id"], state=final, finished_at=finished,
+                exit_code=outcome.exit_code, error=outcome.error,
+                result=Jsonb(outcome.result) if outcome.result is not None else None,
+                attempt_state=outcome.state, started_at=started, error_type=outcome.error_type), written)
+            return
+        self._wake_slot()
+        try:
+            give_up = time.monotonic() + self.config.record_retry_seconds
+            delay = 0.5
+            while True:
+                try:
+                    final, retry_at, budget = self._store_outcome(row, outcome, finished, stopped, started)
+                    break
+                except _ClaimLost:
+                    self._claim_lost(row, outcome)
                     return
-                log.warning("execution %s: could not record %s yet (%s); retrying in %.1fs",
-                            row["id"], outcome.state, exc, delay)
-                time.sleep(delay)
-                delay = min(delay * 2, 10.0)
-            except PgschedError as exc:
-                if fell_back:
-                    log.error("execution %s: could not record outcome %s: %s", row["id"], outcome.state, exc)
-                    return
-                fell_back = True
-                # The database refused a value of the outcome: record the failure instead, so
-                # the execution never stays 'running'.
-                log.error("execution %s: outcome %s refused by the database (%s); recording it as failed",
-                          row["id"], outcome.state, exc)
-                outcome = Outcome("failed", outcome.exit_code, f"outcome not storable: {exc}")
-        level = logging.INFO if outcome.state == "succeeded" else logging.WARNING
+                except (ConnectionFailed, TransientError) as exc:
+                    if time.monotonic() >= give_up:
+                        log.error("execution %s: gave up recording outcome %s after %.0fs: %s", row["id"],
+                                  outcome.state, self.config.record_retry_seconds, exc)
+                        return
+                    log.warning("execution %s: could not record %s yet (%s); retrying in %.1fs",
+                                row["id"], outcome.state, exc, delay)
+                    time.sleep(delay)
+                    delay = min(delay * 2, 10.0)
+                except PgschedError as exc:
+                    if fell_back:
+                        log.error("execution %s: could not record outcome %s: %s", row["id"], outcome.state, exc)
+                        return
+                    fell_back = True
+                    # The database refused a value of the outcome: record the failure instead,
+                    # so the execution never stays 'running'.
+                    log.error("execution %s: outcome %s refused by the database (%s); recording it as failed",
+                              row["id"], outcome.state, exc)
+                    outcome = Outcome("failed", outcome.exit_code, f"outcome not storable: {exc}")
+            self._recorded(row, outcome, started, finished, final, retry_at, budget, tail, stopped)
+        finally:
+            settled()
+
+    def _claim_lost(self, row: Row, outcome: Outcome) -> None:
+        log.error("execution %s attempt %s: outcome %s rejected: lease %s is no longer held by worker %s "
+                  "(declared dead; the execution was rescued)", row["id"], row["attempt"], outcome.state,
+                  row["lease_id"], self.id)
+
+    def _recorded(self, row: Row, outcome: Outcome, started: datetime, finished: datetime, final: str | None,
+                  retry_at: datetime | None, budget: float | None, tail: list[str], stopped: bool) -> None:
+        """Log the recorded outcome (successes at most SUCCESS_LINES_PER_SECOND a second)
+        and tell ``on_finish``."""
         what = "handed back" if stopped else outcome.state + (" (dead-letter queue)" if final == "dead" else "")
-        log.log(level, "execution %s %s attempt %s/%s %s in %.2fs%s%s%s", row["id"], row["task_name"], row["attempt"],
-                row["max_attempts"], what, (finished - started).total_seconds(),
-                f": {outcome.error}" if outcome.error else "",
+        args = (row["id"], row["task_name"], row["attempt"], row["max_attempts"], what,
+                (finished - started).total_seconds(), f": {outcome.error}" if outcome.error else "",
                 f"; next attempt at {retry_at:%H:%M:%S}" if retry_at else "",
                 f" (delayed {budget:.0f}s by the retry budget)" if budget else "")
+        if outcome.state == "succeeded":
+            self._successes.log("execution %s %s attempt %s/%s %s in %.2fs%s%s%s", *args)
+        else:
+            log.warning("execution %s %s attempt %s/%s %s in %.2fs%s%s%s", *args)
         if self.on_finish:
             self.on_finish(row, outcome, tail, final)
 
@@ -488,7 +713,7 @@ class Worker:
                 id=row["id"], lease_id=row["lease_id"], state=final, finished_at=finished,
                 exit_code=outcome.exit_code, error=outcome.error,
                 result=Jsonb(outcome.result) if outcome.result is not None else None,
-                attempt_state=outcome.state, started_at=row["started_at"] or started,
+                attempt_state=outcome.state, started_at=started,
                 error_type=outcome.error_type))
             if not moved:
                 raise _ClaimLost()
@@ -510,7 +735,7 @@ class Worker:
                 else:
                     retry_at = proposed
             tx.exec("execution_attempt_insert", tenant=row["tenant"], state="lost" if stopped else outcome.state,
-                    started_at=row["started_at"] or started, finished_at=finished, worker_id=self.id,
+                    started_at=started, finished_at=finished, worker_id=self.id,
                     attempt=row["attempt"], exit_code=outcome.exit_code, error=outcome.error,
                     error_type=outcome.error_type, next_run_at=retry_at, budget_delay_seconds=budget, **lease)
             # The move comes last, right before COMMIT: a DAG node's finish locks its run
@@ -529,75 +754,30 @@ class Worker:
         return final, retry_at, budget
 
 
-class _Completer:
-    """Group commit of final outcomes. Threads that end an execution for good hand their
-    outcome here and wait; one thread writes everything handed in meanwhile (up to
-    ``max_batch``) in one transaction of one statement (``execution_finish_many``), so a
-    busy worker pays one round trip and one WAL flush for many executions instead of each.
-    An idle worker's outcome is written at once: no batching delay.
+class _SuccessLog:
+    """INFO lines for successes, at most SUCCESS_LINES_PER_SECOND a second: at thousands of
+    executions a second a line each cost more than the executions (the log handler's lock
+    showed in the profile). The next line logged says how many were left out."""
 
-    A batch the database refuses is split and each outcome tried alone, so one bad value
-    fails only its own execution."""
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.second = self.lines = self.skipped = 0
 
-    def __init__(self, db: Database, worker_id: Callable[[], int | None], max_batch: int = 500):
-        self.db, self.worker_id, self.max_batch = db, worker_id, max_batch  # the id changes on re-registering
-        self.queue: queue.SimpleQueue[tuple[dict[str, Any], Future[bool]] | None] = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self._loop, daemon=True, name="pgsched-complete")
-        self.thread.start()
-
-    def finish(self, item: dict[str, Any]) -> bool:
-        """Write one final outcome (``item``: the columns of ``execution_finish_many``, one
-        value each); True when moved, False when the lease was lost. Raises what writing it
-        raised (ConnectionFailed, TransientError, PgschedError)."""
-        done: Future[bool] = Future()
-        self.queue.put((item, done))
-        return done.result()
-
-    def close(self) -> None:
-        self.queue.put(None)
-        self.thread.join(10)
-
-    def _loop(self) -> None:
-        while True:
-            first = self.queue.get()
-            if first is None:
+    def log(self, msg: str, *args: Any) -> None:
+        if not log.isEnabledFor(logging.INFO):
+            return
+        now = int(time.monotonic())
+        with self.lock:
+            if now != self.second:
+                self.second, self.lines = now, 0
+            if self.lines >= SUCCESS_LINES_PER_SECOND:
+                self.skipped += 1
                 return
-            batch = [first]
-            while len(batch) < self.max_batch:
-                try:
-                    nxt = self.queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    self.queue.put(None)  # stop after this batch
-                    break
-                batch.append(nxt)
-            self._write(batch)
-
-    def _write(self, batch: list[tuple[dict[str, Any], Future[bool]]]) -> None:
-        try:
-            with self.db.transaction() as tx:
-                rows = tx.many("execution_finish_many", worker_id=self.worker_id(),
-                               **{k: [item[k] for item, _ in batch] for k in batch[0][0]})
-        except (ConnectionFailed, TransientError) as exc:
-            for _, done in batch:
-                done.set_exception(exc)
-            return
-        except PgschedError as exc:
-            if len(batch) == 1:
-                batch[0][1].set_exception(exc)
-                return
-            for one in batch:  # find the outcome the database refuses: each alone
-                self._write([one])
-            return
-        except BaseException as exc:  # never leave a waiting thread hanging
-            for _, done in batch:
-                done.set_exception(exc)
-            return
-        moved = {r["id"] for r in rows}
-        for item, done in batch:
-            done.set_result(item["id"] in moved)
-
+            self.lines += 1
+            skipped, self.skipped = self.skipped, 0
+        if skipped:
+            msg, args = msg + " (%d more succeeded meanwhile, not logged one by one)", (*args, skipped)
+        log.info(msg, *args)
 
 def _takes(func: Any, name: str) -> bool:
     """Whether ``func`` accepts a keyword argument ``name`` (by name or ``**kwargs``). A DAG

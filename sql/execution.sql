@@ -129,10 +129,11 @@ SELECT cancel_requested_at IS NOT NULL AS requested FROM pgsched.execution
  WHERE id = %(id)s AND lease_id = %(lease_id)s
    FOR UPDATE
 
--- name: execution_finish_many :many
+-- name: execution_finish_many :many binary
 -- Group commit of final outcomes (parallel arrays, one element per execution): the moves
 -- to history and the attempt rows of every execution this worker still holds (its lease),
--- in one statement. Returns the ids moved; an id missing was rescued meanwhile (its
+-- in one statement. started_at is when the worker's slot started it (a claimed execution may
+-- wait in the worker's buffer first; the row's own started_at is the claim's). Returns the ids moved; an id missing was rescued meanwhile (its
 -- attempt is not written: the rescue wrote it as 'lost').
 WITH input AS (
     SELECT * FROM unnest(%(id)s::bigint[], %(lease_id)s::bigint[], %(state)s::text[],
@@ -150,7 +151,7 @@ WITH input AS (
         created_at, started_at, finished_at, exit_code, error, result, lost_attempts, dag_run_id)
     SELECT d.id, d.tenant, d.task_id, d.scheduled_at, d.run_at, i.state, d.trigger, d.priority, d.queue,
            d.params, d.idempotency_key, d.attempt, d.max_attempts, d.worker_id, d.leader_epoch,
-           d.created_at, d.started_at, i.finished_at, i.exit_code, i.error, i.result, d.lost_attempts,
+           d.created_at, coalesce(i.started_at, d.started_at), i.finished_at, i.exit_code, i.error, i.result, d.lost_attempts,
            d.dag_run_id
       FROM done d JOIN input i ON i.id = d.id
      -- DAG nodes settle in run order: two workers' batches lock their runs alike
@@ -165,3 +166,13 @@ WITH input AS (
     ON CONFLICT DO NOTHING
 )
 SELECT id FROM moved
+
+-- name: execution_unclaim :many
+-- Hand back executions a stopping worker claimed but never started (its local buffer):
+-- pending again, as if never claimed: the attempt number goes back, no attempt row is
+-- written, the lease ends. Only while this lease is still held (parallel arrays).
+UPDATE pgsched.execution e
+   SET state = 'pending', attempt = e.attempt - 1, worker_id = NULL, started_at = NULL, lease_id = NULL
+  FROM unnest(%(id)s::bigint[], %(lease_id)s::bigint[]) AS u(id, lease_id)
+ WHERE e.id = u.id AND e.lease_id = u.lease_id AND e.state = 'running'
+RETURNING e.id

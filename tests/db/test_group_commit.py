@@ -1,4 +1,4 @@
-"""Group commit of final outcomes (worker._Completer and execution_finish_many): many
+"""Group commit of final outcomes (completer.Completer and execution_finish_many): many
 executions moved to history in one statement, each only while its lease is held, and a
 value the database refuses failing only its own execution."""
 
@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import pytest
 
 from pgsched import scheduler, tasks
+from pgsched.completer import Completer
 from pgsched.errors import PgschedError
-from pgsched.worker import _Completer
 
 from .test_claim import claim, register
 from .test_reliability_sql import make_task
@@ -50,12 +50,16 @@ def test_a_refused_value_fails_only_its_own_execution(db, sql):
     for _ in range(3):
         tasks.trigger(db, "job")
     rows = claim(db, worker, limit=3)
-    completer = _Completer(db, lambda: worker)
+    completer = Completer(db, lambda: worker)
     try:
         good: Future[bool] = Future()
         bad: Future[bool] = Future()
-        completer.queue.put((item(rows[0]), good))  # queued together: one batch, split on refusal
-        completer.queue.put((item(rows[1], state="bogus"), bad))
+
+        def into(future):
+            return lambda r: future.set_exception(r) if isinstance(r, BaseException) else future.set_result(r)
+
+        completer.queue.put((item(rows[0]), into(good)))  # queued together: one batch, split on refusal
+        completer.queue.put((item(rows[1], state="bogus"), into(bad)))
         assert completer.finish(item(rows[2])) is True
         assert good.result(5) is True
         with pytest.raises(PgschedError, match="check"):

@@ -1,0 +1,133 @@
+"""Group commit of final outcomes: one writer thread per worker moves every outcome handed
+in meanwhile to history in one statement and one transaction (``execution_finish_many``),
+so a busy worker pays one round trip and one WAL flush for many executions instead of
+one each. An idle worker's outcome is written at once: there is no batching delay.
+
+Handing an outcome in does not wait for the write (:meth:`Completer.submit`): the slot
+that ran the execution takes its next one at once, and the writer calls back when the
+outcome is stored, was rejected (the lease was lost), or could not be written.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from .db import Database
+from .errors import ConnectionFailed, PgschedError, TransientError
+
+log = logging.getLogger(__name__)
+
+# Called once per outcome, in the writer's thread: True when moved, False when the lease
+# was no longer held, or the exception that writing it raised.
+Done = Callable[[bool | BaseException], None]
+
+
+class Completer:
+    """The writer of one worker. ``worker_id()`` gives the worker's current id (it changes
+    when the worker registers again); ``max_batch`` outcomes at most per statement;
+    ``retry_seconds``: how long a batch is retried while the database is unreachable
+    (ConnectionFailed, TransientError) before its outcomes are given up with the error.
+
+    A batch the database refuses (a value it cannot store) is split and each outcome
+    tried alone, so one bad value fails only its own execution."""
+
+    def __init__(self, db: Database, worker_id: Callable[[], int | None], max_batch: int = 500,
+                 retry_seconds: float = 300.0):
+        self.db, self.worker_id, self.max_batch = db, worker_id, max_batch
+        self.retry_seconds = retry_seconds
+        self.stopping = threading.Event()  # set: stop retrying an unreachable database
+        self.queue: queue.SimpleQueue[tuple[dict[str, Any], Done] | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._loop, daemon=True, name="pgsched-complete")
+        self.thread.start()
+
+    def submit(self, item: dict[str, Any], done: Done) -> None:
+        """Hand in one final outcome (``item``: the columns of ``execution_finish_many``,
+        one value each); returns at once, ``done`` is called when it is settled."""
+        self.queue.put((item, done))
+
+    def finish(self, item: dict[str, Any]) -> bool:
+        """Write one final outcome and wait: True when moved, False when the lease was lost.
+        Raises what writing it raised (ConnectionFailed, TransientError, PgschedError)."""
+        result: Future[bool] = Future()
+        self.submit(item, lambda r: result.set_exception(r) if isinstance(r, BaseException) else result.set_result(r))
+        return result.result()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Write what was handed in, then stop the writer thread."""
+        self.queue.put(None)
+        self.thread.join(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            first = self.queue.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < self.max_batch:
+                try:
+                    nxt = self.queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    self.queue.put(None)  # stop after this batch
+                    break
+                batch.append(nxt)
+            self._write_retrying(batch)
+
+    def _write_retrying(self, batch: list[tuple[dict[str, Any], Done]]) -> None:
+        give_up = time.monotonic() + self.retry_seconds
+        delay = 0.5
+        while True:
+            try:
+                self._write(batch)
+                return
+            except (ConnectionFailed, TransientError) as exc:
+                if time.monotonic() >= give_up or self.stopping.is_set():
+                    _settle(batch, exc)
+                    return
+                log.warning("could not record %d outcome(s) yet (%s); retrying in %.1fs", len(batch), exc, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    def _write(self, batch: list[tuple[dict[str, Any], Done]]) -> None:
+        """Raises ConnectionFailed / TransientError for the whole batch; settles it otherwise."""
+        try:
+            with self.db.transaction() as tx:
+                rows = tx.many("execution_finish_many", worker_id=self.worker_id(),
+                               **{k: [item[k] for item, _ in batch] for k in batch[0][0]})
+        except (ConnectionFailed, TransientError):
+            raise
+        except PgschedError as exc:
+            if len(batch) == 1:
+                _settle(batch, exc)
+                return
+            for one in batch:  # find the outcome the database refuses: each alone
+                try:
+                    self._write([one])
+                except (ConnectionFailed, TransientError) as again:
+                    _settle([one], again)
+            return
+        except BaseException as exc:  # never leave an outcome unsettled
+            _settle(batch, exc)
+            return
+        moved = {r["id"] for r in rows}
+        for item, done in batch:
+            _call(done, item["id"] in moved)
+
+
+def _settle(batch: list[tuple[dict[str, Any], Done]], exc: BaseException) -> None:
+    for _, done in batch:
+        _call(done, exc)
+
+
+def _call(done: Done, result: bool | BaseException) -> None:
+    try:
+        done(result)
+    except Exception:  # a callback's failure must not stop the writer
+        log.exception("recording callback failed")

@@ -1,0 +1,101 @@
+"""Executions a worker claimed ahead into its local buffer, not started yet: SIGKILL leaves
+them to the leader's rescue, SIGTERM hands them back at once without using up an attempt;
+either way every execution succeeds exactly once."""
+
+from __future__ import annotations
+
+import re
+import signal
+from pathlib import Path
+
+import pytest
+
+from ..helpers import cli, wait_until
+
+pytestmark = pytest.mark.e2e
+
+RUNS = 400
+CONCURRENCY = 2
+
+
+def running_of(sql, worker_id: int) -> int:
+    return sql.execute("SELECT count(*) AS n FROM pgsched.execution WHERE worker_id = %s AND state = 'running'",
+                       (worker_id,)).fetchone()["n"]
+
+
+def buffered_worker(sql, start) -> tuple[object, int]:
+    """A worker with claimed executions beyond its slots (its buffer is not empty)."""
+    worker = start("worker", "--concurrency", str(CONCURRENCY), "--prefetch", "20", "--poll-interval", "0.5",
+                   "--heartbeat-interval", "0.5")
+    row = wait_until(lambda: sql.execute("SELECT worker_id FROM pgsched.execution WHERE worker_id IS NOT NULL "
+                                         "LIMIT 1").fetchone(), message="the worker claims")
+    wait_until(lambda: running_of(sql, row["worker_id"]) > CONCURRENCY, timeout=30,
+               message="more claimed than slots (a buffer)")
+    return worker, row["worker_id"]
+
+
+def all_done(sql, ids: list[int]) -> list[dict]:
+    return wait_until(lambda: (rows := sql.execute(
+        "SELECT id, state, attempt, max_attempts FROM pgsched.execution_history WHERE id = ANY(%s)",
+        (ids,)).fetchall()) and len(rows) == len(ids) and rows, timeout=120, message="every run in history")
+
+
+def succeeded_attempts(sql, ids: list[int]) -> dict[int, int]:
+    rows = sql.execute("SELECT execution_id, count(*) AS n FROM pgsched.execution_attempt "
+                       "WHERE execution_id = ANY(%s) AND state = 'succeeded' GROUP BY execution_id", (ids,))
+    return {r["execution_id"]: r["n"] for r in rows}
+
+
+@pytest.fixture
+def stamp(dsn, tmp_path) -> Path:
+    marker = tmp_path / "ran"
+    cli(dsn, "task", "create", "stamp", "--command", f'echo "$PGSCHED_EXECUTION_ID" >> {marker}')
+    return marker
+
+
+def starts(marker: Path) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for line in marker.read_text().split():
+        counts[int(line)] = counts.get(int(line), 0) + 1
+    return counts
+
+
+def test_sigkill_leaves_buffered_executions_to_the_rescue(dsn, sql, start, stamp):
+    ids = [r["id"] for r in sql.execute("SELECT pgsched.enqueue_v1('stamp') AS id FROM generate_series(1, %s)",
+                                        (RUNS,)).fetchall()]
+    worker, first = buffered_worker(sql, start)
+    worker.proc.send_signal(signal.SIGKILL)
+    worker.proc.wait(10)
+    held = running_of(sql, first)
+    assert held > CONCURRENCY  # claimed but never started: the dead worker's buffer
+    start("scheduler", "--max-sleep", "0.5")  # its leader rescues the dead worker's executions
+    start("worker", "--concurrency", "4", "--poll-interval", "0.5")
+    rows = all_done(sql, ids)
+    assert {r["state"] for r in rows} == {"succeeded"}
+    assert succeeded_attempts(sql, ids) == {i: 1 for i in ids}  # each succeeded exactly once
+    rescued = [r for r in rows if r["attempt"] == 2]
+    assert len(rescued) == held and all(r["max_attempts"] == 2 for r in rescued)  # the lost attempt is given back
+    counts = starts(stamp)
+    assert set(counts) == set(ids)
+    # Only what was actually running when the worker died may have started twice.
+    assert sum(1 for n in counts.values() if n > 1) <= CONCURRENCY and max(counts.values()) <= 2
+
+
+def test_sigterm_hands_buffered_executions_back_without_an_attempt(dsn, sql, start, stamp):
+    ids = [r["id"] for r in sql.execute("SELECT pgsched.enqueue_v1('stamp') AS id FROM generate_series(1, %s)",
+                                        (RUNS,)).fetchall()]
+    worker, first = buffered_worker(sql, start)
+    assert worker.stop(signal.SIGTERM) == 0
+    handed = re.search(r"handed back (\d+) claimed execution\(s\) that had not started", worker.output)
+    assert handed and int(handed[1]) >= 1, worker.output
+    assert running_of(sql, first) == 0
+    pending = sql.execute("SELECT attempt, max_attempts, worker_id, lease_id FROM pgsched.execution").fetchall()
+    assert pending and all(r == {"attempt": 0, "max_attempts": 1, "worker_id": None, "lease_id": None}
+                           for r in pending)
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.execution_attempt WHERE state <> 'succeeded'"
+                       ).fetchone()["n"] == 0  # nothing lost, nothing recorded for the handed back
+    start("worker", "--concurrency", "4", "--poll-interval", "0.5")
+    rows = all_done(sql, ids)
+    assert {(r["state"], r["attempt"], r["max_attempts"]) for r in rows} == {("succeeded", 1, 1)}
+    assert succeeded_attempts(sql, ids) == {i: 1 for i in ids}
+    assert starts(stamp) == {i: 1 for i in ids}  # a clean stop: every run started exactly once
