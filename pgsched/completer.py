@@ -10,12 +10,14 @@ outcome is stored, was rejected (the lease was lost), or could not be written.
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from datetime import datetime
 from typing import Any
 
 from .db import Database
@@ -26,6 +28,18 @@ log = logging.getLogger(__name__)
 # Called once per outcome, in the writer's thread: True when moved, False when the lease
 # was no longer held, or the exception that writing it raised.
 Done = Callable[[bool | BaseException], None]
+
+
+FIELDS = ("id", "lease_id", "state", "finished_at", "exit_code", "error", "result", "attempt_state", "started_at",
+          "error_type")
+
+
+def finish_params(items: list[dict[str, Any]]) -> dict[str, str]:
+    """The ``items`` parameter of ``execution_finish_many`` for outcomes given as dicts of
+    FIELDS (instants as aware datetimes, ``result`` any JSON value or None). Raises
+    ValueError / TypeError for a result that is not strict JSON."""
+    return {"items": json.dumps([[v.timestamp() if isinstance(v := item[k], datetime) else v for k in FIELDS]
+                                 for item in items], allow_nan=False)}
 
 
 class Completer:
@@ -100,10 +114,10 @@ class Completer:
         try:
             with self.db.transaction() as tx:
                 rows = tx.many("execution_finish_many", worker_id=self.worker_id(),
-                               **{k: [item[k] for item, _ in batch] for k in batch[0][0]})
+                               **finish_params([item for item, _ in batch]))
         except (ConnectionFailed, TransientError):
             raise
-        except PgschedError as exc:
+        except (PgschedError, ValueError, TypeError) as exc:
             if len(batch) == 1:
                 _settle(batch, exc)
                 return

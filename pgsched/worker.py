@@ -609,8 +609,7 @@ class Worker:
                         self._recorded(row, outcome, started, finished, final, None, None, tail, stopped)
                     elif result is False:
                         self._claim_lost(row, outcome)
-                    elif isinstance(result, PgschedError) and not isinstance(
-                            result, (ConnectionFailed, TransientError)) and not fell_back:
+                    elif not isinstance(result, (ConnectionFailed, TransientError)) and not fell_back:
                         log.error("execution %s: outcome %s refused by the database (%s); recording it as failed",
                                   row["id"], outcome.state, result)
                         self._record(row, Outcome("failed", outcome.exit_code, f"outcome not storable: {result}"),
@@ -625,8 +624,8 @@ class Worker:
             self.completer.submit(dict(
                 id=row["id"], lease_id=row["lease_id"], state=final, finished_at=finished,
                 exit_code=outcome.exit_code, error=outcome.error,
-                result=Jsonb(outcome.result) if outcome.result is not None else None,
-                attempt_state=outcome.state, started_at=started, error_type=outcome.error_type), written)
+                result=outcome.result, attempt_state=outcome.state, started_at=started,
+                error_type=outcome.error_type), written)
             return
         self._wake_slot()
         try:
@@ -711,10 +710,8 @@ class Worker:
         if final is not None and self.completer is not None:
             moved = self.completer.finish(dict(
                 id=row["id"], lease_id=row["lease_id"], state=final, finished_at=finished,
-                exit_code=outcome.exit_code, error=outcome.error,
-                result=Jsonb(outcome.result) if outcome.result is not None else None,
-                attempt_state=outcome.state, started_at=started,
-                error_type=outcome.error_type))
+                exit_code=outcome.exit_code, error=outcome.error, result=outcome.result,
+                attempt_state=outcome.state, started_at=started, error_type=outcome.error_type))
             if not moved:
                 raise _ClaimLost()
             return final, None, None

@@ -146,11 +146,13 @@ def worker_args(concurrency: int, extra: list[str] | None = None) -> list[str]:
 
 
 def wait_listening(conn: psycopg.Connection[Any], procs: list[Proc], count: int, timeout: float = 60) -> None:
-    """Until ``count`` workers are registered and their LISTEN connections are up."""
+    """Until ``count`` workers are registered and their LISTEN connections are up (the
+    connection's last statement is a LISTEN, or a claim: the worker claims on it after
+    its LISTENs)."""
     def ready() -> bool:
         return bool(scalar(conn, "SELECT (SELECT count(*) FROM pgsched.worker WHERE state = 'running') >= %s "
                            "AND (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                           "AND application_name = 'pgsched worker listen' AND query ILIKE 'LISTEN%%') >= %s",
+                           "AND application_name = 'pgsched worker listen' AND (query ILIKE 'LISTEN%%' OR query ILIKE 'WITH picked%%')) >= %s",
                            (count, count)))
     common.wait_until(ready, timeout, f"{count} worker(s) to start and listen", poll=0.05,
                       alive=lambda: next((d for p in procs if (d := p.dead())), None))

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from pgsched import scheduler, tasks
-from pgsched.completer import Completer
+from pgsched.completer import Completer, finish_params
 from pgsched.errors import PgschedError
 
 from .test_claim import claim, register
@@ -34,8 +34,7 @@ def test_one_statement_moves_every_execution_whose_lease_is_held(db, sql):
     sql.execute("UPDATE pgsched.execution SET worker_id = NULL WHERE id <> %s", [lost["id"]])  # only one is rescued
     scheduler.rescue(db)
     items = [item(r) for r in rows]
-    moved = db.many("execution_finish_many", worker_id=worker,
-                    **{k: [i[k] for i in items] for k in items[0]})
+    moved = db.many("execution_finish_many", worker_id=worker, **finish_params(items))
     assert sorted(r["id"] for r in moved) == sorted(r["id"] for r in rows[1:])
     hist = sql.execute("SELECT id, state FROM pgsched.execution_history ORDER BY id").fetchall()
     assert [(h["id"], h["state"]) for h in hist] == [(r["id"], "succeeded") for r in rows[1:]]
