@@ -48,3 +48,12 @@ def test_user_create_reads_the_password_from_stdin(dsn, db):
     assert again.exit_code == 1 and "username: 'grace' is taken" in again.output
     short = run(dsn, "user", "create", "linus", "--role", "viewer", "--password-stdin", input="short\n")
     assert short.exit_code == 1 and "password" in short.output
+
+
+def test_task_tags_from_the_command_line(dsn, db):
+    assert run(dsn, "task", "create", "tagged", "--command", "true", "--tags", "etl, nightly").exit_code == 0
+    assert db.one("task_get", name="tagged", tenant="default")["tags"] == ["etl", "nightly"]
+    assert run(dsn, "task", "update", "tagged", "--tags", "").exit_code == 0
+    assert db.one("task_get", name="tagged", tenant="default")["tags"] == []
+    bad = run(dsn, "task", "create", "badtag", "--command", "true", "--tags", "no spaces")
+    assert bad.exit_code == 1 and "tags: 'no spaces'" in bad.output
