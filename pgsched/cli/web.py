@@ -113,3 +113,30 @@ def user_create(c: Context, username: str, role: str, tenant: str | None, passwo
         raise ConfigError("password: stdin is not a terminal; pass --password-stdin to read it from there")
     row = create_user(c.db(), username, password, role=role, tenant=tenant or c.tenant)
     click.echo(f"user {row['username']!r} created: role {row['role']}, tenant {row['tenant']!r}")
+
+
+@user.command("list")
+@_tenant_option
+@click.option("--all-tenants", is_flag=True, help="Users of every tenant.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def user_list(c: Context, tenant: str | None, all_tenants: bool, as_json: bool) -> None:
+    """Web users (never their password hashes)."""
+    from ..web.credentials import list_users
+
+    rows = list_users(c.db(), None if all_tenants else tenant or c.tenant)
+    if as_json:
+        print_json(rows)
+        return
+    table(rows, ["username", "tenant", "role", "created_at"])
+
+
+@user.command("delete")
+@click.argument("username")
+@pass_ctx
+def user_delete(c: Context, username: str) -> None:
+    """Remove web user USERNAME; their sessions end at their next request."""
+    from ..web.credentials import delete_user
+
+    delete_user(c.db(), username)
+    click.echo(f"user {username!r} deleted")

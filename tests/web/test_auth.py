@@ -124,3 +124,21 @@ def test_roles_viewer_is_forbidden_an_operator_action(app, client, token_for):
     sign_in(client, token=token_for("viewer"))
     csrf = csrf_of(client.get("/").text)
     assert client.post("/probe", data={"csrf_token": csrf}).status_code == 403
+
+
+def test_a_crash_answers_500_with_the_headers_and_no_details(db):
+    from starlette.testclient import TestClient
+
+    from pgsched.web.app import create_app
+
+    app = create_app(db)
+
+    def broken(request: Request) -> JSONResponse:
+        raise RuntimeError("secret detail")
+
+    app.router.routes.append(Route("/api/v1/broken", broken))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.get("/api/v1/broken")
+    assert response.status_code == 500 and response.json()["error"]["code"] == "internal"
+    assert "secret detail" not in response.text
+    assert response.headers["x-frame-options"] == "DENY"
