@@ -85,6 +85,9 @@ def test_login_link_signs_in_and_redirects_only_on_this_site(client, token_for):
     response = client.get("/login", params={"token": token, "next": "//evil.example/"})
     assert response.status_code == 303 and response.headers["location"] == "/"
     assert client.get("/").status_code == 200
+    for elsewhere in ("/\t/evil.example/", "/\\evil.example", "https://evil.example/", "/ok\n"):
+        assert client.get("/login", params={"token": token, "next": elsewhere}).headers["location"] == "/"
+    assert client.get("/login", params={"token": token, "next": "/tasks?q=1"}).headers["location"] == "/tasks?q=1"
     bad = client.get("/login", params={"token": "pgs_nope"})
     assert bad.status_code == 401
 
