@@ -268,6 +268,11 @@ def test_dag_runs(api, db):
     one = viewer.get(f"{V}/dag-runs/{run_id}").json()
     assert one["dag_name"] == "pipe" and [n["node_id"] for n in one["node_runs"]] == ["a", "b"]
     assert one["node_runs"][1]["state"] == "waiting"
+    node_execution = one["node_runs"][0]["execution_id"]
+    operator = api("operator")
+    assert operator.post(f"{V}/executions/{node_execution}/cancel").json()["outcome"] == "cancelled"
+    refused = operator.post(f"{V}/executions/{node_execution}/retry")
+    assert refused.status_code == 409 and "DAG run" in refused.json()["error"]["message"]
     assert api("viewer", "other").get(f"{V}/dag-runs/{run_id}").status_code == 404
 
 
