@@ -22,6 +22,8 @@ from typing import Any
 import anyio.to_thread
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -119,7 +121,7 @@ class SessionMiddleware:
     """Puts ``session``, ``principal`` and (non-GET) ``body`` and ``form`` on
     ``request.state``, and refuses non-GET requests without the session's CSRF token.
 
-    ``on_refused(request, status, message)`` builds the 403/413 response (JSON for the
+    ``on_refused(request, status, message)`` builds the 400/403/413 response (JSON for the
     API, a page otherwise).
     """
 
@@ -150,11 +152,18 @@ class SessionMiddleware:
             state["body"] = body
             kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
             if kind in ("application/x-www-form-urlencoded", "multipart/form-data"):
-                state["form"] = await Request(scope, _replay(body, receive)).form()
+                try:
+                    state["form"] = await Request(scope, _replay(body, receive)).form()
+                except (HTTPException, MultiPartException) as exc:  # a malformed multipart body
+                    detail = exc.detail if isinstance(exc, HTTPException) else exc.message
+                    await self.on_refused(request, 400, f"body: not a readable form ({detail})")(
+                        scope, receive, send)
+                    return
             # an API call with neither a token nor a session is answered 401 by its endpoint
             if bearer is None and (loaded or not scope["path"].startswith("/api/")):
                 given = request.headers.get("x-csrf-token") or (state.get("form") or {}).get("csrf_token")
-                if not (loaded and isinstance(given, str) and hmac.compare_digest(given, session["csrf"])):
+                if not (loaded and isinstance(given, str)
+                        and hmac.compare_digest(given.encode(errors="replace"), session["csrf"].encode())):
                     await self.on_refused(request, 403, "csrf_token: missing or not this session's; "
                                           "reload the page and submit again")(scope, receive, send)
                     return

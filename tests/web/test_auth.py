@@ -145,3 +145,20 @@ def test_a_crash_answers_500_with_the_headers_and_no_details(db):
     assert response.status_code == 500 and response.json()["error"]["code"] == "internal"
     assert "secret detail" not in response.text
     assert response.headers["x-frame-options"] == "DENY"
+
+
+def test_odd_forms_and_tokens_are_refused_not_crashed_on(client, token_for):
+    page = client.get("/login")
+    csrf = csrf_of(page.text)
+    assert client.post("/login", data={"csrf_token": "jalapeño"}).status_code == 403
+    assert client.post("/logout", headers={"X-CSRF-Token": "caf\xe9".encode("latin-1")}).status_code == 403
+    broken = client.post("/login", content=b"--x\r\nnot a part", headers={
+        "content-type": "multipart/form-data; boundary=x"})
+    assert broken.status_code in (400, 403)
+    no_boundary = client.post("/login", content=b"a=b", headers={"content-type": "multipart/form-data"})
+    assert no_boundary.status_code in (400, 403)
+    big = client.post("/login", content=b"a=" + b"x" * (1024 * 1024 + 1),
+                      headers={"content-type": "application/x-www-form-urlencoded"})
+    assert big.status_code == 413
+    # the session still works afterwards
+    assert client.post("/login", data={"csrf_token": csrf, "token": token_for("viewer")}).status_code == 303
