@@ -54,11 +54,13 @@ def execution_get(request: Request) -> Response:
 
 def _events(db: Database, execution_id: int, tenant: str, after: tuple[int, int], follow: bool) -> Iterator[str]:
     """SSE of an execution's log: ``event: line`` per line (``id: attempt:seq``, data the
-    line as JSON), then ``event: end`` with the final state once it has ended."""
+    line as JSON), then ``event: end`` with the final state once it has ended (null when
+    the execution was removed meanwhile)."""
     started = last_sent = time.monotonic()
     while True:
         # the state is read before the lines: a line written in between comes next pass
-        state = _get(db, execution_id, tenant)["state"]
+        row = db.one("execution_get", id=execution_id, tenant=tenant)
+        state = row["state"] if row else None  # None: removed meanwhile (a DLQ delete)
         lines = db.many("execution_logs", id=execution_id, after_attempt=after[0], after_seq=after[1])
         for line in lines:
             after = (line["attempt"], line["seq"])
