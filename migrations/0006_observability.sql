@@ -48,6 +48,7 @@ CREATE TABLE pgsched.stats_hourly (
     state            text        NOT NULL,
     executions       bigint      NOT NULL,
     started          bigint      NOT NULL,   -- of which had started (latency/duration known)
+    retries          bigint      NOT NULL,   -- attempts after the first (attempt - 1)
     latency_sum      float8      NOT NULL,
     duration_sum     float8      NOT NULL,
     latency_le       bigint[]    NOT NULL,
@@ -64,6 +65,7 @@ CREATE TABLE pgsched.stats_total (
     state            text        NOT NULL,
     executions       bigint      NOT NULL,
     started          bigint      NOT NULL,
+    retries          bigint      NOT NULL,
     latency_sum      float8      NOT NULL,
     duration_sum     float8      NOT NULL,
     latency_le       bigint[]    NOT NULL,
@@ -112,11 +114,12 @@ BEGIN
       INTO dur FROM pgsched.stats_bucket, unnest(bounds) WITH ORDINALITY AS u(b, i) WHERE kind = 'duration';
     DELETE FROM pgsched.stats_hourly WHERE hour >= since;
     EXECUTE format(
-        'INSERT INTO pgsched.stats_hourly (hour, tenant, task_id, state, executions, started, latency_sum,
-                                           duration_sum, latency_le, duration_le)
+        'INSERT INTO pgsched.stats_hourly (hour, tenant, task_id, state, executions, started, retries,
+                                           latency_sum, duration_sum, latency_le, duration_le)
          SELECT date_trunc(''hour'', finished_at), tenant, task_id, state, count(*), count(lat),
+                coalesce(sum(greatest(attempt - 1, 0)), 0),
                 coalesce(sum(lat), 0), coalesce(sum(dur), 0), ARRAY[%s]::bigint[], ARRAY[%s]::bigint[]
-           FROM (SELECT finished_at, tenant, task_id, state,
+           FROM (SELECT finished_at, tenant, task_id, state, attempt,
                         extract(epoch FROM started_at - run_at)::float8 AS lat,
                         extract(epoch FROM finished_at - started_at)::float8 AS dur
                    FROM pgsched.execution_history WHERE finished_at >= $1) h
@@ -127,6 +130,7 @@ BEGIN
         RETURNING *
     ), folded AS (
         SELECT tenant, task_id, state, sum(executions) AS executions, sum(started) AS started,
+               sum(retries) AS retries,
                sum(latency_sum) AS latency_sum, sum(duration_sum) AS duration_sum,
                pgsched.stats_sum_v1(latency_le) AS latency_le, pgsched.stats_sum_v1(duration_le) AS duration_le
           FROM old GROUP BY 1, 2, 3
@@ -134,6 +138,7 @@ BEGIN
     INSERT INTO pgsched.stats_total AS t SELECT * FROM folded
     ON CONFLICT (tenant, task_id, state) DO UPDATE
        SET executions = t.executions + EXCLUDED.executions, started = t.started + EXCLUDED.started,
+           retries = t.retries + EXCLUDED.retries,
            latency_sum = t.latency_sum + EXCLUDED.latency_sum,
            duration_sum = t.duration_sum + EXCLUDED.duration_sum,
            latency_le = pgsched.stats_add_v1(t.latency_le, EXCLUDED.latency_le),
