@@ -18,6 +18,7 @@ from pgsched.db import Database
 from pgsched.errors import ValidationError
 from pgsched.tasks import TaskSpec
 from tests.db.test_stats import seed
+from tests.helpers import wait_until
 
 
 class Receiver:
@@ -68,10 +69,11 @@ def fail_to_dead(db: Database, task: str) -> int:
     """Run one execution of ``task`` through the worker's own claim and finish queries,
     ending it dead (its attempts used up)."""
     execution_id = tasks.trigger(db, task)
-    worker = db.one("worker_register", name="w", hostname="h", pid=1, queues=["default"], concurrency=1,
+    queues = [tasks.get(db, task)["queue"]]
+    worker = db.one("worker_register", name="w", hostname="h", pid=1, queues=queues, concurrency=1,
                     heartbeat_interval=5)
     assert worker is not None
-    [row] = db.many("execution_claim", now=None, queues=["default"], limit=1, worker_id=worker["id"])
+    [row] = db.many("execution_claim", now=None, queues=queues, limit=1, worker_id=worker["id"])
     assert row["id"] == execution_id
     db.exec("execution_finish", id=row["id"], lease_id=row["lease_id"], state="dead", finished_at=row["started_at"],
             exit_code=3, error="boom", result=None)
@@ -243,3 +245,30 @@ def test_configure_validates_and_clears(db: Database) -> None:
     alerts.configure(db, "etl", on_dlq="https://example.com/dlq", failure_rate=0.2)
     assert alerts.configure(db, "etl", on_dlq="").on_dlq is None
     assert alerts.alerting_of(db, "etl").failure_rate == 0.2
+
+
+def test_the_leader_rolls_up_detects_and_sends_on_its_own(db: Database, sql: psycopg.Connection,
+                                                          receiver: Receiver) -> None:
+    from pgsched.scheduler import Scheduler, SchedulerConfig
+
+    tasks.create(db, TaskSpec(name="etl", command="false", queue="nobody"))
+    alerts.configure(db, "etl", on_failure=receiver.url + "/fail", on_missed=receiver.url + "/missed")
+    fail_to_dead(db, "etl")
+    sql.execute("INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, trigger, queue) "
+                "SELECT id, now() - interval '5 minutes', now() - interval '5 minutes', 'schedule', 'nobody' "
+                "FROM pgsched.task WHERE name = 'etl'")
+    stop = threading.Event()
+    scheduler = Scheduler(db, SchedulerConfig(observe_interval=0.2, max_sleep=0.2, name="leader-under-test"))
+    thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: {r["path"] for r in receiver.received} == {"/fail", "/missed"},
+                   message="both webhooks delivered by the leader")
+        wait_until(lambda: sql.execute("SELECT rolled_at FROM pgsched.stats_rollup_state").fetchone(),
+                   message="a roll-up")
+    finally:
+        stop.set()
+        thread.join(15)
+    assert not thread.is_alive()
+    assert [a["kind"] for a in alerts.active(db)] == ["missed_schedule"]
+    assert all(r["delivered_at"] is not None for r in deliveries(sql))
