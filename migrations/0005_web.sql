@@ -41,3 +41,9 @@ CREATE TABLE pgsched.web_key (
     value       text        NOT NULL CHECK (length(value) >= 32),
     created_at  timestamptz NOT NULL DEFAULT now()
 );
+
+------------------------------------------------------------------------------------------
+-- Tags on tasks, for finding them (the task list's filter, GET /api/v1/tasks?tag=).
+------------------------------------------------------------------------------------------
+ALTER TABLE pgsched.task ADD COLUMN tags text[] NOT NULL DEFAULT '{}';
+CREATE INDEX task_tags_idx ON pgsched.task USING gin (tags) WHERE deleted_at IS NULL;
