@@ -1,0 +1,75 @@
+"""Execution pages: ``/executions`` (filters by task, state, time range and worker; pages
+by id, newest first) and ``/executions/ID`` (attempts, params, result, error, the log,
+followed live while it runs, and the cancel and retry buttons).
+
+The live log is the REST API's server-sent events stream
+(``/api/v1/executions/ID/logs``); ``static/log.js`` appends its lines. Cancel is
+``pgsched.cancel_v1``; retry puts a dead execution back in the queue (same id) and runs
+any other ended one again as a new execution with the same params.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .. import tasks
+from ..errors import ValidationError
+from .access import database, require
+from .api import MAX_ID, choice_arg, int_arg, text_arg, time_arg
+from .api_executions import LIVE, STATES
+from .api_executions import _get as execution_of
+from .pages import PAGE_SIZE, done, keyset, notice, path_id
+from .rendering import render
+
+
+def execution_list(request: Request) -> Response:
+    who = require(request, "viewer")
+    filters = {"task": text_arg(request, "task"), "state": choice_arg(request, "state", STATES),
+               "worker": int_arg(request, "worker", None, 1, MAX_ID),
+               "from": time_arg(request, "from"), "to": time_arg(request, "to")}
+    rows = database(request).many("api_execution_list", tenant=who.tenant, limit=PAGE_SIZE + 1,
+                                  before=int_arg(request, "before", None, 1, MAX_ID), **filters)
+    return render(request, "web/executions.html", {
+        "page": keyset(request, rows, PAGE_SIZE, "id"), "filters": filters, "states": STATES,
+        "raw": {k: request.query_params.get(k, "") for k in ("from", "to")}})
+
+
+def execution_detail(request: Request) -> Response:
+    who = require(request, "viewer")
+    db = database(request)
+    row = execution_of(db, path_id(request, "execution"), who.tenant)
+    return render(request, "web/execution.html", {
+        "e": row, "attempts": db.many("execution_attempts", id=row["id"]), "live": row["state"] in LIVE,
+        "log": db.many("execution_logs", id=row["id"], after_attempt=0, after_seq=0),
+        "notice": notice(request)})
+
+
+def execution_cancel(request: Request) -> Response:
+    who = require(request, "operator")
+    execution_id = path_id(request, "execution")
+    row = database(request).one("execution_cancel", id=execution_id, tenant=who.tenant)
+    assert row is not None
+    return done(f"/executions/{execution_id}", str(row["outcome"]))
+
+
+def execution_retry(request: Request) -> Response:
+    who = require(request, "operator")
+    db = database(request)
+    row = execution_of(db, path_id(request, "execution"), who.tenant)
+    if row["state"] in LIVE:
+        raise ValidationError("execution", row["id"], f"is {row['state']}; only an ended execution is retried")
+    if row["state"] == "dead":
+        db.one("dlq_retry", id=row["id"], tenant=who.tenant)
+        return done(f"/executions/{row['id']}", "requeued")
+    new = tasks.trigger(db, row["task_name"], params=row["params"], tenant=who.tenant, how="manual")
+    return done(f"/executions/{new}", "retried")
+
+
+routes = [
+    Route("/executions", execution_list, methods=["GET"], name="executions"),
+    Route("/executions/{id}", execution_detail, methods=["GET"], name="execution"),
+    Route("/executions/{id}/cancel", execution_cancel, methods=["POST"]),
+    Route("/executions/{id}/retry", execution_retry, methods=["POST"]),
+]
