@@ -29,8 +29,9 @@ def scheduler(request: Request) -> Response:
     now = datetime.now(timezone.utc)
     leader = db.one("scheduler_leader", key=LEADER_LOCK_KEY)
     due = (db.one("scheduler_next_due") or {}).get("next_fire_at")
-    # lag: how long the earliest due fire has waited (0 when nothing is overdue)
-    lag = max((now - due).total_seconds(), 0.0) if due else 0.0
+    # lag: how long the earliest due fire has waited (0 when nothing is overdue; None
+    # when nothing is scheduled at all)
+    lag = max((now - due).total_seconds(), 0.0) if due else None
     tick_age = (now - leader["last_tick_at"]).total_seconds() if leader and leader["last_tick_at"] else None
     return render(request, "web/scheduler.html", {
         "leader": leader, "standbys": db.many("scheduler_standbys", seconds=STANDBY_SEEN_SECONDS),

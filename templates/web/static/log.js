@@ -30,6 +30,8 @@
     if (live) { live.textContent = "ended"; live.className = "live ended"; }
     var badge = document.querySelector("#state .state");
     if (badge) { badge.textContent = state; badge.className = "state state-" + state; }
+    var cancel = document.querySelector("form[action$='/cancel']");
+    if (cancel) { cancel.remove(); }  // it has ended: nothing is left to cancel
     var end = document.getElementById("log-end");
     end.hidden = false;
     end.dataset.state = state;
