@@ -28,3 +28,26 @@ SELECT count(*)::integer AS dead
   FROM pgsched.execution_history h JOIN pgsched.task t ON t.id = h.task_id
  WHERE h.state = 'dead' AND h.tenant = %(tenant)s AND t.deleted_at IS NULL
    AND (%(task)s::text IS NULL OR t.name = %(task)s::text)
+
+-- name: page_task_ids :one
+-- The ids of a tenant's tasks called %(name)s (the live one and any deleted ones).
+SELECT coalesce(array_agg(id), '{}') AS ids FROM pgsched.task WHERE tenant = %(tenant)s AND name = %(name)s
+
+-- name: page_task_executions :many
+-- Executions of tasks %(task_ids)s (ids, so that the planner sees how many rows each task
+-- has: a task with few takes them from execution_history_task_idx, one with many walks
+-- the id order), newest first, before the cursor %(before)s (an id), with the filters of
+-- api_execution_list.
+SELECT e.id, t.name AS task_name, e.state, e.trigger, e.scheduled_at, e.run_at, e.started_at,
+       e.finished_at, e.attempt, e.max_attempts, e.exit_code, e.queue, e.priority, e.worker_id,
+       extract(epoch FROM e.finished_at - e.started_at)::float8 AS duration_seconds
+  FROM pgsched.execution_all e
+  JOIN pgsched.task t ON t.id = e.task_id
+ WHERE e.task_id = ANY(%(task_ids)s::bigint[]) AND e.tenant = %(tenant)s
+   AND (%(state)s::text IS NULL OR e.state = %(state)s::text)
+   AND (%(from)s::timestamptz IS NULL OR e.scheduled_at >= %(from)s::timestamptz)
+   AND (%(to)s::timestamptz IS NULL OR e.scheduled_at < %(to)s::timestamptz)
+   AND (%(worker)s::bigint IS NULL OR e.worker_id = %(worker)s::bigint)
+   AND (%(before)s::bigint IS NULL OR e.id < %(before)s::bigint)
+ ORDER BY e.id DESC
+ LIMIT %(limit)s

@@ -10,11 +10,14 @@ any other ended one again as a new execution with the same params.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from .. import tasks
+from ..db import Database, Row
 from ..errors import ValidationError
 from .access import database, require
 from .api import MAX_ID, choice_arg, int_arg, text_arg, time_arg
@@ -26,14 +29,30 @@ from .rendering import render
 
 def execution_list(request: Request) -> Response:
     who = require(request, "viewer")
-    filters = {"task": text_arg(request, "task"), "state": choice_arg(request, "state", STATES),
-               "worker": int_arg(request, "worker", None, 1, MAX_ID),
-               "from": time_arg(request, "from"), "to": time_arg(request, "to")}
-    rows = database(request).many("api_execution_list", tenant=who.tenant, limit=PAGE_SIZE + 1,
-                                  before=int_arg(request, "before", None, 1, MAX_ID), **filters)
+    task, state = text_arg(request, "task"), choice_arg(request, "state", STATES)
+    worker = int_arg(request, "worker", None, 1, MAX_ID)
+    rows = executions(database(request), who.tenant, task=task, state=state, worker=worker,
+                      start=time_arg(request, "from"), end=time_arg(request, "to"),
+                      before=int_arg(request, "before", None, 1, MAX_ID))
+    filters = {"task": task, "state": state, "worker": worker}
     return render(request, "web/executions.html", {
         "page": keyset(request, rows, PAGE_SIZE, "id"), "filters": filters, "states": STATES,
         "raw": {k: request.query_params.get(k, "") for k in ("from", "to")}})
+
+
+def executions(db: Database, tenant: str, *, task: str | None = None, state: str | None = None,
+               worker: int | None = None, start: datetime | None = None, end: datetime | None = None,
+               before: int | None = None) -> list[Row]:
+    """A page of executions (``PAGE_SIZE + 1`` rows, newest first) of ``tenant``,
+    optionally of the task called ``task``, in ``state``, run by ``worker``, scheduled in
+    [``start``, ``end``). A task filter goes by the tasks' ids: a task with few
+    executions is then found through its index, not by walking every id."""
+    common = {"tenant": tenant, "state": state, "worker": worker, "before": before, "limit": PAGE_SIZE + 1,
+              "from": start, "to": end}
+    if task is None:
+        return db.many("api_execution_list", task=None, **common)
+    ids = (db.one("page_task_ids", tenant=tenant, name=task) or {}).get("ids") or []
+    return db.many("page_task_executions", task_ids=ids, **common) if ids else []
 
 
 def execution_detail(request: Request) -> Response:

@@ -13,9 +13,10 @@ from .. import stats, tasks
 from ..errors import ValidationError
 from ..tasks import TaskSpec
 from .access import database, require
-from .api import choice_arg, int_arg, text_arg
+from .api import MAX_ID, choice_arg, int_arg, text_arg
 from .charts import trend
 from .pages import PAGE_SIZE, done, field, keyset, notice
+from .pages_executions import executions
 from .rendering import render
 
 SCHEDULE_KINDS = ("none", "cron", "interval", "once")
@@ -101,9 +102,7 @@ def task_detail(request: Request) -> Response:
     db = database(request)
     name = str(request.path_params["name"])
     row = tasks.get(db, name, who.tenant)
-    history = db.many("api_execution_list", tenant=who.tenant, task=name, state=None, worker=None,
-                      before=int_arg(request, "before", None, 1, 2**63 - 1), limit=PAGE_SIZE + 1,
-                      **{"from": None, "to": None})
+    history = executions(db, who.tenant, task=name, before=int_arg(request, "before", None, 1, MAX_ID))
     recent = stats.task_recent(db, name, who.tenant, limit=60)
     return render(request, "web/task.html", {
         "task": row, "fires": stats.next_fires(row, 5) if row["schedule_kind"] != "none" else [],
