@@ -287,3 +287,19 @@ def test_cli_sets_and_clears_webhooks(db: Database, dsn: str) -> None:
     assert db.one("task_get", name="other", tenant="default") is None  # nothing half-made
     shown = cli(dsn, "task", "show", "hooked")
     assert "http://hooks.example/d" in shown.stdout
+
+
+def pyjob() -> None:
+    """A Python task (module level, so that a worker could import it)."""
+
+
+def test_python_tasks_declare_their_webhooks(db: Database) -> None:
+    from pgsched.app import App
+
+    app = App()
+    app.task(name="pyjob", on_failure="https://hooks.example/f", on_dlq="https://hooks.example/d")(pyjob)
+    with pytest.raises(ValidationError, match="on_missed"):
+        app.task(name="bad", on_missed="hooks.example")
+    assert app.sync(db) == ["pyjob"]
+    assert alerts.alerting_of(db, "pyjob") == alerts.Alerting(on_failure="https://hooks.example/f",
+                                                              on_dlq="https://hooks.example/d")
