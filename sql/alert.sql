@@ -208,6 +208,3 @@ UPDATE pgsched.webhook_delivery
        gave_up_at = CASE WHEN %(retry_at)s::timestamptz IS NULL THEN %(now)s END
  WHERE id = %(id)s AND attempts = %(attempts)s
 
--- name: webhook_next_due :one
-SELECT min(next_attempt_at) AS next_attempt_at FROM pgsched.webhook_delivery
- WHERE delivered_at IS NULL AND gave_up_at IS NULL
