@@ -57,8 +57,9 @@ CREATE TABLE pgsched.stats_hourly (
 );
 CREATE INDEX stats_hourly_task_idx ON pgsched.stats_hourly (task_id, hour);
 
--- Hours older than the hourly window folded into one row per (task, state): the
--- Prometheus counters stay monotonic while the hourly rows stay few.
+-- All-time totals per (task, state) of the hours the roll-up has made final (every hour
+-- before stats_rollup_state.dirty_from is in here, once). Counters read these plus the
+-- open hours of stats_hourly, so they stay monotonic and cheap however long history is.
 CREATE TABLE pgsched.stats_total (
     tenant           text        NOT NULL,
     task_id          bigint      NOT NULL,
@@ -81,9 +82,12 @@ CREATE TABLE pgsched.stats_rollup_state (
 );
 
 -- Exact percentiles over a window are computed from raw rows: this index lets the last
--- hour of a tenant be read from the index alone.
+-- hour of a tenant be read from the index alone. The second counts (and lists) a tenant's
+-- dead-letter queue from the index alone.
 CREATE INDEX execution_history_stats_idx ON pgsched.execution_history (tenant, finished_at)
     INCLUDE (state, run_at, started_at);
+CREATE INDEX execution_history_dead_tenant_idx ON pgsched.execution_history (tenant, finished_at)
+    WHERE state = 'dead';
 
 -- Element-wise sum of two equal-length arrays (NULL counts as zeros).
 CREATE FUNCTION pgsched.stats_add_v1(a bigint[], b bigint[]) RETURNS bigint[]
@@ -93,14 +97,16 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 CREATE AGGREGATE pgsched.stats_sum_v1(bigint[]) (SFUNC = pgsched.stats_add_v1, STYPE = bigint[]);
 
--- Recompute the hourly roll-up from dirty_from (default: 24 hours back) to now, fold hours
--- older than keep_hours into stats_total, and mark hours final once 5 minutes past their
--- end (rows reach history at most seconds after their finished_at). Idempotent; callers
+-- Recompute the hourly roll-up from dirty_from (default: 24 hours back) to now; add the
+-- hours that are final now (ended over 5 minutes ago: rows reach history at most seconds
+-- after their finished_at) to stats_total, once, and move dirty_from past them; drop
+-- hourly rows older than keep_hours (already in stats_total). Idempotent; callers
 -- serialise on an advisory lock. Returns the number of hourly rows written.
 CREATE FUNCTION pgsched.stats_rollup_v1(keep_hours integer DEFAULT 48) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     since timestamptz;
+    final timestamptz;
     lat text;
     dur text;
     written integer;
@@ -125,17 +131,15 @@ BEGIN
                    FROM pgsched.execution_history WHERE finished_at >= $1) h
           GROUP BY 1, 2, 3, 4', lat, dur) USING since;
     GET DIAGNOSTICS written = ROW_COUNT;
-    WITH old AS (
-        DELETE FROM pgsched.stats_hourly WHERE hour < date_trunc('hour', now()) - make_interval(hours => keep_hours)
-        RETURNING *
-    ), folded AS (
+    final := date_trunc('hour', now() - interval '5 minutes');
+    WITH closed AS (
         SELECT tenant, task_id, state, sum(executions) AS executions, sum(started) AS started,
-               sum(retries) AS retries,
-               sum(latency_sum) AS latency_sum, sum(duration_sum) AS duration_sum,
+               sum(retries) AS retries, sum(latency_sum) AS latency_sum, sum(duration_sum) AS duration_sum,
                pgsched.stats_sum_v1(latency_le) AS latency_le, pgsched.stats_sum_v1(duration_le) AS duration_le
-          FROM old GROUP BY 1, 2, 3
+          FROM pgsched.stats_hourly WHERE hour >= since AND hour < final
+         GROUP BY 1, 2, 3
     )
-    INSERT INTO pgsched.stats_total AS t SELECT * FROM folded
+    INSERT INTO pgsched.stats_total AS t SELECT * FROM closed
     ON CONFLICT (tenant, task_id, state) DO UPDATE
        SET executions = t.executions + EXCLUDED.executions, started = t.started + EXCLUDED.started,
            retries = t.retries + EXCLUDED.retries,
@@ -143,8 +147,11 @@ BEGIN
            duration_sum = t.duration_sum + EXCLUDED.duration_sum,
            latency_le = pgsched.stats_add_v1(t.latency_le, EXCLUDED.latency_le),
            duration_le = pgsched.stats_add_v1(t.duration_le, EXCLUDED.duration_le);
+    -- at least a day: the dashboard's last day reads these hours
+    DELETE FROM pgsched.stats_hourly
+     WHERE hour < date_trunc('hour', now()) - make_interval(hours => greatest(keep_hours, 24));
     INSERT INTO pgsched.stats_rollup_state (singleton, dirty_from, rolled_at)
-    VALUES (true, date_trunc('hour', now() - interval '5 minutes'), now())
+    VALUES (true, greatest(final, since), now())
     ON CONFLICT (singleton) DO UPDATE SET dirty_from = EXCLUDED.dirty_from, rolled_at = EXCLUDED.rolled_at;
     RETURN written;
 END $$;

@@ -22,22 +22,18 @@ ON CONFLICT (singleton) DO UPDATE SET checked_at = EXCLUDED.checked_at
 -- webhook in this statement) and resolves open ones whose task has no such fire now and
 -- has started a fire on time since the alert opened, or is paused, deleted or
 -- unscheduled. Returns what it opened and resolved.
-WITH cfg AS (
-    SELECT t.id AS task_id, t.tenant, t.name, t.enabled, t.deleted_at, t.schedule_kind, t.next_fire_at,
-           t.missed_fires, t.missed_fires_seen,
-           make_interval(secs => coalesce(a.missed_after_seconds, %(missed_after)s)) AS grace
+WITH overdue AS (
+    SELECT t.id AS task_id, jsonb_build_object('reason', 'overdue', 'due_at', t.next_fire_at) AS why
       FROM pgsched.task t LEFT JOIN pgsched.task_alerting a ON a.task_id = t.id
-), overdue AS (
-    SELECT c.task_id, jsonb_build_object('reason', 'overdue', 'due_at', c.next_fire_at) AS why
-      FROM pgsched.task t JOIN cfg c ON c.task_id = t.id
      WHERE t.enabled AND t.deleted_at IS NULL AND t.next_fire_at IS NOT NULL
        AND t.next_fire_at < %(now)s - make_interval(secs => %(least_missed_after)s)  -- task_next_fire_idx
-       AND t.next_fire_at < %(now)s - c.grace
+       AND t.next_fire_at < %(now)s - make_interval(secs => coalesce(a.missed_after_seconds, %(missed_after)s))
 ), waiting AS (
     SELECT e.task_id, jsonb_build_object('reason', 'waiting', 'execution_id', min(e.id), 'due_at', min(e.run_at),
                                          'waiting', count(*)) AS why
-      FROM pgsched.execution e JOIN cfg c ON c.task_id = e.task_id
-     WHERE e.state = 'pending' AND e.trigger = 'schedule' AND e.run_at < %(now)s - c.grace
+      FROM pgsched.execution e LEFT JOIN pgsched.task_alerting a ON a.task_id = e.task_id
+     WHERE e.state = 'pending' AND e.trigger = 'schedule'
+       AND e.run_at < %(now)s - make_interval(secs => coalesce(a.missed_after_seconds, %(missed_after)s))
      GROUP BY e.task_id
 ), late AS (
     SELECT x.task_id, jsonb_build_object('reason', 'late', 'execution_id', max(x.id),
@@ -47,8 +43,9 @@ WITH cfg AS (
             UNION ALL
             SELECT id, task_id, trigger, run_at, started_at FROM pgsched.execution_history
              WHERE finished_at > %(since)s AND started_at > %(since)s) x
-      JOIN cfg c ON c.task_id = x.task_id
-     WHERE x.trigger = 'schedule' AND x.started_at - x.run_at > c.grace
+      LEFT JOIN pgsched.task_alerting a ON a.task_id = x.task_id
+     WHERE x.trigger = 'schedule'
+       AND x.started_at - x.run_at > make_interval(secs => coalesce(a.missed_after_seconds, %(missed_after)s))
      GROUP BY x.task_id
 ), misfired AS (
     SELECT t.id AS task_id,
@@ -60,6 +57,13 @@ WITH cfg AS (
       FROM (SELECT * FROM overdue UNION ALL SELECT * FROM waiting
             UNION ALL SELECT * FROM late UNION ALL SELECT * FROM misfired) m
      GROUP BY m.task_id
+), cfg AS (
+    -- the tasks this statement looks at: those missing a fire now and those with an open alert
+    SELECT t.id AS task_id, t.tenant, t.name, t.enabled, t.deleted_at, t.schedule_kind,
+           make_interval(secs => coalesce(a.missed_after_seconds, %(missed_after)s)) AS grace
+      FROM pgsched.task t LEFT JOIN pgsched.task_alerting a ON a.task_id = t.id
+     WHERE t.id IN (SELECT task_id FROM missed
+                    UNION SELECT task_id FROM pgsched.alert WHERE kind = 'missed_schedule' AND resolved_at IS NULL)
 ), opened AS (
     INSERT INTO pgsched.alert (tenant, task_id, kind, opened_at, details)
     SELECT c.tenant, m.task_id, 'missed_schedule', %(now)s,
@@ -204,6 +208,3 @@ UPDATE pgsched.webhook_delivery
        gave_up_at = CASE WHEN %(retry_at)s::timestamptz IS NULL THEN %(now)s END
  WHERE id = %(id)s AND attempts = %(attempts)s
 
--- name: webhook_next_due :one
-SELECT min(next_attempt_at) AS next_attempt_at FROM pgsched.webhook_delivery
- WHERE delivered_at IS NULL AND gave_up_at IS NULL

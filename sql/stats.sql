@@ -101,8 +101,9 @@ SELECT id, state, scheduled_at, started_at, finished_at,
  LIMIT %(limit)s
 
 -- name: metrics_executions :many
--- All-time executions per (tenant, task, state) from the roll-up (folded totals plus the
--- hourly rows), with retries and the latency/duration sums and cumulative buckets.
+-- All-time executions per (tenant, task, state) from the roll-up (the totals of final
+-- hours plus the hourly rows not final yet), with retries and the latency/duration sums
+-- and cumulative buckets.
 SELECT x.tenant, t.name AS task, x.state, sum(x.executions)::bigint AS executions,
        sum(x.started)::bigint AS started, sum(x.retries)::bigint AS retries,
        sum(x.latency_sum)::float8 AS latency_sum, sum(x.duration_sum)::float8 AS duration_sum,
@@ -111,7 +112,8 @@ SELECT x.tenant, t.name AS task, x.state, sum(x.executions)::bigint AS execution
                latency_le, duration_le FROM pgsched.stats_total
         UNION ALL
         SELECT tenant, task_id, state, executions, started, retries, latency_sum, duration_sum,
-               latency_le, duration_le FROM pgsched.stats_hourly) x
+               latency_le, duration_le FROM pgsched.stats_hourly
+         WHERE hour >= coalesce((SELECT dirty_from FROM pgsched.stats_rollup_state), '-infinity')) x
   JOIN pgsched.task t ON t.id = x.task_id
  WHERE %(tenant)s::text IS NULL OR x.tenant = %(tenant)s::text
  GROUP BY x.tenant, t.name, x.state

@@ -18,7 +18,7 @@ from pgsched.db import Database
 from pgsched.errors import ValidationError
 from pgsched.tasks import TaskSpec
 from tests.db.test_stats import seed
-from tests.helpers import wait_until
+from tests.helpers import cli, wait_until
 
 
 class Receiver:
@@ -272,3 +272,34 @@ def test_the_leader_rolls_up_detects_and_sends_on_its_own(db: Database, sql: psy
     assert not thread.is_alive()
     assert [a["kind"] for a in alerts.active(db)] == ["missed_schedule"]
     assert all(r["delivered_at"] is not None for r in deliveries(sql))
+
+
+def test_cli_sets_and_clears_webhooks(db: Database, dsn: str) -> None:
+    cli(dsn, "task", "create", "hooked", "--command", "true", "--on-failure", "https://hooks.example/f",
+        "--missed-after", "30")
+    assert alerts.alerting_of(db, "hooked") == alerts.Alerting(on_failure="https://hooks.example/f",
+                                                               missed_after_seconds=30.0)
+    cli(dsn, "task", "update", "hooked", "--on-failure", "", "--on-dlq", "http://hooks.example/d")
+    assert alerts.alerting_of(db, "hooked") == alerts.Alerting(on_dlq="http://hooks.example/d",
+                                                               missed_after_seconds=30.0)
+    bad = cli(dsn, "task", "create", "other", "--command", "true", "--on-missed", "mailto:x@y", check=False)
+    assert bad.returncode != 0 and "on_missed" in bad.stderr
+    assert db.one("task_get", name="other", tenant="default") is None  # nothing half-made
+    shown = cli(dsn, "task", "show", "hooked")
+    assert "http://hooks.example/d" in shown.stdout
+
+
+def pyjob() -> None:
+    """A Python task (module level, so that a worker could import it)."""
+
+
+def test_python_tasks_declare_their_webhooks(db: Database) -> None:
+    from pgsched.app import App
+
+    app = App()
+    app.task(name="pyjob", on_failure="https://hooks.example/f", on_dlq="https://hooks.example/d")(pyjob)
+    with pytest.raises(ValidationError, match="on_missed"):
+        app.task(name="bad", on_missed="hooks.example")
+    assert app.sync(db) == ["pyjob"]
+    assert alerts.alerting_of(db, "pyjob") == alerts.Alerting(on_failure="https://hooks.example/f",
+                                                              on_dlq="https://hooks.example/d")

@@ -110,26 +110,31 @@ def test_counts_rates_queues_and_last_day_through_the_rollup(db: Database, sql: 
     assert board.tasks == {"active": 1, "paused": 0, "deleted": 0}
 
 
-def test_rollup_is_idempotent_and_folds_old_hours_into_totals(db: Database, sql: psycopg.Connection,
+def test_rollup_is_idempotent_and_counts_each_final_hour_once(db: Database, sql: psycopg.Connection,
                                                               task_id: int) -> None:
     seed(sql, task_id, 200, ago_from=5, ago_to=20 * 3600)
 
-    def totals() -> tuple:
+    def counted() -> tuple:
+        """What the counters see: totals of final hours + hourly rows not final yet."""
         row = sql.execute(
-            "SELECT sum(executions) AS n, sum(latency_sum) AS lat FROM (SELECT executions, latency_sum "
-            "FROM pgsched.stats_hourly UNION ALL SELECT executions, latency_sum FROM pgsched.stats_total) x"
-        ).fetchone()
+            "SELECT sum(executions) AS n, sum(latency_sum) AS lat FROM ("
+            " SELECT executions, latency_sum FROM pgsched.stats_total UNION ALL"
+            " SELECT executions, latency_sum FROM pgsched.stats_hourly"
+            "  WHERE hour >= (SELECT dirty_from FROM pgsched.stats_rollup_state)) x").fetchone()
         assert row is not None
         return row["n"], round(row["lat"], 6)
 
     stats.roll_up(db)
-    first = totals()
-    stats.roll_up(db)
-    assert totals() == first
+    first = counted()
     assert first[0] == 200
-    stats.roll_up(db, keep_hours=2)  # older hours fold into stats_total, nothing is lost
-    assert totals() == first
-    assert sql.execute("SELECT count(*) AS n FROM pgsched.stats_total").fetchone()["n"] > 0  # type: ignore[index]
+    stats.roll_up(db)
+    stats.roll_up(db)
+    assert counted() == first  # final hours are added to the totals once
+    hourly = sql.execute("SELECT sum(executions) AS n FROM pgsched.stats_hourly").fetchone()
+    assert hourly is not None and hourly["n"] == 200  # the last day stays hour by hour too
+    seed(sql, task_id, 7, ago_from=1, ago_to=2)
+    stats.roll_up(db)
+    assert counted()[0] == 207
     buckets = sql.execute("SELECT latency_le, started FROM pgsched.stats_hourly "
                           "ORDER BY hour DESC LIMIT 1").fetchone()
     assert buckets is not None
