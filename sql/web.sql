@@ -168,3 +168,12 @@ SELECT l.pid, pg_terminate_backend(l.pid) AS ended
   FROM pg_locks l
  WHERE l.locktype = 'advisory' AND l.granted
    AND ((l.classid::bigint << 32) | l.objid::bigint) = %(key)s
+
+-- name: web_user_list :many
+SELECT username, tenant, role, created_at, updated_at FROM pgsched.web_user
+ WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s
+ ORDER BY username
+
+-- name: web_user_delete :one
+-- Remove a user; their sessions end at their next request (each request looks them up).
+DELETE FROM pgsched.web_user WHERE username = %(username)s RETURNING username

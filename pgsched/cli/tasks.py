@@ -54,6 +54,8 @@ def _definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable
         click.option("--priority", type=int, **default(5), help="1 (most urgent) to 10."),
         click.option("--queue", **default("default")),
         click.option("--description"),
+        click.option("--tags", help="Comma list of tags to find the task by (e.g. etl,nightly)"
+                     + ("." if create else "; replaces the task's tags ('' removes them).")),
         click.option("--misfire", "misfire_policy", type=click.Choice(["skip", "once", "all"]), **default("once"),
                      help="Fires missed while no scheduler ran: skip them, run once, or run all (capped)."),
         click.option("--no-retry-exit-codes", help="Comma list of exit codes that are not retried (e.g. 2,64)."),
@@ -144,6 +146,8 @@ def _definition(o: dict[str, Any], tz_of_at: Callable[[], str]) -> dict[str, Any
         except ValueError:
             raise ValidationError("no_retry_exit_codes", o["no_retry_exit_codes"],
                                   "must be a comma list of exit codes like '2,64'") from None
+    if o.get("tags") is not None:
+        out["tags"] = [x.strip() for x in o["tags"].split(",") if x.strip()]
     if o.get("no_retry_exceptions") is not None:
         out["no_retry_exceptions"] = [x.strip() for x in o["no_retry_exceptions"].split(",") if x.strip()]
     for key in ("tz", "timeout", "max_attempts", "retry_policy", "retry_base", "retry_max", "priority",

@@ -23,11 +23,14 @@ _tenant_option = click.option("--tenant", "tenant", default=None,
 def web(c: Context, host: str, port: int) -> None:
     """Serve the web admin and the REST API (/api/v1/) until Ctrl-C."""
     from ..web.app import create_app
-    from ..web.server import serve
+    from ..web.server import free_port, serve_until
+    from .processes import _run_until_signal
 
-    app = create_app(c.db())
+    app = create_app(c.db(max_size=8))
+    free_port(host, port, tries=1)  # a port in use is one line now, not a traceback from a thread
     click.echo(f"pgsched web admin on http://{host}:{port}/ (API: /api/v1/, Ctrl-C to stop)")
-    serve(app, host, port)
+    _run_until_signal([("web", lambda stop: serve_until(app, host, port, stop))])
+    click.echo("stopped")
 
 
 @main.group()
@@ -110,3 +113,30 @@ def user_create(c: Context, username: str, role: str, tenant: str | None, passwo
         raise ConfigError("password: stdin is not a terminal; pass --password-stdin to read it from there")
     row = create_user(c.db(), username, password, role=role, tenant=tenant or c.tenant)
     click.echo(f"user {row['username']!r} created: role {row['role']}, tenant {row['tenant']!r}")
+
+
+@user.command("list")
+@_tenant_option
+@click.option("--all-tenants", is_flag=True, help="Users of every tenant.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def user_list(c: Context, tenant: str | None, all_tenants: bool, as_json: bool) -> None:
+    """Web users (never their password hashes)."""
+    from ..web.credentials import list_users
+
+    rows = list_users(c.db(), None if all_tenants else tenant or c.tenant)
+    if as_json:
+        print_json(rows)
+        return
+    table(rows, ["username", "tenant", "role", "created_at"])
+
+
+@user.command("delete")
+@click.argument("username")
+@pass_ctx
+def user_delete(c: Context, username: str) -> None:
+    """Remove web user USERNAME; their sessions end at their next request."""
+    from ..web.credentials import delete_user
+
+    delete_user(c.db(), username)
+    click.echo(f"user {username!r} deleted")

@@ -57,7 +57,29 @@ def json_object(request: Request, *, required: bool = True) -> dict[str, Any]:
         raise ApiError(400, f"body: not valid JSON ({exc})", field="body") from None
     if not isinstance(value, dict):
         raise ApiError(422, f"body: must be a JSON object, not {type(value).__name__}", field="body")
+    for key, item in value.items():
+        _storable(str(key), item)
     return value
+
+
+def _storable(field: str, value: Any) -> None:
+    """ApiError 422 naming ``field`` when ``value`` holds text PostgreSQL cannot store: a NUL
+    character or a lone UTF-16 surrogate (JSON allows both as escapes)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _storable(field, key)
+            _storable(field, item)
+    elif isinstance(value, list):
+        for item in value:
+            _storable(field, item)
+    elif isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ApiError(422, f"{field}: {value[:50]!r} holds a lone surrogate, not valid Unicode",
+                           field=field) from None
+        if "\x00" in value:
+            raise ApiError(422, f"{field}: {value[:50]!r} contains a NUL character", field=field)
 
 
 def only_fields(data: dict[str, Any], allowed: set[str] | frozenset[str]) -> None:

@@ -110,6 +110,9 @@ def execution_retry(request: Request) -> Response:
     if row["state"] in LIVE:
         raise ApiError(409, f"execution: {row['id']} is {row['state']}; only an ended execution is retried",
                        field="id")
+    if row["trigger"] == "dag" and row["state"] != "dead":
+        raise ApiError(409, f"execution: {row['id']} is a node of a DAG run; rerun the run instead "
+                       "(pgsched dag rerun)", field="id")
     if row["state"] == "dead":
         db.one("dlq_retry", id=row["id"], tenant=who.tenant)
         return reply({"id": row["id"], "execution_id": row["id"], "outcome": "requeued"}, 202)

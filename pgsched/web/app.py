@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
 
 from ..db import Database
 from ..resources import resource_dir
@@ -37,7 +38,7 @@ from . import (
     pages_tasks,
 )
 from .credentials import Principal, authenticate_token, principal_of_session, session_key
-from .errors import HANDLERS, error_response
+from .errors import HANDLERS, error_response, on_crash
 from .headers import SecurityHeadersMiddleware
 from .rendering import templates
 from .session import SessionCodec, SessionMiddleware
@@ -56,6 +57,14 @@ def routes() -> list[BaseRoute]:
     found.append(Mount("/static", StaticFiles(directory=resource_dir("templates") / "web" / "static"),
                        name="static"))
     return found
+
+
+class _WebApp(Starlette):
+    """Starlette with the security headers outside everything, so that even the answer to
+    a crash (sent by Starlette's outermost ServerErrorMiddleware) carries them."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeadersMiddleware(super().build_middleware_stack())
 
 
 def create_app(dsn_or_db: str | Database, *, secret: str | None = None,
@@ -88,11 +97,10 @@ def create_app(dsn_or_db: str | Database, *, secret: str | None = None,
             if owned:
                 db.close()
 
-    app = Starlette(
+    app = _WebApp(
         routes=routes(),
-        middleware=[Middleware(SecurityHeadersMiddleware),
-                    Middleware(SessionMiddleware, codec=codec, resolve=resolve, on_refused=refused)],
-        exception_handlers=HANDLERS,
+        middleware=[Middleware(SessionMiddleware, codec=codec, resolve=resolve, on_refused=refused)],
+        exception_handlers={**HANDLERS, Exception: on_crash},
         lifespan=lifespan,
     )
     app.state.db = db

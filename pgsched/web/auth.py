@@ -20,7 +20,9 @@ from .session import sign_in, sign_out
 def _next(value: object) -> str:
     """Where to go after signing in: a path on this site only (no ``//host`` or scheme),
     so the login page cannot be used to redirect elsewhere."""
-    if isinstance(value, str) and value.startswith("/") and not value.startswith(("//", "/\\")):
+    # browsers drop tabs and newlines from URLs ("/\t/evil" is "//evil") and read "\" as "/"
+    if (isinstance(value, str) and value.startswith("/") and len(value) <= 2000
+            and not any(ch <= " " or ch == "\\" for ch in value) and not value.startswith("//")):
         return value
     return "/"
 

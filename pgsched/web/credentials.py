@@ -116,6 +116,17 @@ def create_user(db: Database | Session, username: str, password: str, *, role: s
     return row
 
 
+def list_users(db: Database | Session, tenant: str | None) -> list[Row]:
+    """Web users of ``tenant`` (every tenant when None) by username, without hashes."""
+    return db.many("web_user_list", tenant=tenant)
+
+
+def delete_user(db: Database | Session, username: str) -> None:
+    """Remove web user ``username``; their sessions end. Raises NotFound."""
+    if db.one("web_user_delete", username=username) is None:
+        raise NotFound(f"user: no web user named {username!r}")
+
+
 def authenticate_user(db: Database | Session, username: str, password: str) -> Principal | None:
     """The principal of ``username`` when ``password`` is theirs, else None. Rehashes a
     password stored with older argon2 parameters."""

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 
 from ..errors import (
     ConnectionFailed,
@@ -98,6 +98,13 @@ async def on_http(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     message = exc.detail if exc.status_code != 404 else f"path: {request.url.path!r} does not exist"
     return error_response(request, exc.status_code, str(message), headers=exc.headers)
+
+
+async def on_crash(request: Request, exc: Exception) -> Response:
+    """A bug: the error shape (no details; the traceback goes to the server's log)."""
+    if is_api(request):
+        return error_response(request, 500, "internal error; the server log has the details", code="internal")
+    return PlainTextResponse("500: internal error; the server log has the details", status_code=500)
 
 
 HANDLERS: dict[Any, Any] = {

@@ -1,12 +1,14 @@
 """Templates of the web admin: ``templates/web/*.html`` rendered with Jinja2 (autoescape
-on for every template, whatever its name), with ``principal``, ``csrf_token`` and
-``nav`` in every context."""
+on for every template, whatever its name), with ``principal``, ``csrf_token``,
+``csrf_field`` (the hidden input every POST form needs: ``{{ csrf_field }}``) and ``nav``
+in every context."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.templating import Jinja2Templates
@@ -20,7 +22,9 @@ NAV = (("Dashboard", "/"), ("Tasks", "/tasks"), ("Executions", "/executions"), (
 
 
 def _context(request: Request) -> dict[str, Any]:
-    return {"principal": principal(request), "csrf_token": csrf_token(request), "nav": NAV}
+    token = csrf_token(request)
+    return {"principal": principal(request), "csrf_token": token, "nav": NAV,
+            "csrf_field": Markup('<input type="hidden" name="csrf_token" value="{}">').format(token)}
 
 
 def templates() -> Jinja2Templates:
@@ -33,5 +37,5 @@ def templates() -> Jinja2Templates:
 def render(request: Request, name: str, context: dict[str, Any] | None = None, *,
            status_code: int = 200) -> HTMLResponse:
     """Render template ``name`` (e.g. ``"web/tasks.html"``) with ``context`` plus
-    ``request``, ``principal``, ``csrf_token`` and ``nav``."""
+    ``request``, ``principal``, ``csrf_token``, ``csrf_field`` and ``nav``."""
     return request.app.state.templates.TemplateResponse(request, name, context or {}, status_code=status_code)

@@ -1,5 +1,5 @@
-"""Serving the app with uvicorn: in the foreground (``pgsched web``) or in a thread of
-another process (``pgsched dev``)."""
+"""Serving the app with uvicorn in a thread, stopped by an event (``pgsched web`` and
+``pgsched dev`` run it beside their signal handling)."""
 
 from __future__ import annotations
 
@@ -26,11 +26,6 @@ def free_port(host: str, first: int, tries: int = 20) -> int:
                 raise ConfigError(f"host: cannot listen on {host!r} port {port}: {exc.strerror}") from None
             return port
     raise ConfigError(f"port: {first} to {first + tries - 1} are all in use on {host!r}; pass --port")
-
-
-def serve(app: Starlette, host: str, port: int) -> None:
-    """Serve ``app`` until SIGINT/SIGTERM (uvicorn's own handling; main thread only)."""
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, server_header=False)
 
 
 def serve_until(app: Starlette, host: str, port: int, stop: threading.Event) -> None:

@@ -268,6 +268,11 @@ def test_dag_runs(api, db):
     one = viewer.get(f"{V}/dag-runs/{run_id}").json()
     assert one["dag_name"] == "pipe" and [n["node_id"] for n in one["node_runs"]] == ["a", "b"]
     assert one["node_runs"][1]["state"] == "waiting"
+    node_execution = one["node_runs"][0]["execution_id"]
+    operator = api("operator")
+    assert operator.post(f"{V}/executions/{node_execution}/cancel").json()["outcome"] == "cancelled"
+    refused = operator.post(f"{V}/executions/{node_execution}/retry")
+    assert refused.status_code == 409 and "DAG run" in refused.json()["error"]["message"]
     assert api("viewer", "other").get(f"{V}/dag-runs/{run_id}").status_code == 404
 
 
@@ -311,3 +316,18 @@ def test_execution_filters_and_paging(api, db):
     assert [e["task_name"] for e in later] == ["other"]
     assert len(viewer.get(f"{V}/executions", params={"to": soon, "state": "pending"}).json()["items"]) == 3
     assert viewer.get(f"{V}/executions", params={"worker": 12345}).json()["items"] == []
+
+
+def test_text_postgresql_cannot_store_is_a_422_not_a_crash(api, db):
+    make(db)
+    op = api("operator")
+    raw = {"headers": {"content-type": "application/json"}}
+    for path, method, body, field in [
+        ("/tasks", "post", b'{"name": "x", "command": "echo \\ud800"}', "command"),
+        ("/tasks/job", "patch", b'{"stdin": "a\\u0000b"}', "stdin"),
+        ("/tasks/job/trigger", "post", b'{"idempotency_key": "\\udfff"}', "idempotency_key"),
+        ("/tasks/job/trigger", "post", b'{"params": {"k": ["\\ud800"]}}', "params"),
+    ]:
+        response = op.request(method.upper(), V + path, content=body, **raw)
+        assert response.status_code == 422 and response.json()["error"]["field"] == field, response.text
+    assert sql_count(db, "SELECT count(*) AS n FROM pgsched.execution") == 0

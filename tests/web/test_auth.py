@@ -85,6 +85,9 @@ def test_login_link_signs_in_and_redirects_only_on_this_site(client, token_for):
     response = client.get("/login", params={"token": token, "next": "//evil.example/"})
     assert response.status_code == 303 and response.headers["location"] == "/"
     assert client.get("/").status_code == 200
+    for elsewhere in ("/\t/evil.example/", "/\\evil.example", "https://evil.example/", "/ok\n"):
+        assert client.get("/login", params={"token": token, "next": elsewhere}).headers["location"] == "/"
+    assert client.get("/login", params={"token": token, "next": "/tasks?q=1"}).headers["location"] == "/tasks?q=1"
     bad = client.get("/login", params={"token": "pgs_nope"})
     assert bad.status_code == 401
 
@@ -124,3 +127,21 @@ def test_roles_viewer_is_forbidden_an_operator_action(app, client, token_for):
     sign_in(client, token=token_for("viewer"))
     csrf = csrf_of(client.get("/").text)
     assert client.post("/probe", data={"csrf_token": csrf}).status_code == 403
+
+
+def test_a_crash_answers_500_with_the_headers_and_no_details(db):
+    from starlette.testclient import TestClient
+
+    from pgsched.web.app import create_app
+
+    app = create_app(db)
+
+    def broken(request: Request) -> JSONResponse:
+        raise RuntimeError("secret detail")
+
+    app.router.routes.append(Route("/api/v1/broken", broken))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.get("/api/v1/broken")
+    assert response.status_code == 500 and response.json()["error"]["code"] == "internal"
+    assert "secret detail" not in response.text
+    assert response.headers["x-frame-options"] == "DENY"

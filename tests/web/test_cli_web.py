@@ -48,3 +48,19 @@ def test_user_create_reads_the_password_from_stdin(dsn, db):
     assert again.exit_code == 1 and "username: 'grace' is taken" in again.output
     short = run(dsn, "user", "create", "linus", "--role", "viewer", "--password-stdin", input="short\n")
     assert short.exit_code == 1 and "password" in short.output
+    listed = json.loads(run(dsn, "user", "list", "--all-tenants", "--json").output)
+    assert [(u["username"], u["tenant"]) for u in listed] == [("grace", "navy")]
+    assert "password_hash" not in listed[0]
+    assert json.loads(run(dsn, "user", "list", "--json").output) == []  # tenant default has none
+    assert run(dsn, "user", "delete", "grace").exit_code == 0
+    assert authenticate_user(db, "grace", "hopper-1906") is None
+    assert run(dsn, "user", "delete", "grace").exit_code == 1
+
+
+def test_task_tags_from_the_command_line(dsn, db):
+    assert run(dsn, "task", "create", "tagged", "--command", "true", "--tags", "etl, nightly").exit_code == 0
+    assert db.one("task_get", name="tagged", tenant="default")["tags"] == ["etl", "nightly"]
+    assert run(dsn, "task", "update", "tagged", "--tags", "").exit_code == 0
+    assert db.one("task_get", name="tagged", tenant="default")["tags"] == []
+    bad = run(dsn, "task", "create", "badtag", "--command", "true", "--tags", "no spaces")
+    assert bad.exit_code == 1 and "tags: 'no spaces'" in bad.output
