@@ -5,7 +5,8 @@ followed live while it runs, and the cancel and retry buttons).
 The live log is the REST API's server-sent events stream
 (``/api/v1/executions/ID/logs``); ``static/log.js`` appends its lines. Cancel is
 ``pgsched.cancel_v1``; retry puts a dead execution back in the queue (same id) and runs
-any other ended one again as a new execution with the same params.
+any other ended one again as a new execution with the same params (not a DAG node's:
+its run is rerun instead).
 """
 
 from __future__ import annotations
@@ -59,8 +60,10 @@ def execution_detail(request: Request) -> Response:
     who = require(request, "viewer")
     db = database(request)
     row = execution_of(db, path_id(request, "execution"), who.tenant)
+    ended = row["state"] not in LIVE
     return render(request, "web/execution.html", {
-        "e": row, "attempts": db.many("execution_attempts", id=row["id"]), "live": row["state"] in LIVE,
+        "retryable": row["state"] == "dead" or (ended and row["trigger"] != "dag"),
+        "e": row, "attempts": db.many("execution_attempts", id=row["id"]), "live": not ended,
         "log": db.many("execution_logs", id=row["id"], after_attempt=0, after_seq=0),
         "notice": notice(request)})
 
@@ -79,6 +82,9 @@ def execution_retry(request: Request) -> Response:
     row = execution_of(db, path_id(request, "execution"), who.tenant)
     if row["state"] in LIVE:
         raise ValidationError("execution", row["id"], f"is {row['state']}; only an ended execution is retried")
+    if row["trigger"] == "dag" and row["state"] != "dead":
+        raise ValidationError("execution", row["id"], "is a node of a DAG run; rerun the run instead "
+                              "(pgsched dag rerun)")
     if row["state"] == "dead":
         db.one("dlq_retry", id=row["id"], tenant=who.tenant)
         return done(f"/executions/{row['id']}", "requeued")

@@ -172,6 +172,12 @@ def test_dag_run_can_be_started_by_an_operator(db, sql, signed):
     run_id = int(re.search(r"/dags/runs/(\d+)", started.headers["location"]).group(1))
     assert sql.execute("SELECT trigger FROM pgsched.dag_run WHERE id = %s", [run_id]).fetchone()["trigger"] == "manual"
     assert 'data-state="queued"' in op.get(f"/dags/runs/{run_id}").text
+    # a node's execution is rerun with its run, not retried alone
+    node = sql.execute("SELECT execution_id FROM pgsched.dag_node_run WHERE run_id = %s AND node_id = 'extract'",
+                       [run_id]).fetchone()["execution_id"]
+    post(op, f"/executions/{node}/cancel")
+    assert 'action="/executions/' not in op.get(f"/executions/{node}").text
+    assert post(op, f"/executions/{node}/retry").status_code == 422
 
 
 def test_a_viewer_gets_403_on_every_action(db, sql, signed):
