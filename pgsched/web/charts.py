@@ -78,7 +78,11 @@ def trend(rows: list[dict[str, Any]]) -> Chart:
         dots = [(round(x_of(i), 1), round(y_of(r[key]), 1)) for i, r in enumerate(rows) if r.get(key) is not None]
         chart.lines.append({"key": key, "label": label, "dots": dots,
                             "points": " ".join(f"{x},{y}" for x, y in dots)})
-    chart.y_ticks = [(round(y_of(top_value * k / 4), 1), seconds_label(top_value * k / 4)) for k in range(5)]
+    # 4 or 5 steps, whichever makes each step a round number (0.5 of 2, 1 of 5 ...)
+    lead = top_value / 10 ** math.floor(math.log10(top_value))
+    steps = 5 if round(lead, 6) in (2.5, 5.0) else 4
+    chart.y_ticks = [(round(y_of(top_value * k / steps), 1), seconds_label(top_value * k / steps))
+                     for k in range(steps + 1)]
     marks = sorted({0, len(rows) // 2, len(rows) - 1})
     chart.x_labels = [(round(x_of(i), 1), rows[i]["scheduled_at"].strftime("%m-%d %H:%M")) for i in marks
                       if rows[i].get("scheduled_at") is not None]

@@ -101,6 +101,20 @@ def test_retry_a_dead_letter(stack: Stack, visitor: Visitor):
     visitor.go(f"/executions/{ident}")
     visitor.shot("dead-execution")
 
+    # retry all: the confirm step shows the count, and what is confirmed is retried
+    visitor.go("/dlq")
+    visitor.page.click("a[href^='/dlq/retry-all']")
+    count = int(visitor.page.get_attribute("input[name=count]", "value"))
+    dead = stack.one("SELECT count(*) AS n FROM pgsched.execution_history h JOIN pgsched.task t ON t.id = h.task_id "
+                     "WHERE h.state = 'dead' AND t.deleted_at IS NULL")["n"]
+    assert count == dead >= 1
+    visitor.shot("dlq-retry-all-confirm")
+    visitor.page.click("form[action='/dlq/retry-all'] button")
+    assert visitor.page.inner_text(".notice") == f"Retried {count} dead execution(s)."
+    wait_until(lambda: stack.one("SELECT attempt, state FROM pgsched.execution_all WHERE id = %s", ident)
+               == {"attempt": 3, "state": "dead"}, message="retried again by retry all")
+    visitor.shot("dlq-retried-all")
+
 
 def test_open_a_dag_run_and_every_page(stack: Stack, visitor: Visitor):
     data = {"name": "browser-etl", "nodes": [

@@ -52,8 +52,10 @@ def a_dag_run(db, tenant="default") -> int:
     return dagruns.trigger(db, "etl", tenant=tenant)
 
 
-def test_every_page_renders_for_a_viewer(db, signed):
-    make(db, "nightly", schedule_kind="cron", schedule="0 3 * * *", timezone="Europe/Berlin", tags=["etl"])
+def test_every_page_renders_for_a_viewer(db, sql, signed):
+    row = make(db, "nightly", schedule_kind="cron", schedule="0 3 * * *", timezone="Europe/Berlin", tags=["etl"])
+    sql.execute("INSERT INTO pgsched.alert (tenant, task_id, kind, details) "
+                "VALUES ('default', %s, 'missed_schedule', '{\"late_seconds\": 90}')", [row["id"]])
     gone = dead(db, "nightly")
     ident = tasks.trigger(db, "nightly")
     run_id = a_dag_run(db)
@@ -66,6 +68,10 @@ def test_every_page_renders_for_a_viewer(db, signed):
         response = viewer.get(path)
         assert response.status_code == 200, (path, response.text[:500])
         assert "csrf_token" in response.text  # the sign-out form: the layout rendered whole
+    dashboard = viewer.get("/").text
+    assert "missed_schedule" in dashboard and 'href="/tasks/nightly"' in dashboard
+    assert re.search(r'<div class="value">1</div><div class="label">open alerts', dashboard)
+    assert re.search(r'<div class="value"><a href="/dlq">1</a></div><div class="label">dead letters', dashboard)
     task_page = viewer.get("/tasks/nightly").text
     # next fires in the task's zone and in UTC: 03:00 Berlin is 02:00 UTC in winter
     assert "03:00:00 CET" in task_page and "02:00:00" in task_page
