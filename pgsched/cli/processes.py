@@ -96,7 +96,8 @@ def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, pre
 
     config = SchedulerConfig(batch=batch, max_sleep=max_sleep, retention_days=retention_days,
                              premake_days=premake_days, leader_timeout=leader_timeout)
-    _run_until_signal([("scheduler", Scheduler(c.db(), config).run)])
+    # the tick's parallel batches, the webhook sender and the statistics/alerts thread
+    _run_until_signal([("scheduler", Scheduler(c.db(max_size=config.parallel + 3), config).run)])
 
 
 @main.command()

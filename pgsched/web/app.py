@@ -23,15 +23,29 @@ from starlette.types import ASGIApp
 
 from ..db import Database
 from ..resources import resource_dir
-from . import api_admin, api_dags, api_executions, api_tasks, auth, openapi, pages_dashboard
+from . import (
+    api_admin,
+    api_dags,
+    api_executions,
+    api_tasks,
+    auth,
+    openapi,
+    pages_cluster,
+    pages_dags,
+    pages_dashboard,
+    pages_dlq,
+    pages_executions,
+    pages_tasks,
+)
 from .credentials import Principal, authenticate_token, principal_of_session, session_key
 from .errors import HANDLERS, error_response, on_crash
 from .headers import SecurityHeadersMiddleware
 from .rendering import templates
 from .session import SessionCodec, SessionMiddleware
 
-ROUTE_MODULES: tuple[ModuleType, ...] = (auth, pages_dashboard, api_tasks, api_executions, api_dags, api_admin,
-                                          openapi)
+ROUTE_MODULES: tuple[ModuleType, ...] = (auth, pages_dashboard, pages_tasks, pages_executions, pages_dags,
+                                          pages_dlq, pages_cluster, api_tasks, api_executions, api_dags,
+                                          api_admin, openapi)
 """Modules whose ``routes`` make up the app, in matching order."""
 
 SESSION_MAX_AGE = 12 * 3600  # seconds a sign-in lasts
