@@ -81,11 +81,10 @@ CREATE TABLE pgsched.stats_rollup_state (
     rolled_at    timestamptz NOT NULL
 );
 
--- Exact percentiles over a window are computed from raw rows: this index lets the last
--- hour of a tenant be read from the index alone. The second counts (and lists) a tenant's
--- dead-letter queue from the index alone.
-CREATE INDEX execution_history_stats_idx ON pgsched.execution_history (tenant, finished_at)
-    INCLUDE (state, run_at, started_at);
+-- Exact percentiles over a window are computed from raw rows, read through
+-- execution_history_finished_idx (0001): a covering index measured no faster with 1M rows
+-- and would cost every finished execution an index insert. This one counts (and lists) a
+-- tenant's dead-letter queue; only dead rows pay for it.
 CREATE INDEX execution_history_dead_tenant_idx ON pgsched.execution_history (tenant, finished_at)
     WHERE state = 'dead';
 

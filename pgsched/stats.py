@@ -10,7 +10,7 @@ Units: counts are integers; durations are seconds (float); instants are aware UT
   retried execution keeps its original fire time, which would count backoff as lateness.
 - *duration* is ``finished_at - started_at`` (the last attempt).
 - *last hour* is ``[now - 1 h, now)`` of ``finished_at``, read from raw rows (index
-  ``execution_history_stats_idx``); percentiles there are exact (``percentile_cont``).
+  ``execution_history_finished_idx``); percentiles there are exact (``percentile_cont``).
 - *last day* is the current UTC hour and the 23 before it: whole hours come from the
   hourly roll-up (``stats_hourly``, kept by the scheduler leader each minute), hours it
   has not made final come from raw rows, so the counts are exact either way.

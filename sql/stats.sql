@@ -19,8 +19,8 @@ SELECT count(*) FILTER (WHERE deleted_at IS NULL AND enabled) AS active,
  WHERE tenant = %(tenant)s
 
 -- name: stats_window :many
--- Executions of a tenant finished in [since, until) by state, from raw rows (the
--- execution_history_stats_idx range of the tenant).
+-- Executions of a tenant finished in [since, until) by state, from raw rows (a range
+-- of execution_history_finished_idx).
 SELECT state, count(*) AS executions
   FROM pgsched.execution_history
  WHERE tenant = %(tenant)s AND finished_at >= %(since)s AND finished_at < %(until)s
