@@ -132,35 +132,6 @@ DELETE FROM pgsched.execution_history
  WHERE id = %(id)s AND tenant = %(tenant)s AND state = 'dead'
 RETURNING id
 
--- name: api_metrics_summary :one
--- A tenant's figures at a glance: tasks by state, live executions, the dead-letter queue,
--- and executions finished in the last hour by state.
-SELECT (SELECT count(*) FROM pgsched.task WHERE tenant = %(tenant)s AND deleted_at IS NULL AND enabled)
-           AS tasks_active,
-       (SELECT count(*) FROM pgsched.task WHERE tenant = %(tenant)s AND deleted_at IS NULL AND NOT enabled)
-           AS tasks_paused,
-       (SELECT count(*) FROM pgsched.execution WHERE tenant = %(tenant)s AND state = 'pending'
-           AND run_at <= now()) AS ready,
-       (SELECT count(*) FROM pgsched.execution WHERE tenant = %(tenant)s AND state = 'pending'
-           AND run_at > now()) AS scheduled,
-       (SELECT count(*) FROM pgsched.execution WHERE tenant = %(tenant)s AND state = 'running') AS running,
-       (SELECT count(*) FROM pgsched.execution_history WHERE tenant = %(tenant)s AND state = 'dead')
-           AS dead_letters,
-       (SELECT coalesce(jsonb_object_agg(state, n), '{}'::jsonb) FROM (
-            SELECT state, count(*) AS n FROM pgsched.execution_history
-             WHERE tenant = %(tenant)s AND finished_at > now() - interval '1 hour' GROUP BY state) s)
-           AS finished_last_hour
-
--- name: api_queue_depth :many
--- Live executions of a tenant by queue.
-SELECT queue, count(*) FILTER (WHERE state = 'pending' AND run_at <= now()) AS ready,
-       count(*) FILTER (WHERE state = 'pending' AND run_at > now()) AS scheduled,
-       count(*) FILTER (WHERE state = 'running') AS running
-  FROM pgsched.execution
- WHERE tenant = %(tenant)s
- GROUP BY queue
- ORDER BY queue
-
 -- name: api_scheduler_failover :many
 -- End the session holding the leader's advisory lock: the leader notices before its next
 -- tick and stops acting, and a standby takes the lock (within about a second).

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from .. import stats
 from ..errors import NotFound
 from ..scheduler import LEADER_LOCK_KEY
 from .access import database, require
@@ -28,11 +29,10 @@ def workers(request: Request) -> Response:
 
 
 def metrics_summary(request: Request) -> Response:
+    """The dashboard's figures (:func:`pgsched.stats.dashboard`) as JSON: the same numbers
+    the web page shows, from one snapshot."""
     who = require(request, "viewer")
-    db = database(request)
-    summary = db.one("api_metrics_summary", tenant=who.tenant) or {}
-    return reply({**summary, "queues": db.many("api_queue_depth", tenant=who.tenant),
-                  "workers": len(db.many("worker_list", all=False))})
+    return reply(stats.dashboard(database(request), who.tenant).as_dict())
 
 
 def dlq_list(request: Request) -> Response:

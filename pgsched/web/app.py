@@ -36,6 +36,7 @@ from . import (
     pages_dlq,
     pages_executions,
     pages_tasks,
+    prometheus,
 )
 from .credentials import Principal, authenticate_token, principal_of_session, session_key
 from .errors import HANDLERS, error_response, on_crash
@@ -45,7 +46,7 @@ from .session import SessionCodec, SessionMiddleware
 
 ROUTE_MODULES: tuple[ModuleType, ...] = (auth, pages_dashboard, pages_tasks, pages_executions, pages_dags,
                                           pages_dlq, pages_cluster, api_tasks, api_executions, api_dags,
-                                          api_admin, openapi)
+                                          api_admin, openapi, prometheus)
 """Modules whose ``routes`` make up the app, in matching order."""
 
 SESSION_MAX_AGE = 12 * 3600  # seconds a sign-in lasts

@@ -151,7 +151,7 @@ def document() -> J:
             *PAGING])},
         PREFIX + "/dag-runs/{id}": {"get": _op("A DAG run with its node states", "viewer", params=ID_PATH)},
         PREFIX + "/workers": {"get": _op("Running workers (shared by all tenants)", "viewer")},
-        PREFIX + "/metrics/summary": {"get": _op("The tenant's figures at a glance", "viewer")},
+        PREFIX + "/metrics/summary": {"get": _op("The dashboard's figures for the tenant (pgsched.stats.dashboard)", "viewer")},
         PREFIX + "/dlq": {"get": _op("Dead executions, newest first", "viewer", params=[
             _query("task", {"type": "string"}, "Task name."),
             _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "How many.")])},

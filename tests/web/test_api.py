@@ -160,7 +160,7 @@ def test_tenants_never_see_each_other(api, db):
     assert [e["id"] for e in a.get(f"{V}/dlq").json()["items"]] == [mine]
     assert a.post(f"{V}/dlq/{theirs}/retry").status_code == 404
     assert a.delete(f"{V}/dlq/{theirs}").status_code == 404
-    assert a.get(f"{V}/metrics/summary").json()["dead_letters"] == 1
+    assert a.get(f"{V}/metrics/summary").json()["dead_letter"] == 1
     assert a.post(f"{V}/dlq/retry-all", json={"expected_count": 1}).json() == {"retried": 1}
     b_state = sql_count(db, f"SELECT count(*) AS n FROM pgsched.execution_history WHERE id = {theirs} "
                             "AND state = 'dead'")
