@@ -16,3 +16,4 @@ def test_observability_benchmark_smoke(pg_server):
                           capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "| stats.dashboard |" in proc.stdout and "| metrics.families (a scrape) |" in proc.stdout
+    assert "| `/executions?state=cancelled` |" in proc.stdout and "| `/metrics` |" in proc.stdout
