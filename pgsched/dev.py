@@ -60,8 +60,27 @@ def load_examples(db: Database, tenant: str, now: datetime) -> list[str]:
     return created
 
 
-def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None]) -> None:
-    """Set everything up, then run scheduler and worker until Ctrl-C."""
+DEV_TOKEN_NAME = "pgsched dev"
+
+
+def start_web(dsn: str, tenant: str, host: str, first_port: int) -> tuple[Callable[[Any], None], str]:
+    """The web admin for ``pgsched dev``: ``(run(stop), login link)``. The link signs in as
+    a local admin of ``tenant`` with a token made now (the previous dev token is revoked)."""
+    from .web import credentials
+    from .web.app import create_app
+    from .web.server import free_port, serve_until
+
+    app = create_app(dsn, pool_size=4)
+    app.state.db.exec("api_token_revoke_named", tenant=tenant, name=DEV_TOKEN_NAME)
+    token, _ = credentials.create_token(app.state.db, role="admin", tenant=tenant, name=DEV_TOKEN_NAME)
+    port = free_port(host, first_port)
+    return (lambda stop: serve_until(app, host, port, stop)), f"http://{host}:{port}/login?token={token}"
+
+
+def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None], web: bool = True,
+            web_port: int = 8080) -> None:
+    """Set everything up, then run scheduler, worker and (``web``) the web admin on the
+    first free port from ``web_port`` until Ctrl-C."""
     embedded = c._dsn is None
     if embedded:
         from .embedded import data_dir
@@ -70,7 +89,7 @@ def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None
     dsn = c.dsn
     applied = migrate.migrate(dsn)
     click.echo(f"schema: {'applied ' + ', '.join(f'{m.version:04d}_{m.name}' for m in applied) if applied else 'up to date'}")
-    db = Database.connect(dsn, max_size=concurrency + 4)
+    db = Database.connect(dsn, max_size=concurrency + 6)  # + the leader's webhook and statistics threads
     now = datetime.now(timezone.utc).replace(microsecond=0)
     if examples:
         created = load_examples(db, c.tenant, now)
@@ -91,7 +110,13 @@ def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None
         click.echo(f"\nin another terminal:  {cmd} task list")
         if examples:
             click.echo(f"run a DAG:            {cmd} dag trigger documents")
-    click.echo("scheduler and worker running; Ctrl-C to stop\n")
+    parts: list[tuple[str, Callable[..., None]]] = []
+    if web:
+        serve, link = start_web(dsn, c.tenant, "127.0.0.1", web_port)
+        parts.append(("web", serve))
+        click.echo(f"web admin:            {link}\n"
+                   "                      (signs you in as a local admin; the link works until the next dev start)")
+    click.echo(f"scheduler, worker{' and web admin' if web else ''} running; Ctrl-C to stop\n")
 
     def on_finish(row: Row, outcome: Outcome, tail: list[str], final: str | None) -> None:
         # a command's result is its last line of output, shown below already
@@ -111,7 +136,7 @@ def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None
                                      poll_interval=1.0, kill_grace=2.0,
                                      shutdown_timeout=5.0), on_finish=on_finish)
     try:
-        run([("scheduler", scheduler.run), ("worker", worker.run)], urgent=[worker.stop_now])
+        run([("scheduler", scheduler.run), ("worker", worker.run), *parts], urgent=[worker.stop_now])
     finally:
         db.close()
     click.echo("stopped")

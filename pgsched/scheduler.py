@@ -27,6 +27,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import psycopg
 
+from . import alerts, stats, webhooks
 from .db import Database, Row, Session, connect
 from .errors import PgschedError, TransientError
 from .schedule import Schedule
@@ -45,7 +46,9 @@ class SchedulerConfig:
     ``rescue_interval``: how often (seconds) the leader looks for dead workers;
     ``leader_timeout``: seconds a leader may go without heartbeating (every second, from
     its own thread) before a standby ends its session and takes over; ``parallel``:
-    connections that take batches of a burst at once."""
+    connections that take batches of a burst at once; ``observe_interval``: how often
+    (seconds) the leader rolls up statistics and detects alerts (its webhook sender runs
+    in its own thread all the while)."""
 
     batch: int = 1000
     max_sleep: float = 5.0
@@ -56,6 +59,7 @@ class SchedulerConfig:
     rescue_interval: float = 1.0
     leader_timeout: float = 10.0
     parallel: int = 2
+    observe_interval: float = 60.0
     name: str | None = None
 
 
@@ -320,6 +324,19 @@ def maintain_partitions(db: Database, now: datetime, retention_days: int, premak
     return report
 
 
+def observe(db: Database) -> None:
+    """The leader's observability chores: the statistics roll-up, then alert detection
+    (each its own transaction; a failure is logged and tried again next time)."""
+    try:
+        stats.roll_up(db)
+    except PgschedError as exc:
+        log.error("statistics roll-up failed: %s", exc)
+    try:
+        alerts.detect(db)
+    except PgschedError as exc:
+        log.error("alert detection failed: %s", exc)
+
+
 class Scheduler:
     """One scheduler process: ``run(stop)`` blocks until ``stop`` is set."""
 
@@ -396,10 +413,23 @@ class Scheduler:
         beat = threading.Thread(target=self._leader_heartbeat, args=(self.epoch, leading, stop), daemon=True,
                                 name="pgsched-leader-heartbeat")
         beat.start()
+        sender = webhooks.Sender(self.db)
+        sender.start()
+        observer = threading.Thread(target=self._observe, args=(leading, stop), daemon=True,
+                                    name="pgsched-observer")
+        observer.start()
         try:
             self._lead(lock, stop)
         finally:
             leading.set()  # the heartbeat thread ends
+            sender.stop()
+
+    def _observe(self, done: threading.Event, stop: threading.Event) -> None:
+        """Every ``observe_interval`` while leading, in its own thread (a slow roll-up
+        never delays a tick): :func:`observe`."""
+        while not (done.is_set() or stop.is_set()):
+            observe(self.db)
+            done.wait(self.config.observe_interval)
 
     def _leader_heartbeat(self, epoch: int, done: threading.Event, stop: threading.Event) -> None:
         """Every second, on its own connection: this leader is alive. A process that hangs

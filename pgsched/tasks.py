@@ -80,6 +80,7 @@ class TaskSpec:
       capped by the ``misfire_all_cap`` setting).
     - ``idempotent``: runs given no idempotency key get one derived from task, params and
       scheduled time, so a run whose key already succeeded is skipped.
+    - ``tags``: labels to find the task by (at most 20, each like a queue name).
     """
 
     name: str
@@ -109,6 +110,7 @@ class TaskSpec:
     enabled: bool = True
     description: str | None = None
     source: str | None = None
+    tags: list[str] = field(default_factory=list)
 
     def validate(self) -> Schedule:
         """Check every field; return the parsed schedule. Raises ValidationError naming
@@ -160,6 +162,10 @@ class TaskSpec:
             raise ValidationError("misfire_policy", self.misfire_policy, f"must be one of {', '.join(MISFIRE_POLICIES)}")
         if not isinstance(self.idempotent, bool):
             raise ValidationError("idempotent", self.idempotent, "must be true or false")
+        if not isinstance(self.tags, list) or len(self.tags) > 20:
+            raise ValidationError("tags", self.tags, "must be a list of at most 20 tags")
+        for tag in self.tags:
+            check_name("tags", tag)
         return Schedule.parse(self.schedule_kind, self.schedule, self.timezone)
 
     def row(self, schedule: Schedule, now: datetime) -> dict[str, Any]:

@@ -8,13 +8,13 @@ INSERT INTO pgsched.task (tenant, name, description, schedule_kind, schedule_exp
                           run_as_user, params, timeout_seconds, max_attempts, retry_policy,
                           retry_base_seconds, retry_max_seconds, priority, queue, enabled,
                           next_fire_at, source, no_retry_exit_codes, no_retry_exceptions,
-                          misfire_policy, idempotent)
+                          misfire_policy, idempotent, tags)
 VALUES (%(tenant)s, %(name)s, %(description)s, %(schedule_kind)s, %(schedule_expr)s, %(timezone)s,
         %(schedule_anchor)s, %(handler_kind)s, %(command)s, %(argv)s, %(python_target)s, %(env)s,
         %(stdin)s, %(run_as_user)s, %(params)s, %(timeout_seconds)s, %(max_attempts)s,
         %(retry_policy)s, %(retry_base_seconds)s, %(retry_max_seconds)s, %(priority)s, %(queue)s,
         %(enabled)s, %(next_fire_at)s, %(source)s, %(no_retry_exit_codes)s, %(no_retry_exceptions)s,
-        %(misfire_policy)s, %(idempotent)s)
+        %(misfire_policy)s, %(idempotent)s, %(tags)s)
 ON CONFLICT (tenant, name) WHERE deleted_at IS NULL DO NOTHING
 RETURNING *
 
@@ -88,7 +88,8 @@ UPDATE pgsched.task
        retry_base_seconds = %(retry_base_seconds)s, retry_max_seconds = %(retry_max_seconds)s,
        priority = %(priority)s, queue = %(queue)s, next_fire_at = %(next_fire_at)s,
        no_retry_exit_codes = %(no_retry_exit_codes)s, no_retry_exceptions = %(no_retry_exceptions)s,
-       misfire_policy = %(misfire_policy)s, idempotent = %(idempotent)s, updated_at = now()
+       misfire_policy = %(misfire_policy)s, idempotent = %(idempotent)s, tags = %(tags)s,
+       updated_at = now()
  WHERE id = %(id)s
 RETURNING *
 

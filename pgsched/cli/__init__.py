@@ -3,7 +3,7 @@ library modules. See :mod:`pgsched.cli.root` for the group and its global option
 
 from __future__ import annotations
 
-from . import dags, dlq, executions, processes, schedules, tasks  # noqa: F401  (they register their commands)
+from . import dags, dlq, executions, processes, schedules, tasks, web  # noqa: F401  (they register their commands)
 from .root import main
 
 __all__ = ["main", "run"]

@@ -96,7 +96,8 @@ def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, pre
 
     config = SchedulerConfig(batch=batch, max_sleep=max_sleep, retention_days=retention_days,
                              premake_days=premake_days, leader_timeout=leader_timeout)
-    _run_until_signal([("scheduler", Scheduler(c.db(), config).run)])
+    # the tick's parallel batches, the webhook sender and the statistics/alerts thread
+    _run_until_signal([("scheduler", Scheduler(c.db(max_size=config.parallel + 3), config).run)])
 
 
 @main.command()
@@ -165,11 +166,15 @@ def worker(c: Context, queues: tuple[str, ...], concurrency: int, poll_interval:
 @log_options
 @click.option("--examples/--no-examples", default=True, show_default=True, help="Load the example tasks.")
 @click.option("--concurrency", default=4, show_default=True)
+@click.option("--web/--no-web", default=True, show_default=True, help="Run the web admin too.")
+@click.option("--web-port", default=8080, show_default=True, type=click.IntRange(1, 65535),
+              help="Port of the web admin (or the next free one), on 127.0.0.1.")
 @click.pass_context
-def dev(ctx: click.Context, examples: bool, concurrency: int) -> None:
+def dev(ctx: click.Context, examples: bool, concurrency: int, web: bool, web_port: int) -> None:
     """Everything in one process for a first look: embedded PostgreSQL (unless --dsn or
     PGSCHED_DSN), migrations, the example tasks and DAGs, a scheduler and a worker (queues
-    default and examples). Ctrl-C stops.
+    default and examples), and the web admin on 127.0.0.1 with a sign-in link printed.
+    Ctrl-C stops.
 
     The embedded data lives in ~/.local/share/pgsched/pgdata, or $PGSCHED_HOME/pgdata, and
     is reused next time; other pgsched commands with the same PGSCHED_HOME use it too. The
@@ -177,7 +182,8 @@ def dev(ctx: click.Context, examples: bool, concurrency: int) -> None:
     delete) or the data folder to start clean."""
     from ..dev import run_dev
 
-    run_dev(ctx.obj, examples=examples, concurrency=concurrency, run=_run_until_signal)
+    run_dev(ctx.obj, examples=examples, concurrency=concurrency, run=_run_until_signal, web=web,
+            web_port=web_port)
 
 
 @main.command()

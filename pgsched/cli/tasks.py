@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from .. import importer, tasks
+from .. import alerts, importer, tasks
 from ..errors import PgschedError, ValidationError
 from ..schedule import Schedule
 from ..tasks import TaskSpec
@@ -54,6 +54,8 @@ def _definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable
         click.option("--priority", type=int, **default(5), help="1 (most urgent) to 10."),
         click.option("--queue", **default("default")),
         click.option("--description"),
+        click.option("--tags", help="Comma list of tags to find the task by (e.g. etl,nightly)"
+                     + ("." if create else "; replaces the task's tags ('' removes them).")),
         click.option("--misfire", "misfire_policy", type=click.Choice(["skip", "once", "all"]), **default("once"),
                      help="Fires missed while no scheduler ran: skip them, run once, or run all (capped)."),
         click.option("--no-retry-exit-codes", help="Comma list of exit codes that are not retried (e.g. 2,64)."),
@@ -61,6 +63,12 @@ def _definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable
                      help="Comma list of Python exception names that are not retried (e.g. ValueError)."),
         click.option("--idempotent/--not-idempotent", default=False if create else None,
                      help="Derive an idempotency key from task, params and scheduled time for runs given none."),
+        click.option("--on-failure", help="URL POSTed (JSON) when an execution fails, times out or dies, and when "
+                     "the failure-rate alert opens" + ("" if create else "; '' removes it") + "."),
+        click.option("--on-dlq", help="URL POSTed when an execution goes to the dead-letter queue."),
+        click.option("--on-missed", help="URL POSTed when a missed-schedule alert opens."),
+        click.option("--missed-after", type=float, help="Seconds a fire may be late before it counts as missed "
+                     "(default: the alert_missed_after_seconds setting, 60)."),
         click.option("--json", "as_json", is_flag=True, help="Print the stored task as JSON."),
     ]
     if create:
@@ -76,6 +84,18 @@ def _definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable
             func = option(func)
         return func
     return apply
+
+
+_ALERTING = {"on_failure": "on_failure", "on_dlq": "on_dlq", "on_missed": "on_missed",
+             "missed_after": "missed_after_seconds"}
+
+
+def _alerting(o: dict[str, Any]) -> dict[str, Any]:
+    """The webhook and threshold options given (:func:`pgsched.alerts.configure` fields),
+    validated. Raises ValidationError naming the field."""
+    out = {field: o[key] for key, field in _ALERTING.items() if o.get(key) is not None}
+    alerts.Alerting(**{k: (None if v == "" else v) for k, v in out.items()}).validate()
+    return out
 
 
 def _definition(o: dict[str, Any], tz_of_at: Callable[[], str]) -> dict[str, Any]:
@@ -126,6 +146,8 @@ def _definition(o: dict[str, Any], tz_of_at: Callable[[], str]) -> dict[str, Any
         except ValueError:
             raise ValidationError("no_retry_exit_codes", o["no_retry_exit_codes"],
                                   "must be a comma list of exit codes like '2,64'") from None
+    if o.get("tags") is not None:
+        out["tags"] = [x.strip() for x in o["tags"].split(",") if x.strip()]
     if o.get("no_retry_exceptions") is not None:
         out["no_retry_exceptions"] = [x.strip() for x in o["no_retry_exceptions"].split(",") if x.strip()]
     for key in ("tz", "timeout", "max_attempts", "retry_policy", "retry_base", "retry_max", "priority",
@@ -150,8 +172,12 @@ def task_create(c: Context, name: str, paused: bool, as_json: bool, **options: A
     if "handler_kind" not in fields:
         raise PgschedError("handler: give one of --command, --argv, --python")
     spec = TaskSpec(name=name, tenant=c.tenant, enabled=not paused, source="cli", **fields)
-    row = tasks.create(c.db(), spec)
-    assert row is not None
+    hooks = _alerting(options)
+    with c.db().transaction() as tx:
+        row = tasks.create(tx, spec)
+        assert row is not None
+        if hooks:
+            alerts.configure(tx, name, c.tenant, **hooks)
     if as_json:
         print_json(row)
     else:
@@ -168,13 +194,16 @@ def task_update(c: Context, name: str, as_json: bool, **options: Any) -> None:
     their definition. Pause and resume with 'task pause' / 'task resume'."""
     db = c.db()
     fields = _definition(options, lambda: options["tz"] or tasks.get(db, name, c.tenant)["timezone"])
-    if not fields:
+    hooks = _alerting(options)
+    if not fields and not hooks:
         raise PgschedError("update: nothing to change (give at least one option; see --help)")
-    row = tasks.update(db, name, fields, tenant=c.tenant)
+    row = tasks.update(db, name, fields, tenant=c.tenant) if fields else tasks.get(db, name, c.tenant)
+    if hooks:
+        alerts.configure(db, name, c.tenant, **hooks)
     if as_json:
         print_json(row)
     else:
-        click.echo(f"updated task {row['name']} ({', '.join(sorted(fields))}); "
+        click.echo(f"updated task {row['name']} ({', '.join(sorted([*fields, *hooks]))}); "
                    f"next fire: {fmt(row['next_fire_at'])}")
 
 
@@ -208,10 +237,11 @@ def task_show(c: Context, name: str, as_json: bool) -> None:
     row = tasks.get(c.db(), name, c.tenant)
     sched = tasks.schedule_of(row)
     upcoming = sched.upcoming(datetime.now(timezone.utc), 5) if row["enabled"] else []
+    hooks = {k: v for k, v in vars(alerts.alerting_of(c.db(), name, c.tenant)).items() if v is not None}
     if as_json:
-        print_json({**row, "upcoming": upcoming})
+        print_json({**row, "upcoming": upcoming, "alerting": hooks})
         return
-    print_fields(row)
+    print_fields({**row, **hooks})
     if upcoming:
         click.echo("next fires:")
         for t in upcoming:

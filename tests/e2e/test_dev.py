@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,6 +67,13 @@ def test_dev_on_the_embedded_default(tmp_path):
             wait_until(lambda: re.search(r"ok   documents.invoice .*\"booked\": \"invoice-2025-0042.pdf\"[^\n]*\n"
                                          r"(.*\n)*.*ok   documents.archive", log_path.read_text()),
                        timeout=20, message="the example DAG's nodes to be printed")
+            # the web admin's one-time link signs in as a local admin
+            link = re.search(r"web admin:\s+(http://127\.0\.0\.1:\d+/login\?token=\S+)", out)
+            assert link, out
+            browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+            with browser.open(link.group(1), timeout=10) as page:
+                html = page.read().decode()
+            assert page.url.endswith("/") and "Sign out" in html and "admin" in html
         # A second start reuses the data: nothing to migrate, examples already there.
         with dev_process(home, log_path) as (_, out):
             assert "schema: up to date" in out and "examples: already loaded" in out

@@ -1,0 +1,71 @@
+"""What a view asks about the request: who is signed in, may they do this, which
+database, which form. Views and API endpoints call these; nothing else reads
+``request.state`` directly.
+
+``require(request, "operator")`` is the one check of a role: it returns the
+:class:`~pgsched.web.credentials.Principal` or raises :class:`NotSignedIn` (401; a page
+redirects to ``/login``) or :class:`Forbidden` (403).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.datastructures import FormData
+from starlette.requests import Request
+
+from ..db import Database
+from .credentials import ROLES, Principal
+
+
+class NotSignedIn(Exception):
+    """The request carries no valid token or session (HTTP 401)."""
+
+
+class Forbidden(Exception):
+    """The principal's role is below the one the action needs (HTTP 403)."""
+
+
+def principal(request: Request) -> Principal | None:
+    """The principal of ``request`` (set by the session middleware), or None."""
+    return getattr(request.state, "principal", None)
+
+
+def require(request: Request, role: str = "viewer") -> Principal:
+    """The principal of ``request`` if its role is ``role`` or above.
+
+    ``role`` is ``"viewer"``, ``"operator"`` or ``"admin"``. Raises NotSignedIn when
+    nobody is signed in, Forbidden when the role is too low.
+    """
+    if role not in ROLES:
+        raise ValueError(f"role: {role!r} is not one of {ROLES}")
+    who = principal(request)
+    if who is None:
+        raise NotSignedIn("sign in with a token or a username and password")
+    if not who.has(role):
+        raise Forbidden(f"role: {who.role!r} may not do this; it needs {role!r} or above")
+    return who
+
+
+def database(request: Request) -> Database:
+    """The app's connection pool."""
+    return request.app.state.db
+
+
+def form(request: Request) -> FormData:
+    """The submitted form of a POST/PUT/PATCH/DELETE page request (parsed, and its
+    ``csrf_token`` checked, by the session middleware); empty for other requests."""
+    return getattr(request.state, "form", None) or FormData()
+
+
+def body(request: Request) -> bytes:
+    """The raw body of a non-GET request (read by the session middleware, at most
+    :data:`pgsched.web.session.MAX_BODY` bytes), so plain ``def`` endpoints can read it."""
+    return getattr(request.state, "body", b"")
+
+
+def csrf_token(request: Request) -> str:
+    """The CSRF token of the request's session: every non-GET form carries it as the
+    hidden field ``csrf_token`` (templates have it as ``csrf_token``)."""
+    session: dict[str, Any] = getattr(request.state, "session", None) or {}
+    return str(session.get("csrf", ""))

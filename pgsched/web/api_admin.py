@@ -1,0 +1,135 @@
+"""REST API: operating pgsched (``/api/v1/workers``, ``metrics/summary``, ``dlq``,
+``scheduler``, ``tokens``). Reads need a viewer; DLQ changes an operator; tokens and a
+forced failover an admin.
+
+Workers and schedulers are shared by every tenant (they serve all of them) and hold no
+tenant's data, so every viewer sees them; everything else is the caller's tenant's.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .. import stats
+from ..errors import NotFound
+from ..scheduler import LEADER_LOCK_KEY
+from .access import database, require
+from .api import PREFIX, bounded_int, id_param, int_arg, json_object, only_fields, reply, text_arg
+from .credentials import check_role, create_token, list_tokens, revoke_token
+from .errors import ApiError
+
+STANDBY_SEEN_SECONDS = 10.0  # a standby not seen for this long is not listed
+
+
+def workers(request: Request) -> Response:
+    require(request, "viewer")
+    return reply({"items": database(request).many("worker_list", all=False)})
+
+
+def metrics_summary(request: Request) -> Response:
+    """The dashboard's figures (:func:`pgsched.stats.dashboard`) as JSON: the same numbers
+    the web page shows, from one snapshot."""
+    who = require(request, "viewer")
+    return reply(stats.dashboard(database(request), who.tenant).as_dict())
+
+
+def dlq_list(request: Request) -> Response:
+    who = require(request, "viewer")
+    limit = int_arg(request, "limit", 50, 1, 1000)
+    rows = database(request).many("dlq_list", tenant=who.tenant, task=text_arg(request, "task"), limit=limit)
+    return reply({"items": rows})
+
+
+def dlq_retry_all(request: Request) -> Response:
+    """Retry every dead execution (of ``task``), only if there are ``expected_count`` of
+    them: what the person confirming saw is what is retried (409 otherwise)."""
+    who = require(request, "operator")
+    data = json_object(request)
+    only_fields(data, {"expected_count", "task"})
+    if "expected_count" not in data:
+        raise ApiError(422, "expected_count: is required (the number of dead executions you mean to retry)",
+                       field="expected_count")
+    expected = bounded_int("expected_count", data["expected_count"], 0, 10_000_000)
+    task = data.get("task")
+    if task is not None and (not isinstance(task, str) or len(task) > 200 or "\x00" in task):
+        raise ApiError(422, f"task: {task!r} must be a task name", field="task")
+    with database(request).transaction() as tx:
+        dead = (tx.one("api_dlq_count", tenant=who.tenant, task=task) or {"dead": 0})["dead"]
+        if dead != expected:
+            raise ApiError(409, f"expected_count: {expected} does not match the {dead} dead executions "
+                           "now in the dead-letter queue; look again and confirm", field="expected_count")
+        retried = (tx.one("dlq_retry_all", task=task, tenant=who.tenant) or {"retried": 0})["retried"]
+    return reply({"retried": retried})
+
+
+def dlq_retry(request: Request) -> Response:
+    who = require(request, "operator")
+    execution_id = id_param(request)
+    database(request).one("dlq_retry", id=execution_id, tenant=who.tenant)
+    return reply({"id": execution_id, "outcome": "requeued"}, 202)
+
+
+def dlq_delete(request: Request) -> Response:
+    who = require(request, "operator")
+    execution_id = id_param(request)
+    if database(request).one("api_dlq_delete", id=execution_id, tenant=who.tenant) is None:
+        raise NotFound(f"execution: {execution_id} is not in the dead-letter queue of tenant {who.tenant!r}")
+    return reply({"id": execution_id, "deleted": True})
+
+
+def scheduler_status(request: Request) -> Response:
+    require(request, "viewer")
+    db = database(request)
+    leader = db.one("scheduler_leader", key=LEADER_LOCK_KEY)
+    return reply({"leader": leader if leader and leader["lock_held"] else None,
+                  "standbys": db.many("scheduler_standbys", seconds=STANDBY_SEEN_SECONDS)})
+
+
+def scheduler_failover(request: Request) -> Response:
+    """End the leader's session; a standby takes over (409 when no scheduler leads)."""
+    require(request, "admin")
+    ended = database(request).many("api_scheduler_failover", key=LEADER_LOCK_KEY)
+    if not any(r["ended"] for r in ended):
+        raise ApiError(409, "scheduler: no leader holds the lock (no scheduler is running)")
+    return reply({"ended_backends": [r["pid"] for r in ended if r["ended"]]}, 202)
+
+
+def token_list(request: Request) -> Response:
+    who = require(request, "admin")
+    return reply({"items": list_tokens(database(request), who.tenant)})
+
+
+def token_create(request: Request) -> Response:
+    who = require(request, "admin")
+    data = json_object(request)
+    only_fields(data, {"role", "name"})
+    name = data.get("name", "")
+    token, row = create_token(database(request), role=check_role(data.get("role")), tenant=who.tenant,
+                              name=name if isinstance(name, str) else _bad_name(name))
+    return reply({**row, "token": token}, 201)
+
+
+def _bad_name(name: object) -> str:
+    raise ApiError(422, f"name: {name!r} must be text", field="name")
+
+
+def token_revoke(request: Request) -> Response:
+    who = require(request, "admin")
+    return reply(revoke_token(database(request), id_param(request), who.tenant))
+
+
+routes = [
+    Route(PREFIX + "/workers", workers, methods=["GET"]),
+    Route(PREFIX + "/metrics/summary", metrics_summary, methods=["GET"]),
+    Route(PREFIX + "/dlq", dlq_list, methods=["GET"]),
+    Route(PREFIX + "/dlq/retry-all", dlq_retry_all, methods=["POST"]),
+    Route(PREFIX + "/dlq/{id}/retry", dlq_retry, methods=["POST"]),
+    Route(PREFIX + "/dlq/{id}", dlq_delete, methods=["DELETE"]),
+    Route(PREFIX + "/scheduler", scheduler_status, methods=["GET"]),
+    Route(PREFIX + "/scheduler/failover", scheduler_failover, methods=["POST"]),
+    Route(PREFIX + "/tokens", token_list, methods=["GET"]),
+    Route(PREFIX + "/tokens", token_create, methods=["POST"]),
+    Route(PREFIX + "/tokens/{id}", token_revoke, methods=["DELETE"]),
+]

@@ -1,0 +1,132 @@
+"""REST API: executions (``/api/v1/executions``) and their logs as server-sent events.
+Reads need a viewer, cancel and retry an operator; all in the caller's tenant."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from .. import tasks
+from ..cli.output import json_default
+from ..db import Database, Row
+from ..errors import NotFound
+from .access import database, require
+from .api import MAX_ID, PREFIX, choice_arg, id_param, int_arg, page, reply, text_arg, time_arg
+from .errors import ApiError
+
+STATES = ("pending", "running", "succeeded", "failed", "timed_out", "cancelled", "skipped", "dead")
+LIVE = ("pending", "running")
+LOG_POLL_SECONDS = 0.5    # how often a followed log looks for new lines
+LOG_KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies from closing the stream
+LOG_MAX_SECONDS = 6 * 3600.0  # a stream ends after this long; the client reconnects with Last-Event-ID
+
+
+def _get(db: Database, execution_id: int, tenant: str) -> Row:
+    row = db.one("execution_get", id=execution_id, tenant=tenant)
+    if row is None:
+        raise NotFound(f"execution: no execution {execution_id} in tenant {tenant!r}")
+    return row
+
+
+def execution_list(request: Request) -> Response:
+    who = require(request, "viewer")
+    limit = int_arg(request, "limit", 50, 1, 1000)
+    assert limit is not None
+    start, end = time_arg(request, "from"), time_arg(request, "to")
+    rows = database(request).many(
+        "api_execution_list", tenant=who.tenant, task=text_arg(request, "task"),
+        state=choice_arg(request, "state", STATES), worker=int_arg(request, "worker", None, 1, MAX_ID),
+        before=int_arg(request, "cursor", None, 1, MAX_ID), limit=limit + 1, **{"from": start, "to": end})
+    return page(rows, limit, "id")
+
+
+def execution_get(request: Request) -> Response:
+    who = require(request, "viewer")
+    db = database(request)
+    row = _get(db, id_param(request), who.tenant)
+    return reply({**row, "attempts": db.many("execution_attempts", id=row["id"])})
+
+
+def _events(db: Database, execution_id: int, tenant: str, after: tuple[int, int], follow: bool) -> Iterator[str]:
+    """SSE of an execution's log: ``event: line`` per line (``id: attempt:seq``, data the
+    line as JSON), then ``event: end`` with the final state once it has ended (null when
+    the execution was removed meanwhile)."""
+    started = last_sent = time.monotonic()
+    while True:
+        # the state is read before the lines: a line written in between comes next pass
+        row = db.one("execution_get", id=execution_id, tenant=tenant)
+        state = row["state"] if row else None  # None: removed meanwhile (a DLQ delete)
+        lines = db.many("execution_logs", id=execution_id, after_attempt=after[0], after_seq=after[1])
+        for line in lines:
+            after = (line["attempt"], line["seq"])
+            yield f"id: {after[0]}:{after[1]}\nevent: line\ndata: {json.dumps(line, default=json_default)}\n\n"
+        now = time.monotonic()
+        if lines:
+            last_sent = now
+        if state not in LIVE or not follow or now - started > LOG_MAX_SECONDS:
+            yield f"event: end\ndata: {json.dumps({'state': state})}\n\n"
+            return
+        if now - last_sent > LOG_KEEPALIVE_SECONDS:
+            last_sent = now
+            yield ": keep-alive\n\n"
+        time.sleep(LOG_POLL_SECONDS)
+
+
+def _resume_point(request: Request) -> tuple[int, int]:
+    mark = request.headers.get("last-event-id", "")
+    attempt, _, seq = mark.partition(":")
+    if attempt.isdigit() and seq.isdigit() and int(attempt) < 2**31 and int(seq) < 2**31:
+        return int(attempt), int(seq)
+    return 0, 0
+
+
+def execution_logs(request: Request) -> Response:
+    who = require(request, "viewer")
+    db = database(request)
+    row = _get(db, id_param(request), who.tenant)
+    follow = request.query_params.get("follow", "true") not in ("false", "0", "no")
+    return StreamingResponse(_events(db, row["id"], who.tenant, _resume_point(request), follow),
+                             media_type="text/event-stream", headers={"X-Accel-Buffering": "no"})
+
+
+def execution_cancel(request: Request) -> Response:
+    who = require(request, "operator")
+    execution_id = id_param(request)
+    row = database(request).one("execution_cancel", id=execution_id, tenant=who.tenant)
+    assert row is not None
+    # cancelled (it was pending), cancelling (the worker is told), finished (it had ended)
+    return reply({"id": execution_id, "outcome": row["outcome"]}, 202 if row["outcome"] == "cancelling" else 200)
+
+
+def execution_retry(request: Request) -> Response:
+    """A dead execution goes back to the queue with fresh attempts (same id); another that
+    has ended runs again as a new execution with the same params."""
+    who = require(request, "operator")
+    db = database(request)
+    row = _get(db, id_param(request), who.tenant)
+    if row["state"] in LIVE:
+        raise ApiError(409, f"execution: {row['id']} is {row['state']}; only an ended execution is retried",
+                       field="id")
+    if row["trigger"] == "dag" and row["state"] != "dead":
+        raise ApiError(409, f"execution: {row['id']} is a node of a DAG run; rerun the run instead "
+                       "(pgsched dag rerun)", field="id")
+    if row["state"] == "dead":
+        db.one("dlq_retry", id=row["id"], tenant=who.tenant)
+        return reply({"id": row["id"], "execution_id": row["id"], "outcome": "requeued"}, 202)
+    new = tasks.trigger(db, row["task_name"], params=row["params"], tenant=who.tenant, how="api")
+    return reply({"id": row["id"], "execution_id": new, "outcome": "new_execution"}, 202)
+
+
+E = PREFIX + "/executions"
+routes = [
+    Route(E, execution_list, methods=["GET"]),
+    Route(E + "/{id}", execution_get, methods=["GET"]),
+    Route(E + "/{id}/logs", execution_logs, methods=["GET"]),
+    Route(E + "/{id}/cancel", execution_cancel, methods=["POST"]),
+    Route(E + "/{id}/retry", execution_retry, methods=["POST"]),
+]

@@ -1,0 +1,110 @@
+"""The composition root of the web admin and the REST API.
+
+Routes come from the modules listed in :data:`ROUTE_MODULES`: each exposes
+``routes: list[starlette.routing.BaseRoute]``, and :func:`create_app` mounts them in that
+order (the first match wins). To add pages, write ``pgsched/web/pages_<subject>.py`` with
+its ``routes`` and list the module here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from types import ModuleType
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Mount
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
+
+from ..db import Database
+from ..resources import resource_dir
+from . import (
+    api_admin,
+    api_dags,
+    api_executions,
+    api_tasks,
+    auth,
+    openapi,
+    pages_cluster,
+    pages_dags,
+    pages_dashboard,
+    pages_dlq,
+    pages_executions,
+    pages_tasks,
+    prometheus,
+)
+from .credentials import Principal, authenticate_token, principal_of_session, session_key
+from .errors import HANDLERS, error_response, on_crash
+from .headers import SecurityHeadersMiddleware
+from .rendering import templates
+from .session import SessionCodec, SessionMiddleware
+
+ROUTE_MODULES: tuple[ModuleType, ...] = (auth, pages_dashboard, pages_tasks, pages_executions, pages_dags,
+                                          pages_dlq, pages_cluster, api_tasks, api_executions, api_dags,
+                                          api_admin, openapi, prometheus)
+"""Modules whose ``routes`` make up the app, in matching order."""
+
+SESSION_MAX_AGE = 12 * 3600  # seconds a sign-in lasts
+
+
+def routes() -> list[BaseRoute]:
+    """Every route of the app: those of :data:`ROUTE_MODULES`, then ``/static``."""
+    found: list[BaseRoute] = [route for module in ROUTE_MODULES for route in module.routes]
+    found.append(Mount("/static", StaticFiles(directory=resource_dir("templates") / "web" / "static"),
+                       name="static"))
+    return found
+
+
+class _WebApp(Starlette):
+    """Starlette with the security headers outside everything, so that even the answer to
+    a crash (sent by Starlette's outermost ServerErrorMiddleware) carries them."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeadersMiddleware(super().build_middleware_stack())
+
+
+def create_app(dsn_or_db: str | Database, *, secret: str | None = None,
+               session_max_age: int = SESSION_MAX_AGE, pool_size: int = 8) -> Starlette:
+    """The web admin and API over the database ``dsn_or_db`` (a DSN, whose pool the app
+    opens now and closes at shutdown, or an open :class:`Database`, left open).
+
+    ``secret`` signs session cookies; by default the key stored in the database (made once,
+    shared by every web process). ``session_max_age``: seconds a sign-in lasts.
+    Raises ConnectionFailed when the database cannot be reached.
+    """
+    owned = isinstance(dsn_or_db, str)
+    db = Database.connect(dsn_or_db, max_size=pool_size, application_name="pgsched web") \
+        if isinstance(dsn_or_db, str) else dsn_or_db
+    codec = SessionCodec(secret or session_key(db), session_max_age)
+
+    def resolve(bearer: str | None, session: dict[str, Any]) -> Principal | None:
+        if bearer is not None:
+            return authenticate_token(db, bearer)
+        return principal_of_session(db, session)
+
+    def refused(request: Request, status: int, message: str) -> Response:
+        return error_response(request, status, message)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if owned:
+                db.close()
+
+    app = _WebApp(
+        routes=routes(),
+        middleware=[Middleware(SessionMiddleware, codec=codec, resolve=resolve, on_refused=refused)],
+        exception_handlers={**HANDLERS, Exception: on_crash},
+        lifespan=lifespan,
+    )
+    app.state.db = db
+    app.state.sessions = codec
+    app.state.templates = templates()
+    return app

@@ -1,0 +1,44 @@
+"""The processes that serve every tenant: ``/workers`` (host, pid, queues, running, last
+heartbeat, state) and ``/scheduler`` (leader, standbys, last tick, lag). They hold no
+tenant's rows, so every viewer sees them (as in the REST API's ``/admin`` routes)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..scheduler import LEADER_LOCK_KEY
+from .access import database, require
+from .api_admin import STANDBY_SEEN_SECONDS
+from .rendering import render
+
+
+def workers(request: Request) -> Response:
+    require(request, "viewer")
+    show_all = request.query_params.get("all") == "1"
+    rows = database(request).many("worker_list", all=show_all)
+    return render(request, "web/workers.html", {"workers": rows, "show_all": show_all})
+
+
+def scheduler(request: Request) -> Response:
+    require(request, "viewer")
+    db = database(request)
+    now = datetime.now(timezone.utc)
+    leader = db.one("scheduler_leader", key=LEADER_LOCK_KEY)
+    due = (db.one("scheduler_next_due") or {}).get("next_fire_at")
+    # lag: how long the earliest due fire has waited (0 when nothing is overdue; None
+    # when nothing is scheduled at all)
+    lag = max((now - due).total_seconds(), 0.0) if due else None
+    tick_age = (now - leader["last_tick_at"]).total_seconds() if leader and leader["last_tick_at"] else None
+    return render(request, "web/scheduler.html", {
+        "leader": leader, "standbys": db.many("scheduler_standbys", seconds=STANDBY_SEEN_SECONDS),
+        "lag": lag, "next_due": due, "tick_age": tick_age, "now": now})
+
+
+routes = [
+    Route("/workers", workers, methods=["GET"], name="workers"),
+    Route("/scheduler", scheduler, methods=["GET"], name="scheduler"),
+]

@@ -1,0 +1,26 @@
+"""The dashboard at ``/``: the tenant's numbers from :func:`pgsched.stats.dashboard` (one
+snapshot, so they agree with each other) and its open alerts."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .. import alerts, stats
+from .access import database, require
+from .rendering import render
+
+# Final states in the order the dashboard lists them.
+FINAL_STATES = ("succeeded", "failed", "timed_out", "dead", "cancelled", "skipped")
+
+
+def dashboard(request: Request) -> Response:
+    who = require(request, "viewer")
+    db = database(request)
+    numbers = stats.dashboard(db, who.tenant)
+    return render(request, "web/dashboard.html", {
+        "d": numbers, "states": FINAL_STATES, "alerts": alerts.active(db, who.tenant, limit=20)})
+
+
+routes = [Route("/", dashboard, methods=["GET"], name="dashboard")]

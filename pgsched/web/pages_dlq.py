@@ -1,0 +1,82 @@
+"""The dead-letter queue page ``/dlq``: dead executions (paged by id, newest first), retry
+one, delete one, and retry all.
+
+Retry all has a confirm step: ``GET /dlq/retry-all`` shows how many dead executions would
+be retried and posts that count back; ``POST /dlq/retry-all`` counts again with the rows
+locked and retries them only when the count is the same (else 409 and the new count to
+confirm), so what the person saw is what is retried.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..errors import NotFound
+from .access import database, require
+from .api import MAX_ID, int_arg, text_arg
+from .pages import PAGE_SIZE, done, field, int_field, keyset, notice, path_id
+from .rendering import render
+
+
+def dlq_list(request: Request) -> Response:
+    who = require(request, "viewer")
+    db = database(request)
+    task = text_arg(request, "task")
+    rows = db.many("page_dlq_list", tenant=who.tenant, task=task, limit=PAGE_SIZE + 1,
+                   before=int_arg(request, "before", None, 1, MAX_ID))
+    retryable = (db.one("page_dlq_count", tenant=who.tenant, task=task) or {"dead": 0})["dead"]
+    return render(request, "web/dlq.html", {"page": keyset(request, rows, PAGE_SIZE, "id"), "task": task,
+                                            "retryable": retryable, "notice": notice(request)})
+
+
+def _confirm(request: Request, task: str | None, count: int, error: str | None = None,
+             status_code: int = 200) -> Response:
+    return render(request, "web/dlq_retry_all.html", {"task": task, "count": count, "error": error},
+                  status_code=status_code)
+
+
+def dlq_retry_all_confirm(request: Request) -> Response:
+    who = require(request, "operator")
+    task = text_arg(request, "task")
+    count = (database(request).one("page_dlq_count", tenant=who.tenant, task=task) or {"dead": 0})["dead"]
+    return _confirm(request, task, count)
+
+
+def dlq_retry_all(request: Request) -> Response:
+    who = require(request, "operator")
+    task = field(request, "task", required=False, max_length=200) or None
+    expected = int_field(request, "count", 0, 10_000_000)
+    with database(request).transaction() as tx:
+        dead = (tx.one("api_dlq_count", tenant=who.tenant, task=task) or {"dead": 0})["dead"]
+        if dead != expected:
+            return _confirm(request, task, dead, status_code=409, error=(
+                f"count: you confirmed {expected}, but {dead} dead execution(s) are in the queue now; "
+                "nothing was retried. Confirm the new count to go on."))
+        retried = (tx.one("dlq_retry_all", task=task, tenant=who.tenant) or {"retried": 0})["retried"]
+    return done("/dlq", "retried_all", retried)
+
+
+def dlq_retry(request: Request) -> Response:
+    who = require(request, "operator")
+    execution_id = path_id(request, "execution")
+    database(request).one("dlq_retry", id=execution_id, tenant=who.tenant)
+    return done("/dlq", "requeued")
+
+
+def dlq_delete(request: Request) -> Response:
+    who = require(request, "operator")
+    execution_id = path_id(request, "execution")
+    if database(request).one("api_dlq_delete", id=execution_id, tenant=who.tenant) is None:
+        raise NotFound(f"execution: {execution_id} is not in the dead-letter queue of tenant {who.tenant!r}")
+    return done("/dlq", "removed")
+
+
+routes = [
+    Route("/dlq", dlq_list, methods=["GET"], name="dlq"),
+    Route("/dlq/retry-all", dlq_retry_all_confirm, methods=["GET"]),
+    Route("/dlq/retry-all", dlq_retry_all, methods=["POST"]),
+    Route("/dlq/{id}/retry", dlq_retry, methods=["POST"]),
+    Route("/dlq/{id}/delete", dlq_delete, methods=["POST"]),
+]

@@ -1,0 +1,44 @@
+// Follows the log of a running execution (execution.html): the server-sent events of
+// the REST API, one "line" event per log line and an "end" event when it has ended.
+// Lines already on the page (up to data-after = "attempt:seq") are not added twice.
+(function () {
+  "use strict";
+  var log = document.getElementById("log");
+  if (!log || !log.dataset.stream || !window.EventSource) { return; }
+  var after = (log.dataset.after || "0:0").split(":").map(Number);
+  var source = new EventSource(log.dataset.stream);
+
+  source.addEventListener("line", function (event) {
+    var line = JSON.parse(event.data);
+    if (line.attempt < after[0] || (line.attempt === after[0] && line.seq <= after[1])) { return; }
+    after = [line.attempt, line.seq];
+    var row = document.createElement("span");
+    row.className = "line " + line.stream;
+    var time = document.createElement("span");
+    time.className = "ts";
+    time.textContent = String(line.logged_at).substr(11, 12);
+    row.appendChild(time);
+    row.appendChild(document.createTextNode(" " + line.line + "\n"));
+    log.appendChild(row);
+    log.scrollTop = log.scrollHeight;
+  });
+
+  source.addEventListener("end", function (event) {
+    source.close();
+    var state = JSON.parse(event.data).state;
+    var live = document.getElementById("live");
+    if (live) { live.textContent = "ended"; live.className = "live ended"; }
+    var badge = document.querySelector("#state .state");
+    if (badge) { badge.textContent = state; badge.className = "state state-" + state; }
+    var cancel = document.querySelector("form[action$='/cancel']");
+    if (cancel) { cancel.remove(); }  // it has ended: nothing is left to cancel
+    var end = document.getElementById("log-end");
+    end.hidden = false;
+    end.dataset.state = state;
+    end.textContent = "The execution ended " + state + ". ";
+    var again = document.createElement("a");
+    again.href = window.location.pathname;
+    again.textContent = "Reload for its attempts and result";
+    end.appendChild(again);
+  });
+})();
