@@ -61,9 +61,10 @@ class Watchdog:
              stop: StopSignal | None, on_abandon: Callable[[Outcome], None],
              on_tick: Callable[[], None] | None = None, grace: float = 1.0) -> Outcome | None:
         """Call ``func(**params)`` here; its return value is the result (must be JSON), what
-        it prints goes to ``sink``. The outcome as :func:`pgsched.runner.run_python` gives
-        it, or None when the call was abandoned (``on_abandon`` got the outcome, and the
-        caller must leave its slot to the thread that runs it)."""
+        it prints goes to ``sink``. The outcome (succeeded, failed, timed_out; ``failed`` when
+        stopped, for the caller to name), or None when the call was abandoned
+        (``on_abandon`` got the outcome, and the caller must leave its slot to the thread
+        that runs it)."""
         ident = threading.get_ident()
         c = _Call(ident, time.monotonic() + timeout if timeout else None, timeout, stop, sink, on_tick, on_abandon,
                   grace)
