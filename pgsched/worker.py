@@ -203,8 +203,10 @@ class Worker:
                 self.db.exec("worker_stop", id=self.id)
             except PgschedError as exc:
                 log.warning("could not mark worker %s stopped: %s", self.id, exc)
-            os.close(self._wake_r)
-            os.close(self._wake_w)
+            with self._lock:
+                self._poked = True  # no more pokes: the pipe's descriptors may be reused once closed
+                os.close(self._wake_r)
+                os.close(self._wake_w)
             log.info("worker %s stopped", self.id)
 
     def _drain(self) -> None:
@@ -283,10 +285,10 @@ class Worker:
             if self._poked or not self._maybe_more or self._claim_size() <= 0:
                 return
             self._poked = True
-        try:
-            os.write(self._wake_w, b"x")
-        except (BlockingIOError, OSError):
-            pass
+            try:  # under the lock: never after run() closed the pipe
+                os.write(self._wake_w, b"x")
+            except (BlockingIOError, OSError):
+                pass
 
     def _notified(self, channel: str, payload: str) -> None:
         if channel == "pgsched_cancel":
