@@ -12,6 +12,7 @@ argon2id (argon2-cffi's defaults, RFC 9106's second recommended profile).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 from dataclasses import dataclass
@@ -27,8 +28,14 @@ from ..tasks import _NAME, check_name
 ROLES = ("viewer", "operator", "admin")
 TOKEN_PREFIX = "pgs_"  # makes a leaked token easy to recognise (secret scanners, logs)
 _hasher = PasswordHasher()
-# verified against when the username is unknown, so both failures take the same time
-_DUMMY_HASH = _hasher.hash("not a password of anyone")
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """Verified against when the username is unknown, so both failures take the same
+    time. Made on first use: an argon2 hash takes 64 MiB and a quarter second, which every
+    pgsched process (workers import this module through the CLI) would otherwise pay."""
+    return _hasher.hash("not a password of anyone")
 
 
 @dataclass(frozen=True)
@@ -132,7 +139,7 @@ def authenticate_user(db: Database | Session, username: str, password: str) -> P
     password stored with older argon2 parameters."""
     row = db.one("web_user_get", username=username) if username and len(username) <= 200 else None
     try:
-        _hasher.verify(row["password_hash"] if row else _DUMMY_HASH, password)
+        _hasher.verify(row["password_hash"] if row else _dummy_hash(), password)
     except (VerificationError, InvalidHashError):
         return None
     if row is None:
