@@ -63,8 +63,8 @@ def load_examples(db: Database, tenant: str, now: datetime) -> list[str]:
 DEV_TOKEN_NAME = "pgsched dev"
 
 
-def start_web(dsn: str, tenant: str, host: str, first_port: int) -> tuple[Callable[[Any], None], str]:
-    """The web admin for ``pgsched dev``: ``(run(stop), login link)``. The link signs in as
+def start_web(dsn: str, tenant: str, host: str, first_port: int) -> tuple[Callable[[Any], None], str, int]:
+    """The web admin for ``pgsched dev``: ``(run(stop), login link, port)``. The link signs in as
     a local admin of ``tenant`` with a token made now (the previous dev token is revoked)."""
     from .web import credentials
     from .web.app import create_app
@@ -74,7 +74,7 @@ def start_web(dsn: str, tenant: str, host: str, first_port: int) -> tuple[Callab
     app.state.db.exec("api_token_revoke_named", tenant=tenant, name=DEV_TOKEN_NAME)
     token, _ = credentials.create_token(app.state.db, role="admin", tenant=tenant, name=DEV_TOKEN_NAME)
     port = free_port(host, first_port)
-    return (lambda stop: serve_until(app, host, port, stop)), f"http://{host}:{port}/login?token={token}"
+    return (lambda stop: serve_until(app, host, port, stop)), f"http://{host}:{port}/login?token={token}", port
 
 
 def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None], web: bool = True,
@@ -112,8 +112,11 @@ def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None
             click.echo(f"run a DAG:            {cmd} dag trigger documents")
     parts: list[tuple[str, Callable[..., None]]] = []
     if web:
-        serve, link = start_web(dsn, c.tenant, "127.0.0.1", web_port)
+        serve, link, port = start_web(dsn, c.tenant, "127.0.0.1", web_port)
         parts.append(("web", serve))
+        if port != web_port:
+            click.echo(f"web admin:            port {web_port} is in use, so it listens on {port} "
+                       f"(the docs' examples say {web_port}; use {port})")
         click.echo(f"web admin:            {link}\n"
                    "                      (signs you in as a local admin; the link works until the next dev start)")
     click.echo(f"scheduler, worker{' and web admin' if web else ''} running; Ctrl-C to stop\n")

@@ -11,12 +11,14 @@ SELECT pgsched.stats_rollup_v1(%(keep_hours)s) AS written
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY
 
 -- name: stats_tasks :one
-SELECT count(*) FILTER (WHERE deleted_at IS NULL AND enabled) AS active,
-       count(*) FILTER (WHERE deleted_at IS NULL AND NOT enabled) AS paused,
-       count(*) FILTER (WHERE deleted_at IS NOT NULL) AS deleted,
+-- Tasks as the task list counts them: a DAG's node tasks (DAG.NODE) are part of their DAG,
+-- not tasks of their own (task_list); their missed fires still count.
+SELECT count(*) FILTER (WHERE deleted_at IS NULL AND enabled AND NOT node) AS active,
+       count(*) FILTER (WHERE deleted_at IS NULL AND NOT enabled AND NOT node) AS paused,
+       count(*) FILTER (WHERE deleted_at IS NOT NULL AND NOT node) AS deleted,
        coalesce(sum(missed_fires) FILTER (WHERE deleted_at IS NULL), 0)::bigint AS missed_fires
-  FROM pgsched.task
- WHERE tenant = %(tenant)s
+  FROM (SELECT *, handler_kind <> 'dag' AND coalesce(source LIKE 'dag:%%', false) AS node
+          FROM pgsched.task WHERE tenant = %(tenant)s) t
 
 -- name: stats_window :many
 -- Executions of a tenant finished in [since, until) by state, from raw rows (a range

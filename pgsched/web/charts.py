@@ -20,12 +20,13 @@ SERIES = (("latency", "schedule to start"), ("duration", "duration"))
 @dataclass
 class Chart:
     """``lines``: per series ``{"key", "label", "points": "x,y x,y ...", "dots": [(x, y)]}``;
-    ``y_ticks``: ``(y, label)``; ``x_labels``: ``(x, label)``; ``count``: executions drawn."""
+    ``y_ticks``: ``(y, label)``; ``x_labels``: ``(x, label, text-anchor)``
+    (the first label starts at its point and the last ends at it, so neither is cut off); ``count``: executions drawn."""
 
     count: int
     lines: list[dict[str, Any]] = field(default_factory=list)
     y_ticks: list[tuple[float, str]] = field(default_factory=list)
-    x_labels: list[tuple[float, str]] = field(default_factory=list)
+    x_labels: list[tuple[float, str, str]] = field(default_factory=list)
     width: int = WIDTH
     height: int = HEIGHT
     left: int = LEFT
@@ -84,6 +85,9 @@ def trend(rows: list[dict[str, Any]]) -> Chart:
     chart.y_ticks = [(round(y_of(top_value * k / steps), 1), seconds_label(top_value * k / steps))
                      for k in range(steps + 1)]
     marks = sorted({0, len(rows) // 2, len(rows) - 1})
-    chart.x_labels = [(round(x_of(i), 1), rows[i]["scheduled_at"].strftime("%m-%d %H:%M")) for i in marks
-                      if rows[i].get("scheduled_at") is not None]
+    def anchor(i: int) -> str:
+        return "middle" if len(marks) == 1 else "start" if i == 0 else "end" if i == len(rows) - 1 else "middle"
+
+    chart.x_labels = [(round(x_of(i), 1), rows[i]["scheduled_at"].strftime("%m-%d %H:%M"), anchor(i))
+                      for i in marks if rows[i].get("scheduled_at") is not None]
     return chart

@@ -23,22 +23,32 @@ from .api import MAX_ID
 
 PAGE_SIZE = 50
 
-# What ?done=... on a page says. Keys only, never text from the address bar: a link
-# cannot make the admin display words of someone else's choosing.
-NOTICES = {
-    "triggered": "Triggered: execution {id} is queued.",
-    "paused": "Paused: the schedule stops firing (queued executions still run).",
-    "resumed": "Resumed: the next fire is planned from now.",
-    "deleted": "Deleted. Its history stays.",
-    "created": "Created.",
-    "cancelled": "Cancelled.",
-    "cancelling": "Cancel requested: the worker is stopping it.",
-    "finished": "It had already ended; nothing was changed.",
-    "requeued": "Queued again with fresh attempts.",
-    "retried": "Retried as a new execution.",
-    "retried_all": "Retried {id} dead execution(s).",
-    "removed": "Removed from the dead-letter queue.",
+# What ?done=... on a page says, and where its number links to (None: nowhere). Keys
+# only, never text from the address bar: a link cannot make the admin display words of
+# someone else's choosing.
+NOTICES: dict[str, tuple[str, str | None]] = {
+    "triggered": ("Triggered: execution {id} is queued.", "/executions/{id}"),
+    "run_started": ("Started DAG run {id}.", None),
+    "paused": ("Paused: the schedule stops firing (queued executions still run).", None),
+    "resumed": ("Resumed: the next fire is planned from now.", None),
+    "deleted": ("Deleted. Its history stays.", None),
+    "created": ("Created.", None),
+    "cancelled": ("Cancelled.", None),
+    "cancelling": ("Cancel requested: the worker is stopping it.", None),
+    "finished": ("It had already ended; nothing was changed.", None),
+    "requeued": ("Execution {id} is queued again with fresh attempts.", "/executions/{id}"),
+    "retried": ("Retried as a new execution.", None),
+    "retried_all": ("Retried {id} dead execution(s).", None),
+    "removed": ("Removed from the dead-letter queue.", None),
 }
+
+
+@dataclass
+class Notice:
+    """The message an action's redirect shows, with an optional link to what it made."""
+
+    text: str
+    href: str | None = None
 
 
 @dataclass
@@ -62,13 +72,15 @@ def keyset(request: Request, rows: list[dict[str, Any]], limit: int, key: str, p
     return Page(shown, f"{request.url.path}?{urlencode(query)}")
 
 
-def notice(request: Request) -> str | None:
+def notice(request: Request) -> Notice | None:
     """The message of ``?done=KEY`` (with ``?id=N`` filled in), or None."""
-    text = NOTICES.get(request.query_params.get("done", ""))
-    if text is None:
+    found = NOTICES.get(request.query_params.get("done", ""))
+    if found is None:
         return None
     number = request.query_params.get("id", "")
-    return text.format(id=number if number.isdigit() else "?")
+    number = number if number.isdigit() else "?"
+    text, href = found
+    return Notice(text.format(id=number), href.format(id=number) if href and number != "?" else None)
 
 
 def done(path: str, what: str, number: int | None = None) -> RedirectResponse:

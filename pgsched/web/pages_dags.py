@@ -45,7 +45,7 @@ def dag_run(request: Request) -> Response:
 def dag_trigger(request: Request) -> Response:
     who = require(request, "operator")
     run_id = dagruns.trigger(database(request), field(request, "name"), tenant=who.tenant)
-    return done(f"/dags/runs/{run_id}", "triggered", run_id)
+    return done(f"/dags/runs/{run_id}", "run_started", run_id)
 
 
 routes = [

@@ -62,7 +62,7 @@ def dlq_retry(request: Request) -> Response:
     who = require(request, "operator")
     execution_id = path_id(request, "execution")
     database(request).one("dlq_retry", id=execution_id, tenant=who.tenant)
-    return done("/dlq", "requeued")
+    return done("/dlq", "requeued", execution_id)
 
 
 def dlq_delete(request: Request) -> Response:

@@ -87,7 +87,7 @@ def execution_retry(request: Request) -> Response:
                               "(pgsched dag rerun)")
     if row["state"] == "dead":
         db.one("dlq_retry", id=row["id"], tenant=who.tenant)
-        return done(f"/executions/{row['id']}", "requeued")
+        return done(f"/executions/{row['id']}", "requeued", row["id"])
     new = tasks.trigger(db, row["task_name"], params=row["params"], tenant=who.tenant, how="manual")
     return done(f"/executions/{new}", "retried")
 

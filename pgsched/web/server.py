@@ -25,6 +25,8 @@ def free_port(host: str, first: int, tries: int = 20) -> int:
                     continue
                 raise ConfigError(f"host: cannot listen on {host!r} port {port}: {exc.strerror}") from None
             return port
+    if tries == 1:
+        raise ConfigError(f"port: {first} is in use on {host!r}; pass another --port")
     raise ConfigError(f"port: {first} to {first + tries - 1} are all in use on {host!r}; pass --port")
 
 

@@ -90,7 +90,7 @@ def test_retry_a_dead_letter(stack: Stack, visitor: Visitor):
     visitor.go("/dlq")
     visitor.shot("dlq")
     visitor.page.click(f"form[action='/dlq/{ident}/retry'] button")
-    visitor.page.wait_for_selector("text=Queued again with fresh attempts")
+    visitor.page.wait_for_selector("text=is queued again with fresh attempts")
     # the same execution runs again (attempt 2) and, failing again, dies again
     wait_until(lambda: stack.one("SELECT attempt, state FROM pgsched.execution_all WHERE id = %s", ident)
                == {"attempt": 2, "state": "dead"}, message="the retried execution runs again")

@@ -158,3 +158,18 @@ def test_task_trend_and_next_fires(db: Database, sql: psycopg.Connection, task_i
     assert [f["utc"] for f in fires] == [utc(2026, 12, d, 1, 30) for d in range(2, 7)]  # CET is UTC+1
     assert [(f["local"].hour, f["local"].minute, str(f["local"].tzinfo)) for f in fires] == \
         [(2, 30, "Europe/Paris")] * 5
+
+
+def test_tasks_are_counted_as_the_task_list_shows_them(db: Database, sql: psycopg.Connection) -> None:
+    """A DAG counts as one task (its schedule task); its node tasks are not tasks of their
+    own on the dashboard, as in `task list` and the Tasks page."""
+    from pgsched import dag as dag_module
+    from pgsched import dagruns
+
+    tasks.create(db, TaskSpec(name="plain", command="true"))
+    dagruns.apply(db, dag_module.parse({"name": "etl", "nodes": [
+        {"id": "a", "command": "true"}, {"id": "b", "command": "true", "depends_on": ["a"]}]}))
+    listed = db.many("task_list", tenant="default", search=None, limit=100, dag_nodes=False)
+    board = stats.dashboard(db)
+    assert board.tasks["active"] == len(listed) == 2
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.task WHERE deleted_at IS NULL").fetchone()["n"] == 4

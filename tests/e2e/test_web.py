@@ -46,5 +46,7 @@ def test_web_serves_pages_and_the_api_until_sigterm(dsn, tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        busy = cli(dsn, "web", "--port", str(taken.getsockname()[1]), check=False)
-    assert busy.returncode == 1 and "in use" in busy.stderr and "Traceback" not in busy.stderr
+        port = taken.getsockname()[1]
+        busy = cli(dsn, "web", "--port", str(port), check=False)
+    assert busy.returncode == 1 and "Traceback" not in busy.stderr
+    assert busy.stderr.strip() == f"Error: port: {port} is in use on '127.0.0.1'; pass another --port"

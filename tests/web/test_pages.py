@@ -108,7 +108,8 @@ def test_task_actions_change_the_database(db, sql, signed):
     ident = int(re.search(r"id=(\d+)", fired.headers["location"]).group(1))
     live = sql.execute("SELECT task_id, trigger FROM pgsched.execution WHERE id = %s", [ident]).fetchone()
     assert live == {"task_id": row["id"], "trigger": "manual"}
-    assert f"execution {ident} is queued" in op.get(fired.headers["location"]).text
+    shown = op.get(fired.headers["location"]).text
+    assert f"execution {ident} is queued" in shown and f'href="/executions/{ident}"' in shown
 
     assert post(op, "/tasks/pause", name="report", back="list").headers["location"].startswith("/tasks?")
     assert sql.execute("SELECT enabled FROM pgsched.task WHERE name = 'report'").fetchone()["enabled"] is False
@@ -177,7 +178,9 @@ def test_dag_run_can_be_started_by_an_operator(db, sql, signed):
     started = post(op, "/dags/trigger", name="etl")
     run_id = int(re.search(r"/dags/runs/(\d+)", started.headers["location"]).group(1))
     assert sql.execute("SELECT trigger FROM pgsched.dag_run WHERE id = %s", [run_id]).fetchone()["trigger"] == "manual"
-    assert 'data-state="queued"' in op.get(f"/dags/runs/{run_id}").text
+    page = op.get(started.headers["location"]).text
+    assert 'data-state="queued"' in page and f"Started DAG run {run_id}." in page and "execution" not in \
+        page.split('role="status">')[1].split("</p>")[0]
     # a node's execution is rerun with its run, not retried alone
     node = sql.execute("SELECT execution_id FROM pgsched.dag_node_run WHERE run_id = %s AND node_id = 'extract'",
                        [run_id]).fetchone()["execution_id"]
