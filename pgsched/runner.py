@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from .db import has_nul
+
 MAX_LINE_BYTES = 64 * 1024
 
 
@@ -290,7 +292,7 @@ def command_result(line: str | None) -> Any:
         # what PostgreSQL's jsonb cannot hold (1e999 is infinite; NUL characters) stays text
         stored = json.dumps(value, allow_nan=False, ensure_ascii=False)
         stored.encode("utf-8")  # a lone surrogate ("\ud800") raises here
-        if "\\u0000" in stored:
+        if has_nul(stored):
             return text
     except ValueError:
         return text

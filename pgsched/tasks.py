@@ -14,7 +14,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from .db import Database, Row, Session
+from .db import Database, Row, Session, has_nul
 from .errors import NotFound, ValidationError
 from .retry import POLICIES
 from .schedule import Schedule
@@ -48,7 +48,7 @@ def check_json_object(field: str, value: object) -> None:
         text = json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValidationError(field, value, f"is not valid JSON for PostgreSQL ({exc})") from None
-    if "\\u0000" in text:
+    if has_nul(text):
         raise ValidationError(field, value, "contains a NUL character, which PostgreSQL's jsonb refuses")
 
 
@@ -317,11 +317,19 @@ def enqueue_many(db: Database | Session, name: str, params: list[dict[str, Any]]
     over the task's params), all at ``run_at`` (aware, default now), in one statement
     (pgsched.enqueue_many_v1). Returns the ids in the order of ``params``. Raises
     NotFound, ValidationError (``params[i]`` not a JSON object, priority out of 1-10)."""
-    for i, p in enumerate(params):
-        check_json_object(f"params[{i}]", p)
     if priority is not None and not 1 <= priority <= 10:
         raise ValidationError("priority", priority, "must be from 1 (most urgent) to 10")
-    rows = db.many("task_enqueue_many", name=name, params=[Jsonb(p) for p in params], run_at=run_at,
+    # One JSON text for the whole batch (enqueue_many_v2): checked as a whole, and element
+    # by element only to name the one at fault.
+    try:
+        text = json.dumps(params, allow_nan=False) if all(isinstance(p, dict) for p in params) else None
+    except (TypeError, ValueError):
+        text = None
+    if text is None or has_nul(text):
+        for i, p in enumerate(params):
+            check_json_object(f"params[{i}]", p)
+        raise ValidationError("params", params, "must be a list of JSON objects")  # not reached: one failed
+    rows = db.many("task_enqueue_many", name=name, params=text, run_at=run_at,
                    priority=priority, tenant=tenant, trigger=how)
     return [int(r["execution_id"]) for r in rows]
 

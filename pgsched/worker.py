@@ -51,7 +51,7 @@ from psycopg.types.json import Jsonb
 
 from . import app as app_module
 from .completer import Completer
-from .db import Database, Row, Session, connect
+from .db import Database, Row, Session, connect, has_nul
 from .errors import ConnectionFailed, PgschedError, TransientError
 from .retry import backoff_seconds
 from .runner import LogSink, Outcome, run_command, storable_text
@@ -798,7 +798,7 @@ def _storable(outcome: Outcome) -> Outcome:
             text = json.dumps(outcome.result, allow_nan=False)
         except (TypeError, ValueError) as exc:
             return Outcome("failed", outcome.exit_code, f"result is not JSON ({exc}): {outcome.result!r:.200}")
-        if "\\u0000" in text:
+        if has_nul(text):
             return Outcome("failed", outcome.exit_code, "result contains a NUL character, which PostgreSQL refuses")
     return Outcome(outcome.state, outcome.exit_code, error, outcome.result, outcome.error_type, outcome.error_types)
 

@@ -104,7 +104,8 @@ SELECT id, name, source FROM pgsched.task
  ORDER BY name
 
 -- name: task_enqueue_many :many
--- One run per params object, one INSERT (enqueue_many_v1); ids in the order given.
+-- One run per object of the JSON array params, one INSERT (enqueue_many_v2); ids in the
+-- order given.
 SELECT e AS execution_id
-  FROM pgsched.enqueue_many_v1(%(name)s, %(params)s::jsonb[], %(run_at)s, %(priority)s, %(tenant)s,
+  FROM pgsched.enqueue_many_v2(%(name)s, %(params)s::jsonb, %(run_at)s, %(priority)s, %(tenant)s,
                                %(trigger)s) AS e

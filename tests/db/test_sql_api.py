@@ -395,9 +395,28 @@ def test_enqueue_many_refuses_bad_input_and_writes_nothing(db, sql):
         tasks.enqueue_many(db, "batch", [{}, [1]])  # type: ignore[list-item]
     with pytest.raises(pg_errors.InvalidParameterValue, match=r"params\[1\]: \[1\] is not a JSON object"):
         sql.execute("SELECT pgsched.enqueue_many_v1('batch', ARRAY['{}', '[1]']::jsonb[])")
+    with pytest.raises(pg_errors.InvalidParameterValue, match=r"params\[1\]: \[1\] is not a JSON object"):
+        sql.execute("SELECT pgsched.enqueue_many_v2('batch', '[{}, [1]]')")
+    with pytest.raises(pg_errors.InvalidParameterValue, match=r"params: \{\} is not a JSON array"):
+        sql.execute("SELECT pgsched.enqueue_many_v2('batch', '{}')")
+    with pytest.raises(ValidationError, match=r"params\[0\]: .* is not valid JSON for PostgreSQL"):
+        tasks.enqueue_many(db, "batch", [{"x": float("nan")}, {}])
+    with pytest.raises(ValidationError, match=r"params\[2\]: .* NUL character"):
+        tasks.enqueue_many(db, "batch", [{}, {"ok": "\\u0000 as text is fine"}, {"x": "a\x00b"}])
     with pytest.raises(NotFound, match="no task named 'nope'"):
         tasks.enqueue_many(db, "nope", [{}])
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
+
+
+def test_enqueue_many_v2_takes_one_json_array_and_keeps_its_order(db, sql):
+    tasks.create(db, TaskSpec(name="batch", command="true", params={"base": 1}))
+    ids = [r["e"] for r in sql.execute(
+        "SELECT e FROM pgsched.enqueue_many_v2('batch', %s::jsonb, priority => 3) AS e",
+        ('[{"n": 2}, {"n": 1}, {"n": 3}]',)).fetchall()]
+    rows = sql.execute("SELECT id, params, priority FROM pgsched.execution ORDER BY id").fetchall()
+    assert [r["id"] for r in rows] == ids and len(ids) == 3
+    assert [r["params"] for r in rows] == [{"base": 1, "n": 2}, {"base": 1, "n": 1}, {"base": 1, "n": 3}]
+    assert {r["priority"] for r in rows} == {3}
 
 
 def test_enqueue_many_of_an_idempotent_task_skips_keys_that_succeeded(db, sql):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 
 import pytest
 
 from pgsched.cli.dags import tree_lines
+from pgsched.db import has_nul
 from pgsched.runner import MAX_LINE_BYTES, LogSink, _pump, command_result
 
 
@@ -20,11 +22,21 @@ from pgsched.runner import MAX_LINE_BYTES, LogSink, _pump, command_result
     ("1e999", "1e999"),                   # JSON, but infinite: PostgreSQL cannot store it
     ("[1, 1e999]", "[1, 1e999]"),
     ('"a\\u0000b"', '"a\\u0000b"'),       # jsonb refuses NUL characters
+    ('"a\\\\u0000b"', "a\\u0000b"),      # the text backslash-u0000 is no NUL: it is JSON
+    ('"a\\\\\\u0000b"', '"a\\\\\\u0000b"'),  # an escaped backslash, then a NUL
     ('"\\ud800"', '"\\ud800"'),           # a lone surrogate: not UTF-8
     (None, None),
 ])
 def test_the_last_line_is_json_when_postgres_can_store_it_else_text(line, result):
     assert command_result(line) == result
+
+
+@pytest.mark.parametrize(("value", "nul"), [
+    ("a\x00b", True), ("\\u0000", False), ("\\\x00", True), ("\\\\u0000", False), ("plain", False),
+    ({"k\x00": 1}, True), (["\\u0000", "x"], False),
+])
+def test_has_nul_tells_a_nul_character_from_the_text_backslash_u0000(value, nul):
+    assert has_nul(json.dumps(value)) is nul
 
 
 def read(data: bytes) -> LogSink:
