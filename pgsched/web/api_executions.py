@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 
+import anyio
+import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
@@ -52,16 +54,26 @@ def execution_get(request: Request) -> Response:
     return reply({**row, "attempts": db.many("execution_attempts", id=row["id"])})
 
 
-def _events(db: Database, execution_id: int, tenant: str, after: tuple[int, int], follow: bool) -> Iterator[str]:
+def _read(db: Database, execution_id: int, tenant: str, after: tuple[int, int]) -> tuple[str | None, list[Row]]:
+    """The execution's state (None when it was removed) and its log lines after ``after``."""
+    # the state is read before the lines: a line written in between comes next pass
+    row = db.one("execution_get", id=execution_id, tenant=tenant)
+    return (row["state"] if row else None,
+            db.many("execution_logs", id=execution_id, after_attempt=after[0], after_seq=after[1]))
+
+
+async def _events(db: Database, execution_id: int, tenant: str, after: tuple[int, int],
+                  follow: bool) -> AsyncIterator[str]:
     """SSE of an execution's log: ``event: line`` per line (``id: attempt:seq``, data the
     line as JSON), then ``event: end`` with the final state once it has ended (null when
-    the execution was removed meanwhile)."""
+    the execution was removed meanwhile).
+
+    Asynchronous, so that a followed log holds a thread only while it reads the database:
+    waiting between reads in a thread would let a few dozen open log pages take every
+    thread of the pool that runs the (synchronous) endpoints, and stall the whole app."""
     started = last_sent = time.monotonic()
     while True:
-        # the state is read before the lines: a line written in between comes next pass
-        row = db.one("execution_get", id=execution_id, tenant=tenant)
-        state = row["state"] if row else None  # None: removed meanwhile (a DLQ delete)
-        lines = db.many("execution_logs", id=execution_id, after_attempt=after[0], after_seq=after[1])
+        state, lines = await anyio.to_thread.run_sync(_read, db, execution_id, tenant, after)
         for line in lines:
             after = (line["attempt"], line["seq"])
             yield f"id: {after[0]}:{after[1]}\nevent: line\ndata: {json.dumps(line, default=json_default)}\n\n"
@@ -74,7 +86,7 @@ def _events(db: Database, execution_id: int, tenant: str, after: tuple[int, int]
         if now - last_sent > LOG_KEEPALIVE_SECONDS:
             last_sent = now
             yield ": keep-alive\n\n"
-        time.sleep(LOG_POLL_SECONDS)
+        await anyio.sleep(LOG_POLL_SECONDS)
 
 
 def _resume_point(request: Request) -> tuple[int, int]:
