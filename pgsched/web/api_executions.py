@@ -4,6 +4,7 @@ Reads need a viewer, cancel and retry an operator; all in the caller's tenant.""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import AsyncIterator
 
@@ -63,10 +64,12 @@ def _read(db: Database, execution_id: int, tenant: str, after: tuple[int, int]) 
 
 
 async def _events(db: Database, execution_id: int, tenant: str, after: tuple[int, int],
-                  follow: bool) -> AsyncIterator[str]:
+                  follow: bool, closing: threading.Event) -> AsyncIterator[str]:
     """SSE of an execution's log: ``event: line`` per line (``id: attempt:seq``, data the
     line as JSON), then ``event: end`` with the final state once it has ended (null when
-    the execution was removed meanwhile).
+    the execution was removed meanwhile). When ``closing`` is set (the server is stopping)
+    the stream ends without ``end``: the client reconnects with ``Last-Event-ID``, and the
+    server's shutdown does not wait for streams that would never end by themselves.
 
     Asynchronous, so that a followed log holds a thread only while it reads the database:
     waiting between reads in a thread would let a few dozen open log pages take every
@@ -87,6 +90,8 @@ async def _events(db: Database, execution_id: int, tenant: str, after: tuple[int
             last_sent = now
             yield ": keep-alive\n\n"
         await anyio.sleep(LOG_POLL_SECONDS)
+        if closing.is_set():
+            return
 
 
 def _resume_point(request: Request) -> tuple[int, int]:
@@ -102,7 +107,8 @@ def execution_logs(request: Request) -> Response:
     db = database(request)
     row = _get(db, id_param(request), who.tenant)
     follow = request.query_params.get("follow", "true") not in ("false", "0", "no")
-    return StreamingResponse(_events(db, row["id"], who.tenant, _resume_point(request), follow),
+    return StreamingResponse(_events(db, row["id"], who.tenant, _resume_point(request), follow,
+                                     request.app.state.closing),
                              media_type="text/event-stream", headers={"X-Accel-Buffering": "no"})
 
 

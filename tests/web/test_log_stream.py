@@ -21,9 +21,16 @@ from ..helpers import wait_until
 STREAMS = 60  # more than the 40 threads anyio lends synchronous endpoints by default
 
 
+class Served:
+    """A running server: ``base`` URL, ``stop`` event, ``thread`` serving."""
+
+    def __init__(self, base: str, stop: threading.Event, thread: threading.Thread):
+        self.base, self.stop, self.thread = base, stop, thread
+
+
 @pytest.fixture
-def served(db) -> Iterator[str]:
-    """The app over the test database, served on a free port; its base URL."""
+def served(db) -> Iterator[Served]:
+    """The app over the test database, served on a free port."""
     port = free_port("127.0.0.1", 18700)
     stop = threading.Event()
     server = threading.Thread(target=serve_until, args=(create_app(db), "127.0.0.1", port, stop), daemon=True)
@@ -37,7 +44,7 @@ def served(db) -> Iterator[str]:
             return False
 
     wait_until(answers, message="the web admin to answer")
-    yield base
+    yield Served(base, stop, server)
     stop.set()
     server.join(15)
     assert not server.is_alive(), "the server did not stop"
@@ -49,7 +56,7 @@ def test_open_log_streams_leave_the_app_responsive(served, db, token_for):
     headers = {"Authorization": f"Bearer {token_for('viewer')}"}
 
     async def scenario() -> float:
-        async with httpx.AsyncClient(base_url=served, headers=headers, timeout=60,
+        async with httpx.AsyncClient(base_url=served.base, headers=headers, timeout=60,
                                      limits=httpx.Limits(max_connections=STREAMS + 5)) as client:
             opened = 0
 
@@ -77,3 +84,31 @@ def test_open_log_streams_leave_the_app_responsive(served, db, token_for):
 
     slowest = asyncio.run(scenario())
     assert slowest < 1.0, f"a listing took {slowest:.1f} s while {STREAMS} log streams were open"
+
+
+def test_stopping_the_server_ends_open_log_streams_at_once(served, db, token_for):
+    tasks.create(db, TaskSpec(name="job", command="echo hi"))
+    ident = tasks.trigger(db, "job")
+    headers = {"Authorization": f"Bearer {token_for('viewer')}"}
+    opened: list[int] = []
+    ended: list[bytes] = []
+
+    def follow() -> None:
+        with httpx.stream("GET", f"{served.base}/api/v1/executions/{ident}/logs", headers=headers,
+                          timeout=60) as response:
+            opened.append(response.status_code)
+            ended.append(b"".join(response.iter_bytes()))
+
+    readers = [threading.Thread(target=follow) for _ in range(3)]
+    for reader in readers:
+        reader.start()
+    wait_until(lambda: opened == [200] * 3, message="three open log streams")
+    began = time.monotonic()
+    served.stop.set()
+    served.thread.join(10)
+    took = time.monotonic() - began
+    assert not served.thread.is_alive() and took < 2.0, f"the server took {took:.1f} s to stop"
+    for reader in readers:
+        reader.join(5)
+    # each stream ended cleanly without an "end" event: the client resumes elsewhere
+    assert len(ended) == 3 and all(b"event: end" not in body for body in ended)
