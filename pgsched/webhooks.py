@@ -55,18 +55,33 @@ class Policy:
                    float(v["webhook_backoff_max_seconds"]), float(v["webhook_timeout_seconds"]))
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Redirects are not followed: urllib would repeat a POST answered 301/302/303 as a GET
+    without the payload (and count the GET's 2xx as delivered), and could be sent on to any
+    address the receiver names. A 3xx is a failed attempt; fix the URL instead."""
+
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+_opener = urllib.request.build_opener(_NoRedirect)
+
+
 def post(url: str, payload: dict, timeout: float, headers: dict[str, str] | None = None) -> str | None:
     """POST ``payload`` as JSON to ``url``. Returns None on a 2xx response, else what went
-    wrong in one line (status and the start of the body, or the connection error)."""
+    wrong in one line (status and the start of the body, or the connection error). A
+    redirect (3xx) is not followed: it is an error naming where it pointed."""
     body = json.dumps(payload, separators=(",", ":"), default=str).encode()
     request = urllib.request.Request(url, data=body, method="POST", headers={
         "Content-Type": "application/json", "User-Agent": "pgsched-webhook", **(headers or {})})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (http/https only: CHECK)
+        with _opener.open(request, timeout=timeout) as response:  # http/https only: CHECK of task_alerting
             if 200 <= response.status < 300:
                 return None
             return f"HTTP {response.status}"
     except urllib.error.HTTPError as exc:
+        if 300 <= exc.code < 400:
+            return f"HTTP {exc.code}: redirect to {exc.headers.get('Location', '?')[:200]!r} not followed"
         text = exc.read(200).decode("utf-8", "replace").strip()
         return f"HTTP {exc.code}{': ' + text if text else ''}"
     except (urllib.error.URLError, OSError, ValueError) as exc:
