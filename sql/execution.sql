@@ -165,3 +165,20 @@ WITH input AS (
     ON CONFLICT DO NOTHING
 )
 SELECT id FROM moved
+
+-- name: execution_log_page :many
+-- Up to %(limit)s lines of an execution's log after (%(after_attempt)s, %(after_seq)s), in
+-- order: a long log is read a page at a time.
+SELECT attempt, seq, stream, logged_at, line
+  FROM pgsched.execution_log
+ WHERE execution_id = %(id)s AND (attempt, seq) > (%(after_attempt)s, %(after_seq)s)
+ ORDER BY attempt, seq
+ LIMIT %(limit)s
+
+-- name: execution_log_tail :many
+-- The last %(limit)s lines of an execution's log, newest first.
+SELECT attempt, seq, stream, logged_at, line
+  FROM pgsched.execution_log
+ WHERE execution_id = %(id)s
+ ORDER BY attempt DESC, seq DESC
+ LIMIT %(limit)s

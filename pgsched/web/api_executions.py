@@ -27,6 +27,7 @@ LIVE = ("pending", "running")
 LOG_POLL_SECONDS = 0.5    # how often a followed log looks for new lines
 LOG_KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies from closing the stream
 LOG_MAX_SECONDS = 6 * 3600.0  # a stream ends after this long; the client reconnects with Last-Event-ID
+LOG_BATCH = 1000  # log lines read at a time: a log of a million lines is never held whole
 
 
 def _get(db: Database, execution_id: int, tenant: str) -> Row:
@@ -60,7 +61,8 @@ def _read(db: Database, execution_id: int, tenant: str, after: tuple[int, int]) 
     # the state is read before the lines: a line written in between comes next pass
     row = db.one("execution_get", id=execution_id, tenant=tenant)
     return (row["state"] if row else None,
-            db.many("execution_logs", id=execution_id, after_attempt=after[0], after_seq=after[1]))
+            db.many("execution_log_page", id=execution_id, after_attempt=after[0], after_seq=after[1],
+                    limit=LOG_BATCH))
 
 
 async def _events(db: Database, execution_id: int, tenant: str, after: tuple[int, int],
@@ -83,6 +85,8 @@ async def _events(db: Database, execution_id: int, tenant: str, after: tuple[int
         now = time.monotonic()
         if lines:
             last_sent = now
+        if len(lines) == LOG_BATCH and not closing.is_set():
+            continue  # more lines are waiting: read them before ending or sleeping
         if state not in LIVE or not follow or now - started > LOG_MAX_SECONDS:
             yield f"event: end\ndata: {json.dumps({'state': state})}\n\n"
             return
@@ -95,7 +99,9 @@ async def _events(db: Database, execution_id: int, tenant: str, after: tuple[int
 
 
 def _resume_point(request: Request) -> tuple[int, int]:
-    mark = request.headers.get("last-event-id", "")
+    """Where a stream starts: after ``Last-Event-ID`` (a reconnecting client), else after
+    the ``after`` query parameter (``attempt:seq``, the last line a page already shows)."""
+    mark = request.headers.get("last-event-id") or request.query_params.get("after", "")
     attempt, _, seq = mark.partition(":")
     if attempt.isdigit() and seq.isdigit() and int(attempt) < 2**31 and int(seq) < 2**31:
         return int(attempt), int(seq)

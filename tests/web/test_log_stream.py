@@ -4,15 +4,19 @@ streams must not stall the rest of the app."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import httpx2 as httpx
 import pytest
 
 from pgsched import tasks
 from pgsched.tasks import TaskSpec
+from pgsched.web import api_executions, pages_executions
 from pgsched.web.app import create_app
 from pgsched.web.server import free_port, serve_until
 
@@ -112,3 +116,35 @@ def test_stopping_the_server_ends_open_log_streams_at_once(served, db, token_for
         reader.join(5)
     # each stream ended cleanly without an "end" event: the client resumes elsewhere
     assert len(ended) == 3 and all(b"event: end" not in body for body in ended)
+
+
+def _long_log(db, lines: int) -> int:
+    """An ended execution of task "job" with ``lines`` log lines ("line 1" ...)."""
+    tasks.create(db, TaskSpec(name="job", command="echo hi"))
+    ident = tasks.trigger(db, "job")
+    db.one("execution_cancel", id=ident, tenant="default")  # pending -> cancelled: ended
+    now = datetime.now(UTC)
+    db.exec("execution_log_insert", id=ident, attempt=1, tenant="default", seq=list(range(1, lines + 1)),
+            stream=["stdout"] * lines, logged_at=[now] * lines, line=[f"line {i}" for i in range(1, lines + 1)])
+    return ident
+
+
+def test_a_long_log_is_streamed_whole_a_batch_at_a_time(db, api, monkeypatch):
+    monkeypatch.setattr(api_executions, "LOG_BATCH", 7)
+    ident = _long_log(db, 7 * 3 + 2)
+    viewer = api("viewer")
+    text = viewer.get(f"/api/v1/executions/{ident}/logs", params={"follow": "false"}).text
+    sent = [json.loads(d[6:])["line"] for d in text.splitlines() if d.startswith("data: ") and "line" in d]
+    assert sent == [f"line {i}" for i in range(1, 24)] and text.rstrip().endswith('{"state": "cancelled"}')
+    # after= starts where a page left off, as Last-Event-ID does
+    text = viewer.get(f"/api/v1/executions/{ident}/logs", params={"follow": "false", "after": "1:20"}).text
+    assert [d for d in text.splitlines() if d.startswith("id: ")] == ["id: 1:21", "id: 1:22", "id: 1:23"]
+
+
+def test_the_execution_page_shows_the_end_of_a_long_log(db, client, token_for, monkeypatch):
+    monkeypatch.setattr(pages_executions, "LOG_LINES", 10)
+    ident = _long_log(db, 25)
+    assert client.get(f"/login?token={token_for('viewer')}").status_code == 303
+    page = client.get(f"/executions/{ident}").text
+    shown = re.findall(r"</span> (line \d+)\n", page)
+    assert shown == [f"line {i}" for i in range(16, 26)] and 'id="log-cut"' in page
