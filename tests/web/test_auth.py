@@ -92,6 +92,17 @@ def test_login_link_signs_in_and_redirects_only_on_this_site(client, token_for):
     assert bad.status_code == 401
 
 
+def test_a_login_link_followed_from_another_site_does_not_sign_in(client, token_for):
+    # login CSRF: a page elsewhere links to /login?token=<its own token>
+    link = {"token": token_for("operator", tenant="attacker")}
+    for origin in ("cross-site", "same-site"):
+        refused = client.get("/login", params=link, headers={"Sec-Fetch-Site": origin})
+        assert refused.status_code == 403
+        assert client.get("/").status_code == 303  # still signed out
+    opened = client.get("/login", params=link, headers={"Sec-Fetch-Site": "none"})  # pasted in
+    assert opened.status_code == 303 and client.get("/").status_code == 200
+
+
 def test_security_headers_on_pages_api_errors_and_static_files(client):
     for path in ("/login", "/", "/api/v1/nowhere", "/static/pgsched.css", "/no-such-page"):
         headers = client.get(path).headers
