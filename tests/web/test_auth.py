@@ -8,7 +8,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from pgsched.web.access import require
-from pgsched.web.credentials import create_user, revoke_token
+from pgsched.web.credentials import create_user, delete_user, revoke_token
 from pgsched.web.session import COOKIE
 
 from .conftest import csrf_of, sign_in
@@ -63,6 +63,16 @@ def test_a_revoked_token_ends_its_session(client, db, token_for):
     (row,) = db.many("api_token_list", tenant="default")
     revoke_token(db, row["id"])
     assert client.get("/").status_code == 303
+
+
+def test_a_deleted_user_s_session_does_not_pass_to_a_new_user_of_that_name(client, db):
+    create_user(db, "ada", "correct horse", role="admin", tenant="lab")
+    assert sign_in(client, username="ada", password="correct horse").status_code == 303
+    assert client.get("/").status_code == 200
+    delete_user(db, "ada")
+    assert client.get("/").status_code == 303  # ended
+    create_user(db, "ada", "another horse", role="viewer", tenant="other")  # someone else now
+    assert client.get("/").status_code == 303  # the old cookie does not sign in as them
 
 
 def test_forms_without_the_session_csrf_token_are_refused(client, token_for):
