@@ -82,10 +82,12 @@ async def _events(db: Database, execution_id: int, tenant: str, after: tuple[int
         for line in lines:
             after = (line["attempt"], line["seq"])
             yield f"id: {after[0]}:{after[1]}\nevent: line\ndata: {json.dumps(line, default=json_default)}\n\n"
+        if closing.is_set():
+            return
         now = time.monotonic()
         if lines:
             last_sent = now
-        if len(lines) == LOG_BATCH and not closing.is_set():
+        if len(lines) == LOG_BATCH:
             continue  # more lines are waiting: read them before ending or sleeping
         if state not in LIVE or not follow or now - started > LOG_MAX_SECONDS:
             yield f"event: end\ndata: {json.dumps({'state': state})}\n\n"
@@ -94,8 +96,6 @@ async def _events(db: Database, execution_id: int, tenant: str, after: tuple[int
             last_sent = now
             yield ": keep-alive\n\n"
         await anyio.sleep(LOG_POLL_SECONDS)
-        if closing.is_set():
-            return
 
 
 def _resume_point(request: Request) -> tuple[int, int]:

@@ -148,3 +148,12 @@ def test_the_execution_page_shows_the_end_of_a_long_log(db, client, token_for, m
     page = client.get(f"/executions/{ident}").text
     shown = re.findall(r"</span> (line \d+)\n", page)
     assert shown == [f"line {i}" for i in range(16, 26)] and 'id="log-cut"' in page
+
+
+def test_a_stream_cut_by_shutdown_never_claims_to_have_ended(db, app, api, monkeypatch):
+    monkeypatch.setattr(api_executions, "LOG_BATCH", 3)
+    ident = _long_log(db, 7)
+    app.state.closing.set()  # the server is stopping
+    text = api("viewer").get(f"/api/v1/executions/{ident}/logs", params={"follow": "false"}).text
+    # the client sees a cut stream and reconnects; an "end" now would hide lines 4-7 from it
+    assert "event: end" not in text and text.count("event: line") <= 3
