@@ -104,13 +104,6 @@ SELECT attempt, state, worker_id, started_at, finished_at, exit_code, error, err
  WHERE execution_id = %(id)s
  ORDER BY attempt
 
--- name: execution_logs :many
--- Captured output of an execution in order; %(after_seq)s pages through a live log.
-SELECT attempt, seq, stream, logged_at, line
-  FROM pgsched.execution_log
- WHERE execution_id = %(id)s AND (attempt, seq) > (%(after_attempt)s, %(after_seq)s)
- ORDER BY attempt, seq
-
 -- name: execution_queue_depth :many
 SELECT queue, count(*) FILTER (WHERE state = 'pending' AND run_at <= now()) AS ready,
        count(*) FILTER (WHERE state = 'pending' AND run_at > now()) AS scheduled,
