@@ -12,8 +12,10 @@ Rules (``sql/alert.sql``; thresholds per task in ``task_alerting``, else the set
   Opening sends ``on_missed``.
 - ``failure_rate``: failures (failed, timed_out, dead) / (those + succeeded) finished in
   the last ``alert_failure_window_seconds`` (3600) is above ``alert_failure_rate`` (0.5),
-  with at least ``alert_failure_min_executions`` (5) of them. Resolved when it no longer
-  holds. Opening sends ``on_failure``.
+  with at least ``alert_failure_min_executions`` (5) of them. Resolved when the rate is
+  at most :data:`RESOLVE_FRACTION` of the threshold (or the minimum is no longer met), so
+  that a rate hovering at the threshold does not open, resolve and send again every
+  minute. Opening sends ``on_failure``.
 
 Every failed, timed-out or dead execution also sends ``on_failure`` (and a dead one
 ``on_dlq``): a trigger on ``execution_history`` queues those in the finishing transaction.
@@ -32,6 +34,8 @@ from .errors import ValidationError
 from .tasks import get as get_task
 
 log = logging.getLogger(__name__)
+
+RESOLVE_FRACTION = 0.8  # a failure-rate alert resolves at or below this share of its threshold
 
 DEFAULTS = {"alert_missed_after_seconds": 60.0, "alert_failure_rate": 0.5,
             "alert_failure_window_seconds": 3600.0, "alert_failure_min_executions": 5}
@@ -127,6 +131,7 @@ def detect(db: Database, now: datetime | None = None) -> list[Row]:
                           least_missed_after=bounds.get("least_missed_after") or cfg["alert_missed_after_seconds"])
         tx.exec("alert_seen_misfires")
         changes += tx.many("alert_failure_rate", now=now, rate=cfg["alert_failure_rate"],
+                           resolve_fraction=RESOLVE_FRACTION,
                            window=cfg["alert_failure_window_seconds"],
                            min_executions=int(cfg["alert_failure_min_executions"]),
                            widest_window=bounds.get("widest_window") or cfg["alert_failure_window_seconds"])

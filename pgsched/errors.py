@@ -28,14 +28,21 @@ class ConfigError(PgschedError):
 class ValidationError(PgschedError):
     """Input for a task, schedule or crontab line is invalid.
 
-    ``field`` names the offending field and ``value`` holds what was given.
+    ``field`` names the offending field and ``value`` holds what was given; the message
+    shows at most :data:`SHOWN` characters of it (a megabyte sent in a field is not echoed
+    back whole, nor written whole to a log).
     """
+
+    SHOWN = 200
 
     def __init__(self, field: str, value: object, reason: str):
         self.field = field
         self.value = value
         self.reason = reason
-        super().__init__(f"{field}: {value!r} {reason}")
+        shown = repr(value)
+        if len(shown) > self.SHOWN:
+            shown = f"{shown[:self.SHOWN]}… ({len(shown)} characters)"
+        super().__init__(f"{field}: {shown} {reason}")
 
 
 class NotFound(PgschedError):

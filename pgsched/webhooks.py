@@ -18,12 +18,13 @@ delays a tick.
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
+import socket
 import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -40,7 +41,7 @@ _DEFAULTS = {"webhook_max_attempts": 8, "webhook_backoff_base_seconds": 5.0,
 @dataclass(frozen=True)
 class Policy:
     """``max_attempts`` POSTs at most; ``base`` / ``cap`` seconds of exponential backoff;
-    ``timeout`` seconds per POST (connect and read)."""
+    ``timeout`` seconds per POST (the whole exchange: connect, send, read the answer)."""
 
     max_attempts: int = 8
     base: float = 5.0
@@ -55,23 +56,64 @@ class Policy:
                    float(v["webhook_backoff_max_seconds"]), float(v["webhook_timeout_seconds"]))
 
 
+def _cut(connection: http.client.HTTPConnection, expired: threading.Event) -> None:
+    """End ``connection``'s exchange now: a blocked read in another thread ends at once
+    (with an error, or as if the answer had ended: ``expired`` tells which it was)."""
+    expired.set()
+    sock = connection.sock
+    if sock is not None:
+        try:
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        except OSError:  # already closed
+            pass
+
+
 def post(url: str, payload: dict, timeout: float, headers: dict[str, str] | None = None) -> str | None:
-    """POST ``payload`` as JSON to ``url``. Returns None on a 2xx response, else what went
-    wrong in one line (status and the start of the body, or the connection error)."""
+    """POST ``payload`` as JSON to ``url`` (http or https). Returns None on a 2xx response,
+    else what went wrong in one line (status and the start of the body, or the connection
+    error).
+
+    ``timeout`` seconds bound the whole exchange, not each socket read: a receiver that
+    sends its answer a byte at a time cannot hold the sender longer. A redirect (3xx) is
+    not followed (following would repeat the POST as a GET without the payload, to any
+    address the receiver names): it is an error naming where it pointed."""
     body = json.dumps(payload, separators=(",", ":"), default=str).encode()
-    request = urllib.request.Request(url, data=body, method="POST", headers={
-        "Content-Type": "application/json", "User-Agent": "pgsched-webhook", **(headers or {})})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (http/https only: CHECK)
-            if 200 <= response.status < 300:
-                return None
-            return f"HTTP {response.status}"
-    except urllib.error.HTTPError as exc:
-        text = exc.read(200).decode("utf-8", "replace").strip()
-        return f"HTTP {exc.code}{': ' + text if text else ''}"
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return f"{type(exc).__name__}: {reason}"
+        parts = urllib.parse.urlsplit(url)
+        kind = {"http": http.client.HTTPConnection, "https": http.client.HTTPSConnection}.get(parts.scheme)
+        if kind is None or not parts.hostname:
+            return f"ValueError: {url[:200]!r} is not an http:// or https:// URL"
+        connection = kind(parts.hostname, parts.port, timeout=timeout)
+    except ValueError as exc:  # a bad port
+        return f"ValueError: {exc}"
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    began = time.monotonic()
+    deadline: threading.Timer | None = None
+    expired = threading.Event()
+    try:
+        connection.connect()  # bounded by the socket timeout
+        deadline = threading.Timer(max(timeout - (time.monotonic() - began), 0.0), _cut, [connection, expired])
+        deadline.start()
+        connection.request("POST", target, body, {
+            "Content-Type": "application/json", "User-Agent": "pgsched-webhook", **(headers or {})})
+        response = connection.getresponse()
+        if expired.is_set():  # the answer was cut short: its status is not to be trusted
+            raise TimeoutError
+        if 200 <= response.status < 300:
+            return None
+        if 300 <= response.status < 400:
+            where = (response.getheader("Location") or "?")[:200]
+            return f"HTTP {response.status}: redirect to {where!r} not followed"
+        text = response.read(200).decode("utf-8", "replace").strip()
+        return f"HTTP {response.status}{': ' + text if text else ''}"
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        if expired.is_set() or time.monotonic() - began >= timeout:
+            return f"TimeoutError: no whole answer within {timeout:g} s"
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        if deadline is not None:
+            deadline.cancel()
+        connection.close()
 
 
 def send_due(db: Database, *, now: datetime | None = None, limit: int = 20,

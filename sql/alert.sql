@@ -106,7 +106,8 @@ UPDATE pgsched.task SET missed_fires_seen = missed_fires WHERE missed_fires <> m
 -- Failure-rate alerts: a task whose failures (failed, timed_out, dead) over its window are
 -- more than its rate of failures + successes, with at least its minimum of them. Opens
 -- one alert per task (queueing its on_failure webhook in this statement) and resolves
--- open ones whose task no longer qualifies. Returns what it opened and resolved.
+-- open ones whose task's rate fell to resolve_fraction of its threshold. Returns what it
+-- opened and resolved.
 WITH rates AS (
     SELECT h.task_id, min(h.tenant) AS tenant,
            count(*) FILTER (WHERE h.state IN ('failed', 'timed_out', 'dead')) AS failures,
@@ -141,9 +142,13 @@ WITH rates AS (
       FROM opened o JOIN pgsched.task_alerting a ON a.task_id = o.task_id AND a.on_failure IS NOT NULL
     RETURNING id
 ), resolved AS (
+    -- resolved only once the rate is at most resolve_fraction of the threshold: a rate
+    -- hovering at the threshold would otherwise open and resolve (and send) every minute
     UPDATE pgsched.alert al SET resolved_at = %(now)s
      WHERE al.kind = 'failure_rate' AND al.resolved_at IS NULL
-       AND NOT EXISTS (SELECT 1 FROM firing f WHERE f.task_id = al.task_id)
+       AND NOT EXISTS (SELECT 1 FROM rates r JOIN pgsched.task t ON t.id = r.task_id AND t.deleted_at IS NULL
+                        WHERE r.task_id = al.task_id AND r.judged >= r.min_executions
+                          AND r.failures::float8 / r.judged > r.rate * %(resolve_fraction)s)
     RETURNING al.id, al.tenant, al.task_id, al.kind, al.opened_at, al.details
 )
 SELECT 'opened' AS change, o.*, (SELECT count(*) FROM hooks) AS webhooks FROM opened o

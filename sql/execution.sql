@@ -104,13 +104,6 @@ SELECT attempt, state, worker_id, started_at, finished_at, exit_code, error, err
  WHERE execution_id = %(id)s
  ORDER BY attempt
 
--- name: execution_logs :many
--- Captured output of an execution in order; %(after_seq)s pages through a live log.
-SELECT attempt, seq, stream, logged_at, line
-  FROM pgsched.execution_log
- WHERE execution_id = %(id)s AND (attempt, seq) > (%(after_attempt)s, %(after_seq)s)
- ORDER BY attempt, seq
-
 -- name: execution_queue_depth :many
 SELECT queue, count(*) FILTER (WHERE state = 'pending' AND run_at <= now()) AS ready,
        count(*) FILTER (WHERE state = 'pending' AND run_at > now()) AS scheduled,
@@ -179,3 +172,20 @@ UPDATE pgsched.execution e
   FROM unnest(%(id)s::bigint[], %(lease_id)s::bigint[]) AS u(id, lease_id)
  WHERE e.id = u.id AND e.lease_id = u.lease_id AND e.state = 'running'
 RETURNING e.id
+
+-- name: execution_log_page :many
+-- Up to %(limit)s lines of an execution's log after (%(after_attempt)s, %(after_seq)s), in
+-- order: a long log is read a page at a time.
+SELECT attempt, seq, stream, logged_at, line
+  FROM pgsched.execution_log
+ WHERE execution_id = %(id)s AND (attempt, seq) > (%(after_attempt)s, %(after_seq)s)
+ ORDER BY attempt, seq
+ LIMIT %(limit)s
+
+-- name: execution_log_tail :many
+-- The last %(limit)s lines of an execution's log, newest first.
+SELECT attempt, seq, stream, logged_at, line
+  FROM pgsched.execution_log
+ WHERE execution_id = %(id)s
+ ORDER BY attempt DESC, seq DESC
+ LIMIT %(limit)s

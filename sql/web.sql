@@ -45,7 +45,7 @@ ON CONFLICT (username) DO NOTHING
 RETURNING username, tenant, role, created_at
 
 -- name: web_user_get :one
-SELECT username, tenant, role, password_hash FROM pgsched.web_user WHERE username = %(username)s
+SELECT username, tenant, role, password_hash, created_at FROM pgsched.web_user WHERE username = %(username)s
 
 -- name: web_user_rehash :exec
 -- Store a password hash made with newer argon2 parameters.

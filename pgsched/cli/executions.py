@@ -55,6 +55,9 @@ def execution_show(c: Context, execution_id: int, as_json: bool) -> None:
                          "next_run_at", "error"])
 
 
+LOG_BATCH = 1000  # log lines read at a time
+
+
 @execution.command("logs")
 @click.argument("execution_id", type=int)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the execution ends.")
@@ -70,12 +73,17 @@ def execution_logs(c: Context, execution_id: int, follow: bool, as_json: bool) -
         # The state is read before the lines: a line flushed in between is printed on the
         # next pass, never lost.
         current = db.one("execution_get", id=execution_id, tenant=c.tenant)
-        for line in db.many("execution_logs", id=execution_id, after_attempt=after[0], after_seq=after[1]):
-            after = (line["attempt"], line["seq"])
-            if as_json:
-                click.echo(json.dumps(line, default=json_default))
-            else:
-                click.echo(f"{fmt(line['logged_at'])} [{line['attempt']}] {line['stream']}: {line['line']}")
+        while True:  # a batch at a time: a log of millions of lines is never held whole
+            lines = db.many("execution_log_page", id=execution_id, after_attempt=after[0], after_seq=after[1],
+                            limit=LOG_BATCH)
+            for line in lines:
+                after = (line["attempt"], line["seq"])
+                if as_json:
+                    click.echo(json.dumps(line, default=json_default))
+                else:
+                    click.echo(f"{fmt(line['logged_at'])} [{line['attempt']}] {line['stream']}: {line['line']}")
+            if len(lines) < LOG_BATCH:
+                break
         if not follow:
             return
         if current is None or current["finished_at"] is not None:

@@ -13,6 +13,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .. import stats
+from ..db import Database
 from ..errors import NotFound
 from ..scheduler import LEADER_LOCK_KEY
 from .access import database, require
@@ -55,13 +56,38 @@ def dlq_retry_all(request: Request) -> Response:
     task = data.get("task")
     if task is not None and (not isinstance(task, str) or len(task) > 200 or "\x00" in task):
         raise ApiError(422, f"task: {task!r} must be a task name", field="task")
-    with database(request).transaction() as tx:
-        dead = (tx.one("api_dlq_count", tenant=who.tenant, task=task) or {"dead": 0})["dead"]
-        if dead != expected:
-            raise ApiError(409, f"expected_count: {expected} does not match the {dead} dead executions "
-                           "now in the dead-letter queue; look again and confirm", field="expected_count")
-        retried = (tx.one("dlq_retry_all", task=task, tenant=who.tenant) or {"retried": 0})["retried"]
-    return reply({"retried": retried})
+    try:
+        return reply({"retried": retry_all_confirmed(database(request), who.tenant, task, expected)})
+    except CountChanged as exc:
+        raise ApiError(409, f"expected_count: {expected} does not match the {exc.dead} dead executions "
+                       "now in the dead-letter queue; look again and confirm", field="expected_count") from None
+
+
+class CountChanged(Exception):
+    """The dead-letter queue does not hold the number of executions confirmed; ``dead`` is
+    how many it holds now. Nothing was retried."""
+
+    def __init__(self, dead: int):
+        super().__init__(f"{dead} dead executions now")
+        self.dead = dead
+
+
+def retry_all_confirmed(db: Database, tenant: str, task: str | None, expected: int) -> int:
+    """Retry every dead execution of ``tenant`` (of task ``task``) in one transaction, only
+    if there are exactly ``expected`` of them; return how many were retried. Raises
+    CountChanged otherwise (rolled back: nothing retried).
+
+    The count locks the rows it counts, but a row that dies between the count and the
+    retry is not among them and the retry (a statement of its own, with its own snapshot)
+    would take it too: the retried number is checked as well."""
+    with db.transaction() as tx:
+        dead = (tx.one("api_dlq_count", tenant=tenant, task=task) or {"dead": 0})["dead"]
+        if dead == expected:
+            retried = (tx.one("dlq_retry_all", task=task, tenant=tenant) or {"retried": 0})["retried"]
+            if retried == expected:
+                return int(retried)
+            dead = retried
+        raise CountChanged(dead)
 
 
 def dlq_retry(request: Request) -> Response:

@@ -4,9 +4,12 @@ Reads need a viewer, cancel and retry an operator; all in the caller's tenant.""
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 
+import anyio
+import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
@@ -24,6 +27,7 @@ LIVE = ("pending", "running")
 LOG_POLL_SECONDS = 0.5    # how often a followed log looks for new lines
 LOG_KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies from closing the stream
 LOG_MAX_SECONDS = 6 * 3600.0  # a stream ends after this long; the client reconnects with Last-Event-ID
+LOG_BATCH = 1000  # log lines read at a time: a log of a million lines is never held whole
 
 
 def _get(db: Database, execution_id: int, tenant: str) -> Row:
@@ -52,33 +56,52 @@ def execution_get(request: Request) -> Response:
     return reply({**row, "attempts": db.many("execution_attempts", id=row["id"])})
 
 
-def _events(db: Database, execution_id: int, tenant: str, after: tuple[int, int], follow: bool) -> Iterator[str]:
+def _read(db: Database, execution_id: int, tenant: str, after: tuple[int, int]) -> tuple[str | None, list[Row]]:
+    """The execution's state (None when it was removed) and its log lines after ``after``."""
+    # the state is read before the lines: a line written in between comes next pass
+    row = db.one("execution_get", id=execution_id, tenant=tenant)
+    return (row["state"] if row else None,
+            db.many("execution_log_page", id=execution_id, after_attempt=after[0], after_seq=after[1],
+                    limit=LOG_BATCH))
+
+
+async def _events(db: Database, execution_id: int, tenant: str, after: tuple[int, int],
+                  follow: bool, closing: threading.Event) -> AsyncIterator[str]:
     """SSE of an execution's log: ``event: line`` per line (``id: attempt:seq``, data the
     line as JSON), then ``event: end`` with the final state once it has ended (null when
-    the execution was removed meanwhile)."""
+    the execution was removed meanwhile). When ``closing`` is set (the server is stopping)
+    the stream ends without ``end``: the client reconnects with ``Last-Event-ID``, and the
+    server's shutdown does not wait for streams that would never end by themselves.
+
+    Asynchronous, so that a followed log holds a thread only while it reads the database:
+    waiting between reads in a thread would let a few dozen open log pages take every
+    thread of the pool that runs the (synchronous) endpoints, and stall the whole app."""
     started = last_sent = time.monotonic()
     while True:
-        # the state is read before the lines: a line written in between comes next pass
-        row = db.one("execution_get", id=execution_id, tenant=tenant)
-        state = row["state"] if row else None  # None: removed meanwhile (a DLQ delete)
-        lines = db.many("execution_logs", id=execution_id, after_attempt=after[0], after_seq=after[1])
+        state, lines = await anyio.to_thread.run_sync(_read, db, execution_id, tenant, after)
         for line in lines:
             after = (line["attempt"], line["seq"])
             yield f"id: {after[0]}:{after[1]}\nevent: line\ndata: {json.dumps(line, default=json_default)}\n\n"
+        if closing.is_set():
+            return
         now = time.monotonic()
         if lines:
             last_sent = now
+        if len(lines) == LOG_BATCH:
+            continue  # more lines are waiting: read them before ending or sleeping
         if state not in LIVE or not follow or now - started > LOG_MAX_SECONDS:
             yield f"event: end\ndata: {json.dumps({'state': state})}\n\n"
             return
         if now - last_sent > LOG_KEEPALIVE_SECONDS:
             last_sent = now
             yield ": keep-alive\n\n"
-        time.sleep(LOG_POLL_SECONDS)
+        await anyio.sleep(LOG_POLL_SECONDS)
 
 
 def _resume_point(request: Request) -> tuple[int, int]:
-    mark = request.headers.get("last-event-id", "")
+    """Where a stream starts: after ``Last-Event-ID`` (a reconnecting client), else after
+    the ``after`` query parameter (``attempt:seq``, the last line a page already shows)."""
+    mark = request.headers.get("last-event-id") or request.query_params.get("after", "")
     attempt, _, seq = mark.partition(":")
     if attempt.isdigit() and seq.isdigit() and int(attempt) < 2**31 and int(seq) < 2**31:
         return int(attempt), int(seq)
@@ -90,7 +113,8 @@ def execution_logs(request: Request) -> Response:
     db = database(request)
     row = _get(db, id_param(request), who.tenant)
     follow = request.query_params.get("follow", "true") not in ("false", "0", "no")
-    return StreamingResponse(_events(db, row["id"], who.tenant, _resume_point(request), follow),
+    return StreamingResponse(_events(db, row["id"], who.tenant, _resume_point(request), follow,
+                                     request.app.state.closing),
                              media_type="text/event-stream", headers={"X-Accel-Buffering": "no"})
 
 

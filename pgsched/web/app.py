@@ -9,6 +9,7 @@ its ``routes`` and list the module here.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import AsyncIterator
 from types import ModuleType
 from typing import Any
@@ -106,5 +107,6 @@ def create_app(dsn_or_db: str | Database, *, secret: str | None = None,
     )
     app.state.db = db
     app.state.sessions = codec
+    app.state.closing = threading.Event()  # set by the server when it stops: open log streams end
     app.state.templates = templates()
     return app

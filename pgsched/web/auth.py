@@ -33,9 +33,22 @@ def _signed_in(request: Request, who: Principal, target: str) -> Response:
     return response
 
 
+def _followed_from_elsewhere(request: Request) -> bool:
+    """Whether the browser says this request comes from a link or form of another site
+    (Fetch Metadata, ``Sec-Fetch-Site``). A sign-in link opened from a terminal or typed in
+    is ``none``; clients that send no such header are not browsers, or old ones."""
+    return request.headers.get("sec-fetch-site", "none") in ("cross-site", "same-site")
+
+
 def login_page(request: Request) -> Response:
     target = _next(request.query_params.get("next"))
     token = request.query_params.get("token")
+    if token and _followed_from_elsewhere(request):
+        # login CSRF: another site would sign the visitor in as a principal of its choosing
+        # (whose tenant then receives what they create). The link is then pasted instead.
+        return render(request, "web/login.html", {"next": target, "error": "A sign-in link only works when "
+                      "opened directly (pasted or typed in), not followed from another site.", "username": ""},
+                      status_code=403)
     if token:
         who = authenticate_token(database(request), token)
         if who is not None:

@@ -42,13 +42,16 @@ def _dummy_hash() -> str:
 class Principal:
     """Who a request acts as: ``kind`` is ``"token"`` or ``"user"``, ``ref`` the token id
     or the username, ``name`` what to show (token name or username), ``role`` one of
-    :data:`ROLES`, ``tenant`` the only tenant whose rows it sees."""
+    :data:`ROLES`, ``tenant`` the only tenant whose rows it sees; ``since``, for a user,
+    when the account was made (ISO 8601): a session names it too, so that a user deleted
+    and made again under the same name does not inherit the old account's sessions."""
 
     kind: str
     ref: str
     name: str
     role: str
     tenant: str
+    since: str = ""
 
     def has(self, role: str) -> bool:
         """Whether this principal's role is ``role`` or above it."""
@@ -146,19 +149,27 @@ def authenticate_user(db: Database | Session, username: str, password: str) -> P
         return None
     if _hasher.check_needs_rehash(row["password_hash"]):
         db.exec("web_user_rehash", username=username, password_hash=_hasher.hash(password))
-    return Principal("user", row["username"], row["username"], row["role"], row["tenant"])
+    return _user_principal(row)
+
+
+def _user_principal(row: Row) -> Principal:
+    return Principal("user", row["username"], row["username"], row["role"], row["tenant"],
+                     row["created_at"].isoformat())
 
 
 def principal_of_session(db: Database | Session, session: dict[str, Any]) -> Principal | None:
-    """The principal a signed session names (``{"kind": "token"|"user", "ref": ...}``),
-    looked up again so that a revoked token or a deleted user ends the session."""
+    """The principal a signed session names (``{"kind": "token"|"user", "ref": ...}``, and
+    for a user ``"since"``: when the account was made), looked up again so that a revoked
+    token or a deleted user ends the session, also when a new user takes the name."""
     kind, ref = session.get("kind"), session.get("ref")
     if kind == "token" and isinstance(ref, str) and ref.isdigit():
         row = db.one("api_token_live", id=int(ref))
         return _token_principal(row) if row else None
     if kind == "user" and isinstance(ref, str):
         row = db.one("web_user_get", username=ref)
-        return Principal("user", row["username"], row["username"], row["role"], row["tenant"]) if row else None
+        if row is None or session.get("since") != row["created_at"].isoformat():
+            return None
+        return _user_principal(row)
     return None
 
 

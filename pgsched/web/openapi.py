@@ -141,8 +141,10 @@ def document() -> J:
         e + "/{id}": {"get": _op("An execution with its attempts", "viewer", params=ID_PATH)},
         e + "/{id}/logs": {"get": _op(
             "An execution's log as server-sent events (event line, then event end with the final state); "
-            "follows a live execution unless follow=false; resumes after Last-Event-ID", "viewer",
-            params=ID_PATH + [_query("follow", {"type": "boolean", "default": True}, "Follow while it runs.")],
+            "follows a live execution unless follow=false; resumes after Last-Event-ID (or after=)", "viewer",
+            params=ID_PATH + [_query("follow", {"type": "boolean", "default": True}, "Follow while it runs."),
+                              _query("after", {"type": "string", "pattern": "^[0-9]+:[0-9]+$"},
+                                     "Start after this line (attempt:seq), as Last-Event-ID does.")],
             media="text/event-stream", result={"type": "string"})},
         e + "/{id}/cancel": {"post": _op("Cancel an execution", "operator", params=ID_PATH)},
         e + "/{id}/retry": {"post": _op("Retry an ended execution", "operator", params=ID_PATH, ok=202)},

@@ -16,6 +16,7 @@ from starlette.routing import Route
 from ..errors import NotFound
 from .access import database, require
 from .api import MAX_ID, int_arg, text_arg
+from .api_admin import CountChanged, retry_all_confirmed
 from .pages import PAGE_SIZE, done, field, int_field, keyset, notice, path_id
 from .rendering import render
 
@@ -48,13 +49,12 @@ def dlq_retry_all(request: Request) -> Response:
     who = require(request, "operator")
     task = field(request, "task", required=False, max_length=200) or None
     expected = int_field(request, "count", 0, 10_000_000)
-    with database(request).transaction() as tx:
-        dead = (tx.one("api_dlq_count", tenant=who.tenant, task=task) or {"dead": 0})["dead"]
-        if dead != expected:
-            return _confirm(request, task, dead, status_code=409, error=(
-                f"count: you confirmed {expected}, but {dead} dead execution(s) are in the queue now; "
-                "nothing was retried. Confirm the new count to go on."))
-        retried = (tx.one("dlq_retry_all", task=task, tenant=who.tenant) or {"retried": 0})["retried"]
+    try:
+        retried = retry_all_confirmed(database(request), who.tenant, task, expected)
+    except CountChanged as exc:
+        return _confirm(request, task, exc.dead, status_code=409, error=(
+            f"count: you confirmed {expected}, but {exc.dead} dead execution(s) are in the queue now; "
+            "nothing was retried. Confirm the new count to go on."))
     return done("/dlq", "retried_all", retried)
 
 

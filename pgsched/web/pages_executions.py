@@ -27,6 +27,8 @@ from .api_executions import _get as execution_of
 from .pages import PAGE_SIZE, done, keyset, notice, path_id
 from .rendering import render
 
+LOG_LINES = 2000  # lines of the log an execution page shows: its end; the API streams it whole
+
 
 def execution_list(request: Request) -> Response:
     who = require(request, "viewer")
@@ -61,11 +63,12 @@ def execution_detail(request: Request) -> Response:
     db = database(request)
     row = execution_of(db, path_id(request, "execution"), who.tenant)
     ended = row["state"] not in LIVE
+    # the end of the log, newest first (one more line tells whether earlier ones were left out)
+    log = db.many("execution_log_tail", id=row["id"], limit=LOG_LINES + 1)
     return render(request, "web/execution.html", {
         "retryable": row["state"] == "dead" or (ended and row["trigger"] != "dag"),
         "e": row, "attempts": db.many("execution_attempts", id=row["id"]), "live": not ended,
-        "log": db.many("execution_logs", id=row["id"], after_attempt=0, after_seq=0),
-        "notice": notice(request)})
+        "log": log[:LOG_LINES][::-1], "log_cut": len(log) > LOG_LINES, "notice": notice(request)})
 
 
 def execution_cancel(request: Request) -> Response:

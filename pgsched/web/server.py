@@ -31,13 +31,16 @@ def free_port(host: str, first: int, tries: int = 20) -> int:
 
 
 def serve_until(app: Starlette, host: str, port: int, stop: threading.Event) -> None:
-    """Serve ``app`` in the calling thread until ``stop`` is set (then finish open
-    requests and return)."""
+    """Serve ``app`` in the calling thread until ``stop`` is set (then end open log
+    streams, through the app's ``state.closing`` event, finish open requests and return)."""
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                                            server_header=False, timeout_graceful_shutdown=5))
 
     def watch() -> None:
         stop.wait()
+        closing = getattr(app.state, "closing", None)
+        if closing is not None:
+            closing.set()
         server.should_exit = True
 
     threading.Thread(target=watch, name="web-stop", daemon=True).start()

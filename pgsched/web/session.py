@@ -1,6 +1,7 @@
 """Signed session cookies, CSRF checks and the principal of each request.
 
 The cookie ``pgsched_session`` holds ``{"csrf": ..., "kind": "token"|"user", "ref": ...}``
+(and for a user ``"since"``, when the account was made)
 signed with itsdangerous (HMAC-SHA1 over the payload and a timestamp; a changed byte makes
 it invalid). It is HttpOnly and SameSite=Lax, Secure behind HTTPS, and expires after
 ``max_age`` seconds. Every visitor of a page gets one, signed in or not, so that the sign-in
@@ -72,7 +73,8 @@ def sign_in(request: Request, response: Response, who: Principal) -> None:
     """Start a new session for ``who`` on ``response`` (a new CSRF token too: the old
     session's token may have been seen by someone else before signing in)."""
     codec: SessionCodec = request.app.state.sessions
-    response.headers.append("set-cookie", codec.cookie(new_session(kind=who.kind, ref=who.ref),
+    account = {"since": who.since} if who.since else {}
+    response.headers.append("set-cookie", codec.cookie(new_session(kind=who.kind, ref=who.ref, **account),
                                                        request.url.scheme == "https"))
 
 

@@ -303,3 +303,29 @@ def test_python_tasks_declare_their_webhooks(db: Database) -> None:
     assert app.sync(db) == ["pyjob"]
     assert alerts.alerting_of(db, "pyjob") == alerts.Alerting(on_failure="https://hooks.example/f",
                                                               on_dlq="https://hooks.example/d")
+
+
+def test_a_failure_rate_hovering_at_the_threshold_does_not_flap(db: Database, sql: psycopg.Connection) -> None:
+    row = tasks.create(db, TaskSpec(name="flaky", command="true"))
+    assert row is not None
+    alerts.configure(db, "flaky", on_failure="http://127.0.0.1:9/", failure_rate=0.5, failure_min_executions=4)
+    seed(sql, row["id"], 6, ago_from=60, ago_to=600, unstarted_every=100)
+
+    def failures(n: int) -> None:
+        """The first ``n`` of the six executions failed, the others succeeded."""
+        sql.execute("UPDATE pgsched.execution_history h SET state = CASE WHEN r.k <= %s THEN 'failed' "
+                    "ELSE 'succeeded' END FROM (SELECT id, row_number() OVER (ORDER BY id) AS k "
+                    "FROM pgsched.execution_history) r WHERE r.id = h.id", [n])
+
+    failures(4)  # 0.67 > 0.5
+    [opened] = alerts.detect(db)
+    assert opened["change"] == "opened"
+    failures(3)  # 0.5: no longer above the threshold, but not clearly below it either
+    assert alerts.detect(db) == []
+    failures(4)
+    assert alerts.detect(db) == []  # the same alert is still open: no second one, no second webhook
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.webhook_delivery WHERE event = 'failure_rate'"
+                       ).fetchone() == {"n": 1}
+    failures(2)  # 0.33: at most RESOLVE_FRACTION of the threshold
+    [resolved] = alerts.detect(db)
+    assert resolved["change"] == "resolved" and resolved["id"] == opened["id"]

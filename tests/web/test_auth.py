@@ -8,7 +8,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from pgsched.web.access import require
-from pgsched.web.credentials import create_user, revoke_token
+from pgsched.web.credentials import create_user, delete_user, revoke_token
 from pgsched.web.session import COOKIE
 
 from .conftest import csrf_of, sign_in
@@ -65,6 +65,16 @@ def test_a_revoked_token_ends_its_session(client, db, token_for):
     assert client.get("/").status_code == 303
 
 
+def test_a_deleted_user_s_session_does_not_pass_to_a_new_user_of_that_name(client, db):
+    create_user(db, "ada", "correct horse", role="admin", tenant="lab")
+    assert sign_in(client, username="ada", password="correct horse").status_code == 303
+    assert client.get("/").status_code == 200
+    delete_user(db, "ada")
+    assert client.get("/").status_code == 303  # ended
+    create_user(db, "ada", "another horse", role="viewer", tenant="other")  # someone else now
+    assert client.get("/").status_code == 303  # the old cookie does not sign in as them
+
+
 def test_forms_without_the_session_csrf_token_are_refused(client, token_for):
     token = token_for("admin")
     # the sign-in form itself (login CSRF)
@@ -90,6 +100,17 @@ def test_login_link_signs_in_and_redirects_only_on_this_site(client, token_for):
     assert client.get("/login", params={"token": token, "next": "/tasks?q=1"}).headers["location"] == "/tasks?q=1"
     bad = client.get("/login", params={"token": "pgs_nope"})
     assert bad.status_code == 401
+
+
+def test_a_login_link_followed_from_another_site_does_not_sign_in(client, token_for):
+    # login CSRF: a page elsewhere links to /login?token=<its own token>
+    link = {"token": token_for("operator", tenant="attacker")}
+    for origin in ("cross-site", "same-site"):
+        refused = client.get("/login", params=link, headers={"Sec-Fetch-Site": origin})
+        assert refused.status_code == 403
+        assert client.get("/").status_code == 303  # still signed out
+    opened = client.get("/login", params=link, headers={"Sec-Fetch-Site": "none"})  # pasted in
+    assert opened.status_code == 303 and client.get("/").status_code == 200
 
 
 def test_security_headers_on_pages_api_errors_and_static_files(client):
