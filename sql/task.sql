@@ -47,9 +47,17 @@ SELECT pgsched.enqueue_v1(%(name)s, %(params)s, %(run_at)s, %(priority)s, %(idem
 -- Soft-delete: the row stays for history and its name is free again. Waits for a tick that
 -- holds the row; task_drop_pending then runs as a separate statement so that its snapshot
 -- sees what that tick inserted.
-UPDATE pgsched.task SET deleted_at = now(), enabled = false, next_fire_at = NULL, updated_at = now()
- WHERE tenant = %(tenant)s AND name = %(name)s AND deleted_at IS NULL
-RETURNING id
+-- FOR UPDATE waits for enqueues holding the row FOR KEY SHARE (0007), so that
+-- task_drop_pending sees what they inserted.
+WITH locked AS (
+    SELECT id FROM pgsched.task
+     WHERE tenant = %(tenant)s AND name = %(name)s AND deleted_at IS NULL
+       FOR UPDATE
+)
+UPDATE pgsched.task t SET deleted_at = now(), enabled = false, next_fire_at = NULL, updated_at = now()
+  FROM locked
+ WHERE t.id = locked.id AND t.deleted_at IS NULL
+RETURNING t.id
 
 -- name: task_drop_pending :exec
 DELETE FROM pgsched.execution WHERE task_id = %(id)s AND state = 'pending'

@@ -425,3 +425,44 @@ def test_enqueue_many_of_an_idempotent_task_skips_keys_that_succeeded(db, sql):
     first = tasks.enqueue_many(db, "idem", [{"n": 1}, {"n": 2}], run_at=at)
     again = tasks.enqueue_many(db, "idem", [{"n": 1}, {"n": 3}], run_at=at)
     assert again[0] == first[0] and again[1] not in first  # the live key is found, a new one added
+
+
+def test_an_enqueue_and_a_delete_of_its_task_wait_for_each_other(db, dsn, sql):
+    """An enqueue not yet committed when its task is deleted: the delete waits for it and
+    drops what it made. A delete not yet committed when a run is enqueued: the enqueue
+    waits and finds no task. Either way no pending execution of a deleted task is left
+    for a worker (found by a break-it round: the enqueue used to commit after the drop)."""
+    import threading
+
+    make_task(db, "racy")
+    with psycopg.connect(dsn) as enqueuer:
+        enqueuer.execute("SELECT pgsched.enqueue_v1('racy')")  # open transaction
+        deleting = threading.Thread(target=tasks.delete, args=(db, "racy"))
+        deleting.start()
+        deleting.join(0.5)
+        assert deleting.is_alive(), "the delete must wait for the enqueue's transaction"
+        enqueuer.commit()
+        deleting.join(10)
+        assert not deleting.is_alive()
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.execution e JOIN pgsched.task t ON t.id = e.task_id "
+                       "WHERE t.name = 'racy'").fetchone()["n"] == 0
+
+    make_task(db, "racy2")
+    outcome: dict[str, BaseException] = {}
+
+    def enqueue() -> None:
+        try:
+            with psycopg.connect(dsn, autocommit=True) as c:
+                c.execute("SELECT pgsched.enqueue_many_v2('racy2', '[{}, {}]')")
+        except BaseException as exc:  # noqa: BLE001  (asserted below)
+            outcome["error"] = exc
+
+    with db.transaction() as deleting_tx:
+        assert deleting_tx.one("task_soft_delete", name="racy2", tenant="default") is not None
+        enqueuing = threading.Thread(target=enqueue)
+        enqueuing.start()
+        enqueuing.join(0.5)
+        assert enqueuing.is_alive(), "the enqueue must wait for the delete's transaction"
+    enqueuing.join(10)
+    assert isinstance(outcome.get("error"), pg_errors.NoDataFound)
+    assert live_count(sql) == 0
