@@ -72,6 +72,7 @@ UPDATE pgsched.leader SET last_tick_at = now() WHERE epoch = %(epoch)s
 SELECT epoch, holder, elected_at, last_tick_at, heartbeat_at,
        extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age_seconds,
        EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
                  AND ((classid::bigint << 32) | objid::bigint) = %(key)s) AS lock_held
   FROM pgsched.leader
 
@@ -130,6 +131,8 @@ SELECT l.pid, ld.holder, ld.epoch,
        pg_terminate_backend(l.pid) AS ended
   FROM pgsched.leader ld
   JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted
+                 -- pg_locks lists every database's locks: never another install's leader
+                 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
                  AND ((l.classid::bigint << 32) | l.objid::bigint) = %(key)s
  WHERE ld.heartbeat_at < now() - make_interval(secs => %(seconds)s)
    AND l.pid <> pg_backend_pid()

@@ -135,9 +135,11 @@ RETURNING id
 -- name: api_scheduler_failover :many
 -- End the session holding the leader's advisory lock: the leader notices before its next
 -- tick and stops acting, and a standby takes the lock (within about a second).
+-- pg_locks lists every database's locks: only this database's leader lock counts.
 SELECT l.pid, pg_terminate_backend(l.pid) AS ended
   FROM pg_locks l
  WHERE l.locktype = 'advisory' AND l.granted
+   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
    AND ((l.classid::bigint << 32) | l.objid::bigint) = %(key)s
 
 -- name: web_user_list :many

@@ -46,7 +46,7 @@ class Stack:
         return self.sql.execute(query, args).fetchone()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def stack(pg_server: dict, template_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
@@ -76,7 +76,7 @@ def stack(pg_server: dict, template_db: str, tmp_path_factory: pytest.TempPathFa
             db.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)

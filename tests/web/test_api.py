@@ -13,6 +13,7 @@ from pgsched import tasks
 from pgsched.scheduler import LEADER_LOCK_KEY
 from pgsched.tasks import TaskSpec
 
+from ..conftest import dsn_for
 from ..db.test_claim import claim, finish, register
 from ..helpers import wait_until
 
@@ -276,10 +277,23 @@ def test_dag_runs(api, db):
     assert api("viewer", "other").get(f"{V}/dag-runs/{run_id}").status_code == 404
 
 
-def test_scheduler_status_and_forced_failover(api, dsn):
+def test_scheduler_status_and_forced_failover(api, dsn, pg_server, db):
     admin = api("admin")
     assert admin.get(f"{V}/scheduler").json()["leader"] is None
-    assert admin.post(f"{V}/scheduler/failover").status_code == 409
+    # another database's leader (another install on the same server) is not ours to end:
+    # pg_locks lists every database's advisory locks
+    with psycopg.connect(dsn_for(pg_server, "postgres"), autocommit=True) as elsewhere:
+        elsewhere.execute("SELECT pg_advisory_lock(%s)", [LEADER_LOCK_KEY])
+        assert admin.post(f"{V}/scheduler/failover").status_code == 409
+        # nor is it a hung leader of ours for a standby to end, however silent ours is
+        with psycopg.connect(dsn, autocommit=True) as sql:
+            sql.execute("INSERT INTO pgsched.leader (epoch, holder, elected_at, heartbeat_at) "
+                        "VALUES (1, 'hung:1', now(), now() - interval '1 hour')")
+            assert db.many("scheduler_end_stale_leader", key=LEADER_LOCK_KEY, seconds=1) == []
+            leader = db.one("scheduler_leader", key=LEADER_LOCK_KEY)
+            assert leader is not None and leader["lock_held"] is False
+            sql.execute("DELETE FROM pgsched.leader")
+        elsewhere.execute("SELECT 1")  # still alive
     with psycopg.connect(dsn, autocommit=True) as leader:
         leader.execute("SELECT pg_advisory_lock(%s)", [LEADER_LOCK_KEY])
         ended = admin.post(f"{V}/scheduler/failover")
