@@ -79,6 +79,14 @@ SPREAD_SECONDS = 0.005
 # database is slow or away: stop claiming instead of piling work up).
 RECORD_BACKLOG = 256
 
+# A slot starts no buffered execution while the last heartbeat the database answered
+# "alive" was sent more than this many heartbeat intervals ago (the leader declares a worker
+# dead after worker_dead_after_heartbeats, 3 by default): the worker may have been declared
+# dead meanwhile (stopped by SIGSTOP, a long pause, the database away) and its buffer
+# rescued, so starting one would run it beside its rescued copy. Slots wait for the next
+# heartbeat to tell.
+HEARTBEAT_STALE = 2.0
+
 # Successes logged at INFO per second at most; the rest are counted into the next line.
 SUCCESS_LINES_PER_SECOND = 20
 
@@ -162,6 +170,7 @@ class Worker:
         self._early_cancels: set[int] = set()  # cancels that came before their execution's slot
         self._maybe_more = True  # the queue may hold ready executions: the last claim was full, or a notification
         self._avg_run: float | None = None  # recent handler duration (s), for the prefetch
+        self._alive_at = time.monotonic()  # when the last heartbeat (or registration) confirmed by the database was sent
         self._wake_r, self._wake_w = os.pipe()  # tells the claimer a slot freed up
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -175,11 +184,25 @@ class Worker:
     def _register(self) -> None:
         cfg = self.config
         host = socket.gethostname()
+        sent = time.monotonic()
         row = self.db.one("worker_register", name=cfg.name or f"{host}:{os.getpid()}", hostname=host,
                           pid=os.getpid(), queues=cfg.queues, concurrency=cfg.concurrency,
                           heartbeat_interval=cfg.heartbeat_interval)
         assert row is not None
         self.id = row["id"]
+        self._confirm_alive(sent)
+
+    def _confirm_alive(self, sent: float) -> None:
+        """The database confirmed this registration alive by a statement sent at ``sent``
+        (monotonic seconds): slots may start buffered executions again."""
+        with self._ready:
+            self._alive_at = max(self._alive_at, sent)
+            self._ready.notify_all()
+
+    def _may_be_dead(self) -> bool:
+        """Whether the leader may have declared this worker dead since its last confirmed
+        heartbeat (HEARTBEAT_STALE); under ``_lock``."""
+        return time.monotonic() - self._alive_at > HEARTBEAT_STALE * self.config.heartbeat_interval
 
     def run(self, stop: threading.Event) -> None:
         cfg = self.config
@@ -386,6 +409,7 @@ class Worker:
             try:
                 if conn is None or conn.closed:
                     conn = connect(self.db.dsn, application_name="pgsched worker heartbeat")
+                sent = time.monotonic()
                 row = Session(conn).one("worker_heartbeat", id=self.id, running=self._running)
             except (psycopg.Error, PgschedError) as exc:
                 log.warning("worker %s heartbeat failed: %s", self.id, exc)
@@ -397,6 +421,7 @@ class Worker:
             if not row["alive"]:
                 self._declared_dead()
                 continue
+            self._confirm_alive(sent)
             for execution_id in row["cancel_ids"]:
                 self.cancel(execution_id)
         if conn is not None:
@@ -421,11 +446,13 @@ class Worker:
 
     # -- running -----------------------------------------------------------------------
     def _slot_loop(self) -> None:
-        """One slot thread: takes buffered executions while a slot is free, until closing."""
+        """One slot thread: takes buffered executions while a slot is free, until closing;
+        none while the worker may have been declared dead (until a heartbeat tells)."""
         while True:
             with self._ready:
-                while not self._closing and not (self._buffer and self._running < self.config.concurrency):
-                    self._ready.wait()
+                while not self._closing and not (self._buffer and self._running < self.config.concurrency
+                                                 and not self._may_be_dead()):
+                    self._ready.wait()  # a heartbeat's answer wakes all (_confirm_alive)
                 if self._closing:
                     return
                 row = self._buffer.popleft()

@@ -103,3 +103,40 @@ def test_sigterm_hands_buffered_executions_back_without_an_attempt(dsn, sql, sta
     assert {(r["state"], r["attempt"], r["max_attempts"]) for r in rows} == {("succeeded", 1, 1)}
     assert succeeded_attempts(sql, ids) == {i: 1 for i in ids}
     assert starts(stamp) == {i: 1 for i in ids}  # a clean stop: every run started exactly once
+
+
+def test_a_worker_declared_dead_starts_nothing_it_had_buffered(dsn, sql, start, tmp_path):
+    """SIGSTOP past the dead-worker limit, then SIGCONT: the leader rescued everything the
+    worker held, buffer included; the worker must not start a buffered execution under its
+    old claim (a second run beside the rescued one) before its heartbeat learns it is dead."""
+    marker = tmp_path / "stamped"
+    cli(dsn, "task", "create", "stamp", "--command",
+        f'echo "$PGSCHED_EXECUTION_ID $PGSCHED_ATTEMPT $(date +%s.%N)" >> {marker}')
+    ids = [r["id"] for r in sql.execute("SELECT pgsched.enqueue_v1('stamp') AS id FROM generate_series(1, %s)",
+                                        (RUNS,)).fetchall()]
+    worker, first = buffered_worker(sql, start)
+    worker.proc.send_signal(signal.SIGSTOP)
+    try:
+        start("scheduler", "--max-sleep", "0.5")  # declares it dead after 3 missed beats, rescues
+        # one rescue takes them all (but one whose row the stopped worker's open transaction locks)
+        wait_until(lambda: sql.execute("SELECT count(*) AS n FROM pgsched.execution_attempt WHERE state = 'lost' "
+                                       "AND worker_id = %s", (first,)).fetchone()["n"] > 0,
+                   timeout=30, message="the stopped worker declared dead and its executions rescued")
+    finally:
+        # what it had begun to start before it was stopped (its output is complete meanwhile)
+        begun = {(int(i), int(a)) for i, a in re.findall(r"execution (\d+) \(stamp\) attempt (\d+) started",
+                                                         worker.output)}
+        worker.proc.send_signal(signal.SIGCONT)
+    rows = all_done(sql, ids)
+    assert {r["state"] for r in rows} == {"succeeded"}
+    lost = {(r["execution_id"], r["attempt"]): r["rescued"] for r in sql.execute(
+        "SELECT execution_id, attempt, extract(epoch FROM finished_at)::float8 AS rescued "
+        "FROM pgsched.execution_attempt WHERE state = 'lost'")}
+    assert len(lost) > CONCURRENCY  # its buffer was rescued too
+    late = []
+    for line in marker.read_text().splitlines():
+        execution, attempt, at = line.split()
+        rescued = lost.get((int(execution), int(attempt)))
+        if rescued is not None and float(at) > rescued and (int(execution), int(attempt)) not in begun:
+            late.append(line)
+    assert late == [], "attempts started by the worker after they were rescued from it"
