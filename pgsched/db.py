@@ -15,6 +15,7 @@ zone is set to UTC on every connection).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import re
 from collections.abc import Iterator, Mapping
@@ -22,6 +23,7 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
@@ -77,8 +79,11 @@ def translated() -> Iterator[None]:
         raise _translate(exc) from exc
 
 
-def _configure(conn: psycopg.Connection) -> None:
+def _configure(conn: psycopg.Connection, idle_in_transaction_timeout: float | None = None) -> None:
     conn.execute("SET TIME ZONE 'UTC'")
+    if idle_in_transaction_timeout is not None:
+        conn.execute(sql.SQL("SET idle_in_transaction_session_timeout = {}").format(
+            sql.Literal(max(1, round(idle_in_transaction_timeout * 1000)))))
     conn.commit()
 
 
@@ -134,12 +139,18 @@ class Database(Session):
 
     @classmethod
     def connect(cls, dsn: str, *, min_size: int = 1, max_size: int = 4,
-                application_name: str = "pgsched") -> "Database":
-        """Open a pool on ``dsn``. Raises ConnectionFailed if the server is unreachable
-        within 10 seconds."""
+                application_name: str = "pgsched", idle_in_transaction_timeout: float | None = None) -> "Database":
+        """Open a pool on ``dsn``. ``idle_in_transaction_timeout`` (seconds): the server
+        ends a connection of the pool whose transaction waits that long for its next
+        statement (PostgreSQL's idle_in_transaction_session_timeout), releasing its locks: a
+        worker frozen mid-transaction (SIGSTOP, a paused VM) must not keep the rescue from its
+        executions, nor hold the retry budget's lock from every other worker. Raises
+        ConnectionFailed if the server is unreachable within 10 seconds."""
         pool = ConnectionPool(dsn, min_size=min_size, max_size=max_size, open=False,
                               kwargs={"row_factory": dict_row, "application_name": application_name},
-                              configure=_configure, timeout=30, name="pgsched")
+                              configure=functools.partial(_configure,
+                                                          idle_in_transaction_timeout=idle_in_transaction_timeout),
+                              timeout=30, name="pgsched")
         try:
             pool.open(wait=True, timeout=10)
         except Exception as exc:  # psycopg_pool raises PoolTimeout: unreachable server

@@ -135,7 +135,7 @@ def worker(c: Context, queues: tuple[str, ...], concurrency: int, poll_interval:
     """Run a worker: claims and runs executions from its queues. Python tasks
     ('module:function') are imported from the current folder, --pythonpath folders and
     PYTHONPATH."""
-    from ..worker import PRIVATE_ENV, Worker, WorkerConfig
+    from ..worker import HEARTBEAT_STALE, PRIVATE_ENV, Worker, WorkerConfig
 
     for queue in queues:
         tasks.check_name("queue", queue)
@@ -152,8 +152,9 @@ def worker(c: Context, queues: tuple[str, ...], concurrency: int, poll_interval:
                           shutdown_timeout=shutdown_timeout, max_output_lines=max_output_lines,
                           max_output_bytes=max_output_bytes, allowed_modules=imports, prefetch=prefetch)
     # Executions use a connection only briefly (log flushes, the end of an attempt): a
-    # small pool serves many slots. Plus one listener connection.
-    db = c.db(max_size=min(concurrency + 2, 10))
+    # small pool serves many slots. Plus one listener connection. A transaction left open
+    # while the worker is frozen ends before the leader may declare the worker dead.
+    db = c.db(max_size=min(concurrency + 2, 10), idle_in_transaction_timeout=HEARTBEAT_STALE * heartbeat_interval)
     # Tasks run under this process (Python tasks inside it): they get no pgsched settings,
     # and PGSCHED_DSN may carry a password.
     for name in PRIVATE_ENV:

@@ -62,10 +62,13 @@ class Context:
             self._dsn = embedded.start()
         return self._dsn
 
-    def db(self, check_schema: bool = True, max_size: int = 4) -> Database:
-        """The pool (opened on first use); refuses a schema behind or ahead of the code."""
+    def db(self, check_schema: bool = True, max_size: int = 4,
+           idle_in_transaction_timeout: float | None = None) -> Database:
+        """The pool (opened on first use; see Database.connect); refuses a schema behind or
+        ahead of the code."""
         if self._db is None:
-            self._db = Database.connect(self.dsn, max_size=max_size)
+            self._db = Database.connect(self.dsn, max_size=max_size,
+                                        idle_in_transaction_timeout=idle_in_transaction_timeout)
             if check_schema:
                 with self._db.transaction() as tx:
                     migrations.require_current(tx)

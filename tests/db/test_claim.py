@@ -6,10 +6,15 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from psycopg.types.json import Jsonb
 
 from pgsched import tasks
+from pgsched.db import Database
+from pgsched.errors import PgschedError
 from pgsched.tasks import TaskSpec
+
+from ..helpers import wait_until
 
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
 
@@ -281,3 +286,25 @@ def test_a_finished_execution_is_not_claimed_again(db):
     assert finish(db, execution_id, claimed["lease_id"]) == 1
     assert finish(db, execution_id, claimed["lease_id"]) == 0  # only once
     assert claim(db, worker, now=T0 + timedelta(days=1)) == []
+
+
+def test_a_worker_frozen_inside_a_transaction_does_not_keep_its_execution_from_the_rescue(dsn, db, sql):
+    """A worker stopped (SIGSTOP, a paused VM) between two statements of a transaction holds
+    its execution's row lock: the rescue (SKIP LOCKED) would pass the execution by for as long
+    as the worker stays frozen. The worker's pool ends such a transaction on the server."""
+    make_task(db)
+    execution = enqueue(db, run_at=T0)
+    worker = register(db)
+    [row] = claim(db, worker, now=T0)
+    frozen = Database.connect(dsn, max_size=1, idle_in_transaction_timeout=0.5)
+    try:
+        with pytest.raises(PgschedError):
+            with frozen.transaction() as tx:  # as _store_outcome begins a retry
+                assert tx.one("execution_cancel_requested", id=execution, lease_id=row["lease_id"]) is not None
+                sql.execute("UPDATE pgsched.worker SET last_heartbeat_at = now() - interval '1 hour' WHERE id = %s",
+                            (worker,))
+                rescued = wait_until(lambda: sql.execute("SELECT * FROM pgsched.rescue_v1()").fetchall(),
+                                     timeout=10, message="the frozen transaction ended and its execution rescued")
+        assert [(r["execution_id"], r["outcome"]) for r in rescued] == [(execution, "requeued")]
+    finally:
+        frozen.close()
