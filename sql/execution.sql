@@ -166,12 +166,30 @@ SELECT id FROM moved
 -- name: execution_unclaim :many
 -- Hand back executions a stopping worker claimed but never started (its local buffer):
 -- pending again, as if never claimed: the attempt number goes back, no attempt row is
--- written, the lease ends. Only while this lease is still held (parallel arrays).
-UPDATE pgsched.execution e
-   SET state = 'pending', attempt = e.attempt - 1, worker_id = NULL, started_at = NULL, lease_id = NULL
-  FROM unnest(%(id)s::bigint[], %(lease_id)s::bigint[]) AS u(id, lease_id)
- WHERE e.id = u.id AND e.lease_id = u.lease_id AND e.state = 'running'
-RETURNING e.id
+-- written, the lease ends. Only while this lease is still held (parallel arrays). One of a
+-- task deleted meanwhile is dropped instead, as task_drop_pending drops the pending ones
+-- (else it would be left pending for a worker to run): the task row is held FOR KEY SHARE,
+-- so a delete in progress (FOR UPDATE) is waited for and seen, or waits for this and then
+-- drops what this made pending.
+WITH held AS (
+    SELECT e.id, t.deleted_at IS NOT NULL AS gone
+      FROM pgsched.execution e
+      JOIN unnest(%(id)s::bigint[], %(lease_id)s::bigint[]) AS u(id, lease_id)
+           ON e.id = u.id AND e.lease_id = u.lease_id
+      JOIN pgsched.task t ON t.id = e.task_id
+     WHERE e.state = 'running'
+       FOR UPDATE OF e FOR KEY SHARE OF t
+), dropped AS (
+    DELETE FROM pgsched.execution e USING held h WHERE e.id = h.id AND h.gone
+    RETURNING e.id
+), back AS (
+    UPDATE pgsched.execution e
+       SET state = 'pending', attempt = e.attempt - 1, worker_id = NULL, started_at = NULL, lease_id = NULL
+      FROM held h
+     WHERE e.id = h.id AND NOT h.gone
+    RETURNING e.id
+)
+SELECT id FROM back UNION ALL SELECT id FROM dropped
 
 -- name: execution_log_page :many
 -- Up to %(limit)s lines of an execution's log after (%(after_attempt)s, %(after_seq)s), in

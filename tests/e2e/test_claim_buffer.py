@@ -140,3 +140,25 @@ def test_a_worker_declared_dead_starts_nothing_it_had_buffered(dsn, sql, start, 
         if rescued is not None and float(at) > rescued and (int(execution), int(attempt)) not in begun:
             late.append(line)
     assert late == [], "attempts started by the worker after they were rescued from it"
+
+
+def test_a_deleted_tasks_buffered_executions_are_not_handed_back_to_the_queue(dsn, sql, start, stamp):
+    """A task deleted while a worker holds its executions in the buffer, then the worker
+    stops: what it hands back must not be left pending for a worker (a delete drops the
+    task's pending executions)."""
+    sql.execute("SELECT pgsched.enqueue_v1('stamp') FROM generate_series(1, %s)", (RUNS,))
+    worker, first = buffered_worker(sql, start)
+    worker.proc.send_signal(signal.SIGSTOP)  # its buffer stays as it is
+    try:
+        held = running_of(sql, first)
+        assert held > CONCURRENCY
+        assert "deleted stamp" in cli(dsn, "task", "delete", "stamp").stdout
+        worker.proc.send_signal(signal.SIGTERM)
+    finally:
+        worker.proc.send_signal(signal.SIGCONT)
+    assert worker.proc.wait(30) == 0
+    handed = re.search(r"handed back (\d+) claimed execution\(s\) that had not started", worker.output)
+    assert handed and int(handed[1]) >= 1, worker.output
+    left = sql.execute("SELECT e.id, e.state FROM pgsched.execution e JOIN pgsched.task t ON t.id = e.task_id "
+                       "WHERE t.name = 'stamp'").fetchall()
+    assert left == []
