@@ -163,6 +163,7 @@ class Worker:
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)  # a buffered execution and a free slot
         self._buffer: collections.deque[Row] = collections.deque()  # claimed, not started
+        self._unclaiming: list[Row] = []  # taken off the buffer to hand back; not handed back yet
         self._closing = False  # slots take nothing more from the buffer
         self._running = 0  # executions whose handler runs
         self._recording = 0  # executions whose handler is done and whose outcome is being written
@@ -298,6 +299,20 @@ class Worker:
             return 0
         return want
 
+    def _excess(self) -> list[Row]:
+        """Buffered executions to hand back now, taken off the buffer's end (the last
+        claimed); under ``_lock``. The prefetch shrinks when handlers turn out slower than
+        those it was sized on (a run of short tasks, then long ones): what was claimed ahead
+        then waits long here while another worker may be idle. Handed back once the buffer
+        holds more than twice the free slots and prefetch, plus ``concurrency`` (no churn
+        while the estimate wavers)."""
+        cfg = self.config
+        free = max(0, cfg.concurrency - self._running)
+        keep = 2 * (free + self._prefetch()) + cfg.concurrency
+        if self._closing or len(self._buffer) <= keep:
+            return []
+        return [self._buffer.pop() for _ in range(len(self._buffer) - keep)]
+
     def _free(self) -> int:
         with self._lock:
             return self._claim_size()
@@ -355,6 +370,9 @@ class Worker:
                 self._maybe_more, next_poll = True, now + self.config.poll_interval
             with self._lock:
                 want = self._claim_size() if self._maybe_more else 0
+                excess = self._excess()
+            if excess or self._unclaiming:
+                self._unclaim(session, excess)
             if want > 0:
                 self._maybe_more = False  # a notification during the claim sets it again
                 try:
@@ -382,13 +400,32 @@ class Worker:
                 with self._lock:  # after the read: a poke from now on writes again
                     self._poked = False
 
+    def _unclaim(self, session: Session, rows: list[Row]) -> None:
+        """Hand ``rows`` (taken off the buffer) back to the queue as if never claimed. When
+        that fails they are not run here (the hand-back may have been committed): they are
+        tried again (the lease makes it idempotent), at the latest when the worker stops."""
+        self._unclaiming.extend(rows)
+        try:
+            back = session.many("execution_unclaim", id=[r["id"] for r in self._unclaiming],
+                                lease_id=[r["lease_id"] for r in self._unclaiming])
+        except ConnectionFailed:
+            raise  # the claimer reconnects, then tries again
+        except PgschedError as exc:
+            log.warning("worker %s: could not hand back %d buffered execution(s) yet: %s", self.id,
+                        len(self._unclaiming), exc)
+            return
+        self._unclaiming.clear()
+        log.info("worker %s: handed back %d buffered execution(s): handlers got slower than the prefetch "
+                 "was sized for", self.id, len(back))
+
     def _hand_back_buffer(self) -> None:
         """On stopping: slots take nothing more; what is buffered goes back to the queue as
         if never claimed (no attempt used, none recorded)."""
         with self._ready:
             self._closing = True
-            rows = list(self._buffer)
+            rows = [*self._buffer, *self._unclaiming]
             self._buffer.clear()
+            self._unclaiming.clear()
             self._ready.notify_all()
         if not rows:
             return

@@ -162,3 +162,23 @@ def test_a_deleted_tasks_buffered_executions_are_not_handed_back_to_the_queue(ds
     left = sql.execute("SELECT e.id, e.state FROM pgsched.execution e JOIN pgsched.task t ON t.id = e.task_id "
                        "WHERE t.name = 'stamp'").fetchall()
     assert left == []
+
+
+def test_a_worker_hands_back_what_it_claimed_ahead_when_its_handlers_turn_slow(dsn, sql, start):
+    """Short tasks size a large prefetch; long ones queued behind them were claimed into the
+    buffer under it. Once the worker sees they are long, it hands back what it claimed
+    ahead, and a second worker takes its share instead of idling."""
+    cli(dsn, "task", "create", "fast", "--command", "true")
+    cli(dsn, "task", "create", "slow", "--command", "sleep 3")
+    sql.execute("SELECT pgsched.enqueue_v1('fast') FROM generate_series(1, 600)")
+    slow = [r["id"] for r in sql.execute("SELECT pgsched.enqueue_v1('slow') AS id FROM generate_series(1, 40)")]
+    start("worker", "--concurrency", str(CONCURRENCY), "--poll-interval", "0.5")
+    first = wait_until(lambda: sql.execute("SELECT worker_id FROM pgsched.execution WHERE id = ANY(%s) "
+                                           "AND worker_id IS NOT NULL LIMIT 1", (slow,)).fetchone(),
+                       timeout=60, message="the first worker claims slow ones")["worker_id"]
+    start("worker", "--concurrency", str(CONCURRENCY), "--poll-interval", "0.5")
+    # Before: it kept every slow one it had claimed ahead (17 of 40) for 3 s each two at a time.
+    wait_until(lambda: running_of(sql, first) <= 2 * CONCURRENCY, timeout=10,
+               message="the first worker keeps no more than its slots' worth ahead")
+    rows = all_done(sql, slow)
+    assert {r["state"] for r in rows} == {"succeeded"} and {r["attempt"] for r in rows} == {1}
