@@ -119,7 +119,6 @@ def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None
                        f"(the docs' examples say {web_port}; use {port})")
         click.echo(f"web admin:            {link}\n"
                    "                      (signs you in as a local admin; the link works until the next dev start)")
-    click.echo(f"scheduler, worker{' and web admin' if web else ''} running; Ctrl-C to stop\n")
 
     def on_finish(row: Row, outcome: Outcome, tail: list[str], final: str | None) -> None:
         # a command's result is its last line of output, shown below already
@@ -139,7 +138,8 @@ def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None
                                      poll_interval=1.0, kill_grace=2.0,
                                      shutdown_timeout=5.0), on_finish=on_finish)
     try:
-        run([("scheduler", scheduler.run), ("worker", worker.run), *parts], urgent=[worker.stop_now])
+        run([("scheduler", scheduler.run), ("worker", worker.run), *parts], urgent=[worker.stop_now],
+            banner=f"scheduler, worker{' and web admin' if web else ''} running; Ctrl-C to stop\n")
     finally:
         db.close()
     click.echo("stopped")

@@ -38,10 +38,13 @@ def migrate(c: Context, show_status: bool) -> None:
     else:
         click.echo("schema is up to date")
 
-def _run_until_signal(targets: list[tuple[str, Any]], urgent: list[Any] | None = None) -> None:
+def _run_until_signal(targets: list[tuple[str, Any]], urgent: list[Any] | None = None,
+                      banner: str | None = None) -> None:
     """Run each ``run(stop)`` in a thread until SIGINT/SIGTERM. A second signal calls each
     of ``urgent`` (stop waiting, hand work back) and exits within 10 seconds whatever is
-    left. Exits 1 if a part stopped on its own (a bug: its traceback is in the log)."""
+    left. Exits 1 if a part stopped on its own (a bug: its traceback is in the log).
+    ``banner`` (the "Ctrl-C to stop" line) is printed once the signals are handled, so a
+    Ctrl-C sent as soon as it shows stops cleanly instead of interrupting the start."""
     stop = threading.Event()
     signals = []
 
@@ -60,6 +63,8 @@ def _run_until_signal(targets: list[tuple[str, Any]], urgent: list[Any] | None =
 
     signal.signal(signal.SIGINT, handle)
     signal.signal(signal.SIGTERM, handle)
+    if banner:
+        click.echo(banner)
     threads = [threading.Thread(target=run, args=(stop,), name=name, daemon=True) for name, run in targets]
     for t in threads:
         t.start()

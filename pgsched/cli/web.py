@@ -28,8 +28,8 @@ def web(c: Context, host: str, port: int) -> None:
 
     app = create_app(c.db(max_size=8))
     free_port(host, port, tries=1)  # a port in use is one line now, not a traceback from a thread
-    click.echo(f"pgsched web admin on http://{host}:{port}/ (API: /api/v1/, Ctrl-C to stop)")
-    _run_until_signal([("web", lambda stop: serve_until(app, host, port, stop))])
+    _run_until_signal([("web", lambda stop: serve_until(app, host, port, stop))],
+                      banner=f"pgsched web admin on http://{host}:{port}/ (API: /api/v1/, Ctrl-C to stop)")
     click.echo("stopped")
 
 

@@ -36,7 +36,11 @@ def dev_process(home: Path, log_path: Path) -> Iterator[tuple[subprocess.Popen, 
                                 timeout=60, message="dev banner")
             yield proc, banner
             proc.send_signal(signal.SIGINT)
-            assert proc.wait(30) == 0
+            try:
+                code = proc.wait(30)
+            except subprocess.TimeoutExpired:
+                pytest.fail("dev did not stop within 30 s of SIGINT; its output:\n" + log_path.read_text()[-4000:])
+            assert code == 0, log_path.read_text()[-4000:]
         finally:
             if proc.poll() is None:
                 proc.kill()
