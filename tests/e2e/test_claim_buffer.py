@@ -53,6 +53,39 @@ def stamp(dsn, tmp_path) -> Path:
     return marker
 
 
+class Gate:
+    """A task whose handler blocks while the gate is closed: with both slots blocked, the
+    buffer cannot drain into them however late the worker gets to a signal (under load its
+    slot threads ran ten buffered executions before the SIGTERM handler did)."""
+
+    def __init__(self, dsn: str, folder: Path) -> None:
+        self.marker, self.blocked, self.open_file = folder / "ran", folder / "blocked", folder / "open"
+        self.open()
+        cli(dsn, "task", "create", "stamp", "--command",
+            f'echo "$PGSCHED_EXECUTION_ID" >> {self.marker}; '
+            f'if [ ! -e {self.open_file} ]; then echo "$PGSCHED_EXECUTION_ID" >> {self.blocked}; '
+            f'while [ ! -e {self.open_file} ]; do sleep 0.02; done; fi')
+
+    def open(self) -> None:
+        self.open_file.touch()
+
+    def close_on_every_slot(self) -> None:
+        """Close the gate and wait until every slot is blocked at it."""
+        self.open_file.unlink()
+        wait_until(lambda: self.blocked.exists() and len(self.blocked.read_text().split()) == CONCURRENCY,
+                   timeout=30, message="every slot blocked at the gate")
+
+
+@pytest.fixture
+def gate(dsn, tmp_path) -> Gate:
+    return Gate(dsn, tmp_path)
+
+
+def handed_back(worker) -> int:
+    found = re.search(r"handed back (\d+) claimed execution\(s\) that had not started", worker.output)
+    return int(found[1]) if found else 0
+
+
 def starts(marker: Path) -> dict[int, int]:
     counts: dict[int, int] = {}
     for line in marker.read_text().split():
@@ -85,13 +118,17 @@ def test_sigkill_leaves_buffered_executions_to_the_rescue(dsn, sql, start, stamp
     assert never_started and all(counts[i] == 1 for i in never_started)
 
 
-def test_sigterm_hands_buffered_executions_back_without_an_attempt(dsn, sql, start, stamp):
+def test_sigterm_hands_buffered_executions_back_without_an_attempt(dsn, sql, start, gate):
     ids = [r["id"] for r in sql.execute("SELECT pgsched.enqueue_v1('stamp') AS id FROM generate_series(1, %s)",
                                         (RUNS,)).fetchall()]
     worker, first = buffered_worker(sql, start)
-    assert worker.stop(signal.SIGTERM) == 0
-    handed = re.search(r"handed back (\d+) claimed execution\(s\) that had not started", worker.output)
-    assert handed and int(handed[1]) >= 1, worker.output
+    gate.close_on_every_slot()
+    assert running_of(sql, first) > CONCURRENCY
+    worker.proc.send_signal(signal.SIGTERM)
+    wait_until(lambda: handed_back(worker), timeout=30, message="the buffer handed back")
+    assert running_of(sql, first) == CONCURRENCY  # all but the two blocked at the gate
+    gate.open()
+    assert worker.proc.wait(30) == 0
     assert running_of(sql, first) == 0
     pending = sql.execute("SELECT attempt, max_attempts, worker_id, lease_id FROM pgsched.execution").fetchall()
     assert pending and all(r == {"attempt": 0, "max_attempts": 1, "worker_id": None, "lease_id": None}
@@ -102,7 +139,7 @@ def test_sigterm_hands_buffered_executions_back_without_an_attempt(dsn, sql, sta
     rows = all_done(sql, ids)
     assert {(r["state"], r["attempt"], r["max_attempts"]) for r in rows} == {("succeeded", 1, 1)}
     assert succeeded_attempts(sql, ids) == {i: 1 for i in ids}
-    assert starts(stamp) == {i: 1 for i in ids}  # a clean stop: every run started exactly once
+    assert starts(gate.marker) == {i: 1 for i in ids}  # a clean stop: every run started exactly once
 
 
 def test_a_worker_declared_dead_starts_nothing_it_had_buffered(dsn, sql, start, tmp_path):
@@ -142,26 +179,24 @@ def test_a_worker_declared_dead_starts_nothing_it_had_buffered(dsn, sql, start, 
     assert late == [], "attempts started by the worker after they were rescued from it"
 
 
-def test_a_deleted_tasks_buffered_executions_are_not_handed_back_to_the_queue(dsn, sql, start, stamp):
+def test_a_deleted_tasks_buffered_executions_are_not_handed_back_to_the_queue(dsn, sql, start, gate):
     """A task deleted while a worker holds its executions in the buffer, then the worker
     stops: what it hands back must not be left pending for a worker (a delete drops the
     task's pending executions)."""
     sql.execute("SELECT pgsched.enqueue_v1('stamp') FROM generate_series(1, %s)", (RUNS,))
     worker, first = buffered_worker(sql, start)
-    worker.proc.send_signal(signal.SIGSTOP)  # its buffer stays as it is
-    try:
-        held = running_of(sql, first)
-        assert held > CONCURRENCY
-        assert "deleted stamp" in cli(dsn, "task", "delete", "stamp").stdout
-        worker.proc.send_signal(signal.SIGTERM)
-    finally:
-        worker.proc.send_signal(signal.SIGCONT)
+    gate.close_on_every_slot()
+    assert running_of(sql, first) > CONCURRENCY
+    assert "deleted stamp" in cli(dsn, "task", "delete", "stamp").stdout
+    worker.proc.send_signal(signal.SIGTERM)
+    wait_until(lambda: handed_back(worker), timeout=30, message="the buffer handed back")
+    gate.open()
     assert worker.proc.wait(30) == 0
-    handed = re.search(r"handed back (\d+) claimed execution\(s\) that had not started", worker.output)
-    assert handed and int(handed[1]) >= 1, worker.output
     left = sql.execute("SELECT e.id, e.state FROM pgsched.execution e JOIN pgsched.task t ON t.id = e.task_id "
                        "WHERE t.name = 'stamp'").fetchall()
     assert left == []
+    ran = starts(gate.marker)  # only what had started before the delete ran
+    assert len(ran) == sql.execute("SELECT count(*) AS n FROM pgsched.execution_history").fetchone()["n"]
 
 
 def test_a_worker_hands_back_what_it_claimed_ahead_when_its_handlers_turn_slow(dsn, sql, start):
