@@ -44,6 +44,7 @@ from psycopg.rows import dict_row
 from pgsched import dag as dag_module
 from pgsched import dagruns, queries
 from pgsched import migrate as migrations
+from pgsched.claims import TaskDefinitions
 from pgsched.db import Database
 
 ENGINE_FUNCTIONS = ("dag_execution_finished_v1", "dag_propagate_v1", "dag_enqueue_v1", "dag_decide_v1",
@@ -83,7 +84,7 @@ def play_worker(db: Database, limit: int, explain_at: int | None = None) -> dict
     done = 0
     while done < limit:
         t = time.perf_counter()
-        rows = db.many("execution_claim", queues=["default"], limit=1, worker_id=worker, now=None)
+        rows = TaskDefinitions().claim(db, queues=["default"], limit=1, worker_id=worker)
         claims.append(time.perf_counter() - t)
         if not rows:
             break

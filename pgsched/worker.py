@@ -50,6 +50,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from . import app as app_module
+from .claims import TaskDefinitions
 from .completer import Completer
 from .db import Database, Row, Session, connect, has_nul
 from .errors import ConnectionFailed, PgschedError, TransientError
@@ -360,6 +361,7 @@ class Worker:
 
     def _serve(self, conn: psycopg.Connection[Row], stop: threading.Event) -> None:
         session = Session(conn)
+        tasks = TaskDefinitions()
         next_poll = 0.0
         while not stop.is_set():
             conn.pgconn.consume_input()  # notifications already received: handled now
@@ -376,8 +378,7 @@ class Worker:
             if want > 0:
                 self._maybe_more = False  # a notification during the claim sets it again
                 try:
-                    rows = session.many("execution_claim", queues=self.config.queues, limit=want,
-                                        worker_id=self.id, now=None)
+                    rows = tasks.claim(session, queues=self.config.queues, limit=want, worker_id=self.id)
                 except ConnectionFailed:
                     raise
                 except PgschedError as exc:

@@ -4,6 +4,10 @@
 -- Claim up to %(limit)s ready executions of the given queues for one worker: highest
 -- priority (1) first, then oldest run_at. The MATERIALIZED CTE stops the planner from
 -- re-running the LIMIT subquery (Oban's note); SKIP LOCKED lets workers claim in parallel.
+-- task is the task's definition as a JSON object, NULL when the caller already holds it
+-- at task_version (the task row's xmin: every change to the row gives it a new one):
+-- %(known_task_ids)s / %(known_task_versions)s, parallel arrays (claims.TaskDefinitions).
+-- Decoding the definition with every row was a sixth of a draining worker's CPU.
 WITH picked AS MATERIALIZED (
     SELECT id FROM pgsched.execution
      WHERE state = 'pending' AND run_at <= coalesce(%(now)s::timestamptz, now())
@@ -11,20 +15,30 @@ WITH picked AS MATERIALIZED (
      ORDER BY priority, run_at, id
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE pgsched.execution e
+       SET state = 'running', attempt = e.attempt + 1, worker_id = %(worker_id)s,
+           started_at = coalesce(%(now)s::timestamptz, now()), lease_id = nextval('pgsched.lease_id_seq'),
+           budget_delay_seconds = NULL
+      FROM picked
+     WHERE e.id = picked.id
+       -- a worker already declared dead claims nothing (its claims would only be rescued)
+       AND EXISTS (SELECT 1 FROM pgsched.worker w WHERE w.id = %(worker_id)s AND w.state = 'running')
+    RETURNING e.id, e.tenant, e.task_id, e.scheduled_at, e.run_at, e.attempt, e.max_attempts,
+              e.params, e.started_at, e.trigger, e.lease_id, e.cancel_requested_at, e.dag_run_id
 )
-UPDATE pgsched.execution e
-   SET state = 'running', attempt = e.attempt + 1, worker_id = %(worker_id)s,
-       started_at = coalesce(%(now)s::timestamptz, now()), lease_id = nextval('pgsched.lease_id_seq'),
-       budget_delay_seconds = NULL
-  FROM picked, pgsched.task t
- WHERE e.id = picked.id AND t.id = e.task_id
-   -- a worker already declared dead claims nothing (its claims would only be rescued)
-   AND EXISTS (SELECT 1 FROM pgsched.worker w WHERE w.id = %(worker_id)s AND w.state = 'running')
-RETURNING e.id, e.tenant, e.task_id, e.scheduled_at, e.run_at, e.attempt, e.max_attempts,
-          e.params, e.started_at, e.trigger, e.lease_id, e.cancel_requested_at, e.dag_run_id, t.name AS task_name,
-          t.handler_kind, t.command, t.argv, t.python_target, t.env, t.stdin, t.timeout_seconds,
-          t.retry_policy, t.retry_base_seconds, t.retry_max_seconds, t.no_retry_exit_codes,
-          t.no_retry_exceptions
+SELECT c.*, t.xmin::text::bigint AS task_version,
+       CASE WHEN k.task_id IS NULL THEN jsonb_build_object(
+           'task_name', t.name, 'handler_kind', t.handler_kind, 'command', t.command, 'argv', t.argv,
+           'python_target', t.python_target, 'env', t.env, 'stdin', t.stdin,
+           'timeout_seconds', t.timeout_seconds, 'retry_policy', t.retry_policy,
+           'retry_base_seconds', t.retry_base_seconds, 'retry_max_seconds', t.retry_max_seconds,
+           'no_retry_exit_codes', t.no_retry_exit_codes, 'no_retry_exceptions', t.no_retry_exceptions)
+       END AS task
+  FROM claimed c
+  JOIN pgsched.task t ON t.id = c.task_id
+  LEFT JOIN unnest(%(known_task_ids)s::bigint[], %(known_task_versions)s::bigint[]) AS k(task_id, version)
+         ON k.task_id = c.task_id AND k.version = t.xmin::text::bigint
 
 -- name: execution_finish :exec
 -- Move a running execution that this worker still holds (its lease) into history with its

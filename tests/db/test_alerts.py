@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from pgsched import alerts, tasks, webhooks
+from pgsched.claims import TaskDefinitions
 from pgsched.db import Database
 from pgsched.errors import ValidationError
 from pgsched.tasks import TaskSpec
@@ -73,7 +74,7 @@ def fail_to_dead(db: Database, task: str) -> int:
     worker = db.one("worker_register", name="w", hostname="h", pid=1, queues=queues, concurrency=1,
                     heartbeat_interval=5)
     assert worker is not None
-    [row] = db.many("execution_claim", now=None, queues=queues, limit=1, worker_id=worker["id"])
+    [row] = TaskDefinitions().claim(db, queues=queues, limit=1, worker_id=worker["id"])
     assert row["id"] == execution_id
     db.exec("execution_finish", id=row["id"], lease_id=row["lease_id"], state="dead", finished_at=row["started_at"],
             exit_code=3, error="boom", result=None)

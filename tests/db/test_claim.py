@@ -10,6 +10,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from pgsched import tasks
+from pgsched.claims import TaskDefinitions
 from pgsched.db import Database
 from pgsched.errors import PgschedError
 from pgsched.tasks import TaskSpec
@@ -43,9 +44,7 @@ def enqueue(db, name: str = "job", *, run_at: datetime, priority: int | None = N
 def claim(
     db, worker_id: int, limit: int = 10, queues=("default",), now: datetime | None = None
 ) -> list[dict]:
-    return db.many(
-        "execution_claim", queues=list(queues), limit=limit, worker_id=worker_id, now=now
-    )
+    return TaskDefinitions().claim(db, queues=list(queues), limit=limit, worker_id=worker_id, now=now)
 
 
 def live(sql, execution_id: int) -> dict | None:
@@ -86,6 +85,27 @@ def test_claim_marks_rows_running_for_this_worker(db, sql):
     assert stored["worker_id"] == worker
     assert stored["started_at"] == now
     assert claim(db, worker, now=now) == []  # running rows are not claimed again
+
+
+def test_a_claim_sends_a_task_definition_only_when_the_claimer_does_not_hold_it(db, sql):
+    """TaskDefinitions: the first claim of a task carries its definition; later claims of
+    the unchanged task carry none (the worker's copy is used); a change to the task is
+    sent with the next claim."""
+    make_task(db, env={"A": "1"}, retry_policy="linear", no_retry_exit_codes=[3])
+    worker = register(db)
+    for _ in range(3):
+        enqueue(db, run_at=T0)
+    held = TaskDefinitions()
+    [first] = held.claim(db, queues=["default"], limit=1, worker_id=worker, now=T0)
+    assert (first["command"], first["env"], first["retry_policy"], first["no_retry_exit_codes"]) == (
+        "true", {"A": "1"}, "linear", [3])
+    version = sql.execute("SELECT xmin::text::bigint AS v FROM pgsched.task WHERE name = 'job'").fetchone()["v"]
+    [raw] = db.many("execution_claim", queues=["default"], limit=1, worker_id=worker, now=T0,
+                    known_task_ids=[first["task_id"]], known_task_versions=[version])
+    assert raw["task"] is None and raw["task_version"] == version  # not sent again
+    tasks.update(db, "job", {"command": "echo v2"})
+    [second] = held.claim(db, queues=["default"], limit=1, worker_id=worker, now=T0)
+    assert (second["command"], second["env"], second["task_name"]) == ("echo v2", {"A": "1"}, "job")
 
 
 def test_claim_with_the_database_clock(db, sql):

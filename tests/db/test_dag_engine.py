@@ -15,6 +15,7 @@ from psycopg.types.json import Jsonb
 from pgsched import App, dagruns, scheduler, tasks
 from pgsched import dag as dag_module
 from pgsched.app import resolve
+from pgsched.claims import TaskDefinitions
 from pgsched.errors import PgschedError, ValidationError
 
 from .test_claim import register
@@ -56,7 +57,7 @@ class Driver:
         return self.sql.execute("SELECT state FROM pgsched.dag_run WHERE id = %s", [run_id]).fetchone()["state"]
 
     def claim_all(self):
-        for row in self.db.many("execution_claim", queues=["default"], limit=1000, worker_id=self.worker, now=None):
+        for row in TaskDefinitions().claim(self.db, queues=["default"], limit=1000, worker_id=self.worker):
             self.claimed[row["id"]] = row
         return self.claimed
 
