@@ -108,6 +108,34 @@ def tenths(times: list[float]) -> dict[str, float]:
 
 # --- memory -----------------------------------------------------------------------------
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User plus system CPU seconds used so far by the processes ``pids`` and their
+    descendants (those still alive: a process that has exited is not counted)."""
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            continue
+        for p in procs:
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                pass
+    return total
+
+
+def server_pid(conn: Any) -> int:
+    """The PostgreSQL postmaster's pid: the parent of this connection's backend."""
+    import psutil
+
+    return psutil.Process(conn.execute("SELECT pg_backend_pid()").fetchone()[0]).ppid()
+
+
 class RssSampler:
     """Samples the resident set size of process ``pid`` plus all its descendants every
     ``interval`` seconds in a thread; ``peak`` and ``first`` are in bytes."""

@@ -229,6 +229,8 @@ def part_drain(args: argparse.Namespace) -> None:
         if args.poll_interval:
             extra += ["--poll-interval", str(args.poll_interval)]
         common.index_only_polls(conn)
+        postmaster = common.server_pid(conn)
+        server_cpu = common.cpu_seconds([postmaster])
         started = time.perf_counter()
         worker = Proc(args.dsn, worker_args(args.concurrency, extra), logs, "worker")
         sampler = common.RssSampler(worker.proc.pid)
@@ -238,6 +240,10 @@ def part_drain(args: argparse.Namespace) -> None:
                                  args.timeout, f"the worker to drain {args.n} runs", alive=worker.dead,
                                  poll=common.poll_interval(args.n))
         wall = done - started
+        # CPU per run, worker and server (its start and warm-up included: a fresh worker is
+        # what is timed); the server's includes this script's polls and background workers
+        cpu = {"worker_cpu_us_per_run": round(common.cpu_seconds([worker.proc.pid]) * 1e6 / args.n, 1),
+               "server_cpu_us_per_run": round((common.cpu_seconds([postmaster]) - server_cpu) * 1e6 / args.n, 1)}
         peak = sampler.stop()
         worker.stop()
         worker = None
@@ -258,7 +264,7 @@ def part_drain(args: argparse.Namespace) -> None:
         config = args.config or f"worker --concurrency {args.concurrency}"
         metrics: dict[str, Any] = {"n": args.n, "seconds": round(wall, 3), "jobs_per_s": round(args.n / wall, 1),
                                     "steady_jobs_per_s": round(steady, 1), "peak_rss_mib": common.mib(peak),
-                                    "history_rows_before": history_rows, "concurrency": args.concurrency}
+                                    "history_rows_before": history_rows, "concurrency": args.concurrency, **cpu}
         metrics.update({k: v for k, v in spread.items() if k != "jobs_per_s"})
         common.emit(SYSTEM, args.part, config, **metrics)
     finally:
