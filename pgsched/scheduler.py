@@ -7,8 +7,9 @@ election records a new term (``epoch``) that the leader writes on the executions
 creates. Correctness does not rest on leadership: an execution is unique on (task,
 scheduled time), so a second leader would hit the constraint, not run a fire twice.
 
-A tick locks the front of ``task_next_fire_idx`` (due tasks) with SKIP LOCKED, inserts
-their executions in one statement, moves each ``next_fire_at`` on in the task's time zone,
+A tick locks the front of ``task_next_fire_idx`` (due tasks) with SKIP LOCKED, grouped by
+the schedule and due time they share; computes each group's fires once; inserts their
+executions and moves each ``next_fire_at`` on in the task's time zone in one statement,
 and commits: one NOTIFY per tick. Missed fires after downtime collapse into one catch-up
 run (misfire policy ``once``). Between ticks it sleeps until the earliest ``next_fire_at``
 or a ``pgsched_task`` notification, whichever is first.
@@ -203,7 +204,11 @@ _LOG_EACH_UP_TO = 20
 
 def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo: _Memo) -> tuple[int, bool]:
     """One transaction of :func:`tick`: plan up to ``batch`` unplanned tasks and fire up to
-    ``batch`` due ones. Returns (executions created, whether a batch came back full)."""
+    ``batch`` due ones. Returns (executions created, whether a batch came back full).
+
+    Due tasks come grouped by schedule and due time (``scheduler_due_groups``): the fire
+    times are computed once per group and all of the batch's fires are one statement
+    (``scheduler_fire``), so a burst costs Python nothing per task."""
     fired = 0
     with db.transaction() as tx:
         broken: list[int] = []
@@ -218,53 +223,73 @@ def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo
                 firsts.append(nxt)
             tx.exec("task_plan", ids=[r["id"] for r in unplanned], next_fire_at=firsts,
                     fired_at=[None] * len(unplanned), missed=[0] * len(unplanned))
-        due = tx.many("scheduler_due_tasks", now=now, limit=batch)
-        if due:
+        groups = tx.many("scheduler_due_groups", now=now, limit=batch, names=_LOG_EACH_UP_TO)
+        due = sum(g["tasks"] for g in groups)
+        if groups:
             misfire = Misfire.load(tx)
-            nexts, missed, fire_ids, fire_at = [], [], [], []
-            each = len(due) <= _LOG_EACH_UP_TO
-            for row in due:
+            each = due <= _LOG_EACH_UP_TO
+            nexts, missed, run_group, run_at = [], [], [], []
+            dag_ids: list[int] = []
+            dag_fires: list[datetime] = []
+            for n, group in enumerate(groups, 1):
                 runs: list[datetime] = []
                 lost = 0
 
-                def plan(s: Schedule, row: dict = row) -> datetime | None:
+                def plan(s: Schedule, group: dict = group) -> datetime | None:
                     nonlocal runs, lost
-                    runs, nxt, lost = memo.catch_up(s, row["misfire_policy"], row["next_fire_at"], misfire)
+                    runs, nxt, lost = memo.catch_up(s, group["misfire_policy"], group["next_fire_at"], misfire)
                     return nxt
-                nxt, problem = _plan(row, plan)
+                nxt, problem = _plan(group, plan)
                 if problem:
-                    log.error("task %s: cannot compute its next fire (%s); pausing it after this fire",
-                              row["name"], problem)
-                    broken.append(row["id"])
-                    runs = [row["next_fire_at"]]
+                    for name in _names(tx, group):
+                        log.error("task %s: cannot compute its next fire (%s); pausing it after this fire",
+                                  name, problem)
+                    broken += _ids(group["ids"])
+                    runs = [group["next_fire_at"]]
                 if lost:
-                    log.warning("task %s: %d missed fire(s) not run (misfire policy %s)", row["name"], lost,
-                                row["misfire_policy"])
+                    for name in _names(tx, group):
+                        log.warning("task %s: %d missed fire(s) not run (misfire policy %s)", name, lost,
+                                    group["misfire_policy"])
                 for fire in runs:
-                    fire_ids.append(row["id"])
-                    fire_at.append(fire)
+                    run_group.append(n)
+                    run_at.append(fire)
                     if each:
-                        log.info("fired %s for %s", row["name"], fire.isoformat())
+                        for name in group["names"]:
+                            log.info("fired %s for %s", name, fire.isoformat())
+                if group["dags"]:  # some of the group may be DAGs' tasks (dag runs, not executions)
+                    for task_id in _ids(group["ids"]):
+                        dag_ids += [task_id] * len(runs)
+                        dag_fires += runs
                 nexts.append(nxt)
                 missed.append(lost)
-            if not each and fire_at:
-                log.info("fired %d task(s) due from %s to %s", len(due), min(fire_at).isoformat(),
-                         max(fire_at).isoformat())
-            tx.exec("scheduler_insert_fires", ids=fire_ids, fire_at=fire_at, epoch=epoch)
-            dags = {r["id"] for r in due if r["handler_kind"] == "dag"}
-            if dags:
-                picked = [(i, f) for i, f in zip(fire_ids, fire_at, strict=True) if i in dags]
-                for run in tx.many("scheduler_fire_dags", ids=[i for i, _ in picked],
-                                   fire_at=[f for _, f in picked], epoch=epoch):
+                fired += group["tasks"] * len(runs)
+            if not each and run_at:
+                log.info("fired %d task(s) due from %s to %s", due, min(run_at).isoformat(),
+                         max(run_at).isoformat())
+            tx.exec("scheduler_fire", ids=[g["ids"] for g in groups], next_fire_at=nexts,
+                    fired_at=[g["next_fire_at"] for g in groups], missed=missed, run_group=run_group,
+                    run_at=run_at, epoch=epoch)
+            if dag_ids:
+                for run in tx.many("scheduler_fire_dags", ids=dag_ids, fire_at=dag_fires, epoch=epoch):
                     if run["run_id"] is not None:
                         log.info("DAG %s: run %s started for %s", run["name"], run["run_id"],
                                  run["fire_at"].isoformat())
-            tx.exec("task_plan", ids=[r["id"] for r in due], next_fire_at=nexts,
-                    fired_at=[r["next_fire_at"] for r in due], missed=missed)
-            fired += len(fire_ids)
         if broken:
             tx.exec("task_disable", ids=broken)
-    return fired, len(due) >= batch or len(unplanned) >= batch
+    return fired, due >= batch or len(unplanned) >= batch
+
+
+def _ids(text: str) -> list[int]:
+    """Task ids from the text of a bigint[] (``{1,2,3}``)."""
+    inner = text.strip("{}")
+    return [int(i) for i in inner.split(",")] if inner else []
+
+
+def _names(tx: Session, group: dict) -> list[str]:
+    """Every task name of a due group (the query gives the first few)."""
+    if len(group["names"]) >= group["tasks"]:
+        return list(group["names"])
+    return [r["name"] for r in tx.many("scheduler_task_names", ids=group["ids"])]
 
 
 def rescue(db: Database) -> list[dict]:

@@ -1,16 +1,33 @@
 -- The scheduler's tick: due tasks, executions for their fires, leadership.
 
--- name: scheduler_due_tasks :many
--- The front of task_next_fire_idx: due tasks, locked for this tick; a concurrent tick
--- skips them instead of waiting.
-SELECT id, tenant, name, schedule_kind, schedule_expr, timezone, schedule_anchor, next_fire_at,
-       misfire_policy, handler_kind
-  FROM pgsched.task
- WHERE enabled AND deleted_at IS NULL AND next_fire_at IS NOT NULL
-   AND next_fire_at <= %(now)s
+-- name: scheduler_due_groups :many
+-- The front of task_next_fire_idx: due tasks, locked for this tick (a concurrent tick skips
+-- them instead of waiting), one row per schedule and due time they share, so that the tick
+-- computes fire times once per group. The ids come as the text of a bigint[] and go back
+-- as such to scheduler_fire: psycopg adapts a list element by element in Python, which
+-- took a burst's tick 27 ms per 1,000 tasks (more than the database's work on them).
+-- names: the first few task names of the group (by id), for the log.
+WITH due AS (
+    SELECT id, name, schedule_kind, schedule_expr, timezone, schedule_anchor, next_fire_at,
+           misfire_policy, handler_kind
+      FROM pgsched.task
+     WHERE enabled AND deleted_at IS NULL AND next_fire_at IS NOT NULL
+       AND next_fire_at <= %(now)s
+     ORDER BY next_fire_at
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
+SELECT schedule_kind, schedule_expr, timezone, schedule_anchor, next_fire_at, misfire_policy,
+       count(*) AS tasks, array_agg(id ORDER BY id)::text AS ids,
+       (array_agg(name ORDER BY id))[1:%(names)s::int] AS names,
+       bool_or(handler_kind = 'dag') AS dags
+  FROM due
+ GROUP BY schedule_kind, schedule_expr, timezone, schedule_anchor, next_fire_at, misfire_policy
  ORDER BY next_fire_at
- LIMIT %(limit)s
-   FOR UPDATE SKIP LOCKED
+
+-- name: scheduler_task_names :many
+-- Names of the tasks of a group (the text of a bigint[], as scheduler_due_groups gives it).
+SELECT id, name FROM pgsched.task WHERE id = ANY(%(ids)s::bigint[]) ORDER BY id
 
 -- name: scheduler_unplanned_tasks :many
 -- Enabled scheduled tasks without a next fire time (just created or resumed).
@@ -22,18 +39,35 @@ SELECT id, tenant, name, schedule_kind, schedule_expr, timezone, schedule_anchor
  LIMIT %(limit)s
    FOR UPDATE SKIP LOCKED
 
--- name: scheduler_insert_fires :exec binary
--- One execution per (task, fire time), all in one statement. The unique (task_id,
--- scheduled_at) makes a second insert of the same fire a no-op, whoever sends it.
-INSERT INTO pgsched.execution (tenant, task_id, scheduled_at, run_at, trigger, priority, queue,
-                               params, max_attempts, leader_epoch, idempotency_key)
-SELECT t.tenant, t.id, f.fire_at, f.fire_at, 'schedule', t.priority, t.queue, t.params,
-       t.max_attempts, %(epoch)s,
-       CASE WHEN t.idempotent THEN pgsched.derived_key_v1(t.id, t.params, f.fire_at) END
-  FROM unnest(%(ids)s::bigint[], %(fire_at)s::timestamptz[]) AS f(id, fire_at)
-  JOIN pgsched.task t ON t.id = f.id
- WHERE t.handler_kind <> 'dag'
-ON CONFLICT DO NOTHING
+-- name: scheduler_fire :exec
+-- A batch of fires in one statement, per group of tasks (scheduler_due_groups): one
+-- execution per (task, fire time), and each task's next fire time moved on. Groups come
+-- as parallel arrays (%(ids)s: each group's task ids as the text of a bigint[]); the fire
+-- times to run as pairs (%(run_group)s: the group's 1-based position, %(run_at)s). The
+-- unique (task_id, scheduled_at) makes a second insert of the same fire a no-op, whoever
+-- sends it. DAGs' tasks start DAG runs instead (scheduler_fire_dags). Counts the tasks.
+WITH member AS (
+    SELECT g.n, x.id, g.next_fire_at, g.fired_at, g.missed
+      FROM unnest(%(ids)s::text[], %(next_fire_at)s::timestamptz[], %(fired_at)s::timestamptz[],
+                  %(missed)s::bigint[]) WITH ORDINALITY AS g(ids, next_fire_at, fired_at, missed, n)
+     CROSS JOIN LATERAL unnest(g.ids::bigint[]) AS x(id)
+), fired AS (
+    INSERT INTO pgsched.execution (tenant, task_id, scheduled_at, run_at, trigger, priority, queue,
+                                   params, max_attempts, leader_epoch, idempotency_key)
+    SELECT t.tenant, t.id, r.fire_at, r.fire_at, 'schedule', t.priority, t.queue, t.params,
+           t.max_attempts, %(epoch)s,
+           CASE WHEN t.idempotent THEN pgsched.derived_key_v1(t.id, t.params, r.fire_at) END
+      FROM unnest(%(run_group)s::bigint[], %(run_at)s::timestamptz[]) AS r(n, fire_at)
+      JOIN member m ON m.n = r.n
+      JOIN pgsched.task t ON t.id = m.id
+     WHERE t.handler_kind <> 'dag'
+    ON CONFLICT DO NOTHING
+)
+UPDATE pgsched.task t
+   SET next_fire_at = m.next_fire_at, last_fire_at = coalesce(m.fired_at, t.last_fire_at),
+       missed_fires = t.missed_fires + m.missed
+  FROM member m
+ WHERE t.id = m.id
 
 -- name: scheduler_fire_dags :many
 -- Fires of DAGs' tasks (kind 'dag') start DAG runs, one per (DAG, fire time) whoever sends

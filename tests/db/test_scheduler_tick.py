@@ -215,29 +215,25 @@ def test_delete_keeps_a_running_execution(db, sql):
     assert [r["state"] for r in executions(sql, task["id"])] == ["running"]
 
 
+def fire(db, task_ids: list[int], fires: list[datetime], epoch: int) -> int:
+    """scheduler_fire of one group (the tasks, as the text of a bigint[]) at ``fires``."""
+    return db.exec("scheduler_fire", ids=["{%s}" % ",".join(map(str, task_ids))], next_fire_at=[at(11, 0)],
+                   fired_at=[fires[0]], missed=[0], run_group=[1] * len(fires), run_at=fires, epoch=epoch)
+
+
 def test_the_same_fire_inserted_twice_is_one_execution(db, sql):
     task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
-    fire = at(10, 5)
-    assert db.exec("scheduler_insert_fires", ids=[task["id"]], fire_at=[fire], epoch=1) == 1
-    assert db.exec("scheduler_insert_fires", ids=[task["id"]], fire_at=[fire], epoch=2) == 0
-    assert (
-        db.exec(
-            "scheduler_insert_fires", ids=[task["id"], task["id"]], fire_at=[fire, fire], epoch=3
-        )
-        == 0
-    )
+    other = make_task(db, "other", "cron", "*/5 * * * *", at(10, 2))
+    at_five = at(10, 5)
+    assert fire(db, [task["id"]], [at_five], epoch=1) == 1
+    assert fire(db, [task["id"]], [at_five], epoch=2) == 1
+    assert fire(db, [task["id"]], [at_five, at_five], epoch=3) == 1
     [row] = executions(sql, task["id"])
     assert row["leader_epoch"] == 1  # the first insert won; later ones changed nothing
-    assert (
-        db.exec(
-            "scheduler_insert_fires",
-            ids=[task["id"], task["id"]],
-            fire_at=[at(10, 10), at(10, 10)],
-            epoch=1,
-        )
-        == 1
-    )
-    assert fire_times(sql, task["id"]) == [at(10, 5), at(10, 10)]
+    assert fire(db, [task["id"], other["id"]], [at(10, 10), at(10, 10)], epoch=1) == 2
+    assert fire_times(sql, task["id"]) == [at_five, at(10, 10)]
+    assert fire_times(sql, other["id"]) == [at(10, 10)]
+    assert task_row(sql, task["id"])["next_fire_at"] == at(11, 0)
 
 
 def test_a_manual_run_at_a_fire_instant_does_not_swallow_the_fire(db, sql):

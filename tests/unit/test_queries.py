@@ -141,7 +141,7 @@ def test_the_scan_finds_calls():
     names = {name for name, _, _ in calls_in_code()}
     assert {
         "execution_claim",
-        "scheduler_insert_fires",
+        "scheduler_fire",
         "task_insert",
         "migration_applied",
     } <= names
