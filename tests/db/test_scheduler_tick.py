@@ -297,3 +297,36 @@ def test_a_burst_is_fired_by_parallel_batches_each_task_exactly_once(db, sql):
     assert [(r["schedule_expr"], r["nexts"]) for r in planned] == [
         ("* * * * *", [at(9, 1)]), ("*/5 * * * *", [at(9, 5)]), ("0 * * * *", [at(10, 0)])]
     assert scheduler.tick(db, 3, at(9, 0, 2), batch=200, parallel=3) == 0
+
+
+def test_groups_of_a_batch_fire_apart_and_a_group_whose_schedule_breaks_is_paused(db, sql, caplog):
+    """One batch holding three groups (two schedules, one that cannot be computed): each
+    task fires once; the broken group's tasks are paused after that fire, each named in the
+    log; 25 tasks that missed fires (more than the batch query names) are each named too."""
+    due = at(9, 0)
+    sql.execute("""INSERT INTO pgsched.task (name, schedule_kind, schedule_expr, timezone, handler_kind, command,
+                                            next_fire_at, misfire_policy)
+                   SELECT 'late-' || i, 'cron', '*/5 * * * *', 'UTC', 'shell', 'true', %s, 'once'
+                     FROM generate_series(1, 25) i
+                   UNION ALL
+                   SELECT 'hourly-' || i, 'cron', '0 * * * *', 'UTC', 'shell', 'true', %s, 'once'
+                     FROM generate_series(1, 3) i
+                   UNION ALL
+                   SELECT 'broken-' || i, 'cron', 'not a cron', 'UTC', 'shell', 'true', %s, 'once'
+                     FROM generate_series(1, 2) i""", [at(8, 45), due, due])
+    assert scheduler.tick(db, 1, at(9, 0, 30)) == 30
+    per_task = sql.execute("""SELECT t.name, count(e.id) AS n, min(e.scheduled_at) AS fire, t.enabled, t.next_fire_at,
+                                     t.missed_fires
+                                FROM pgsched.task t LEFT JOIN pgsched.execution e ON e.task_id = t.id
+                               GROUP BY t.id ORDER BY t.name""").fetchall()
+    assert {r["name"]: (r["n"], r["fire"], r["enabled"], r["next_fire_at"], r["missed_fires"]) for r in per_task} == {
+        **{f"late-{i}": (1, at(8, 45), True, at(9, 5), 3) for i in range(1, 26)},
+        **{f"hourly-{i}": (1, due, True, at(10, 0), 0) for i in range(1, 4)},
+        **{f"broken-{i}": (1, due, False, None, 0) for i in range(1, 3)},
+    }
+    warned = [r.getMessage() for r in caplog.records if "missed fire(s) not run" in r.getMessage()]
+    assert sorted(warned) == sorted(f"task late-{i}: 3 missed fire(s) not run (misfire policy once)"
+                                    for i in range(1, 26))
+    paused = [r.getMessage() for r in caplog.records if "cannot compute its next fire" in r.getMessage()]
+    assert [m.split(":")[0] for m in sorted(paused)] == ["task broken-1", "task broken-2"]
+    assert scheduler.tick(db, 1, at(9, 0, 31)) == 0
