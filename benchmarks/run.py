@@ -16,7 +16,8 @@ in an order rotated per repeat, so that drift on a shared machine hits them all 
 Parts (``--only``): enqueue_bulk, enqueue_single, drain, sustained, latency, burst,
 flatness, memory; optional ones run only when named: sweep (pgsched's drain at several
 ``--concurrency``), lifecycle (the research's one-job pgbench scripts). ``--extras`` adds
-pgqueuer's psycopg driver to latency, procrastinate to memory, and the scheduler burst
+pgqueuer's psycopg driver to latency, procrastinate to memory, pgsched's single enqueue through
+the Python API (``tasks.trigger``), and the scheduler burst
 without workers (the scheduler alone on the machine).
 
 The peers run in their own environment, ``benchmarks/.venv-peers``, made on first use from
@@ -114,7 +115,6 @@ def build_plan(args: argparse.Namespace, pgbench: str | None) -> dict[str, list[
     add("enqueue_bulk", "procrastinate", "best", pro + ["enqueue", "--mode", "bulk", "--n", n])
 
     add("enqueue_single", "pgsched", "best", pgs + ["enqueue-single", "--n", n])
-    add("enqueue_single", "pgsched", "python", pgs + ["enqueue-single", "--n", n, "--api", "python"])
     add("enqueue_single", "pgqueuer", "best", pgq + ["enqueue", "--mode", "single", "--n", n])
     add("enqueue_single", "procrastinate", "best", pro + ["enqueue", "--mode", "single", "--n", n])
 
@@ -147,6 +147,7 @@ def build_plan(args: argparse.Namespace, pgbench: str | None) -> dict[str, list[
     add("latency", "pgqueuer", "best", pgq + ["latency", "--batch-size", "10"] + lat)
     add("latency", "procrastinate", "best", pro + ["latency", "--concurrency", "1"] + lat)
     if args.extras:
+        add("enqueue_single", "pgsched", "python", pgs + ["enqueue-single", "--n", n, "--api", "python"])
         add("latency", "pgqueuer", "psy", pgq + ["latency", "--batch-size", "10", "--driver", "psy"] + lat)
 
     due_second = ["--due-second"] if args.smoke else []
@@ -159,8 +160,11 @@ def build_plan(args: argparse.Namespace, pgbench: str | None) -> dict[str, list[
             add("burst", "pgsched", f"{tasks}-alone", pgs + ["burst", "--tasks", str(tasks), "--workers", "0",
                                                             "--timeout", str(timeout)], timeout + 300)
     if args.burst_baseline:
+        # The baseline is only its peak RSS: due in a second, not at the next minute (up to
+        # a minute of idling per repeat saved; the same code path fires them)
         add("burst", "pgsched", str(args.burst_baseline),
-            pgs + ["burst", "--tasks", str(args.burst_baseline), "--workers", "4", "--concurrency", c])
+            pgs + ["burst", "--tasks", str(args.burst_baseline), "--workers", "4", "--concurrency", c,
+                   "--due-second"])
 
     add("flatness", "pgsched", "h0", pgs + ["drain", "--n", n, "--concurrency", c, "--part", "flatness",
                                             "--config", "0 history rows"] + ["--timeout", str(drain_timeout)],

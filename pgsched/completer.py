@@ -112,9 +112,8 @@ class Completer:
     def _write(self, batch: list[tuple[dict[str, Any], Done]]) -> None:
         """Raises ConnectionFailed / TransientError for the whole batch; settles it otherwise."""
         try:
-            with self.db.transaction() as tx:
-                rows = tx.many("execution_finish_many", worker_id=self.worker_id(),
-                               **finish_params([item for item, _ in batch]))
+            rows = self.db.many("execution_finish_many", worker_id=self.worker_id(),
+                                **finish_params([item for item, _ in batch]))
         except (ConnectionFailed, TransientError):
             raise
         except (PgschedError, ValueError, TypeError) as exc:
