@@ -209,7 +209,7 @@ def function_stats(conn: psycopg.Connection) -> dict[str, dict[str, float]]:
 
 class Sampler(threading.Thread):
     """Samples pg_stat_activity of the benchmark databases: what each worker pool
-    connection (application_name 'pgsched') is doing."""
+    connection (application_name 'pgsched worker') is doing."""
 
     def __init__(self, dsn: str, every: float):
         super().__init__(daemon=True)
@@ -222,7 +222,7 @@ class Sampler(threading.Thread):
 
     def run(self) -> None:
         sql = ("SELECT state, wait_event_type, wait_event, left(regexp_replace(query, '\\s+', ' ', 'g'), 60) AS q "
-               "FROM pg_stat_activity WHERE datname LIKE 'pgsched_bench_%' AND application_name = 'pgsched' "
+               "FROM pg_stat_activity WHERE datname LIKE 'pgsched_bench_%' AND application_name = 'pgsched worker' "
                "AND pid <> pg_backend_pid()")
         while not self.stop.is_set():
             rows = self.conn.execute(sql).fetchall()

@@ -32,6 +32,17 @@ def cron_fires(expr: str, tz: str, after: datetime, n: int) -> list[datetime | N
     return out
 
 
+def sessions_ended(sql: Any, application_name: str, timeout: float = 30.0) -> None:
+    """Wait until no server session of this database has an application_name starting
+    with ``application_name`` (e.g. ``pgsched worker``): after a SIGKILL, a commit the
+    process sent just before it died can still land until its sessions end, so what it
+    left is counted after that."""
+    wait_until(lambda: sql.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
+                                   "AND pid <> pg_backend_pid() AND starts_with(application_name, %s)",
+                                   (application_name,)).fetchone()["n"] == 0,
+               timeout=timeout, message=f"the sessions of {application_name!r} to end")
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05,
                message: str = "condition") -> Any:
     """Poll ``predicate`` until it returns something truthy; return that. Raises

@@ -102,7 +102,7 @@ def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, pre
     config = SchedulerConfig(batch=batch, max_sleep=max_sleep, retention_days=retention_days,
                              premake_days=premake_days, leader_timeout=leader_timeout)
     # the tick's parallel batches, the webhook sender and the statistics/alerts thread
-    _run_until_signal([("scheduler", Scheduler(c.db(max_size=config.parallel + 3), config).run)])
+    _run_until_signal([("scheduler", Scheduler(c.db(max_size=config.parallel + 3, application_name="pgsched scheduler"), config).run)])
 
 
 @main.command()
@@ -159,7 +159,8 @@ def worker(c: Context, queues: tuple[str, ...], concurrency: int, poll_interval:
     # Executions use a connection only briefly (log flushes, the end of an attempt): a
     # small pool serves many slots. Plus one listener connection. A transaction left open
     # while the worker is frozen ends before the leader may declare the worker dead.
-    db = c.db(max_size=min(concurrency + 2, 10), idle_in_transaction_timeout=HEARTBEAT_STALE * heartbeat_interval)
+    db = c.db(max_size=min(concurrency + 2, 10), idle_in_transaction_timeout=HEARTBEAT_STALE * heartbeat_interval,
+              application_name="pgsched worker")
     # Tasks run under this process (Python tasks inside it): they get no pgsched settings,
     # and PGSCHED_DSN may carry a password.
     for name in PRIVATE_ENV:

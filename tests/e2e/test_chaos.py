@@ -439,7 +439,7 @@ def test_a_partition_attached_while_a_worker_records_keeps_the_success(dsn, sql,
         ident = json.loads(cli(dsn, "task", "trigger", "once-only", "--json").stdout)["execution_id"]
         wait_until(lambda: sql.execute(
             "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
-            "AND application_name = 'pgsched' AND wait_event_type = 'Lock'").fetchone()["n"],
+            "AND application_name = 'pgsched worker' AND wait_event_type = 'Lock'").fetchone()["n"],
             message="the worker's end of attempt waiting on the ATTACH")
         maintenance.commit()
     wait_until(lambda: sql.execute("SELECT 1 FROM pgsched.execution_history WHERE id = %s", (ident,)).fetchone(),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers import cli, wait_until
+from ..helpers import cli, sessions_ended, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -99,11 +99,7 @@ def test_sigkill_leaves_buffered_executions_to_the_rescue(dsn, sql, start, stamp
     worker, first = buffered_worker(sql, start)
     worker.proc.send_signal(signal.SIGKILL)
     worker.proc.wait(10)
-    # A commit the worker had sent before it died may still land: count once its server
-    # sessions are gone (seen under load: 5 outcomes committed after the count)
-    wait_until(lambda: sql.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
-                                   "AND application_name LIKE 'pgsched%%'").fetchone()["n"] == 0,
-               timeout=30, message="the killed worker's sessions ended")
+    sessions_ended(sql, "pgsched worker")  # seen under load: 5 outcomes committed after the count
     held = running_of(sql, first)
     assert held > CONCURRENCY  # more than its slots: its buffer too
     start("scheduler", "--max-sleep", "0.5")  # its leader rescues the dead worker's executions

@@ -9,7 +9,7 @@ import os
 import signal
 import tempfile
 
-from ..helpers import REPO, cli, wait_until
+from ..helpers import REPO, cli, sessions_ended, wait_until
 
 EXAMPLES = REPO / "examples"
 
@@ -159,6 +159,7 @@ def test_a_worker_sigkilled_mid_run_leaves_a_50_node_run_that_still_completes_ea
     run_id = trigger(dsn, "big")
     wait_until(lambda: ran.exists() and len(ran.read_text().split()) >= 12, timeout=60, message="a dozen nodes done")
     worker.proc.send_signal(signal.SIGKILL)  # mid-layer: some nodes are running
+    sessions_ended(sql, "pgsched worker")  # an outcome committed as it died is not 'running'
     killed_running = [r["execution_id"] for r in sql.execute(
         "SELECT n.execution_id FROM pgsched.dag_node_run n JOIN pgsched.execution e ON e.id = n.execution_id "
         "WHERE n.run_id = %s AND e.state = 'running'", [run_id])]
