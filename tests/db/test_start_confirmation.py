@@ -123,3 +123,29 @@ def test_every_way_back_to_the_queue_clears_the_recorded_start(db, sql):
     assert live(sql, ident)["start_confirmed_at"] is None
     [row] = claim(db, worker)
     assert row["confirm_start"] is True and live(sql, ident)["start_confirmed_at"] is None
+
+
+def test_a_worker_runs_an_execution_that_asks_only_once_its_start_is_recorded(db, sql, tmp_path):
+    """Worker._execute on a claim with confirm_start: rescued before its slot got to it, it
+    is not run (nor recorded); still held, it is run once."""
+    from pgsched.worker import Worker, WorkerConfig
+
+    marker = tmp_path / "ran"
+    ident = lost_unknown(db, sql)
+    sql.execute("UPDATE pgsched.task SET command = %s WHERE name = 'job'", [f"echo ran >> {marker}"])
+    worker = Worker(db, WorkerConfig())
+    worker._register()
+    [row] = claim(db, worker.id)
+    assert row["confirm_start"]
+    assert rescued_once(db, sql, worker.id)["outcome"] == "unclaimed"  # while it waited in the buffer
+    worker._running = 1  # as the slot that took it from the buffer
+    assert worker._execute(row)
+    assert not marker.exists()
+    assert live(sql, ident)["state"] == "pending" and len(attempts(sql, ident)) == 1
+
+    worker._register()
+    [row] = claim(db, worker.id)
+    worker._running = 1
+    assert worker._execute(row)
+    assert marker.read_text() == "ran\n"
+    assert [a["state"] for a in attempts(sql, ident)] == ["lost", "succeeded"]
