@@ -298,7 +298,8 @@ def rescue(db: Database) -> list[dict]:
     """Declare workers silent for too long dead and put what they ran back in the queue
     (``pgsched.rescue_v1``); cancel what is left running of stopping DAG runs
     (``pgsched.dag_sweep_v1``). Returns one row per execution: id, worker, outcome
-    (requeued, dead or cancelled)."""
+    (requeued, unclaimed: back in the queue as if never claimed, because it surely never
+    started, dead or cancelled; the rules are in migration 0008)."""
     rows = db.many("scheduler_rescue")
     for r in rows:
         log.warning("rescued execution %s from dead worker %s: %s", r["execution_id"], r["worker_id"], r["outcome"])

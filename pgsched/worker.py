@@ -13,7 +13,10 @@ grows only while handlers are short (a buffered execution waits about
 A buffered execution is claimed like a running one (state running, this worker's id, a
 lease): when the worker dies, the leader's rescue puts it back in the queue. On a clean
 stop the buffer is handed back at once (``execution_unclaim``: no attempt used, none
-recorded). Its timeout, and its recorded start, count from when a slot starts it.
+recorded). Its timeout, and its recorded start, count from when a slot starts it. The
+start is written to the database only when the claim asks (``confirm_start``: a rescue
+could not tell whether an earlier claim had started it), so that the next rescue charges
+a lost attempt only to an execution that ran (migration 0008).
 
 A fixed set of slot threads runs the executions; Python handlers are called in the slot
 thread itself under one watchdog thread (timeouts, cancels), commands in their own process
@@ -525,6 +528,10 @@ class Worker:
             slot.end("cancel")
         elif self.hard_stop.is_set():
             slot.end("handback")
+        elif row.get("confirm_start"):
+            confirmed = self._confirm_start(row)
+            if not confirmed:
+                slot.end("handback" if confirmed is None else "lease_lost")
         if slot.reason is not None:  # never started
             self._finish(row, sink, slot, started, Outcome("failed", error="stopped before it started"))
             return True
@@ -540,6 +547,31 @@ class Worker:
         self._avg_run = took if self._avg_run is None else 0.9 * self._avg_run + 0.1 * took
         self._finish(row, sink, slot, started, outcome)
         return True
+
+    def _confirm_start(self, row: Row) -> bool | None:
+        """Record that a slot starts ``row`` now (``execution_confirm_start``), for an
+        execution whose claim asks for it: a rescue could not tell whether an earlier claim
+        had started it, and must be able to next time (migration 0008). True: recorded, run
+        it. False: the claim is no longer held (rescued); do not run it. None: the database
+        refused it, or stayed unreachable for ``record_retry_seconds``, or the worker is
+        stopping: hand it back unstarted. Only such executions pay this write."""
+        self._wake_slot()
+        give_up = time.monotonic() + self.config.record_retry_seconds
+        delay = 0.5
+        while True:
+            try:
+                if self.db.exec("execution_confirm_start", id=row["id"], lease_id=row["lease_id"]):
+                    return True
+                log.warning("execution %s attempt %s: not started: its claim was no longer held when its start "
+                            "was to be recorded", row["id"], row["attempt"])
+                return False
+            except PgschedError as exc:
+                if (not isinstance(exc, (ConnectionFailed, TransientError)) or time.monotonic() >= give_up
+                        or self.hard_stop.is_set()):
+                    log.warning("execution %s: could not record its start (%s); handing it back", row["id"], exc)
+                    return None
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
 
     def _resume(self, row: Row, sink: LogSink, slot: _Slot, started: datetime, outcome: Outcome) -> None:
         """A new thread for an abandoned Python call: records it, then serves as the slot."""

@@ -8,6 +8,9 @@
 -- at task_version (the task row's xmin: every change to the row gives it a new one):
 -- %(known_task_ids)s / %(known_task_versions)s, parallel arrays (claims.TaskDefinitions).
 -- Decoding the definition with every row was a sixth of a draining worker's CPU.
+-- confirm_start asks the worker to record the start (execution_confirm_start) before it
+-- runs the execution: a rescue could not tell whether an earlier claim had started it
+-- (migration 0008).
 WITH picked AS MATERIALIZED (
     SELECT id FROM pgsched.execution
      WHERE state = 'pending' AND run_at <= coalesce(%(now)s::timestamptz, now())
@@ -19,13 +22,14 @@ WITH picked AS MATERIALIZED (
     UPDATE pgsched.execution e
        SET state = 'running', attempt = e.attempt + 1, worker_id = %(worker_id)s,
            started_at = coalesce(%(now)s::timestamptz, now()), lease_id = nextval('pgsched.lease_id_seq'),
-           budget_delay_seconds = NULL
+           budget_delay_seconds = NULL, start_confirmed_at = NULL
       FROM picked
      WHERE e.id = picked.id
        -- a worker already declared dead claims nothing (its claims would only be rescued)
        AND EXISTS (SELECT 1 FROM pgsched.worker w WHERE w.id = %(worker_id)s AND w.state = 'running')
     RETURNING e.id, e.tenant, e.task_id, e.scheduled_at, e.run_at, e.attempt, e.max_attempts,
-              e.params, e.started_at, e.trigger, e.lease_id, e.cancel_requested_at, e.dag_run_id
+              e.params, e.started_at, e.trigger, e.lease_id, e.cancel_requested_at, e.dag_run_id,
+              e.confirm_start
 )
 SELECT c.*, t.xmin::text::bigint AS task_version,
        CASE WHEN k.task_id IS NULL THEN jsonb_build_object(
@@ -58,6 +62,14 @@ SELECT id, tenant, task_id, scheduled_at, run_at, %(state)s, trigger, priority, 
        %(finished_at)s, %(exit_code)s, %(error)s, %(result)s, lost_attempts, dag_run_id
   FROM done
 
+-- name: execution_confirm_start :exec
+-- A slot is about to start an execution whose claim asked for it (confirm_start): record
+-- the start, in its own transaction, before running it, so that a rescue knows it started
+-- (rescue_v1, migration 0008). Zero rows: the claim is no longer held (rescued after the
+-- worker was declared dead); it must not run.
+UPDATE pgsched.execution SET start_confirmed_at = now()
+ WHERE id = %(id)s AND lease_id = %(lease_id)s AND state = 'running'
+
 -- name: execution_retry_slot :one
 -- When a retry proposed for %(proposed)s may run under the retry budget (retry_slot_v1).
 SELECT pgsched.retry_slot_v1(%(proposed)s) AS run_at
@@ -68,7 +80,7 @@ SELECT pgsched.retry_slot_v1(%(proposed)s) AS run_at
 -- on shutdown, so the lost attempt does not use up its retries.
 UPDATE pgsched.execution
    SET state = 'pending', run_at = %(run_at)s, worker_id = NULL, started_at = NULL, lease_id = NULL,
-       max_attempts = max_attempts + %(extra_attempts)s, budget_delay_seconds = %(budget_delay_seconds)s
+       start_confirmed_at = NULL, max_attempts = max_attempts + %(extra_attempts)s, budget_delay_seconds = %(budget_delay_seconds)s
  WHERE id = %(id)s AND lease_id = %(lease_id)s AND state = 'running'
 
 -- name: execution_attempt_insert :exec
@@ -198,7 +210,8 @@ WITH held AS (
     RETURNING e.id
 ), back AS (
     UPDATE pgsched.execution e
-       SET state = 'pending', attempt = e.attempt - 1, worker_id = NULL, started_at = NULL, lease_id = NULL
+       SET state = 'pending', attempt = e.attempt - 1, worker_id = NULL, started_at = NULL, lease_id = NULL,
+           start_confirmed_at = NULL
       FROM held h
      WHERE e.id = h.id AND NOT h.gone
     RETURNING e.id

@@ -60,7 +60,8 @@ def test_a_silent_worker_is_declared_dead_and_its_executions_requeued_once(db, s
     for c in claimed:
         row = state_of(sql, c["id"])
         assert (row["state"], row["worker_id"], row["attempt"], row["max_attempts"], row["lost_attempts"]) == (
-            "pending", None, 1, 2, 1)  # the lost attempt does not use up its one try
+            "pending", None, 1, 2, 0)  # the lost attempt does not use up its one try; its start was not
+        # recorded, so the loss does not count either (tests/db/test_start_confirmation.py)
         [lost] = attempts(sql, c["id"])
         assert (lost["state"], lost["worker_id"], lost["lease_id"]) == ("lost", worker, c["lease_id"])
         assert "worker %s was lost" % worker in lost["error"]
@@ -77,19 +78,25 @@ def test_a_worker_within_three_heartbeats_is_left_alone(db, sql):
     assert state_of(sql, claimed[0]["id"])["state"] == "running"
 
 
-def test_an_execution_lost_three_times_is_dead(db, sql):
+def test_an_execution_lost_three_times_after_it_started_is_dead(db, sql):
+    """max_lost_attempts (3) counted losses: the first loss, whose start was not recorded,
+    does not count; each later one was started on the record (migration 0008)."""
     worker, (first,) = running(db, sql)
-    for round_ in range(3):
+    for round_ in range(4):
         silence(sql, worker)
         [r] = scheduler.rescue(db)
-        assert r["outcome"] == ("requeued" if round_ < 2 else "dead")
-        if round_ < 2:
+        assert r["outcome"] == ("requeued" if round_ < 3 else "dead")
+        if round_ < 3:
             worker = register(db, f"w{round_}")
-            assert [c["id"] for c in claim(db, worker)] == [first["id"]]
+            [held] = claim(db, worker)
+            assert held["id"] == first["id"] and held["confirm_start"]
+            assert db.exec("execution_confirm_start", id=held["id"], lease_id=held["lease_id"]) == 1
     row = state_of(sql, first["id"])
-    assert (row["state"], row["lost_attempts"], row["attempt"]) == ("dead", 3, 3)
+    assert (row["state"], row["lost_attempts"], row["attempt"]) == ("dead", 3, 4)
     assert "lost 3 times" in row["error"]
-    assert [a["state"] for a in attempts(sql, first["id"])] == ["lost"] * 3
+    tries = attempts(sql, first["id"])
+    assert [a["state"] for a in tries] == ["lost"] * 4
+    assert ["does not count" in a["error"] for a in tries] == [True, False, False, False]
 
 
 def test_a_rescued_execution_whose_cancel_was_asked_is_cancelled(db, sql):
