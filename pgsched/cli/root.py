@@ -26,17 +26,21 @@ class _Group(click.Group):
     module is imported when the command is first asked for (LAZY): a worker, started
     often, does not load the DAG, crontab and web code (about 0.1 s of every start)."""
 
-    #: command name → the module of pgsched.cli that registers it
-    LAZY = {"cron": "schedules", "dag": "dags", "dev": "processes", "dlq": "dlq", "execution": "executions",
-            "import-crontab": "tasks", "migrate": "processes", "scheduler": "processes", "status": "processes",
-            "task": "tasks", "token": "web", "user": "web", "web": "web", "worker": "processes"}
+    #: command name → the modules of pgsched.cli that register it and its subcommands: the
+    #: module that defines a group first, then those that add commands to it
+    LAZY = {"cron": ("schedules",), "dag": ("dags",), "dev": ("processes",), "dlq": ("dlq",),
+            "execution": ("executions", "dlq"), "import-crontab": ("tasks",), "migrate": ("processes",),
+            "scheduler": ("processes",), "status": ("processes",), "task": ("tasks", "schedules"),
+            "token": ("web",), "user": ("web",), "web": ("web",), "worker": ("processes",)}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(self.LAZY))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in self.LAZY:
-            importlib.import_module(f"{__package__}.{self.LAZY[cmd_name]}")
+        # every module that adds to the command, even when the command itself is loaded:
+        # `execution` was defined by a module that `worker` loads, without `cancel`
+        for module in self.LAZY.get(cmd_name, ()):
+            importlib.import_module(f"{__package__}.{module}")
         return self.commands.get(cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
