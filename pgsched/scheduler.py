@@ -299,8 +299,16 @@ def rescue(db: Database) -> list[dict]:
     (``pgsched.rescue_v1``); cancel what is left running of stopping DAG runs
     (``pgsched.dag_sweep_v1``). Returns one row per execution: id, worker, outcome
     (requeued, unclaimed: back in the queue as if never claimed, because it surely never
-    started, dead or cancelled; the rules are in migration 0008)."""
-    rows = db.many("scheduler_rescue")
+    started, dropped: such an execution of a task deleted meanwhile, dead or cancelled; the
+    rules are in migration 0008)."""
+    with db.transaction() as tx:
+        rows = tx.many("scheduler_rescue")
+        unclaimed = [r["execution_id"] for r in rows if r["outcome"] == "unclaimed"]
+        if unclaimed:
+            dropped = {r["id"] for r in tx.many("scheduler_rescue_drop_deleted", ids=unclaimed)}
+            for r in rows:
+                if r["execution_id"] in dropped:
+                    r["outcome"] = "dropped"
     for r in rows:
         log.warning("rescued execution %s from dead worker %s: %s", r["execution_id"], r["worker_id"], r["outcome"])
     swept = db.one("scheduler_dag_sweep")

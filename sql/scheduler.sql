@@ -124,6 +124,24 @@ SELECT name, value FROM pgsched.setting
 -- Declare silent workers dead and requeue what they ran (rescue_v1).
 SELECT execution_id, worker_id, outcome FROM pgsched.rescue_v1()
 
+-- name: scheduler_rescue_drop_deleted :many
+-- Of the executions the rescue just put back as never claimed (%(ids)s: outcome
+-- 'unclaimed'), drop those whose task was deleted meanwhile, as execution_unclaim does for
+-- a worker's own hand-back: a delete drops only pending executions, and one held unstarted
+-- by a dead worker was not pending then. Run in the rescue's transaction (the rows are still
+-- locked: no worker claims them first). The task row is held FOR KEY SHARE, so a delete in
+-- progress (FOR UPDATE) is waited for and seen here, or waits for this and then drops these
+-- itself (task_drop_pending). Returns the ids dropped.
+WITH held AS (
+    SELECT e.id, t.deleted_at IS NOT NULL AS gone
+      FROM pgsched.execution e
+      JOIN pgsched.task t ON t.id = e.task_id
+     WHERE e.id = ANY(%(ids)s::bigint[]) AND e.state = 'pending'
+       FOR UPDATE OF e FOR KEY SHARE OF t
+)
+DELETE FROM pgsched.execution e USING held h WHERE e.id = h.id AND h.gone
+RETURNING e.id
+
 -- name: scheduler_node_register :one
 INSERT INTO pgsched.scheduler_node (name, hostname, pid) VALUES (%(name)s, %(hostname)s, %(pid)s)
 RETURNING id

@@ -6,7 +6,7 @@ start."""
 
 from __future__ import annotations
 
-from pgsched import scheduler
+from pgsched import scheduler, tasks
 
 from .test_claim import claim, register
 from .test_reliability_sql import T0, attempts, running, silence
@@ -98,6 +98,20 @@ def test_one_rescue_applies_each_rule_to_its_own_execution(db, sql):
     lost = {i: (r["lost_attempts"], r["attempt"], r["confirm_start"])
             for i in outcomes for r in [live(sql, i)]}
     assert lost == {fresh["id"]: (0, 1, True), make[0]: (1, 2, True), make[1]: (0, 1, True)}
+
+
+def test_one_that_never_started_is_dropped_when_its_task_was_deleted_meanwhile(db, sql):
+    """Held unstarted by a worker while its task was deleted (a delete drops only pending
+    executions): the rescue drops it as the worker's own hand-back would (execution_unclaim),
+    rather than making it pending for another worker to run a deleted task."""
+    ident = lost_unknown(db, sql)
+    worker = register(db, "second")
+    [again] = claim(db, worker)
+    assert tasks.delete(db, "job") == 0  # held: not pending, so kept
+    assert rescued_once(db, sql, worker) == {"execution_id": ident, "worker_id": worker, "outcome": "dropped"}
+    assert live(sql, ident) is None
+    assert claim(db, register(db, "third")) == []
+    assert [a["attempt"] for a in attempts(sql, ident)] == [1]  # the first loss only
 
 
 def test_a_start_recorded_after_the_rescue_finds_no_claim(db, sql):
