@@ -194,11 +194,13 @@ SELECT id FROM moved
 -- pending again, as if never claimed: the attempt number goes back, no attempt row is
 -- written, the lease ends. Only while this lease is still held (parallel arrays). One of a
 -- task deleted meanwhile is dropped instead, as task_drop_pending drops the pending ones
--- (else it would be left pending for a worker to run): the task row is held FOR KEY SHARE,
+-- (else it would be left pending for a worker to run), except a DAG node's: a DAG apply
+-- deletes a changed node's task while runs in flight still run it (dagruns.apply), and its
+-- run would wait forever for a dropped node. The task row is held FOR KEY SHARE,
 -- so a delete in progress (FOR UPDATE) is waited for and seen, or waits for this and then
 -- drops what this made pending.
 WITH held AS (
-    SELECT e.id, t.deleted_at IS NOT NULL AS gone
+    SELECT e.id, t.deleted_at IS NOT NULL AND e.dag_run_id IS NULL AS gone
       FROM pgsched.execution e
       JOIN unnest(%(id)s::bigint[], %(lease_id)s::bigint[]) AS u(id, lease_id)
            ON e.id = u.id AND e.lease_id = u.lease_id

@@ -131,9 +131,10 @@ SELECT execution_id, worker_id, outcome FROM pgsched.rescue_v1()
 -- by a dead worker was not pending then. Run in the rescue's transaction (the rows are still
 -- locked: no worker claims them first). The task row is held FOR KEY SHARE, so a delete in
 -- progress (FOR UPDATE) is waited for and seen here, or waits for this and then drops these
--- itself (task_drop_pending). Returns the ids dropped.
+-- itself (task_drop_pending). A DAG node's is kept, as execution_unclaim keeps it: its run
+-- in flight needs it. Returns the ids dropped.
 WITH held AS (
-    SELECT e.id, t.deleted_at IS NOT NULL AS gone
+    SELECT e.id, t.deleted_at IS NOT NULL AND e.dag_run_id IS NULL AS gone
       FROM pgsched.execution e
       JOIN pgsched.task t ON t.id = e.task_id
      WHERE e.id = ANY(%(ids)s::bigint[]) AND e.state = 'pending'

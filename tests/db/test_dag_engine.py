@@ -487,6 +487,50 @@ def test_a_node_lost_with_its_worker_is_requeued_and_the_run_goes_on(db, sql, dr
     assert drive.run_state(run) == "succeeded"
 
 
+def replace_extract_a(db) -> None:
+    """Apply ETL with extract_a changed: the node gets a new task, and the old one, which
+    runs in flight still use, is deleted."""
+    apply(db, ETL | {"nodes": [dict(ETL["nodes"][0], command="echo v2")] + ETL["nodes"][1:]})
+
+
+def pending(sql, ident) -> bool:
+    row = sql.execute("SELECT state FROM pgsched.execution WHERE id = %s", [ident]).fetchone()
+    return row is not None and row["state"] == "pending"
+
+
+def test_a_node_execution_handed_back_after_its_task_was_replaced_still_runs_for_its_run(db, sql, drive):
+    """A worker stopping hands back what it buffered (execution_unclaim), which drops an
+    execution of a deleted task: not a node's, whose run in flight still needs it."""
+    apply(db, ETL)
+    run = dagruns.trigger(db, "etl")
+    held = drive.claim_all()
+    replace_extract_a(db)
+    db.many("execution_unclaim", id=list(held), lease_id=[r["lease_id"] for r in held.values()])
+    assert pending(sql, drive.execution(run, "extract_a"))
+    drive.claimed.clear()
+    play(drive, run, fails=())
+    assert drive.run_state(run) == "succeeded"
+
+
+def test_a_node_execution_rescued_unstarted_after_its_task_was_replaced_still_runs_for_its_run(db, sql, drive):
+    """The rescue's counterpart (outcome 'unclaimed'): an execution of a deleted task is
+    dropped, not a node's."""
+    apply(db, ETL)
+    run = dagruns.trigger(db, "etl")
+    drive.claim_all()
+    sql.execute("UPDATE pgsched.worker SET last_heartbeat_at = now() - interval '1 minute'")
+    assert sorted(r["outcome"] for r in scheduler.rescue(db)) == ["requeued", "requeued"]  # start unknown
+    drive.worker, drive.claimed = register(db, "w2"), {}
+    drive.claim_all()  # both again, now asked to record their start; never started
+    replace_extract_a(db)
+    sql.execute("UPDATE pgsched.worker SET last_heartbeat_at = now() - interval '1 minute'")
+    assert sorted(r["outcome"] for r in scheduler.rescue(db)) == ["unclaimed", "unclaimed"]
+    assert pending(sql, drive.execution(run, "extract_a"))
+    drive.worker, drive.claimed = register(db, "w3"), {}
+    play(drive, run, fails=())
+    assert drive.run_state(run) == "succeeded"
+
+
 def test_node_tasks_cannot_be_retried_from_the_dlq_or_the_dag_task_enqueued(db, sql, drive):
     apply(db, ETL)
     run = dagruns.trigger(db, "etl")
