@@ -299,6 +299,42 @@ def test_a_burst_is_fired_by_parallel_batches_each_task_exactly_once(db, sql):
     assert scheduler.tick(db, 3, at(9, 0, 2), batch=200, parallel=3) == 0
 
 
+def test_two_schedulers_catching_up_one_burst_at_once_make_each_fire_once(db, sql):
+    """A leader failover mid-burst leaves the old leader's ticks running while the new one
+    starts (both with parallel batches): 1,500 tasks that missed five fires each (misfire
+    policy all), some paused meanwhile. Every (task, fire) is made exactly once, none of a
+    task left unpaused is missing, and every task's next fire is the next minute."""
+    sql.execute("""INSERT INTO pgsched.task (name, schedule_kind, schedule_expr, timezone, handler_kind, command,
+                                            next_fire_at, misfire_policy)
+                   SELECT 'burst-' || i, 'cron', '* * * * *', (ARRAY['UTC', 'America/New_York'])[i %% 2 + 1],
+                          'shell', 'true', %s, 'all'
+                     FROM generate_series(1, 1500) i""", [at(9, 0)])
+    now = at(9, 4, 30)
+    counts: list[int] = []
+    leaders = [threading.Thread(target=lambda epoch=epoch: counts.append(
+        scheduler.tick(db, epoch, now, batch=100, parallel=2))) for epoch in (3, 4)]
+    for t in leaders:
+        t.start()
+    paused = [f"burst-{i}" for i in range(1, 1501, 150)]
+    for name in paused:
+        tasks.pause(db, name)
+    for t in leaders:
+        t.join()
+    fires = sql.execute("""SELECT t.name, count(*) AS n, count(DISTINCT e.scheduled_at) AS distinct_fires,
+                                  min(e.scheduled_at) AS first, max(e.scheduled_at) AS last
+                             FROM pgsched.execution e JOIN pgsched.task t ON t.id = e.task_id
+                            GROUP BY t.name""").fetchall()
+    by_name = {r["name"]: r for r in fires}
+    assert all(r["n"] == r["distinct_fires"] for r in fires)  # no fire twice
+    unpaused = {f"burst-{i}" for i in range(1, 1501)} - set(paused)
+    assert {name: (r["n"], r["first"], r["last"]) for name, r in by_name.items() if name in unpaused} == {
+        name: (5, at(9, 0), at(9, 4)) for name in unpaused}
+    assert all(by_name[name]["n"] in (0, 5) for name in paused if name in by_name)
+    assert sum(counts) >= sum(r["n"] for r in fires)  # a fire both made counts for each
+    nexts = sql.execute("SELECT array_agg(DISTINCT next_fire_at) AS n FROM pgsched.task WHERE enabled").fetchone()
+    assert nexts["n"] == [at(9, 5)]
+
+
 def test_groups_of_a_batch_fire_apart_and_a_group_whose_schedule_breaks_is_paused(db, sql, caplog):
     """One batch holding three groups (two schedules, one that cannot be computed): each
     task fires once; the broken group's tasks are paused after that fire, each named in the
