@@ -108,6 +108,30 @@ def test_a_claim_sends_a_task_definition_only_when_the_claimer_does_not_hold_it(
     assert (second["command"], second["env"], second["task_name"]) == ("echo v2", {"A": "1"}, "job")
 
 
+def test_claimed_definitions_stay_current_past_the_held_limit_and_after_updates(db, sql):
+    """More tasks than a claimer holds (held_max 8 here, 12 tasks): after claims that evict
+    and re-read, and updates to some tasks between claims, every claimed row carries its
+    task's definition as stored at the claim, never another task's or an older one."""
+    sql.execute("""INSERT INTO pgsched.task (name, handler_kind, command, env)
+                   SELECT 'job-' || i, 'shell', 'echo ' || i, jsonb_build_object('N', i::text)
+                     FROM generate_series(1, 12) i""")
+    worker = register(db)
+    held = TaskDefinitions(held_max=8)
+    for round_ in range(4):
+        for i in range(1, 13):
+            enqueue(db, f"job-{i}", run_at=T0)
+        for i in range(1 + round_, 13, 3):  # a different third of the tasks each round
+            tasks.update(db, f"job-{i}", {"command": f"echo {i} v{round_}"})
+        rows = held.claim(db, queues=["default"], limit=5, worker_id=worker, now=T0)
+        rows += held.claim(db, queues=["default"], limit=100, worker_id=worker, now=T0)
+        stored = {r["id"]: (r["command"], r["env"]) for r in sql.execute(
+            "SELECT t.id, t.command, t.env FROM pgsched.task t")}
+        assert len(rows) == 12
+        assert {r["task_id"]: (r["command"], r["env"]) for r in rows} == {
+            r["task_id"]: stored[r["task_id"]] for r in rows}, round_
+        assert len(held._held) <= 8
+
+
 def test_claim_with_the_database_clock(db, sql):
     make_task(db)
     worker = register(db)
