@@ -125,6 +125,24 @@ class WorkerConfig:
 PRIVATE_ENV = frozenset({"PGSCHED_DSN", "PGSCHED_HOME", "PGSCHED_TENANT", "PGSCHED_TEST_DSN"})
 
 
+def _start_order(row: Row) -> tuple[int, datetime, int]:
+    return row["priority"], row["run_at"], row["id"]
+
+
+def _buffer_in_order(buffer: collections.deque[Row], rows: list[Row]) -> None:
+    """Add claimed ``rows`` (in start order, as execution_claim returns them) to ``buffer``
+    so that slots take the highest priority first, as the queue would have given them: a
+    later claim may bring executions that go before some already buffered (an execution of
+    priority 1 enqueued behind a buffer of priority-9 ones). Kept sorted; the buffer holds
+    at most free slots plus the prefetch, so a sort is cheap."""
+    if buffer and _start_order(rows[0]) < _start_order(buffer[-1]):
+        ordered = sorted([*buffer, *rows], key=_start_order)
+        buffer.clear()
+        buffer.extend(ordered)
+    else:
+        buffer.extend(rows)
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -392,7 +410,7 @@ class Worker:
                     self._maybe_more = True  # there may be more ready right now
                 if rows:
                     with self._ready:
-                        self._buffer.extend(rows)
+                        _buffer_in_order(self._buffer, rows)
                         self._ready.notify()  # who takes one wakes another if worth it (_slot_loop)
                 continue
             ready, _, _ = select.select([conn.fileno(), self._wake_r], [], [], min(0.25, max(next_poll - now, 0)))

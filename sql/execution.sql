@@ -2,7 +2,7 @@
 
 -- name: execution_claim :many
 -- Claim up to %(limit)s ready executions of the given queues for one worker: highest
--- priority (1) first, then oldest run_at. The MATERIALIZED CTE stops the planner from
+-- priority (1) first, then oldest run_at, and returned in that order. The MATERIALIZED CTE stops the planner from
 -- re-running the LIMIT subquery (Oban's note); SKIP LOCKED lets workers claim in parallel.
 -- task is the task's definition as a JSON object, NULL when the caller already holds it
 -- at task_version (the task row's xmin: every change to the row gives it a new one):
@@ -27,7 +27,7 @@ WITH picked AS MATERIALIZED (
      WHERE e.id = picked.id
        -- a worker already declared dead claims nothing (its claims would only be rescued)
        AND EXISTS (SELECT 1 FROM pgsched.worker w WHERE w.id = %(worker_id)s AND w.state = 'running')
-    RETURNING e.id, e.tenant, e.task_id, e.scheduled_at, e.run_at, e.attempt, e.max_attempts,
+    RETURNING e.id, e.tenant, e.task_id, e.scheduled_at, e.run_at, e.priority, e.attempt, e.max_attempts,
               e.params, e.started_at, e.trigger, e.lease_id, e.cancel_requested_at, e.dag_run_id,
               e.confirm_start
 )
@@ -43,6 +43,9 @@ SELECT c.*, t.xmin::text::bigint AS task_version,
   JOIN pgsched.task t ON t.id = c.task_id
   LEFT JOIN unnest(%(known_task_ids)s::bigint[], %(known_task_versions)s::bigint[]) AS k(task_id, version)
          ON k.task_id = c.task_id AND k.version = t.xmin::text::bigint
+ -- in the order they are to start: an UPDATE returns its rows in no particular order (a
+ -- worker started a batch's priority-9 executions before its priority-2 ones)
+ ORDER BY c.priority, c.run_at, c.id
 
 -- name: execution_finish :exec
 -- Move a running execution that this worker still holds (its lease) into history with its

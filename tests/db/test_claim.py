@@ -68,6 +68,22 @@ def test_claim_takes_priority_first_then_oldest_run_at(db):
     assert order == [early_urgent, late_urgent, old_normal, new_normal, lazy]
 
 
+def test_one_claim_returns_its_rows_in_the_order_they_are_to_start(db, sql):
+    """A worker starts a batch in the order the claim returns it; an UPDATE returns rows in
+    no particular order (with a hash join on a table of some size, a worker ran a batch's
+    priority-9 executions before its priority-2 ones)."""
+    make_task(db)
+    worker = register(db)
+    sql.execute("SELECT pgsched.enqueue_many_v2('job', (SELECT jsonb_agg('{}'::jsonb) FROM generate_series(1, 2000)),"
+                " %s, 9)", (T0 - timedelta(hours=1),))
+    urgent = [enqueue(db, run_at=T0 - timedelta(minutes=1), priority=2) for _ in range(5)]
+    older_urgent = enqueue(db, run_at=T0 - timedelta(minutes=2), priority=2)
+    sql.execute("ANALYZE pgsched.execution")
+    rows = claim(db, worker, limit=200, now=T0)
+    assert [r["id"] for r in rows[:6]] == [older_urgent, *urgent]
+    assert [r["id"] for r in rows[6:]] == sorted(r["id"] for r in rows[6:])
+
+
 def test_claim_marks_rows_running_for_this_worker(db, sql):
     make_task(db, params={"n": 1}, max_attempts=3, timeout_seconds=5)
     worker = register(db)
