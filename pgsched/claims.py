@@ -33,7 +33,8 @@ class TaskDefinitions:
         """Claim up to ``limit`` ready executions of ``queues`` for worker ``worker_id``
         (None, or a worker no longer registered: nothing is claimed; ``now``: an aware
         datetime, or None for the server's clock), in one statement on ``session``. Returns
-        the claimed rows in start order (priority, run_at, id), each with its task's
+        the claimed rows in start order (priority, run_at, id), ``params`` as JSON text
+        (an object; decoded by whoever runs the execution), each with its task's
         definition merged in (``task_name``, ``handler_kind``, ``command``, ``argv``,
         ``python_target``, ``env``, ``stdin``, ``timeout_seconds``, ``retry_policy``,
         ``retry_base_seconds``, ``retry_max_seconds``, ``no_retry_exit_codes``,

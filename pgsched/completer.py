@@ -112,8 +112,8 @@ class Completer:
     def _write(self, batch: list[tuple[dict[str, Any], Done]]) -> None:
         """Raises ConnectionFailed / TransientError for the whole batch; settles it otherwise."""
         try:
-            rows = self.db.many("execution_finish_many", worker_id=self.worker_id(),
-                                **finish_params([item for item, _ in batch]))
+            row = self.db.one("execution_finish_many", worker_id=self.worker_id(),
+                              **finish_params([item for item, _ in batch]))
         except (ConnectionFailed, TransientError):
             raise
         except (PgschedError, ValueError, TypeError) as exc:
@@ -129,7 +129,8 @@ class Completer:
         except BaseException as exc:  # never leave an outcome unsettled
             _settle(batch, exc)
             return
-        moved = {r["id"] for r in rows}
+        assert row is not None
+        moved = set(row["moved"])
         for item, done in batch:
             _call(done, item["id"] in moved)
 

@@ -642,8 +642,8 @@ class Worker:
 
     def _run_handler(self, row: Row, sink: LogSink, slot: _Slot, started: datetime) -> Outcome | None:
         kind = row["handler_kind"]
-        params = row["params"] or {}
         if kind == "python":
+            params = json.loads(row["params"])  # JSON text (execution_claim): decoded here, by the slot
             func = self._functions.get(row["python_target"])
             if func is None:
                 try:
@@ -664,7 +664,7 @@ class Worker:
         env.update(PGSCHED_EXECUTION_ID=str(row["id"]), PGSCHED_TASK=row["task_name"],
                    PGSCHED_ATTEMPT=str(row["attempt"]), PGSCHED_SCHEDULED_AT=row["scheduled_at"].isoformat())
         params_file = None
-        encoded = json.dumps(params)
+        encoded = row["params"]  # JSON text as PostgreSQL wrote it (jsonb: an object)
         if len(encoded.encode("utf-8")) <= MAX_ENV_PARAMS:
             env["PGSCHED_PARAMS"] = encoded
         else:  # Linux refuses to start a program with one variable over 128 KB

@@ -10,7 +10,9 @@
 -- Decoding the definition with every row was a sixth of a draining worker's CPU.
 -- confirm_start asks the worker to record the start (execution_confirm_start) before it
 -- runs the execution: a rescue could not tell whether an earlier claim had started it
--- (migration 0008).
+-- (migration 0008). params come as JSON text: a Python handler's are decoded by the slot
+-- that runs it, a command gets the text itself (PGSCHED_PARAMS); decoding every row's in
+-- the claimer (psycopg's jsonb loader) was two thirds of a claim's client time.
 WITH picked AS MATERIALIZED (
     SELECT id FROM pgsched.execution
      WHERE state = 'pending' AND run_at <= coalesce(%(now)s::timestamptz, now())
@@ -28,7 +30,7 @@ WITH picked AS MATERIALIZED (
        -- a worker already declared dead claims nothing (its claims would only be rescued)
        AND EXISTS (SELECT 1 FROM pgsched.worker w WHERE w.id = %(worker_id)s AND w.state = 'running')
     RETURNING e.id, e.tenant, e.task_id, e.scheduled_at, e.run_at, e.priority, e.attempt, e.max_attempts,
-              e.params, e.started_at, e.trigger, e.lease_id, e.cancel_requested_at, e.dag_run_id,
+              e.params::text AS params, e.started_at, e.trigger, e.lease_id, e.cancel_requested_at, e.dag_run_id,
               e.confirm_start
 )
 SELECT c.*, t.xmin::text::bigint AS task_version,
@@ -151,15 +153,16 @@ SELECT cancel_requested_at IS NOT NULL AS requested FROM pgsched.execution
  WHERE id = %(id)s AND lease_id = %(lease_id)s
    FOR UPDATE
 
--- name: execution_finish_many :many
+-- name: execution_finish_many :one
 -- Group commit of final outcomes (%(items)s: a JSON array with one array per execution,
 -- its fields in the order of the columns below, instants as seconds since the epoch;
 -- completer.finish_params builds it: json.dumps is far cheaper than adapting ten
 -- parallel arrays element by element, which was a quarter of a busy worker's CPU): the moves
 -- to history and the attempt rows of every execution this worker still holds (its lease),
 -- in one statement. started_at is when the worker's slot started it (a claimed execution may
--- wait in the worker's buffer first; the row's own started_at is the claim's). Returns the ids moved; an id missing was rescued meanwhile (its
--- attempt is not written: the rescue wrote it as 'lost').
+-- wait in the worker's buffer first; the row's own started_at is the claim's). Returns the
+-- ids moved, as one array (a row per id cost the writer a Python dict each); an id missing
+-- was rescued meanwhile (its attempt is not written: the rescue wrote it as 'lost').
 WITH input AS (
     SELECT (x->>0)::bigint AS id, (x->>1)::bigint AS lease_id, x->>2 AS state,
            to_timestamp((x->>3)::float8) AS finished_at, (x->>4)::int AS exit_code, x->>5 AS error,
@@ -190,7 +193,7 @@ WITH input AS (
       FROM done d JOIN input i ON i.id = d.id
     ON CONFLICT DO NOTHING
 )
-SELECT id FROM moved
+SELECT coalesce(array_agg(id), '{}') AS moved FROM moved
 
 -- name: execution_unclaim :many
 -- Hand back executions a stopping worker claimed but never started (its local buffer):

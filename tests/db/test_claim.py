@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -93,7 +94,7 @@ def test_claim_marks_rows_running_for_this_worker(db, sql):
     assert row["id"] == execution_id
     assert (row["attempt"], row["max_attempts"], row["started_at"]) == (1, 3, now)
     assert (row["task_name"], row["handler_kind"], row["command"]) == ("job", "shell", "true")
-    assert row["params"] == {"n": 1}
+    assert json.loads(row["params"]) == {"n": 1}  # JSON text: the slot that runs it decodes it
     assert row["timeout_seconds"] == 5
     stored = live(sql, execution_id)
     assert stored["state"] == "running"

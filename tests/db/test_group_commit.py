@@ -34,8 +34,8 @@ def test_one_statement_moves_every_execution_whose_lease_is_held(db, sql):
     sql.execute("UPDATE pgsched.execution SET worker_id = NULL WHERE id <> %s", [lost["id"]])  # only one is rescued
     scheduler.rescue(db)
     items = [item(r) for r in rows]
-    moved = db.many("execution_finish_many", worker_id=worker, **finish_params(items))
-    assert sorted(r["id"] for r in moved) == sorted(r["id"] for r in rows[1:])
+    moved = db.one("execution_finish_many", worker_id=worker, **finish_params(items))["moved"]
+    assert sorted(moved) == sorted(r["id"] for r in rows[1:])
     hist = sql.execute("SELECT id, state FROM pgsched.execution_history ORDER BY id").fetchall()
     assert [(h["id"], h["state"]) for h in hist] == [(r["id"], "succeeded") for r in rows[1:]]
     attempts = sql.execute("SELECT execution_id, state FROM pgsched.execution_attempt ORDER BY execution_id").fetchall()
