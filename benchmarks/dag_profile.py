@@ -48,7 +48,7 @@ from pgsched.claims import TaskDefinitions
 from pgsched.db import Database
 
 ENGINE_FUNCTIONS = ("dag_execution_finished_v1", "dag_propagate_v1", "dag_enqueue_v1", "dag_decide_v1",
-                    "dag_close_v1", "dag_condition_v1", "execution_notify_v1")
+                    "dag_close_v1", "dag_condition_v1", "execution_inserted_v1")
 
 
 def ms(values: list[float]) -> str:
@@ -201,7 +201,7 @@ def serial(server: bench.Server, args: argparse.Namespace) -> None:
 
 def function_stats(conn: psycopg.Connection) -> dict[str, dict[str, float]]:
     rows = conn.execute("SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions "
-                        "WHERE schemaname = 'pgsched'").fetchall()
+                        "WHERE schemaname IN ('pgsched', 'pgsched_internal')").fetchall()
     return {r[0]: {"calls": r[1], "total_time": r[2], "self_time": r[3]} for r in rows}
 
 

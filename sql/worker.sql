@@ -33,7 +33,8 @@ SELECT id, name, hostname, pid, queues, concurrency, state, running, started_at,
  ORDER BY id
 
 -- name: worker_listen :exec
--- Wake-ups: one NOTIFY per statement that inserts executions (execution_notify trigger).
+-- Wake-ups: one NOTIFY per statement that inserts executions (execution_inserted trigger,
+-- migration 0009).
 LISTEN pgsched_execution
 
 -- name: worker_listen_cancel :exec

@@ -42,7 +42,7 @@ def test_the_foreign_key_is_gone_and_the_triggers_are_in_its_place(sql):
         """SELECT tgname FROM pg_trigger
             WHERE tgrelid IN ('pgsched.execution'::regclass, 'pgsched.task'::regclass)
               AND NOT tgisinternal""")}
-    assert {"execution_task_check", "execution_task_recheck", "task_referenced_delete",
+    assert {"execution_inserted", "execution_task_recheck", "task_referenced_delete",
             "task_referenced_update", "task_referenced_truncate"} <= names
 
 
