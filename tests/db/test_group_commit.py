@@ -67,3 +67,24 @@ def test_a_refused_value_fails_only_its_own_execution(db, sql):
         completer.close()
     states = {r["id"]: r["state"] for r in sql.execute("SELECT id, state FROM pgsched.execution_all")}
     assert states == {rows[0]["id"]: "succeeded", rows[1]["id"]: "running", rows[2]["id"]: "succeeded"}
+
+
+def test_a_batch_whose_leases_were_all_lost_moves_nothing(db, sql):
+    """Every execution of the batch was rescued meanwhile: the statement still returns its
+    one row, an empty array, and the completer settles each outcome as not stored."""
+    make_task(db)
+    worker = register(db)
+    for _ in range(3):
+        tasks.trigger(db, "job")
+    rows = claim(db, worker, limit=3)
+    sql.execute("UPDATE pgsched.worker SET last_heartbeat_at = now() - interval '1 minute' WHERE id = %s", [worker])
+    scheduler.rescue(db)
+    assert db.one("execution_finish_many", worker_id=worker, **finish_params([item(r) for r in rows]))["moved"] == []
+    assert db.one("execution_finish_many", worker_id=worker, items="[]")["moved"] == []
+    completer = Completer(db, lambda: worker)
+    try:
+        assert [completer.finish(item(r)) for r in rows] == [False, False, False]
+    finally:
+        completer.close()
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.execution_history").fetchone()["n"] == 0
+    assert {a["state"] for a in sql.execute("SELECT state FROM pgsched.execution_attempt")} == {"lost"}

@@ -1,0 +1,178 @@
+"""Migration 0009, more of its rules on a real database: COPY goes through the statement
+trigger too, every kind of insert still wakes the workers, idempotency keys still give one
+execution under a race, and the migration applied to a database that has executions."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+from psycopg import errors as pg_errors
+
+from pgsched import migrate, tasks
+from pgsched.tasks import TaskSpec
+
+from ..helpers import notifications_until_marker
+
+T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
+
+
+def make_task(db, name, **kw):
+    return tasks.create(db, TaskSpec(name=name, command="echo hi", **kw), now=T0)
+
+
+def count(sql, task_id=None):
+    if task_id is None:
+        return sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"]
+    return sql.execute("SELECT count(*) AS n FROM pgsched.execution WHERE task_id = %s",
+                       [task_id]).fetchone()["n"]
+
+
+def copy_rows(dsn, task_ids):
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        with conn.cursor().copy(
+                "COPY pgsched.execution (task_id, scheduled_at, run_at) FROM STDIN") as copy:
+            for t in task_ids:
+                copy.write_row((t, T0, T0))
+
+
+def test_copy_into_execution_checks_every_task(db, sql, dsn):
+    task = make_task(db, "copied")
+    with pytest.raises(pg_errors.ForeignKeyViolation, match="task_id 424242 is not a task"):
+        copy_rows(dsn, [task["id"]] * 50 + [424242] + [task["id"]] * 50)
+    assert count(sql) == 0
+    copy_rows(dsn, [task["id"]] * 3)
+    assert count(sql, task["id"]) == 3
+
+
+@pytest.fixture
+def listener(dsn):
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("LISTEN pgsched_execution")
+        yield conn
+
+
+def test_every_kind_of_insert_wakes_the_workers(db, sql, dsn, listener):
+    task = make_task(db, "woken")
+    make_task(db, "woken_key", idempotent=True)
+    tasks.trigger(db, "woken")
+    assert notifications_until_marker(listener, sql) == [""]
+    tasks.enqueue_many(db, "woken", [{"n": i} for i in range(20)])
+    assert notifications_until_marker(listener, sql) == [""]
+    tasks.enqueue_many(db, "woken_key", [{"n": i} for i in range(3)])
+    assert notifications_until_marker(listener, sql) == [""]
+    sql.execute("INSERT INTO pgsched.run_request (task) VALUES ('woken')")
+    assert notifications_until_marker(listener, sql) == [""]
+    copy_rows(dsn, [task["id"]] * 2)
+    assert notifications_until_marker(listener, sql) == [""]
+    # an INSERT refused by the check wakes nobody (its NOTIFY is rolled back with it)
+    with pytest.raises(pg_errors.ForeignKeyViolation):
+        copy_rows(dsn, [-1])
+    assert notifications_until_marker(listener, sql) == []
+
+
+def test_a_key_enqueued_twice_concurrently_makes_one_execution(db, sql, dsn):
+    make_task(db, "keyed")
+    call = "SELECT pgsched_internal.enqueue_v1('keyed', idempotency_key => 'k-1') AS id"
+    got: dict = {}
+    with psycopg.connect(dsn) as holding:
+        first = holding.execute(call).fetchone()[0]
+
+        def go():
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                got["id"] = conn.execute(call).fetchone()[0]
+
+        thread = threading.Thread(target=go)
+        thread.start()
+        time.sleep(0.5)
+        assert thread.is_alive(), "the second enqueue did not wait for the first's key"
+        holding.commit()
+        thread.join(10)
+    assert got["id"] == first
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.execution WHERE idempotency_key = 'k-1'"
+                       ).fetchone()["n"] == 1
+
+
+def test_an_idempotent_batch_enqueued_twice_makes_each_run_once(db, sql):
+    task = make_task(db, "idem", idempotent=True)
+    at = datetime(2031, 1, 1, tzinfo=UTC)
+    first = tasks.enqueue_many(db, "idem", [{"n": i} for i in range(10)], run_at=at)
+    again = tasks.enqueue_many(db, "idem", [{"n": i} for i in range(10)], run_at=at)
+    assert first == again
+    assert count(sql, task["id"]) == 10
+
+
+def test_migrating_0008_to_0009_keeps_executions_and_their_rules(empty_dsn):
+    known = migrate.load()
+    assert known[8].version == 9
+    migrate.migrate(empty_dsn, known[:8])
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        task_id = conn.execute(
+            """INSERT INTO pgsched.task (name, handler_kind, command) VALUES ('old', 'shell', 'true')
+               RETURNING id""").fetchone()[0]
+        conn.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
+                        SELECT %s, now(), now() FROM generate_series(1, 5)""", [task_id])
+    applied = migrate.migrate(empty_dsn)
+    assert [m.version for m in applied] == [9]
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM pgsched.execution WHERE task_id = %s",
+                            [task_id]).fetchone()[0] == 5
+        with pytest.raises(pg_errors.ForeignKeyViolation):
+            conn.execute("DELETE FROM pgsched.task WHERE id = %s", [task_id])
+        with pytest.raises(pg_errors.ForeignKeyViolation):
+            conn.execute("INSERT INTO pgsched.execution (task_id, scheduled_at, run_at) VALUES (-7, now(), now())")
+        assert conn.execute("SELECT pgsched_internal.enqueue_v1('old')").fetchone()[0] is not None
+
+
+@pytest.mark.parametrize("isolation", ["REPEATABLE READ", "SERIALIZABLE"])
+def test_an_insert_in_a_strict_transaction_cannot_name_a_task_deleted_meanwhile(db, sql, dsn, isolation):
+    """The INSERT's transaction took its snapshot while the task existed; a DELETE then
+    commits. The INSERT must fail (a foreign key would raise a serialization failure)."""
+    task = make_task(db, "strict")
+    with psycopg.connect(dsn) as inserter:
+        inserter.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
+        inserter.execute("SELECT count(*) FROM pgsched.task")  # take the snapshot
+        sql.execute("DELETE FROM pgsched.task WHERE id = %s", [task["id"]])
+        with pytest.raises((pg_errors.ForeignKeyViolation, pg_errors.SerializationFailure)):
+            inserter.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
+                                VALUES (%s, now(), now())""", [task["id"]])
+    assert count(sql) == 0
+
+
+def test_the_cli_soft_delete_still_works_for_a_task_with_executions(db, sql, dsn):
+    from ..helpers import cli
+
+    task = make_task(db, "retired")
+    tasks.trigger(db, "retired")
+    cli(dsn, "task", "delete", "retired")
+    row = sql.execute("SELECT deleted_at FROM pgsched.task WHERE id = %s", [task["id"]]).fetchone()
+    assert row["deleted_at"] is not None
+    assert count(sql, task["id"]) >= 0
+
+
+
+def test_scheduler_fires_and_dag_nodes_wake_the_workers(db, sql, listener):
+    from pgsched import dag as dag_module
+    from pgsched import dagruns, scheduler
+
+    from .test_dag_engine import Driver
+
+    spec = TaskSpec(name="cron", command="true", schedule_kind="cron", schedule="*/5 * * * *")
+    task = tasks.create(db, spec, now=T0)
+    notifications_until_marker(listener, sql)
+    assert scheduler.tick(db, 1, datetime(2025, 1, 15, 10, 5, tzinfo=UTC)) == 1
+    assert count(sql, task["id"]) == 1
+    assert notifications_until_marker(listener, sql) == [""]
+
+    dagruns.apply(db, dag_module.parse({"name": "pair", "nodes": [
+        {"id": "a", "command": "true"}, {"id": "b", "command": "true", "depends_on": ["a"]}]}))
+    notifications_until_marker(listener, sql)
+    run = dagruns.trigger(db, "pair")
+    assert notifications_until_marker(listener, sql) == [""]  # node a queued
+    drive = Driver(db, sql)
+    drive.finish(run, "a")
+    assert drive.states(run)["b"] == "queued"
+    assert notifications_until_marker(listener, sql) == [""]  # node b queued by a's end
