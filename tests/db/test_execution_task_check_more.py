@@ -176,3 +176,51 @@ def test_scheduler_fires_and_dag_nodes_wake_the_workers(db, sql, listener):
     drive.finish(run, "a")
     assert drive.states(run)["b"] == "queued"
     assert notifications_until_marker(listener, sql) == [""]  # node b queued by a's end
+
+
+def test_renumbering_a_task_races_an_insert_both_ways(db, sql, dsn):
+    from .test_execution_task_check import INSERT, race
+
+    first = make_task(db, "renumbered")
+    outcome = race(dsn, (INSERT, [[first["id"]]]),
+                   ("UPDATE pgsched.task SET id = id + 1000 WHERE id = %s", [first["id"]]))
+    assert "error" in outcome
+    assert count(sql, first["id"]) == 1
+    second = make_task(db, "renumbered_first")
+    outcome = race(dsn, ("UPDATE pgsched.task SET id = id + 1000 WHERE id = %s", [second["id"]]),
+                   (INSERT, [[second["id"]]]))
+    assert "error" in outcome
+    orphans = sql.execute("""SELECT count(*) AS n FROM pgsched.execution e
+                              WHERE NOT EXISTS (SELECT FROM pgsched.task k WHERE k.id = e.task_id)""").fetchone()["n"]
+    assert orphans == 0
+
+
+def test_a_key_that_already_succeeded_is_skipped_not_run_again(db, sql):
+    from .test_claim import claim, register
+
+    task = make_task(db, "once_only")
+    first = tasks.trigger(db, "once_only", idempotency_key="done-1")
+    worker = register(db)
+    (row,) = claim(db, worker, limit=1)
+    assert db.exec("execution_finish", id=first, lease_id=row["lease_id"], state="succeeded",
+                   finished_at=datetime.now(UTC), exit_code=0, error=None, result=None) == 1
+    again = tasks.trigger(db, "once_only", idempotency_key="done-1")
+    assert count(sql, task["id"]) == 0
+    states = [r["state"] for r in sql.execute(
+        "SELECT state FROM pgsched.execution_history WHERE task_id = %s ORDER BY finished_at", [task["id"]])]
+    assert states[0] == "succeeded" and "succeeded" not in states[1:]
+    assert again is not None
+
+
+def test_a_dead_letter_retry_wakes_the_workers(db, sql, listener):
+    from .test_claim import claim, register
+
+    task = make_task(db, "dies")
+    ident = tasks.trigger(db, "dies")
+    (row,) = claim(db, register(db), limit=1)
+    assert db.exec("execution_finish", id=ident, lease_id=row["lease_id"], state="dead",
+                   finished_at=datetime.now(UTC), exit_code=1, error="boom", result=None) == 1
+    notifications_until_marker(listener, sql)
+    sql.execute("SELECT pgsched.dlq_retry_v1(%s, 'default')", [ident])
+    assert count(sql, task["id"]) == 1
+    assert notifications_until_marker(listener, sql) == [""]
