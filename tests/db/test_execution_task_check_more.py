@@ -224,3 +224,38 @@ def test_a_dead_letter_retry_wakes_the_workers(db, sql, listener):
     sql.execute("SELECT pgsched.dlq_retry_v1(%s, 'default')", [ident])
     assert count(sql, task["id"]) == 1
     assert notifications_until_marker(listener, sql) == [""]
+
+
+def many_tasks(sql, n):
+    return [r["id"] for r in sql.execute(
+        """INSERT INTO pgsched.task (name, handler_kind, command)
+           SELECT 'bulk_' || i, 'shell', 'true' FROM generate_series(1, %s) i RETURNING id""", [n])]
+
+
+@pytest.mark.parametrize("where", [0, 150, 299])
+def test_one_missing_task_among_hundreds_fails_the_whole_insert(sql, where):
+    ids = many_tasks(sql, 300)
+    named = ids[:where] + [-42] + ids[where:]
+    with pytest.raises(pg_errors.ForeignKeyViolation, match="task_id -42 is not a task"):
+        sql.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
+                       SELECT t, now(), now() FROM unnest(%s::bigint[]) t""", [named])
+    assert count(sql) == 0
+
+
+def test_an_open_insert_holds_every_task_it_names(sql, dsn):
+    """Every distinct task of a successful INSERT is locked FOR KEY SHARE until commit,
+    whatever plan the check took: a DELETE of any of them cannot take its lock."""
+    ids = many_tasks(sql, 300)
+    with psycopg.connect(dsn) as inserter, psycopg.connect(dsn) as deleter:
+        inserter.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
+                            SELECT t, now(), now() FROM unnest(%s::bigint[]) t""", [ids + ids[::-1]])
+        free = []
+        for i in ids:
+            try:
+                deleter.execute("SELECT FROM pgsched.task WHERE id = %s FOR UPDATE NOWAIT", [i])
+                free.append(i)
+            except pg_errors.LockNotAvailable:
+                pass
+            deleter.rollback()
+        assert free == []
+        inserter.rollback()
