@@ -88,3 +88,32 @@ def test_a_batch_whose_leases_were_all_lost_moves_nothing(db, sql):
         completer.close()
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution_history").fetchone()["n"] == 0
     assert {a["state"] for a in sql.execute("SELECT state FROM pgsched.execution_attempt")} == {"lost"}
+
+
+def test_a_split_batch_reports_lost_refused_and_stored_outcomes_each_their_own_way(db, sql):
+    make_task(db)
+    worker = register(db)
+    for _ in range(3):
+        tasks.trigger(db, "job")
+    rows = claim(db, worker, limit=3)
+    sql.execute("UPDATE pgsched.worker SET last_heartbeat_at = now() - interval '1 minute' WHERE id = %s", [worker])
+    sql.execute("UPDATE pgsched.execution SET worker_id = NULL WHERE id <> %s", [rows[0]["id"]])
+    scheduler.rescue(db)  # rows[0] is rescued: its lease is gone
+    completer = Completer(db, lambda: worker)
+    try:
+        futures: list[Future] = [Future() for _ in rows]
+
+        def into(future):
+            return lambda r: future.set_exception(r) if isinstance(r, BaseException) else future.set_result(r)
+
+        completer.queue.put((item(rows[0]), into(futures[0])))
+        completer.queue.put((item(rows[1], state="bogus"), into(futures[1])))
+        completer.queue.put((item(rows[2]), into(futures[2])))
+        assert futures[0].result(5) is False
+        with pytest.raises(PgschedError, match="check"):
+            futures[1].result(5)
+        assert futures[2].result(5) is True
+    finally:
+        completer.close()
+    hist = sql.execute("SELECT id, state FROM pgsched.execution_history").fetchall()
+    assert [(h["id"], h["state"]) for h in hist] == [(rows[2]["id"], "succeeded")]
