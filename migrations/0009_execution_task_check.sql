@@ -16,16 +16,19 @@
 --   a DELETE of task rows           refused while an execution names one of them (pgsched
 --                                   never deletes a task: it soft-deletes, deleted_at)
 --   an UPDATE of task.id            refused while an execution names the old id
---   TRUNCATE of task                refused while executions exist (other keys still
---                                   reference task, so it needs CASCADE anyway)
+--   TRUNCATE of task                refused when it leaves executions behind (checked
+--                                   after it: TRUNCATE task, execution CASCADE is fine)
 -- The INSERT check shares its trigger with the workers' wake-up (the NOTIFY of 0001's
 -- execution_notify, which it replaces): one trigger call per statement instead of two. On
--- a single-row INSERT (enqueue_v1) the check then costs about what the key's did (30 us
--- against the key's 40-50, 1,500 INSERTs back to back); on 1,000 rows, 1 ms against 5-9.
--- The error is foreign_key_violation (23503), as the key's. One difference: a task DELETE
--- run in REPEATABLE READ can miss an execution inserted by a transaction that committed
--- after its snapshot (a foreign key checks against a newer snapshot, a trigger cannot);
--- pgsched itself never deletes task rows.
+-- a single-row INSERT it costs about 30 us more than the NOTIFY alone did, and a single
+-- enqueue is 3-5% slower than with the key (alternating runs of 1,500); on 1,000 rows the
+-- check takes about 1 ms against the key's 5-9.
+-- The error is foreign_key_violation (23503), as the key's. One difference: under
+-- REPEATABLE READ or SERIALIZABLE the task side's check would miss an execution inserted by
+-- a transaction that committed after the snapshot (a foreign key checks against a newer
+-- snapshot; a trigger cannot), and leave an execution that names no task, which a worker
+-- would claim and never run. So deleting, renumbering or truncating task rows is refused
+-- (feature_not_supported) outside READ COMMITTED. pgsched itself never deletes task rows.
 --
 -- The heartbeat's cancel_ids (worker_heartbeat) looked through execution_worker_idx, the
 -- worker's running executions, for those with a cancel requested: with workers draining,
@@ -81,11 +84,23 @@ CREATE TRIGGER execution_task_recheck AFTER UPDATE OF task_id ON pgsched.executi
     EXECUTE FUNCTION pgsched_internal.execution_task_recheck_v1();
 
 -- The task side: a DELETE (statement, transition table old_tasks), an UPDATE of id (row),
--- a TRUNCATE.
+-- a TRUNCATE (after it: a TRUNCATE of execution in the same statement has emptied it).
 CREATE FUNCTION pgsched_internal.task_referenced_v1() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     named bigint;
+    changed boolean := true;
 BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        IF TG_OP = 'DELETE' THEN  -- old_tasks exists only here: a statement is planned when run
+            changed := EXISTS (SELECT FROM old_tasks);
+        END IF;
+    END IF;
+    IF changed AND current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'task: rows are deleted, renumbered or truncated only in READ COMMITTED, not %: '
+                        'a stricter snapshot cannot see executions that name them (pgsched task delete '
+                        'soft-deletes a task instead)', current_setting('transaction_isolation')
+            USING ERRCODE = 'feature_not_supported', TABLE = 'task';
+    END IF;
     IF TG_OP = 'TRUNCATE' THEN
         SELECT e.task_id INTO named FROM pgsched.execution e LIMIT 1;
     ELSIF TG_OP = 'UPDATE' THEN
@@ -107,7 +122,7 @@ CREATE TRIGGER task_referenced_delete AFTER DELETE ON pgsched.task
 CREATE TRIGGER task_referenced_update AFTER UPDATE OF id ON pgsched.task
     FOR EACH ROW WHEN (OLD.id IS DISTINCT FROM NEW.id)
     EXECUTE FUNCTION pgsched_internal.task_referenced_v1();
-CREATE TRIGGER task_referenced_truncate BEFORE TRUNCATE ON pgsched.task
+CREATE TRIGGER task_referenced_truncate AFTER TRUNCATE ON pgsched.task
     FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.task_referenced_v1();
 
 CREATE INDEX execution_cancel_idx ON pgsched.execution (worker_id)

@@ -12,7 +12,9 @@
 -- runs the execution: a rescue could not tell whether an earlier claim had started it
 -- (migration 0008). params come as JSON text: a Python handler's are decoded by the slot
 -- that runs it, a command gets the text itself (PGSCHED_PARAMS); decoding every row's in
--- the claimer (psycopg's jsonb loader) was two thirds of a claim's client time.
+-- the claimer (psycopg's jsonb loader) was two thirds of a claim's client time. Params
+-- that are not an object (only a raw INSERT into pgsched.execution can store one) come as
+-- {} (the worker treated JSON null and [] so before).
 WITH picked AS MATERIALIZED (
     SELECT id FROM pgsched.execution
      WHERE state = 'pending' AND run_at <= coalesce(%(now)s::timestamptz, now())
@@ -30,7 +32,8 @@ WITH picked AS MATERIALIZED (
        -- a worker already declared dead claims nothing (its claims would only be rescued)
        AND EXISTS (SELECT 1 FROM pgsched.worker w WHERE w.id = %(worker_id)s AND w.state = 'running')
     RETURNING e.id, e.tenant, e.task_id, e.scheduled_at, e.run_at, e.priority, e.attempt, e.max_attempts,
-              e.params::text AS params, e.started_at, e.trigger, e.lease_id, e.cancel_requested_at, e.dag_run_id,
+              CASE WHEN jsonb_typeof(e.params) = 'object' THEN e.params::text ELSE '{}' END AS params,
+              e.started_at, e.trigger, e.lease_id, e.cancel_requested_at, e.dag_run_id,
               e.confirm_start
 )
 SELECT c.*, t.xmin::text::bigint AS task_version,

@@ -85,6 +85,22 @@ def test_one_claim_returns_its_rows_in_the_order_they_are_to_start(db, sql):
     assert [r["id"] for r in rows[6:]] == sorted(r["id"] for r in rows[6:])
 
 
+def test_params_come_as_json_text_and_a_non_object_as_an_empty_object(db, sql):
+    """execution_claim returns params as JSON text for the slot to decode; a value that is
+    not an object (only a raw INSERT into pgsched.execution can store one) comes as {}, as
+    the worker treated null and [] before, so a Python handler is still called with no
+    params instead of failing on func(**None)."""
+    task = make_task(db)
+    worker = register(db)
+    stored = ['{"a": [1, 2], "\u00e9": 123456789012345678901234567890}', "null", "[]", '"text"', "5"]
+    for value in stored:
+        sql.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, params)
+                       VALUES (%s, %s, %s, %s::jsonb)""", [task["id"], T0, T0, value])
+    rows = sorted(claim(db, worker, now=T0), key=lambda r: r["id"])
+    assert [json.loads(r["params"]) for r in rows] == [
+        {"a": [1, 2], "\u00e9": 123456789012345678901234567890}, {}, {}, {}, {}]
+
+
 def test_claim_marks_rows_running_for_this_worker(db, sql):
     make_task(db, params={"n": 1}, max_attempts=3, timeout_seconds=5)
     worker = register(db)

@@ -259,3 +259,75 @@ def test_an_open_insert_holds_every_task_it_names(sql, dsn):
             deleter.rollback()
         assert free == []
         inserter.rollback()
+
+
+def test_truncating_tasks_and_executions_together_works_and_tasks_alone_does_not(db, sql):
+    """As with the foreign key: one TRUNCATE of both tables leaves no execution naming a
+    task, so it is allowed; a TRUNCATE of task alone would leave executions behind."""
+    task = make_task(db, "wiped")
+    tasks.trigger(db, "wiped")
+    with pytest.raises(pg_errors.ForeignKeyViolation, match="still named by executions"):
+        sql.execute("TRUNCATE pgsched.task CASCADE")
+    assert count(sql, task["id"]) == 1
+    sql.execute("TRUNCATE pgsched.task, pgsched.execution CASCADE")
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.task").fetchone()["n"] == 0
+    assert count(sql) == 0
+
+
+STRICT = ["REPEATABLE READ", "SERIALIZABLE"]
+
+
+@pytest.mark.parametrize("isolation", STRICT)
+def test_a_strict_delete_waiting_for_an_open_insert_leaves_no_orphan(db, sql, dsn, isolation):
+    """A DELETE of a task in REPEATABLE READ / SERIALIZABLE takes its snapshot while an
+    INSERT naming the task is still open, waits for the INSERT's FOR KEY SHARE lock, and
+    the INSERT commits: its snapshot cannot see that execution, so the DELETE is refused
+    outright (a foreign key raised a serialization failure here). No execution may be
+    left naming no task: a worker would claim it and never run it."""
+    task = make_task(db, "orphaned")
+    outcome: dict = {}
+    with psycopg.connect(dsn) as holding:
+        holding.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
+                           VALUES (%s, now(), now())""", [task["id"]])
+
+        def go():
+            with psycopg.connect(dsn) as conn:
+                try:
+                    conn.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
+                    conn.execute("DELETE FROM pgsched.task WHERE id = %s", [task["id"]])
+                    conn.commit()
+                    outcome["done"] = True
+                except pg_errors.FeatureNotSupported as exc:
+                    outcome["error"] = exc
+
+        thread = threading.Thread(target=go)
+        thread.start()
+        time.sleep(0.5)
+        assert thread.is_alive(), "the DELETE did not wait for the open INSERT"
+        holding.commit()
+        thread.join(10)
+    orphans = sql.execute("""SELECT count(*) AS n FROM pgsched.execution e
+                              WHERE NOT EXISTS (SELECT FROM pgsched.task k WHERE k.id = e.task_id)""").fetchone()["n"]
+    assert "error" in outcome and "READ COMMITTED" in str(outcome["error"])
+    assert orphans == 0 and count(sql, task["id"]) == 1
+
+
+@pytest.mark.parametrize("isolation", STRICT)
+def test_strict_transactions_may_not_delete_renumber_or_truncate_tasks(db, sql, dsn, isolation):
+    """Outside READ COMMITTED every change of the task side is refused, even with no
+    execution in sight; a DELETE that matches no row is not."""
+    task = make_task(db, "strict")
+    for statement in (f"DELETE FROM pgsched.task WHERE id = {task['id']}",
+                      f"UPDATE pgsched.task SET id = id + 1000 WHERE id = {task['id']}",
+                      "TRUNCATE pgsched.task CASCADE"):
+        with psycopg.connect(dsn) as conn:
+            conn.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
+            with pytest.raises(pg_errors.FeatureNotSupported, match=f"not {isolation.lower()}"):
+                conn.execute(statement)
+    with psycopg.connect(dsn) as conn:
+        conn.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
+        conn.execute("DELETE FROM pgsched.task WHERE id = -1")
+        conn.commit()
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.task WHERE id = %s", [task["id"]]).fetchone()["n"] == 1
+    sql.execute("DELETE FROM pgsched.task WHERE id = %s", [task["id"]])  # READ COMMITTED, unnamed: fine
+    assert sql.execute("SELECT count(*) AS n FROM pgsched.task WHERE id = %s", [task["id"]]).fetchone()["n"] == 0
