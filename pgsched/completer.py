@@ -129,8 +129,7 @@ class Completer:
         except BaseException as exc:  # never leave an outcome unsettled
             _settle(batch, exc)
             return
-        assert row is not None
-        moved = set(row["moved"])
+        moved = set(row["moved"]) if row is not None else set()  # one row always (an aggregate)
         for item, done in batch:
             _call(done, item["id"] in moved)
 
