@@ -157,12 +157,19 @@ def test_a_worker_sigkilled_mid_run_leaves_a_50_node_run_that_still_completes_ea
     start("scheduler", "--max-sleep", "0.5")
     worker = start("worker", "--poll-interval", "0.2", "--heartbeat-interval", "0.5", "--concurrency", "5")
     run_id = trigger(dsn, "big")
-    wait_until(lambda: ran.exists() and len(ran.read_text().split()) >= 12, timeout=60, message="a dozen nodes done")
+
+    def running_nodes() -> list[int]:
+        return [r["execution_id"] for r in sql.execute(
+            "SELECT n.execution_id FROM pgsched.dag_node_run n JOIN pgsched.execution e ON e.id = n.execution_id "
+            "WHERE n.run_id = %s AND e.state = 'running'", [run_id])]
+
+    # A layer's 5 nodes end together: after a dozen lines, wait for the next layer to be
+    # running (the kill must come mid-layer, not in the gap while a layer is enqueued)
+    wait_until(lambda: ran.exists() and len(ran.read_text().split()) >= 12 and running_nodes(), timeout=60,
+               message="a dozen nodes done and the next ones running")
     worker.proc.send_signal(signal.SIGKILL)  # mid-layer: some nodes are running
     sessions_ended(sql, "pgsched worker")  # an outcome committed as it died is not 'running'
-    killed_running = [r["execution_id"] for r in sql.execute(
-        "SELECT n.execution_id FROM pgsched.dag_node_run n JOIN pgsched.execution e ON e.id = n.execution_id "
-        "WHERE n.run_id = %s AND e.state = 'running'", [run_id])]
+    killed_running = running_nodes()
     start("worker", "--poll-interval", "0.2", "--heartbeat-interval", "0.5", "--concurrency", "5")
     run = finished_run(sql, run_id, timeout=120)
     assert run["state"] == "succeeded"
