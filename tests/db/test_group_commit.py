@@ -23,23 +23,32 @@ def item(row, state="succeeded", **extra):
                 error_type=None) | extra
 
 
-def test_one_statement_moves_every_execution_whose_lease_is_held(db, sql):
+def claimed_then_rescued(db, sql, n, keep=None):
+    """``n`` executions of task "job" claimed by a new worker, which then goes silent; the
+    leader's rescue takes them back, except those whose ids are in ``keep`` (hidden from
+    it). Returns (worker id, claimed rows)."""
     make_task(db)
     worker = register(db)
-    for _ in range(5):
+    for _ in range(n):
         tasks.trigger(db, "job")
-    rows = claim(db, worker, limit=5)
+    rows = claim(db, worker, limit=n)
     sql.execute("UPDATE pgsched.worker SET last_heartbeat_at = now() - interval '1 minute' WHERE id = %s", [worker])
-    lost = rows[0]
-    sql.execute("UPDATE pgsched.execution SET worker_id = NULL WHERE id <> %s", [lost["id"]])  # only one is rescued
+    if keep is not None:
+        sql.execute("UPDATE pgsched.execution SET worker_id = NULL WHERE NOT (id = ANY(%s))",
+                    [[r["id"] for r in rows if keep(r, rows)]])
     scheduler.rescue(db)
+    return worker, rows
+
+
+def test_one_statement_moves_every_execution_whose_lease_is_held(db, sql):
+    worker, rows = claimed_then_rescued(db, sql, 5, keep=lambda r, rows: r is rows[0])  # only one is rescued
     items = [item(r) for r in rows]
     moved = db.one("execution_finish_many", worker_id=worker, **finish_params(items))["moved"]
     assert sorted(moved) == sorted(r["id"] for r in rows[1:])
     hist = sql.execute("SELECT id, state FROM pgsched.execution_history ORDER BY id").fetchall()
     assert [(h["id"], h["state"]) for h in hist] == [(r["id"], "succeeded") for r in rows[1:]]
     attempts = sql.execute("SELECT execution_id, state FROM pgsched.execution_attempt ORDER BY execution_id").fetchall()
-    assert [(a["execution_id"], a["state"]) for a in attempts] == [(lost["id"], "lost")] + [
+    assert [(a["execution_id"], a["state"]) for a in attempts] == [(rows[0]["id"], "lost")] + [
         (r["id"], "succeeded") for r in rows[1:]]  # the rescued one keeps only its 'lost' attempt
 
 
@@ -72,13 +81,7 @@ def test_a_refused_value_fails_only_its_own_execution(db, sql):
 def test_a_batch_whose_leases_were_all_lost_moves_nothing(db, sql):
     """Every execution of the batch was rescued meanwhile: the statement still returns its
     one row, an empty array, and the completer settles each outcome as not stored."""
-    make_task(db)
-    worker = register(db)
-    for _ in range(3):
-        tasks.trigger(db, "job")
-    rows = claim(db, worker, limit=3)
-    sql.execute("UPDATE pgsched.worker SET last_heartbeat_at = now() - interval '1 minute' WHERE id = %s", [worker])
-    scheduler.rescue(db)
+    worker, rows = claimed_then_rescued(db, sql, 3)
     assert db.one("execution_finish_many", worker_id=worker, **finish_params([item(r) for r in rows]))["moved"] == []
     assert db.one("execution_finish_many", worker_id=worker, items="[]")["moved"] == []
     completer = Completer(db, lambda: worker)
@@ -91,14 +94,7 @@ def test_a_batch_whose_leases_were_all_lost_moves_nothing(db, sql):
 
 
 def test_a_split_batch_reports_lost_refused_and_stored_outcomes_each_their_own_way(db, sql):
-    make_task(db)
-    worker = register(db)
-    for _ in range(3):
-        tasks.trigger(db, "job")
-    rows = claim(db, worker, limit=3)
-    sql.execute("UPDATE pgsched.worker SET last_heartbeat_at = now() - interval '1 minute' WHERE id = %s", [worker])
-    sql.execute("UPDATE pgsched.execution SET worker_id = NULL WHERE id <> %s", [rows[0]["id"]])
-    scheduler.rescue(db)  # rows[0] is rescued: its lease is gone
+    worker, rows = claimed_then_rescued(db, sql, 3, keep=lambda r, rows: r is rows[0])  # rows[0]'s lease is gone
     completer = Completer(db, lambda: worker)
     try:
         futures: list[Future] = [Future() for _ in rows]
