@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Protocol
 
 from .db import has_nul
@@ -72,14 +72,17 @@ def storable_text(text: str) -> str:
 class LogSink:
     """Collects captured lines (thread-safe) until the owner drains them.
 
-    Each line is ``(seq, stream, logged_at, text)``; ``seq`` counts from 1 per attempt.
+    Each line is ``(seq, stream, logged_at, text)``; ``seq`` counts from 1 per attempt;
+    ``logged_at`` comes from ``now()`` (aware): the worker gives the database's clock.
     At most ``max_lines`` lines and ``max_bytes`` bytes of output are kept per attempt; the
     rest is read (so the command never blocks on a full pipe) and counted, and
     :meth:`close` adds one ``system`` line saying how much was dropped. NUL characters,
     which PostgreSQL text cannot hold, are removed.
     """
 
-    def __init__(self, max_lines: int = 10_000, max_bytes: int = 10 * 1024 * 1024) -> None:
+    def __init__(self, max_lines: int = 10_000, max_bytes: int = 10 * 1024 * 1024, *,
+                 now: Callable[[], datetime]) -> None:
+        self._now = now  # the database's clock (pgsched.clock): logged_at is the database's time
         self._lock = threading.Lock()
         self._lines: list[tuple[int, str, datetime, str]] = []
         self._seq = 0
@@ -103,7 +106,7 @@ class LogSink:
                 return
             self._seq += 1
             self._bytes += size
-            self._lines.append((self._seq, stream, datetime.now(timezone.utc), text))
+            self._lines.append((self._seq, stream, self._now(), text))
             self.tail.append(text)
 
     def close(self) -> None:

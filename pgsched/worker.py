@@ -46,7 +46,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -54,6 +54,7 @@ from psycopg.types.json import Jsonb
 
 from . import app as app_module
 from .claims import TaskDefinitions
+from .clock import DatabaseClock
 from .completer import Completer
 from .db import Database, Row, Session, connect, has_nul
 from .errors import ConnectionFailed, PgschedError, TransientError
@@ -143,10 +144,6 @@ def _buffer_in_order(buffer: collections.deque[Row], rows: list[Row]) -> None:
         buffer.extend(rows)
 
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 class _Slot:
     """One running execution: :meth:`end` stops it early (the handler sees ``is_set()``);
     ``reason`` says why (``cancel``, ``handback`` when the worker stops, ``lease_lost`` when
@@ -202,6 +199,9 @@ class Worker:
         self._functions: dict[str, Callable[..., Any]] = {}  # python_target -> function, once resolved
         self.completer: Completer | None = None
         self.watchdog: Watchdog | None = None
+        # Instants this worker records (when a slot started an execution, when it ended,
+        # its output lines) are the database's, never this host's clock (DESIGN "Time").
+        self.clock = DatabaseClock()
 
     # -- lifecycle ---------------------------------------------------------------------
     def _register(self) -> None:
@@ -213,6 +213,7 @@ class Worker:
                           heartbeat_interval=cfg.heartbeat_interval)
         assert row is not None
         self.id = row["id"]
+        self.clock.read(row["now"], sent, time.monotonic())
         self._confirm_alive(sent)
 
     def _confirm_alive(self, sent: float) -> None:
@@ -399,6 +400,7 @@ class Worker:
             if want > 0:
                 self._maybe_more = False  # a notification during the claim sets it again
                 try:
+                    sent = time.monotonic()
                     rows = tasks.claim(session, queues=self.config.queues, limit=want, worker_id=self.id)
                 except ConnectionFailed:
                     raise
@@ -409,6 +411,7 @@ class Worker:
                 if len(rows) == want:
                     self._maybe_more = True  # there may be more ready right now
                 if rows:
+                    self.clock.read(rows[0]["started_at"], sent, time.monotonic())  # the claim's now()
                     with self._ready:
                         _buffer_in_order(self._buffer, rows)
                         self._ready.notify()  # who takes one wakes another if worth it (_slot_loop)
@@ -470,6 +473,8 @@ class Worker:
                     conn = connect(self.db.dsn, application_name="pgsched worker heartbeat")
                 sent = time.monotonic()
                 row = Session(conn).one("worker_heartbeat", id=self.id, running=self._running)
+                if row is not None:
+                    self.clock.read(row["now"], sent, time.monotonic())
             except (psycopg.Error, PgschedError) as exc:
                 log.warning("worker %s heartbeat failed: %s", self.id, exc)
                 if conn is not None:
@@ -535,8 +540,9 @@ class Worker:
     def _execute(self, row: Row) -> bool:
         """Run one execution and hand its outcome on; False when the Python call was
         abandoned (the thread that recorded it carries on as this slot)."""
-        sink = LogSink(self.config.max_output_lines, self.config.max_output_bytes)
-        started, began = _now(), time.monotonic()
+        sink = LogSink(self.config.max_output_lines, self.config.max_output_bytes, now=self.clock.now)
+        began = time.monotonic()
+        started = self.clock.at(began)
         slot = _Slot()
         with self._lock:
             self._active[row["id"]] = slot
@@ -715,7 +721,7 @@ class Worker:
         for ``record_retry_seconds`` while the database is unreachable (a blip must not
         leave the execution 'running'). An outcome the database refuses is recorded as a
         failure instead (``fell_back``: this is that failure)."""
-        finished = _now()
+        finished = self.clock.now()
         stopped = handback and outcome.state == "failed"
         outcome = _storable(outcome)
         final = self._final_state(row, outcome, stopped)

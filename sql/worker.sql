@@ -3,12 +3,13 @@
 -- name: worker_register :one
 INSERT INTO pgsched.worker (name, hostname, pid, queues, concurrency, heartbeat_interval)
 VALUES (%(name)s, %(hostname)s, %(pid)s, %(queues)s, %(concurrency)s, %(heartbeat_interval)s)
-RETURNING id
+RETURNING id, now() AS now
 
 -- name: worker_heartbeat :one
 -- One heartbeat: alive is false when this worker was declared dead (its executions were
 -- rescued); cancel_ids are its running executions whose cancel was asked (a NOTIFY may
--- have been missed while the listener reconnected).
+-- have been missed while the listener reconnected); now is the database's clock, which
+-- the worker records times by (pgsched.clock).
 WITH beat AS (
     UPDATE pgsched.worker SET last_heartbeat_at = now(), running = %(running)s
      WHERE id = %(id)s AND state = 'running'
@@ -17,7 +18,8 @@ WITH beat AS (
 SELECT EXISTS (SELECT 1 FROM beat) AS alive,
        ARRAY(SELECT e.id FROM pgsched.execution e
               WHERE e.worker_id = %(id)s AND e.state = 'running' AND e.cancel_requested_at IS NOT NULL)
-           AS cancel_ids
+           AS cancel_ids,
+       now() AS now
 
 -- name: worker_stop :exec
 UPDATE pgsched.worker SET state = 'stopped', stopped_at = now(), running = 0 WHERE id = %(id)s

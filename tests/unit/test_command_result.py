@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from datetime import UTC, datetime
 
 import pytest
 
@@ -39,8 +40,11 @@ def test_has_nul_tells_a_nul_character_from_the_text_backslash_u0000(value, nul)
     assert has_nul(json.dumps(value)) is nul
 
 
+LOGGED_AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
 def read(data: bytes) -> LogSink:
-    sink = LogSink()
+    sink = LogSink(now=lambda: LOGGED_AT)
     r, w = os.pipe()
     pump = threading.Thread(target=_pump, args=(os.fdopen(r, "rb"), "stdout", sink))
     pump.start()
@@ -53,7 +57,9 @@ def read(data: bytes) -> LogSink:
 def test_a_last_line_longer_than_the_read_limit_is_no_result():
     sink = read(b'{"kind": "invoice"}\n' + b'{"pad": "' + b"x" * (MAX_LINE_BYTES + 10) + b'"}\n')
     assert sink.last_stdout is None
-    assert len(sink.drain()) == 3  # the long line is kept in the log, in two pieces
+    lines = sink.drain()
+    assert len(lines) == 3  # the long line is kept in the log, in two pieces
+    assert {logged_at for _, _, logged_at, _ in lines} == {LOGGED_AT}  # the clock given, not the host's
 
 
 def test_a_line_of_exactly_the_read_limit_is_whole():
