@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, fields
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -113,12 +113,12 @@ def _settings(tx: Session) -> dict[str, float]:
 
 
 def detect(db: Database, now: datetime | None = None) -> list[Row]:
-    """Open and resolve alerts as of ``now`` (default: the current time, UTC), queueing
+    """Open and resolve alerts as of ``now`` (default: the database's clock), queueing
     the webhooks of those opened, in one transaction. Returns one row per change:
     ``change`` (opened, resolved), ``id``, ``tenant``, ``task_id``, ``kind``,
     ``opened_at``, ``details``. Does nothing (returns []) while another detection runs."""
-    now = now or datetime.now(timezone.utc)
     with db.transaction() as tx:
+        now = now or tx.now()  # lateness is judged on the database's time line only
         lock = tx.one("alert_lock")
         if not (lock and lock["locked"]):
             return []

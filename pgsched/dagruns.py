@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -43,10 +43,6 @@ class ApplyReport:
     dry_run: bool = False
 
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 def node_definition(node: Node) -> dict[str, Any]:
     """What a node is, as stored in ``dag_node.definition`` and compared on re-apply."""
     spec = asdict(node.task)
@@ -61,12 +57,14 @@ def _condition_json(node: Node) -> Jsonb | None:
     return Jsonb({"field": c.field, c.test: c.value}) if c else None
 
 
-def _schedule_row(dag: Dag, now: datetime, enabled: bool) -> dict[str, Any]:
+def _schedule_row(dag: Dag, now: datetime, enabled: bool, fired_through: datetime | None = None) -> dict[str, Any]:
+    """The schedule columns of a DAG's task, planned from the database's ``now`` and never
+    at or before ``fired_through`` (its task's ``last_fire_at``)."""
     s = dag.schedule
     anchor = now.replace(microsecond=0) if s.kind == "interval" else None
     planned = Schedule(s.kind, s.expr, s.tz, anchor)
     return dict(schedule_kind=s.kind, schedule_expr=s.expr, timezone=s.tz, schedule_anchor=anchor,
-                next_fire_at=planned.first_fire(now) if enabled else None)
+                next_fire_at=planned.first_fire(now, fired_through) if enabled else None)
 
 
 def apply(db: Database, dag: Dag, *, tenant: str = "default", source: str | None = None,
@@ -90,7 +88,6 @@ def apply_all(db: Database, dags: list[tuple[Dag, str | None]], *, tenant: str =
               dry_run: bool = False, now: datetime | None = None) -> list[ApplyReport]:
     """:func:`apply` for several DAGs (each with its source file name) in ONE transaction:
     all are stored or none. Raises ValidationError for two DAGs of the same name."""
-    now = now or _now()
     tasks.check_name("tenant", tenant)
     seen: dict[str, str | None] = {}
     for d, source in dags:
@@ -99,7 +96,8 @@ def apply_all(db: Database, dags: list[tuple[Dag, str | None]], *, tenant: str =
         seen[d.name] = source
     try:
         with db.transaction() as tx:
-            reports = [_apply(tx, d, tenant, source, dry_run, now) for d, source in dags]
+            at = now or tx.now()  # the database's clock plans the schedules
+            reports = [_apply(tx, d, tenant, source, dry_run, at) for d, source in dags]
             if dry_run:
                 raise _RolledBack(reports)
     except _RolledBack as done:
@@ -139,7 +137,7 @@ def _apply(tx: Session, dag: Dag, tenant: str, source: str | None, dry_run: bool
         if (old.kind, old.expr, old.tz) != (new.kind, new.expr, new.tz) or \
                 existing["description"] != dag.description:
             report.schedule_changed = (old.kind, old.expr, old.tz) != (new.kind, new.expr, new.tz)
-            values = _schedule_row(dag, now, existing["enabled"])
+            values = _schedule_row(dag, now, existing["enabled"], existing["last_fire_at"])
             if not report.schedule_changed:
                 values.update(schedule_anchor=existing["schedule_anchor"], next_fire_at=existing["next_fire_at"])
             tx.exec("dag_task_update", id=task_id, description=dag.description, **values)

@@ -9,7 +9,8 @@ Usage::
         tx.one("task_pause", name="nightly", tenant="default")
 
 Timestamps go in and come out as timezone-aware ``datetime`` in UTC (the session time
-zone is set to UTC on every connection).
+zone is set to UTC on every connection). ``db.now()`` is the database's clock, the only one
+that decides when anything happens.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import functools
 import logging
 import re
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -128,6 +130,16 @@ class Session:
     def exec(self, query_name: str, /, **params: Any) -> int:
         """Run an ``:exec`` query; the number of rows it touched."""
         return self._run(query_name, "exec", params)
+
+    def now(self) -> datetime:
+        """The database's clock: PostgreSQL's ``now()`` as an aware UTC ``datetime`` (the
+        start of the current transaction; on an autocommit connection or a pool, of this
+        statement). Every instant that decides when something fires, retries or counts as
+        late comes from here or from ``now()`` in SQL, never from the host's clock, which
+        may be minutes off (DESIGN.md, "Time")."""
+        row = self.one("clock_now")
+        assert row is not None  # SELECT now() returns one row
+        return row["now"]
 
 
 class Database(Session):

@@ -90,7 +90,7 @@ def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None
     applied = migrate.migrate(dsn)
     click.echo(f"schema: {'applied ' + ', '.join(f'{m.version:04d}_{m.name}' for m in applied) if applied else 'up to date'}")
     db = Database.connect(dsn, max_size=concurrency + 6)  # + the leader's webhook and statistics threads
-    now = datetime.now(timezone.utc).replace(microsecond=0)
+    now = db.now().replace(microsecond=0)  # the examples' one-shot fires 15 s after this, database time
     if examples:
         created = load_examples(db, c.tenant, now)
         click.echo(f"examples: {len(created)} task(s) created" if created else "examples: already loaded")

@@ -15,7 +15,7 @@ import hashlib
 import logging
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 
 import psycopg
@@ -147,7 +147,7 @@ def migrate(dsn: str, known: list[Migration] | None = None) -> list[Migration]:
                 applied.append(migration)
             # Today's history partitions exist before any worker records an outcome (the
             # leader keeps them ahead from then on).
-            today = datetime.now(timezone.utc).date()
+            today = session.now().date()  # the database's day (UTC), not this host's
             with translated():
                 session.many("partition_ensure", from_day=today - timedelta(days=1), days=5)
             return applied

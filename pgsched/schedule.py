@@ -20,6 +20,7 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from . import cron
@@ -80,6 +81,16 @@ def validate_cron(expr: str) -> str:
         raise ValidationError("schedule", expr, f"is not a usable cron expression: {exc}") from None
 
 
+class Span(NamedTuple):
+    """What :meth:`Schedule.walk` found in a span of time: ``fires`` (how many), the
+    ``latest`` of them (None when none) and the ``next`` fire after the span (None: never
+    again)."""
+
+    fires: int
+    latest: datetime | None
+    next: datetime | None
+
+
 @dataclass(frozen=True)
 class Schedule:
     """A parsed schedule. ``kind`` is one of :data:`KINDS`; ``expr`` the stored text;
@@ -130,12 +141,42 @@ class Schedule:
             return when if when > after else None
         return None
 
-    def first_fire(self, now: datetime) -> datetime | None:
-        """When a newly planned (created or resumed) task first fires: a ``once`` task at
-        its instant even if that has passed (it runs at once), others after ``now``."""
+    def first_fire(self, now: datetime, fired_through: datetime | None = None) -> datetime | None:
+        """When a newly planned (created, updated or resumed) task first fires, given the
+        database's ``now`` and the latest fire instant the task has already dealt with
+        (``fired_through``, its ``last_fire_at``: run or counted as missed; None when it
+        never fired): a ``once`` task at its instant even if that has passed (it runs at
+        once), others at their first fire after ``now``; never at or before
+        ``fired_through``, so a re-plan can never bring back a fire that already ran (the
+        database refuses it too: migration 0010)."""
         if self.kind == "once":
-            return parse_once(self.expr or "", self.tz)
-        return self.next_after(now)
+            when = parse_once(self.expr or "", self.tz)
+            return when if fired_through is None or when > fired_through else None
+        return self.next_after(now if fired_through is None else max(now, fired_through))
+
+    def walk(self, after: datetime, until: datetime) -> Span:
+        """The fires strictly after ``after`` and at or before ``until`` (aware, UTC): how
+        many, the latest of them, and the first fire after ``until``. Counts exactly however
+        long the span (an interval by arithmetic; cron a day at a time: see
+        :func:`pgsched.cron.walk`), so a scheduler that was down for a month knows how many
+        fires it missed."""
+        after, until = after.astimezone(UTC), until.astimezone(UTC)
+        if self.kind == "cron":
+            count, latest, nxt = cron.walk(self.expr or "", self.tz, after, until)
+            return Span(count, latest, nxt)
+        first = self.next_after(after)
+        if first is None or first > until:
+            return Span(0, None, first)
+        if self.kind != "interval":
+            return Span(1, first, self.next_after(first))
+        step = timedelta(seconds=parse_interval(self.expr or ""))
+        count = int((until - first) / step) + 1
+        latest = first + (count - 1) * step
+        while latest > until:  # rounding at exact multiples
+            count, latest = count - 1, latest - step
+        while latest + step <= until:
+            count, latest = count + 1, latest + step
+        return Span(count, latest, latest + step)
 
     def upcoming(self, after: datetime, count: int) -> list[datetime]:
         """The next ``count`` fire times after ``after``, UTC."""

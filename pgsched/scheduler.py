@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 from datetime import date, datetime, timedelta, timezone
 
 import psycopg
@@ -66,10 +67,6 @@ class SchedulerConfig:
     name: str | None = None
 
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 def _schedule(row: dict) -> Schedule:
     return Schedule(row["schedule_kind"], row["schedule_expr"], row["timezone"], row["schedule_anchor"])
 
@@ -101,38 +98,41 @@ class Misfire:
         return cls(float(values.get("misfire_grace_seconds", 60)), int(values.get("misfire_all_cap", 100)))
 
 
-# Missed fires are counted one by one up to this many (then "at least").
-_COUNT_MISSED_UP_TO = 1000
+class CatchUp(NamedTuple):
+    """What a due task does at a tick (:func:`catch_up`): the fire times to ``run`` now,
+    its ``next`` fire time (after now; None: never again), how many due fires are
+    ``missed`` and not run, and the ``latest`` due fire, which becomes its ``last_fire_at``
+    (no fire at or before it is ever created again: migration 0010)."""
+
+    run: list[datetime]
+    next: datetime | None
+    missed: int
+    latest: datetime
 
 
-def catch_up(schedule: Schedule, policy: str, due_at: datetime, now: datetime,
-             misfire: Misfire) -> tuple[list[datetime], datetime | None, int]:
-    """For a task due at ``due_at`` (UTC) and ticked at ``now``: the fire times to run now,
-    the next fire time (after ``now``), and how many fires were missed and not run (at
-    least; counting stops past the cap).
+def catch_up(schedule: Schedule, policy: str, due_at: datetime, now: datetime, misfire: Misfire) -> CatchUp:
+    """For a task due at ``due_at`` (UTC) and ticked at the database's ``now``: which of
+    its due fires (``due_at`` and every fire after it up to ``now``) run.
 
-    Policies: ``once`` runs the first due fire and collapses the rest into it; ``skip``
-    runs only the latest due fire, and only when it is at most ``misfire.grace`` seconds
-    late; ``all`` runs every fire up to ``now``, at most ``misfire.cap`` of them (the
-    earliest). Fires not run count as missed.
+    Policies (the field's: APScheduler's coalesce, Quartz's misfire instructions):
+    ``once`` runs one, for the latest due fire (Quartz's fire-once-now, APScheduler's
+    coalesce); ``skip`` runs only a fire that is on time, i.e. the latest due fire when it
+    is at most ``misfire.grace`` seconds late, and nothing else; ``all`` runs every due
+    fire, at most ``misfire.cap`` of them (the earliest). Every due fire not run counts as
+    missed, however many: the count is exact (:meth:`Schedule.walk`).
     """
-    fires = [due_at]  # the due fires, up to the cap (and a few more only counted)
-    count, latest = 1, due_at
-    nxt = schedule.next_after(due_at)
-    while nxt is not None and nxt <= now and count < max(misfire.cap + 1, _COUNT_MISSED_UP_TO):
-        if len(fires) <= misfire.cap:
-            fires.append(nxt)
-        count, latest = count + 1, nxt
-        nxt = schedule.next_after(nxt)
-    if nxt is not None and nxt <= now:  # too many to count: the next fire is the first after now
-        nxt = schedule.next_after(now)
+    span = schedule.walk(due_at, now)
+    due, latest = 1 + span.fires, span.latest or due_at
     if policy == "all":
-        run = fires[:misfire.cap]
+        run, at = [due_at], due_at
+        while len(run) < min(misfire.cap, due) and (nxt := schedule.next_after(at)) is not None:
+            run.append(nxt)
+            at = nxt
     elif policy == "skip":
         run = [latest] if (now - latest).total_seconds() <= misfire.grace else []
     else:
-        run = fires[:1]
-    return run, nxt, count - len(run)
+        run = [latest]
+    return CatchUp(run, span.next, due - len(run), latest)
 
 
 def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000, parallel: int = 1) -> int:
@@ -178,19 +178,23 @@ class _Memo:
 
     def __init__(self, now: datetime):
         self.now = now
-        self.planned: dict[tuple, tuple[list[datetime], datetime | None, int]] = {}
+        self.planned: dict[tuple, CatchUp] = {}
         self.firsts: dict[tuple, datetime | None] = {}
 
-    def first(self, s: Schedule) -> datetime | None:
+    def first(self, s: Schedule, fired_through: datetime | None) -> datetime | None:
+        """:meth:`Schedule.first_fire` at this tick's ``now``, for a task that last fired
+        at ``fired_through``."""
         key = (s.kind, s.expr, s.tz, s.anchor)
         if key not in self.firsts:
             if len(self.firsts) >= _MEMO_SIZE:
                 self.firsts.clear()
             self.firsts[key] = s.first_fire(self.now)
-        return self.firsts[key]
+        first = self.firsts[key]
+        if first is not None and fired_through is not None and first <= fired_through:
+            return s.first_fire(self.now, fired_through)  # not shared: rare (a resumed task)
+        return first
 
-    def catch_up(self, s: Schedule, policy: str, due_at: datetime,
-                 misfire: Misfire) -> tuple[list[datetime], datetime | None, int]:
+    def catch_up(self, s: Schedule, policy: str, due_at: datetime, misfire: Misfire) -> CatchUp:
         key = (s.kind, s.expr, s.tz, s.anchor, policy, due_at)
         found = self.planned.get(key)
         if found is None:
@@ -218,7 +222,9 @@ def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo
         if unplanned:
             firsts = []
             for row in unplanned:
-                nxt, problem = _plan(row, memo.first)
+                def first(s: Schedule, row: dict = row) -> datetime | None:
+                    return memo.first(s, row["last_fire_at"])
+                nxt, problem = _plan(row, first)
                 if problem:
                     log.error("task %s: cannot plan its schedule (%s); pausing it", row["name"], problem)
                     broken.append(row["id"])
@@ -230,24 +236,25 @@ def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo
         if groups:
             misfire = Misfire.load(tx)
             each = due <= _LOG_EACH_UP_TO
-            nexts, missed, run_group, run_at = [], [], [], []
+            nexts, missed, fired_through, run_group, run_at = [], [], [], [], []
             dag_ids: list[int] = []
             dag_fires: list[datetime] = []
             for n, group in enumerate(groups, 1):
-                runs: list[datetime] = []
-                lost = 0
+                due_at = group["next_fire_at"]
+                decided = CatchUp([due_at], None, 0, due_at)
 
                 def plan(s: Schedule, group: dict = group) -> datetime | None:
-                    nonlocal runs, lost
-                    runs, nxt, lost = memo.catch_up(s, group["misfire_policy"], group["next_fire_at"], misfire)
-                    return nxt
+                    nonlocal decided
+                    decided = memo.catch_up(s, group["misfire_policy"], group["next_fire_at"], misfire)
+                    return decided.next
                 nxt, problem = _plan(group, plan)
                 if problem:
                     for name in _names(tx, group):
                         log.error("task %s: cannot compute its next fire (%s); pausing it after this fire",
                                   name, problem)
                     broken += _ids(group["ids"])
-                    runs = [group["next_fire_at"]]
+                    decided = CatchUp([due_at], None, 0, due_at)
+                runs, lost = decided.run, decided.missed
                 if lost:
                     for name in _names(tx, group):
                         log.warning("task %s: %d missed fire(s) not run (misfire policy %s)", name, lost,
@@ -264,18 +271,21 @@ def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo
                         dag_fires += runs
                 nexts.append(nxt)
                 missed.append(lost)
+                fired_through.append(decided.latest)
                 fired += group["tasks"] * len(runs)
             if not each and run_at:
                 log.info("fired %d task(s) due from %s to %s", due, min(run_at).isoformat(),
                          max(run_at).isoformat())
-            tx.exec("scheduler_fire", ids=[g["ids"] for g in groups], next_fire_at=nexts,
-                    fired_at=[g["next_fire_at"] for g in groups], missed=missed, run_group=run_group,
-                    run_at=run_at, epoch=epoch)
+            ids = [g["ids"] for g in groups]
+            # The fires first, then last_fire_at moves past them: the insert's statement
+            # trigger checks each fire against the task's last_fire_at (migration 0010).
+            tx.exec("scheduler_fire", ids=ids, run_group=run_group, run_at=run_at, epoch=epoch)
             if dag_ids:
                 for run in tx.many("scheduler_fire_dags", ids=dag_ids, fire_at=dag_fires, epoch=epoch):
                     if run["run_id"] is not None:
                         log.info("DAG %s: run %s started for %s", run["name"], run["run_id"],
                                  run["fire_at"].isoformat())
+            tx.exec("scheduler_advance", ids=ids, next_fire_at=nexts, fired_at=fired_through, missed=missed)
         if broken:
             tx.exec("task_disable", ids=broken)
     return fired, due >= batch or len(unplanned) >= batch
@@ -494,7 +504,9 @@ class Scheduler:
         grace = self.db.one("scheduler_rescue_grace")
         next_rescue = time.monotonic() + (grace["seconds"] if grace else 15.0)
         while not stop.is_set():
-            lock.one("scheduler_ping")  # raises if the lock connection is gone: stop acting
+            ping = lock.one("scheduler_ping")  # raises if the lock connection is gone: stop acting
+            assert ping is not None
+            now = ping["now"]  # the database's clock decides, never this host's
             self._seen("leader")
             if time.monotonic() >= next_rescue:
                 try:
@@ -505,7 +517,7 @@ class Scheduler:
             if time.monotonic() >= next_maintenance:
                 interval = self.config.maintenance_interval
                 try:
-                    done = maintain_partitions(self.db, _now(), self.config.retention_days, self.config.premake_days)
+                    done = maintain_partitions(self.db, now, self.config.retention_days, self.config.premake_days)
                     if done["busy"]:
                         interval = min(interval, 60.0)
                 except PgschedError as exc:
@@ -513,7 +525,7 @@ class Scheduler:
                     interval = min(interval, 60.0)
                 next_maintenance = time.monotonic() + interval
             try:
-                tick(self.db, self.epoch, _now(), self.config.batch, self.config.parallel)
+                tick(self.db, self.epoch, self.db.now(), self.config.batch, self.config.parallel)
                 lock.exec("scheduler_record_tick", epoch=self.epoch)
             except (psycopg.Error, PgschedError):
                 raise  # the database is gone: back to campaigning
@@ -525,16 +537,19 @@ class Scheduler:
         self.epoch = None
 
     def _sleep(self, lock: Session, stop: threading.Event) -> None:
+        """Until the earliest task is due (the database says in how many seconds: no host
+        clock is compared with a stored time), at most ``max_sleep``; a notification or a
+        dropped connection ends it early."""
         row = self.db.one("scheduler_next_due")
         wait = self.config.max_sleep
-        if row and row["next_fire_at"] is not None:
-            wait = min(wait, max((row["next_fire_at"] - _now()).total_seconds(), 0.0))
+        if row and row["seconds"] is not None:
+            wait = min(wait, max(row["seconds"], 0.0))
         if wait <= 0:
             return
         # Sleep on the lock connection: a notification or a dropped connection wakes us.
-        deadline = _now() + timedelta(seconds=wait)
+        deadline = time.monotonic() + wait
         while not stop.is_set():
-            left = (deadline - _now()).total_seconds()
+            left = deadline - time.monotonic()
             if left <= 0:
                 return
             for _ in lock.conn.notifies(timeout=min(left, 0.5), stop_after=1):

@@ -19,7 +19,7 @@ Units: counts are integers; durations are seconds (float); instants are aware UT
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 from .db import Database, Session
@@ -94,10 +94,6 @@ class Dashboard:
         return out
 
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 def _percentiles(values: list[float] | None, samples: int) -> Percentiles:
     if not values or samples == 0:
         return Percentiles(None, None, None, 0)
@@ -124,12 +120,12 @@ def last_day_counts(db: Database | Session, tenant: str, now: datetime) -> dict[
 
 
 def dashboard(db: Database, tenant: str = "default", *, now: datetime | None = None) -> Dashboard:
-    """The dashboard numbers of ``tenant`` at ``now`` (default: the current time), read in
-    one repeatable-read snapshot so that they agree with each other."""
-    now = now or _now()
-    hour_ago = now - timedelta(hours=1)
+    """The dashboard numbers of ``tenant`` at ``now`` (default: the database's clock), read
+    in one repeatable-read snapshot so that they agree with each other."""
     with db.transaction() as tx:
         tx.exec("stats_snapshot")
+        now = now or tx.now()
+        hour_ago = now - timedelta(hours=1)
         tasks = tx.one("stats_tasks", tenant=tenant) or {}
         hour = _counts(tx.many("stats_window", tenant=tenant, since=hour_ago, until=now))
         day = last_day_counts(tx, tenant, now)
@@ -174,7 +170,7 @@ def task_trend(db: Database, task: str, tenant: str = "default", *, hours: int =
     ``latency_p95``, ``duration_avg``, ``duration_p95`` (seconds; None without started
     executions). Hours without executions are left out. Raises NotFound."""
     row = get_task(db, task, tenant)
-    since = (now or _now()) - timedelta(hours=hours)
+    since = (now or db.now()) - timedelta(hours=hours)
     return db.many("stats_task_hourly", task_id=row["id"], tenant=tenant, since=since)
 
 
@@ -186,12 +182,12 @@ def task_recent(db: Database, task: str, tenant: str = "default", *, limit: int 
     return db.many("stats_task_recent", task_id=row["id"], tenant=tenant, limit=limit)
 
 
-def next_fires(task_row: dict[str, Any], count: int = 5, *,
-               after: datetime | None = None) -> list[dict[str, datetime]]:
-    """The next ``count`` fire times of a stored task row after ``after`` (default now):
+def next_fires(task_row: dict[str, Any], count: int = 5, *, after: datetime) -> list[dict[str, datetime]]:
+    """The next ``count`` fire times of a stored task row after ``after`` (the database's
+    clock, ``db.now()``):
     ``{"utc": instant in UTC, "local": the same instant in the task's time zone}``. Empty
     for a task without a schedule, a paused one included (it shows what would fire)."""
     schedule = schedule_of(task_row)
     tz = zone(task_row["timezone"])
-    times = schedule.upcoming(after or _now(), count)
+    times = schedule.upcoming(after, count)
     return [{"utc": t, "local": t.astimezone(tz)} for t in times]

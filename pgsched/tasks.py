@@ -9,7 +9,7 @@ import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -168,33 +168,32 @@ class TaskSpec:
             check_name("tags", tag)
         return Schedule.parse(self.schedule_kind, self.schedule, self.timezone)
 
-    def row(self, schedule: Schedule, now: datetime) -> dict[str, Any]:
-        """Parameters of the ``task_insert`` query."""
+    def row(self, schedule: Schedule, now: datetime, fired_through: datetime | None = None) -> dict[str, Any]:
+        """Parameters of the ``task_insert`` query, the first fire planned from ``now``
+        (the database's clock) and never at or before ``fired_through`` (the stored
+        task's ``last_fire_at``, when it is re-planned)."""
         values = asdict(self)
         anchor = now.replace(microsecond=0) if schedule.kind == "interval" else None
         planned = Schedule(schedule.kind, schedule.expr, schedule.tz, anchor)
         values.update(
             schedule_kind=schedule.kind, schedule_expr=schedule.expr, schedule_anchor=anchor,
             params=Jsonb(self.params), env=Jsonb(self.env),
-            next_fire_at=planned.first_fire(now) if self.enabled else None,
+            next_fire_at=planned.first_fire(now, fired_through) if self.enabled else None,
         )
         del values["schedule"]
         return values
 
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 def create(db: Database | Session, spec: TaskSpec, *, now: datetime | None = None,
            if_absent: bool = False) -> Row | None:
-    """Store a new task and plan its first fire. Returns the stored row.
+    """Store a new task and plan its first fire from ``now`` (default: the database's
+    clock, never this host's). Returns the stored row.
 
     With ``if_absent``, a live task of the same name is left untouched and None returned;
     otherwise that is a ValidationError on ``name``.
     """
     schedule = spec.validate()
-    row = db.one("task_insert", **spec.row(schedule, now or _now()))
+    row = db.one("task_insert", **spec.row(schedule, now or db.now()))
     if row is None and not if_absent:
         raise ValidationError("name", spec.name, f"already exists in tenant {spec.tenant!r}")
     return row
@@ -221,8 +220,10 @@ def update(db: Database, name: str, changes: dict[str, Any], *, tenant: str = "d
     ``changes`` maps :class:`TaskSpec` field names (see ``UPDATABLE``) to new values; the
     whole result is validated as at create time. A new ``handler_kind`` clears the other
     kinds' fields. When the schedule, its kind or its time zone changes, the next fire
-    time is planned afresh from ``now`` (an interval is re-anchored at ``now``) and the
-    scheduler is woken; otherwise it is kept. Executions already queued are not touched.
+    time is planned afresh from ``now`` (default: the database's clock; an interval is
+    re-anchored at ``now``), never at or before the task's last fire (a re-plan into the
+    past cannot run a fire again), and the scheduler is woken; otherwise it is kept.
+    Executions already queued are not touched.
     One transaction; the row is locked while it changes.
 
     Raises NotFound, and ValidationError naming the first bad field and value (unknown
@@ -232,7 +233,6 @@ def update(db: Database, name: str, changes: dict[str, Any], *, tenant: str = "d
     if unknown:
         raise ValidationError(unknown[0], changes[unknown[0]],
                               f"cannot be updated (updatable: {', '.join(sorted(UPDATABLE))})")
-    now = now or _now()
     with db.transaction() as tx:
         row = tx.one("task_get_for_update", name=name, tenant=tenant)
         if row is None:
@@ -246,7 +246,7 @@ def update(db: Database, name: str, changes: dict[str, Any], *, tenant: str = "d
         for key, value in changes.items():
             setattr(spec, key, value)
         schedule = spec.validate()
-        values = spec.row(schedule, now)
+        values = spec.row(schedule, now or tx.now(), row["last_fire_at"])
         replanned = any(getattr(spec, f) != getattr(spec_of(row), f) for f in _SCHEDULE_FIELDS)
         if not replanned:
             values.update(schedule_anchor=row["schedule_anchor"], next_fire_at=row["next_fire_at"])

@@ -26,7 +26,7 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 from .db import Database, Row
 from .errors import PgschedError
@@ -122,7 +122,7 @@ def send_due(db: Database, *, now: datetime | None = None, limit: int = 20,
     record each outcome. Returns the rows tried with ``error`` (None when delivered) and
     ``retry_at`` (None when delivered or given up)."""
     policy = policy or Policy.load(db)
-    now = now or datetime.now(timezone.utc)
+    now = now or db.now()  # the database's clock: deliveries are due by it
     lease = policy.timeout * 2 + 30
     rows = db.many("webhook_claim", now=now, limit=limit, lease=lease)
     began = time.monotonic()

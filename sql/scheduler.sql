@@ -32,7 +32,7 @@ SELECT id, name FROM pgsched.task WHERE id = ANY(%(ids)s::bigint[]) ORDER BY id
 -- name: scheduler_unplanned_tasks :many
 -- Enabled scheduled tasks without a next fire time (just created or resumed).
 SELECT id, tenant, name, schedule_kind, schedule_expr, timezone, schedule_anchor, next_fire_at,
-       misfire_policy
+       misfire_policy, last_fire_at
   FROM pgsched.task
  WHERE enabled AND deleted_at IS NULL AND next_fire_at IS NULL AND schedule_kind <> 'none'
    AND (schedule_kind <> 'once' OR last_fire_at IS NULL)
@@ -40,49 +40,65 @@ SELECT id, tenant, name, schedule_kind, schedule_expr, timezone, schedule_anchor
    FOR UPDATE SKIP LOCKED
 
 -- name: scheduler_fire :exec
--- A batch of fires in one statement, per group of tasks (scheduler_due_groups): one
--- execution per (task, fire time), and each task's next fire time moved on. Groups come
--- as parallel arrays (%(ids)s: each group's task ids as the text of a bigint[]); the fire
--- times to run as pairs (%(run_group)s: the group's 1-based position, %(run_at)s). The
--- unique (task_id, scheduled_at) makes a second insert of the same fire a no-op, whoever
--- sends it. DAGs' tasks start DAG runs instead (scheduler_fire_dags). Counts the tasks.
+-- A batch of fires in one statement: one execution per (task, fire time), per group of
+-- tasks (scheduler_due_groups; %(ids)s: each group's task ids as the text of a bigint[]);
+-- the fire times to run as pairs (%(run_group)s: the group's 1-based position,
+-- %(run_at)s). Never a fire at or before the task's last_fire_at: those instants were
+-- dealt with already (run, or counted as missed), even if their executions have long left
+-- this table; the statement trigger refuses such a row from any INSERT (migration 0010),
+-- and this statement does not send one. The unique (task_id, scheduled_at) makes a
+-- second insert of the same live fire a no-op, whoever sends it. Runs before
+-- scheduler_advance moves last_fire_at on. DAGs' tasks start DAG runs instead
+-- (scheduler_fire_dags).
 WITH member AS (
-    SELECT g.n, x.id, g.next_fire_at, g.fired_at, g.missed
-      FROM unnest(%(ids)s::text[], %(next_fire_at)s::timestamptz[], %(fired_at)s::timestamptz[],
-                  %(missed)s::bigint[]) WITH ORDINALITY AS g(ids, next_fire_at, fired_at, missed, n)
+    SELECT g.n, x.id
+      FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS g(ids, n)
      CROSS JOIN LATERAL unnest(g.ids::bigint[]) AS x(id)
-), fired AS (
-    INSERT INTO pgsched.execution (tenant, task_id, scheduled_at, run_at, trigger, priority, queue,
-                                   params, max_attempts, leader_epoch, idempotency_key)
-    SELECT t.tenant, t.id, r.fire_at, r.fire_at, 'schedule', t.priority, t.queue, t.params,
-           t.max_attempts, %(epoch)s,
-           CASE WHEN t.idempotent THEN pgsched.derived_key_v1(t.id, t.params, r.fire_at) END
-      FROM unnest(%(run_group)s::bigint[], %(run_at)s::timestamptz[]) AS r(n, fire_at)
-      JOIN member m ON m.n = r.n
-      JOIN pgsched.task t ON t.id = m.id
-     WHERE t.handler_kind <> 'dag'
-    ON CONFLICT DO NOTHING
 )
+INSERT INTO pgsched.execution (tenant, task_id, scheduled_at, run_at, trigger, priority, queue,
+                               params, max_attempts, leader_epoch, idempotency_key)
+SELECT t.tenant, t.id, r.fire_at, r.fire_at, 'schedule', t.priority, t.queue, t.params,
+       t.max_attempts, %(epoch)s,
+       CASE WHEN t.idempotent THEN pgsched.derived_key_v1(t.id, t.params, r.fire_at) END
+  FROM unnest(%(run_group)s::bigint[], %(run_at)s::timestamptz[]) AS r(n, fire_at)
+  JOIN member m ON m.n = r.n
+  JOIN pgsched.task t ON t.id = m.id
+ WHERE t.handler_kind <> 'dag' AND (t.last_fire_at IS NULL OR r.fire_at > t.last_fire_at)
+ON CONFLICT DO NOTHING
+
+-- name: scheduler_advance :exec
+-- After a batch's fires (scheduler_fire, scheduler_fire_dags): each task's next fire time
+-- and its last_fire_at (the latest due fire the tick dealt with, run or missed; it never
+-- moves back, migration 0010), and the fires it missed, per group as parallel arrays
+-- (%(ids)s as in scheduler_fire).
 UPDATE pgsched.task t
-   SET next_fire_at = m.next_fire_at, last_fire_at = coalesce(m.fired_at, t.last_fire_at),
-       missed_fires = t.missed_fires + m.missed
-  FROM member m
- WHERE t.id = m.id
+   SET next_fire_at = g.next_fire_at,
+       last_fire_at = greatest(t.last_fire_at, g.fired_at),
+       missed_fires = t.missed_fires + g.missed
+  FROM unnest(%(ids)s::text[], %(next_fire_at)s::timestamptz[], %(fired_at)s::timestamptz[],
+              %(missed)s::bigint[]) AS g(ids, next_fire_at, fired_at, missed)
+ CROSS JOIN LATERAL unnest(g.ids::bigint[]) AS x(id)
+ WHERE t.id = x.id
 
 -- name: scheduler_fire_dags :many
 -- Fires of DAGs' tasks (kind 'dag') start DAG runs, one per (DAG, fire time) whoever sends
--- it (dag_start_v1 returns NULL for a fire already started).
+-- it (dag_start_v1 returns NULL for a fire already started), and never one at or before
+-- the task's last_fire_at (as scheduler_fire).
 SELECT d.name, f.fire_at, pgsched.dag_start_v1(d.id, 'schedule', f.fire_at, NULL, %(epoch)s) AS run_id
   FROM unnest(%(ids)s::bigint[], %(fire_at)s::timestamptz[]) AS f(id, fire_at)
   JOIN pgsched.dag d ON d.task_id = f.id AND d.deleted_at IS NULL
+  JOIN pgsched.task t ON t.id = f.id
+ WHERE t.last_fire_at IS NULL OR f.fire_at > t.last_fire_at
 
 -- name: scheduler_dag_sweep :one
 -- Cancel live executions of DAG runs that are stopping (dag_sweep_v1).
 SELECT pgsched.dag_sweep_v1() AS cancelled
 
 -- name: scheduler_next_due :one
--- When the earliest enabled task is due (the first entry of task_next_fire_idx).
-SELECT min(next_fire_at) AS next_fire_at
+-- When the earliest enabled task is due (the first entry of task_next_fire_idx), and in
+-- how many seconds from the database's now() (negative when overdue; NULL when none is
+-- planned).
+SELECT min(next_fire_at) AS next_fire_at, extract(epoch FROM min(next_fire_at) - now())::float8 AS seconds
   FROM pgsched.task
  WHERE enabled AND deleted_at IS NULL AND next_fire_at IS NOT NULL
 
@@ -115,7 +131,9 @@ SELECT epoch, holder, elected_at, last_tick_at, heartbeat_at,
 LISTEN pgsched_task
 
 -- name: scheduler_ping :one
-SELECT 1 AS alive
+-- The leader's check of its lock connection before each tick, which also reads the clock
+-- the tick decides by: the database's.
+SELECT now() AS now
 
 -- name: scheduler_settings :many
 SELECT name, value FROM pgsched.setting

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import zoneinfo
-from datetime import datetime, timezone
 from typing import Any
 
 import click
@@ -124,7 +123,7 @@ def dag_show(c: Context, name: str, as_json: bool) -> None:
                   "next_fire_at": row["next_fire_at"], "failure_policy": row["failure_policy"],
                   "version": row["version"], "source": row["source"], "updated_at": row["updated_at"]})
     if row["enabled"] and row["schedule_kind"] != "none":
-        upcoming = tasks.schedule_of(row).upcoming(datetime.now(timezone.utc), 3)
+        upcoming = tasks.schedule_of(row).upcoming(db.now(), 3)
         for t in upcoming:
             click.echo(f"  next {fmt(t)}   {t.astimezone(zoneinfo.ZoneInfo(row['timezone'])).isoformat()}")
     click.echo(f"nodes ({len(nodes)}):")

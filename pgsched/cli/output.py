@@ -4,6 +4,7 @@ instants and JSON objects given as flags."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -50,14 +51,16 @@ def table(rows: list[dict], columns: list[str]) -> None:
     for row in cells:
         click.echo("  ".join((v if len(v) <= 60 else v[:57] + "...").ljust(w) for v, w in zip(row, widths)).rstrip())
 
-def parse_when(value: str | None, field: str, tz: str = "UTC") -> datetime | None:
+def parse_when(value: str | None, field: str, tz: str = "UTC", *,
+               now: Callable[[], datetime]) -> datetime | None:
     """An ISO 8601 instant (without an offset: read in ``tz``), or ``+30s`` / ``+5m`` from
-    now. Raises ValidationError naming ``field``."""
+    ``now()`` (the database's clock, ``Database.now``: only called for such a value).
+    Raises ValidationError naming ``field``."""
     if value is None:
         return None
     try:
         if value.startswith("+"):
-            return datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=parse_interval(value[1:]))
+            return now().replace(microsecond=0) + timedelta(seconds=parse_interval(value[1:]))
         return parse_once(value, tz)
     except (ValidationError, OverflowError):
         raise ValidationError(field, value, "is not an ISO 8601 timestamp or +DURATION like +30s "

@@ -14,6 +14,10 @@ from .root import Context, main, pass_ctx
 from .tasks import task
 
 
+def _host_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
 def _show(schedule: Schedule, after: datetime, count: int, as_json: bool) -> None:
     fires = schedule.upcoming(after, count)
     local = zone(schedule.tz)
@@ -43,7 +47,8 @@ def cron_next(expression: str, tz: str, after: str | None, count: int, as_json: 
     in UTC and in --tz. The day fields also take Quartz's L, LW, L-n, dW, wL and w#k
     (e.g. '0 9 LW * *', '0 9 * * fri#3'); syntax and DST rules: docs/cron.md."""
     schedule = Schedule.parse("cron", expression, tz)
-    start = parse_when(after, "after", tz) or datetime.now(timezone.utc)
+    # no database here (a preview of an expression): "now" is this host's clock
+    start = parse_when(after, "after", tz, now=_host_now) or _host_now()
     _show(schedule, start, count, as_json)
 
 
@@ -56,5 +61,5 @@ def cron_next(expression: str, tz: str, after: str | None, count: int, as_json: 
 def task_next(c: Context, name: str, after: str | None, count: int, as_json: bool) -> None:
     """The next fire times of stored task NAME, in UTC and in its zone."""
     schedule = tasks.schedule_of(tasks.get(c.db(), name, c.tenant))
-    start = parse_when(after, "after", schedule.tz) or datetime.now(timezone.utc)
+    start = parse_when(after, "after", schedule.tz, now=c.db().now) or c.db().now()
     _show(schedule, start, count, as_json)

@@ -6,7 +6,7 @@ import json
 import shlex
 import zoneinfo
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import click
@@ -98,9 +98,10 @@ def _alerting(o: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _definition(o: dict[str, Any], tz_of_at: Callable[[], str]) -> dict[str, Any]:
+def _definition(o: dict[str, Any], tz_of_at: Callable[[], str], now: Callable[[], datetime]) -> dict[str, Any]:
     """TaskSpec fields from the given options (None = not given). ``tz_of_at`` gives the
-    zone a naive --at is read in. Raises ValidationError for two handlers or schedules."""
+    zone a naive --at is read in, ``now`` the database's clock that --at +DURATION counts
+    from. Raises ValidationError for two handlers or schedules."""
     handlers = [k for k in ("command", "argv", "python_target") if o.get(k) is not None]
     if len(handlers) > 1:
         raise ValidationError("handler", handlers, "give exactly one of --command, --argv, --python")
@@ -124,7 +125,7 @@ def _definition(o: dict[str, Any], tz_of_at: Callable[[], str]) -> dict[str, Any
         which = schedules[0]
         text = o[which] if which in ("cron", "every") else None
         if which == "at":
-            once = parse_when(o["at"], "at", tz_of_at())
+            once = parse_when(o["at"], "at", tz_of_at(), now=now)
             assert once is not None
             text = once.isoformat()
         out.update(schedule_kind={"cron": "cron", "every": "interval", "at": "once"}.get(which, "none"),
@@ -168,7 +169,7 @@ def _definition(o: dict[str, Any], tz_of_at: Callable[[], str]) -> dict[str, Any
 def task_create(c: Context, name: str, paused: bool, as_json: bool, **options: Any) -> None:
     """Create task NAME. Give one handler (--command, --argv or --python) and at most one
     schedule (--cron, --every or --at); with none it runs only when triggered."""
-    fields = _definition(options, lambda: options["tz"])
+    fields = _definition(options, lambda: options["tz"], c.db().now)
     if "handler_kind" not in fields:
         raise PgschedError("handler: give one of --command, --argv, --python")
     spec = TaskSpec(name=name, tenant=c.tenant, enabled=not paused, source="cli", **fields)
@@ -193,7 +194,7 @@ def task_update(c: Context, name: str, as_json: bool, **options: Any) -> None:
     create. A new schedule or time zone is planned from now; queued executions keep
     their definition. Pause and resume with 'task pause' / 'task resume'."""
     db = c.db()
-    fields = _definition(options, lambda: options["tz"] or tasks.get(db, name, c.tenant)["timezone"])
+    fields = _definition(options, lambda: options["tz"] or tasks.get(db, name, c.tenant)["timezone"], db.now)
     hooks = _alerting(options)
     if not fields and not hooks:
         raise PgschedError("update: nothing to change (give at least one option; see --help)")
@@ -236,7 +237,7 @@ def task_show(c: Context, name: str, as_json: bool) -> None:
     """Show one task's definition and its next 5 fire times."""
     row = tasks.get(c.db(), name, c.tenant)
     sched = tasks.schedule_of(row)
-    upcoming = sched.upcoming(datetime.now(timezone.utc), 5) if row["enabled"] else []
+    upcoming = sched.upcoming(c.db().now(), 5) if row["enabled"] else []
     hooks = {k: v for k, v in vars(alerts.alerting_of(c.db(), name, c.tenant)).items() if v is not None}
     if as_json:
         print_json({**row, "upcoming": upcoming, "alerting": hooks})
@@ -277,7 +278,7 @@ _simple_task_command("delete", "Delete a task (soft: history stays; pending exec
 def task_trigger(c: Context, name: str, params: str | None, at: str | None, priority: int | None,
                  idempotency_key: str | None, as_json: bool) -> None:
     """Run task NAME now (or --at later), whatever its schedule."""
-    ident = tasks.trigger(c.db(), name, params=parse_json_object(params, "params"), run_at=parse_when(at, "at"),
+    ident = tasks.trigger(c.db(), name, params=parse_json_object(params, "params"), run_at=parse_when(at, "at", now=c.db().now),
                           priority=priority, idempotency_key=idempotency_key, tenant=c.tenant)
     if as_json:
         print_json({"execution_id": ident})

@@ -4,8 +4,6 @@ tenant's rows, so every viewer sees them (as in the REST API's ``/admin`` routes
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -26,12 +24,13 @@ def workers(request: Request) -> Response:
 def scheduler(request: Request) -> Response:
     require(request, "viewer")
     db = database(request)
-    now = datetime.now(timezone.utc)
+    now = db.now()  # ages are the database's: this host's clock may be off
     leader = db.one("scheduler_leader", key=LEADER_LOCK_KEY)
-    due = (db.one("scheduler_next_due") or {}).get("next_fire_at")
+    next_due = db.one("scheduler_next_due") or {}
+    due = next_due.get("next_fire_at")
     # lag: how long the earliest due fire has waited (0 when nothing is overdue; None
     # when nothing is scheduled at all)
-    lag = max((now - due).total_seconds(), 0.0) if due else None
+    lag = max(-next_due["seconds"], 0.0) if due else None
     tick_age = (now - leader["last_tick_at"]).total_seconds() if leader and leader["last_tick_at"] else None
     return render(request, "web/scheduler.html", {
         "leader": leader, "standbys": db.many("scheduler_standbys", seconds=STANDBY_SEEN_SECONDS),

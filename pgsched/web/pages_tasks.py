@@ -105,7 +105,7 @@ def task_detail(request: Request) -> Response:
     history = executions(db, who.tenant, task=name, before=int_arg(request, "before", None, 1, MAX_ID))
     recent = stats.task_recent(db, name, who.tenant, limit=60)
     return render(request, "web/task.html", {
-        "task": row, "fires": stats.next_fires(row, 5) if row["schedule_kind"] != "none" else [],
+        "task": row, "fires": stats.next_fires(row, 5, after=db.now()) if row["schedule_kind"] != "none" else [],
         "page": keyset(request, history, PAGE_SIZE, "id"), "chart": trend(list(reversed(recent))),
         "notice": notice(request), "confirm_delete": request.query_params.get("confirm") == "delete",
         "dag_part": row["handler_kind"] == "dag" or (row["source"] or "").startswith("dag:"),

@@ -115,8 +115,8 @@ def test_migrating_0008_to_0009_keeps_executions_and_their_rules(empty_dsn):
                RETURNING id""").fetchone()[0]
         conn.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
                         SELECT %s, now(), now() FROM generate_series(1, 5)""", [task_id])
-    applied = migrate.migrate(empty_dsn)
-    assert [m.version for m in applied] == [9]
+    applied = migrate.migrate(empty_dsn)  # 0009 and every later migration, on such data
+    assert [m.version for m in applied] == [m.version for m in known[8:]]
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM pgsched.execution WHERE task_id = %s",
                             [task_id]).fetchone()[0] == 5

@@ -120,23 +120,27 @@ def test_once_task_created_after_its_instant_runs_at_the_next_tick(db, sql):
     assert scheduler.tick(db, 1, at(10, 1)) == 0
 
 
-def test_missed_fires_collapse_into_one_catch_up(db, sql):
+def test_missed_fires_collapse_into_one_catch_up_for_the_latest(db, sql):
     task = make_task(db, "minutely", "cron", "* * * * *", at(10, 0, 30))
     assert task["next_fire_at"] == at(10, 1)
     # The scheduler was down from 10:00:30 to 10:11:30: the fires 10:01..10:11 were missed.
+    # One run, for the most recent missed instant (APScheduler's coalesce, Quartz's
+    # fire-once-now); the ten before it are counted as missed.
     assert scheduler.tick(db, 1, at(10, 11, 30)) == 1
-    assert fire_times(sql, task["id"]) == [at(10, 1)]
-    assert task_row(sql, task["id"])["next_fire_at"] == at(10, 12)
+    assert fire_times(sql, task["id"]) == [at(10, 11)]
+    row = task_row(sql, task["id"])
+    assert (row["next_fire_at"], row["last_fire_at"], row["missed_fires"]) == (at(10, 12), at(10, 11), 10)
     assert scheduler.tick(db, 1, at(10, 11, 45)) == 0
     assert scheduler.tick(db, 1, at(10, 12)) == 1
-    assert fire_times(sql, task["id"]) == [at(10, 1), at(10, 12)]
+    assert fire_times(sql, task["id"]) == [at(10, 11), at(10, 12)]
 
 
 def test_missed_interval_fires_collapse_and_stay_on_the_grid(db, sql):
     task = make_task(db, "every10", "interval", "10m", at(10))
     assert scheduler.tick(db, 1, at(12, 7)) == 1  # 10:10 .. 12:00 missed
-    assert fire_times(sql, task["id"]) == [at(10, 10)]
-    assert task_row(sql, task["id"])["next_fire_at"] == at(12, 10)
+    assert fire_times(sql, task["id"]) == [at(12)]
+    row = task_row(sql, task["id"])
+    assert (row["next_fire_at"], row["missed_fires"]) == (at(12, 10), 11)
 
 
 def test_paused_tasks_do_not_fire(db, sql):
@@ -215,25 +219,56 @@ def test_delete_keeps_a_running_execution(db, sql):
     assert [r["state"] for r in executions(sql, task["id"])] == ["running"]
 
 
-def fire(db, task_ids: list[int], fires: list[datetime], epoch: int) -> int:
-    """scheduler_fire of one group (the tasks, as the text of a bigint[]) at ``fires``."""
-    return db.exec("scheduler_fire", ids=["{%s}" % ",".join(map(str, task_ids))], next_fire_at=[at(11, 0)],
-                   fired_at=[fires[0]], missed=[0], run_group=[1] * len(fires), run_at=fires, epoch=epoch)
+def fire(db, task_ids: list[int], fires: list[datetime], epoch: int, advance: bool = True) -> int:
+    """A tick's two statements for one group (the tasks, as the text of a bigint[]):
+    scheduler_fire at ``fires`` (returns the executions it inserted), then, with
+    ``advance``, scheduler_advance (next fire 11:00, last fire the latest of ``fires``)."""
+    ids = ["{%s}" % ",".join(map(str, task_ids))]
+    with db.transaction() as tx:
+        made = tx.exec("scheduler_fire", ids=ids, run_group=[1] * len(fires), run_at=fires, epoch=epoch)
+        if advance:
+            tx.exec("scheduler_advance", ids=ids, next_fire_at=[at(11, 0)], fired_at=[max(fires)], missed=[0])
+    return made
 
 
 def test_the_same_fire_inserted_twice_is_one_execution(db, sql):
     task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
     other = make_task(db, "other", "cron", "*/5 * * * *", at(10, 2))
     at_five = at(10, 5)
-    assert fire(db, [task["id"]], [at_five], epoch=1) == 1
-    assert fire(db, [task["id"]], [at_five], epoch=2) == 1
-    assert fire(db, [task["id"]], [at_five, at_five], epoch=3) == 1
+    # Two leaders sending the same fire before either moved last_fire_at: the live unique
+    # (task_id, scheduled_at) keeps one.
+    assert fire(db, [task["id"]], [at_five], epoch=1, advance=False) == 1
+    assert fire(db, [task["id"]], [at_five], epoch=2, advance=False) == 0
+    assert fire(db, [task["id"]], [at_five, at_five], epoch=3) == 0
     [row] = executions(sql, task["id"])
     assert row["leader_epoch"] == 1  # the first insert won; later ones changed nothing
     assert fire(db, [task["id"], other["id"]], [at(10, 10), at(10, 10)], epoch=1) == 2
     assert fire_times(sql, task["id"]) == [at_five, at(10, 10)]
     assert fire_times(sql, other["id"]) == [at(10, 10)]
-    assert task_row(sql, task["id"])["next_fire_at"] == at(11, 0)
+    row = task_row(sql, task["id"])
+    assert (row["next_fire_at"], row["last_fire_at"]) == (at(11, 0), at(10, 10))
+
+
+def test_a_fire_at_or_before_last_fire_at_is_never_made_again_after_it_left_the_hot_table(db, sql):
+    """The fire's execution has finished (moved to history, so the live unique index no
+    longer holds it): sent again, by a stale leader or anything else, it is not made."""
+    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
+    assert scheduler.tick(db, 1, at(10, 5)) == 1
+    sql.execute("""WITH done AS (DELETE FROM pgsched.execution WHERE task_id = %s RETURNING *)
+                   INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state,
+                          trigger, priority, queue, params, attempt, max_attempts, created_at, finished_at)
+                   SELECT id, tenant, task_id, scheduled_at, run_at, 'succeeded', trigger, priority, queue,
+                          params, 1, max_attempts, created_at, now() FROM done""", [task["id"]])
+    assert fire(db, [task["id"]], [at(10, 5)], epoch=2, advance=False) == 0  # the scheduler skips it
+    assert fire(db, [task["id"]], [at(10, 0), at(10, 5)], epoch=2, advance=False) == 0
+    assert executions(sql, task["id"]) == []
+    # any other INSERT of such a fire is refused by the database itself
+    with pytest.raises(psycopg.errors.CheckViolation, match="already fired through"):
+        sql.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, trigger)
+                       VALUES (%s, %s, %s, 'schedule')""", [task["id"], at(10, 5), at(10, 5)])
+    # and the next fire is made as usual
+    assert scheduler.tick(db, 1, at(10, 10)) == 1
+    assert fire_times(sql, task["id"]) == [at(10, 10)]
 
 
 def test_a_manual_run_at_a_fire_instant_does_not_swallow_the_fire(db, sql):
@@ -356,7 +391,7 @@ def test_groups_of_a_batch_fire_apart_and_a_group_whose_schedule_breaks_is_pause
                                 FROM pgsched.task t LEFT JOIN pgsched.execution e ON e.task_id = t.id
                                GROUP BY t.id ORDER BY t.name""").fetchall()
     assert {r["name"]: (r["n"], r["fire"], r["enabled"], r["next_fire_at"], r["missed_fires"]) for r in per_task} == {
-        **{f"late-{i}": (1, at(8, 45), True, at(9, 5), 3) for i in range(1, 26)},
+        **{f"late-{i}": (1, at(9, 0), True, at(9, 5), 3) for i in range(1, 26)},
         **{f"hourly-{i}": (1, due, True, at(10, 0), 0) for i in range(1, 4)},
         **{f"broken-{i}": (1, due, False, None, 0) for i in range(1, 3)},
     }

@@ -1,0 +1,70 @@
+-- 0010: a scheduled fire never runs twice, also after its execution has left the hot
+-- table.
+--
+-- A fire is unique on (task_id, scheduled_at) only while its execution is live
+-- (execution_fire_key on pgsched.execution): once it has finished and moved to history,
+-- nothing stopped the same instant from being fired again. An update that re-planned a
+-- task into the past (a client whose clock was behind, a 'once' task given an instant it
+-- had already run) did exactly that. task.last_fire_at becomes a watermark: the latest
+-- fire instant the scheduler has dealt with (run, or counted as missed), and no fire at or
+-- before it is ever created again. Four rules, each enforced here:
+--   1. next_fire_at is after last_fire_at (task_next_fire_after_last): no plan can bring
+--      back a dealt-with instant, whoever writes the row;
+--   2. last_fire_at never moves back, nor is cleared (task_last_fire_forward);
+--   3. the scheduler fires only a task's next_fire_at and the fires after it, and moves
+--      last_fire_at to the latest of them in the same transaction, after inserting them
+--      (sql/scheduler.sql: scheduler_fire, scheduler_advance);
+--   4. an INSERT of a 'schedule' execution at or before its task's last_fire_at is refused
+--      (the statement trigger below), whatever sends it.
+-- So each (task, instant) is fired at most once, live or not: docs/architecture.md.
+
+-- Rows planned before this rule: the scheduler plans them again (after last_fire_at).
+UPDATE pgsched.task SET next_fire_at = NULL
+ WHERE next_fire_at IS NOT NULL AND last_fire_at IS NOT NULL AND next_fire_at <= last_fire_at;
+
+ALTER TABLE pgsched.task ADD CONSTRAINT task_next_fire_after_last
+    CHECK (next_fire_at > last_fire_at);
+
+CREATE FUNCTION pgsched_internal.task_last_fire_forward_v1() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'task %: last_fire_at cannot move back from % to % (the fires up to it were dealt with)',
+        quote_literal(OLD.name), OLD.last_fire_at, coalesce(NEW.last_fire_at::text, 'NULL')
+        USING ERRCODE = 'check_violation', TABLE = 'task', COLUMN = 'last_fire_at';
+END $$;
+
+-- The WHEN clause is evaluated without calling the function: a tick's update of thousands
+-- of tasks pays nothing for it.
+CREATE TRIGGER task_last_fire_forward BEFORE UPDATE OF last_fire_at ON pgsched.task
+    FOR EACH ROW WHEN (OLD.last_fire_at IS NOT NULL
+                       AND (NEW.last_fire_at IS NULL OR NEW.last_fire_at < OLD.last_fire_at))
+    EXECUTE FUNCTION pgsched_internal.task_last_fire_forward_v1();
+
+-- 0009's statement trigger, which checks each inserted execution's task and wakes the
+-- workers, also refuses a 'schedule' execution at or before its task's last_fire_at. One
+-- pass over the new rows as before (grouped by task instead of DISTINCT), one lookup of
+-- each task, which it locks FOR KEY SHARE as before.
+CREATE OR REPLACE FUNCTION pgsched_internal.execution_inserted_v1() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    bad record;
+BEGIN
+    WITH wanted AS (SELECT n.task_id, min(n.scheduled_at) FILTER (WHERE n.trigger = 'schedule') AS first_fire
+                      FROM new_executions n GROUP BY n.task_id),
+         locked AS (SELECT k.id, k.name, k.last_fire_at FROM pgsched.task k
+                     WHERE k.id IN (SELECT w.task_id FROM wanted w)
+                       FOR KEY SHARE OF k)
+    SELECT w.task_id, w.first_fire, l.id IS NULL AS missing, l.name, l.last_fire_at INTO bad
+      FROM wanted w LEFT JOIN locked l ON l.id = w.task_id
+     WHERE l.id IS NULL OR w.first_fire <= l.last_fire_at
+     LIMIT 1;
+    IF FOUND AND bad.missing THEN
+        RAISE EXCEPTION 'execution: task_id % is not a task', bad.task_id
+            USING ERRCODE = 'foreign_key_violation', TABLE = 'execution', COLUMN = 'task_id';
+    ELSIF FOUND THEN
+        RAISE EXCEPTION 'execution: task % already fired through % (last_fire_at); a scheduled fire at % '
+                        'would run an instant that was dealt with', quote_literal(bad.name), bad.last_fire_at,
+                        bad.first_fire
+            USING ERRCODE = 'check_violation', TABLE = 'execution', COLUMN = 'scheduled_at';
+    END IF;
+    PERFORM pg_notify('pgsched_execution', '');
+    RETURN NULL;
+END $$;
