@@ -14,8 +14,11 @@
 --   3. the scheduler fires only a task's next_fire_at and the fires after it, and moves
 --      last_fire_at to the latest of them in the same transaction, after inserting them
 --      (sql/scheduler.sql: scheduler_fire, scheduler_advance);
---   4. an INSERT of a 'schedule' execution at or before its task's last_fire_at is refused
---      (the statement trigger below), whatever sends it.
+--   4. an INSERT that creates a 'schedule' execution at or before its task's last_fire_at
+--      is refused (the statement trigger below), whatever sends it. "Creates": the row's
+--      created_at is this transaction's now(), the column's default; an execution put back
+--      in the queue with the created_at it always had (dlq_retry_v1 re-inserts a dead one
+--      under its own id) is the same fire run again on request, not a new one.
 -- So each (task, instant) is fired at most once, live or not: docs/architecture.md.
 
 -- Rows planned before this rule: the scheduler plans them again (after last_fire_at).
@@ -47,7 +50,9 @@ CREATE OR REPLACE FUNCTION pgsched_internal.execution_inserted_v1() RETURNS trig
 DECLARE
     bad record;
 BEGIN
-    WITH wanted AS (SELECT n.task_id, min(n.scheduled_at) FILTER (WHERE n.trigger = 'schedule') AS first_fire
+    WITH wanted AS (SELECT n.task_id,
+                           min(n.scheduled_at) FILTER (WHERE n.trigger = 'schedule' AND n.created_at >= now())
+                               AS first_fire
                       FROM new_executions n GROUP BY n.task_id),
          locked AS (SELECT k.id, k.name, k.last_fire_at FROM pgsched.task k
                      WHERE k.id IN (SELECT w.task_id FROM wanted w)

@@ -58,12 +58,14 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, interval: fl
 
 
 def cli(dsn: str | None, *args: str, check: bool = True, env: dict | None = None,
-        timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run ``python -m pgsched ARGS`` to completion against ``dsn``."""
+        timeout: float = 60, wrap: Callable[[list[str]], list[str]] | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m pgsched ARGS`` to completion against ``dsn`` (``wrap``: what runs
+    the command line, e.g. under faketime)."""
     full_env = {**os.environ, **(env or {})}
     if dsn is not None:
         full_env["PGSCHED_DSN"] = dsn
-    proc = subprocess.run([sys.executable, "-m", "pgsched", *args], capture_output=True, text=True,
+    argv = [sys.executable, "-m", "pgsched", *args]
+    proc = subprocess.run(wrap(argv) if wrap else argv, capture_output=True, text=True,
                           env=full_env, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"pgsched {' '.join(args)} exited {proc.returncode}\n"

@@ -93,14 +93,17 @@ def _run_until_signal(targets: list[tuple[str, Any]], urgent: list[Any] | None =
 @click.option("--leader-timeout", default=10.0, show_default=True, type=Seconds(2, 3600),
               help="Seconds a leader may go without heartbeating (it does every second) before a standby "
               "ends its session and takes over: a hung leader, not a dead one (that takes about 1 s).")
+@click.option("--observe-interval", default=60.0, show_default=True, type=Seconds(0.5, 3600),
+              help="How often the leader rolls up statistics and looks for alerts (seconds).")
 @pass_ctx
 def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, premake_days: int,
-              leader_timeout: float) -> None:
+              leader_timeout: float, observe_interval: float) -> None:
     """Run a scheduler: fires due tasks while it is leader, stands by otherwise."""
     from ..scheduler import Scheduler, SchedulerConfig
 
     config = SchedulerConfig(batch=batch, max_sleep=max_sleep, retention_days=retention_days,
-                             premake_days=premake_days, leader_timeout=leader_timeout)
+                             premake_days=premake_days, leader_timeout=leader_timeout,
+                             observe_interval=observe_interval)
     # the tick's parallel batches, the webhook sender and the statistics/alerts thread
     _run_until_signal([("scheduler", Scheduler(c.db(max_size=config.parallel + 3, application_name="pgsched scheduler"), config).run)])
 

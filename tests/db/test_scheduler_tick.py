@@ -401,3 +401,20 @@ def test_groups_of_a_batch_fire_apart_and_a_group_whose_schedule_breaks_is_pause
     paused = [r.getMessage() for r in caplog.records if "cannot compute its next fire" in r.getMessage()]
     assert [m.split(":")[0] for m in sorted(paused)] == ["task broken-1", "task broken-2"]
     assert scheduler.tick(db, 1, at(9, 0, 31)) == 0
+
+
+def test_a_dead_scheduled_fire_retried_from_the_dead_letter_queue_runs_again(db, sql):
+    """dlq_retry_v1 puts a dead execution back under its own id and instant: the same fire
+    run again on request, which the watermark lets through (it keeps its created_at)."""
+    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
+    assert scheduler.tick(db, 1, at(10, 5)) == 1
+    [row] = executions(sql, task["id"])
+    sql.execute("""WITH done AS (DELETE FROM pgsched.execution WHERE id = %s RETURNING *)
+                   INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state,
+                          trigger, priority, queue, params, attempt, max_attempts, created_at, finished_at)
+                   SELECT id, tenant, task_id, scheduled_at, run_at, 'dead', trigger, priority, queue,
+                          params, 1, max_attempts, created_at, now() FROM done""", [row["id"]])
+    assert task_row(sql, task["id"])["last_fire_at"] == at(10, 5)
+    sql.execute("SELECT pgsched.dlq_retry_v1(%s)", [row["id"]])
+    [again] = executions(sql, task["id"])
+    assert (again["id"], again["scheduled_at"], again["state"]) == (row["id"], at(10, 5), "pending")

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from pgsched import tasks
+from pgsched import scheduler, tasks
 from pgsched.errors import NotFound, ValidationError
 from pgsched.tasks import TaskSpec
 
@@ -97,3 +97,61 @@ def test_a_schedule_change_wakes_the_scheduler_and_others_do_not(db, sql, dsn, r
         assert notifications_until_marker(listener, sql, "pgsched_task") == []
         tasks.update(db, "report", {"timezone": "Asia/Tokyo"}, now=T1)
         assert notifications_until_marker(listener, sql, "pgsched_task") == [""]
+
+
+def finish_all(sql) -> None:
+    """Move every live execution to history as succeeded, as a worker would: from then on
+    the live unique (task_id, scheduled_at) no longer holds their fires."""
+    sql.execute("""WITH done AS (DELETE FROM pgsched.execution RETURNING *)
+                   INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state,
+                          trigger, priority, queue, params, attempt, max_attempts, created_at, finished_at)
+                   SELECT id, tenant, task_id, scheduled_at, run_at, 'succeeded', trigger, priority, queue,
+                          params, 1, max_attempts, created_at, now() FROM done""")
+
+
+def fires(sql, name="report") -> list[datetime]:
+    return [r["scheduled_at"] for r in sql.execute(
+        """SELECT e.scheduled_at FROM pgsched.execution_all e JOIN pgsched.task t ON t.id = e.task_id
+            WHERE t.name = %s AND e.trigger = 'schedule' ORDER BY e.scheduled_at""", [name]).fetchall()]
+
+
+def test_a_one_shot_moved_back_to_an_instant_it_already_ran_does_not_run_again(db, sql):
+    at = datetime(2026, 1, 1, 12, 5, tzinfo=UTC)
+    tasks.create(db, TaskSpec(name="report", command="true", schedule_kind="once", schedule=at.isoformat()), now=T0)
+    scheduler.tick(db, 1, at)
+    finish_all(sql)
+    for instant in (at, datetime(2026, 1, 1, 12, 1, tzinfo=UTC)):  # the same instant, or one before it
+        row = tasks.update(db, "report", {"schedule": instant.isoformat()}, now=datetime(2026, 1, 1, 12, 6, tzinfo=UTC))
+        assert row["next_fire_at"] is None and row["last_fire_at"] == at
+        scheduler.tick(db, 1, datetime(2026, 1, 1, 12, 7, tzinfo=UTC))
+        assert fires(sql) == [at]
+    later = datetime(2026, 1, 1, 12, 30, tzinfo=UTC)
+    assert tasks.update(db, "report", {"schedule": later.isoformat()})["next_fire_at"] == later
+    scheduler.tick(db, 1, later)
+    assert fires(sql) == [at, later]
+
+
+def test_a_re_plan_from_a_clock_behind_the_last_fire_never_repeats_a_fire(db, sql, report):
+    """The task fired at 09:00 on Jan 2; its definition is then updated by a process whose
+    "now" is a day behind (a clock set back): the plan starts after the last fire."""
+    scheduler.tick(db, 1, datetime(2026, 1, 2, 9, 0, 1, tzinfo=UTC))
+    finish_all(sql)
+    row = tasks.update(db, "report", {"schedule": "0 9,10 * * *"}, now=datetime(2026, 1, 1, 9, 30, tzinfo=UTC))
+    assert row["next_fire_at"] == datetime(2026, 1, 2, 10, 0, tzinfo=UTC)
+    scheduler.tick(db, 1, datetime(2026, 1, 2, 10, 0, 1, tzinfo=UTC))
+    assert fires(sql) == [datetime(2026, 1, 2, 9, 0, tzinfo=UTC), datetime(2026, 1, 2, 10, 0, tzinfo=UTC)]
+
+
+def test_the_database_refuses_a_plan_at_or_before_the_last_fire_and_a_watermark_moved_back(db, sql, report):
+    scheduler.tick(db, 1, datetime(2026, 1, 2, 9, 0, 1, tzinfo=UTC))
+    last = stored(sql)["last_fire_at"]
+    assert last == datetime(2026, 1, 2, 9, 0, tzinfo=UTC)
+    with pytest.raises(psycopg.errors.CheckViolation, match="task_next_fire_after_last"):
+        sql.execute("UPDATE pgsched.task SET next_fire_at = last_fire_at WHERE name = 'report'")
+    with pytest.raises(psycopg.errors.CheckViolation, match="cannot move back"):
+        sql.execute("UPDATE pgsched.task SET last_fire_at = last_fire_at - interval '1 day' WHERE name = 'report'")
+    with pytest.raises(psycopg.errors.CheckViolation, match="cannot move back"):
+        sql.execute("UPDATE pgsched.task SET last_fire_at = NULL WHERE name = 'report'")
+    assert stored(sql)["last_fire_at"] == last
+    # moving it on is allowed (the scheduler does, every tick)
+    sql.execute("UPDATE pgsched.task SET last_fire_at = last_fire_at + interval '1 hour' WHERE name = 'report'")
