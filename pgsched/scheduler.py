@@ -29,6 +29,7 @@ from datetime import date, datetime, timedelta, timezone
 import psycopg
 
 from . import alerts, stats, webhooks
+from .clock import ClockProbe
 from .db import Database, Row, Session, connect
 from .errors import PgschedError, TransientError
 from .schedule import Schedule
@@ -381,6 +382,7 @@ class Scheduler:
         self.config = config
         self.holder = config.name or f"{socket.gethostname()}:{os.getpid()}"
         self.epoch: int | None = None
+        self._clock = ClockProbe()  # this host's clock offset from the database, sent with _seen
 
     def run(self, stop: threading.Event) -> None:
         self.node_id: int | None = None
@@ -402,7 +404,9 @@ class Scheduler:
                                   pid=os.getpid())
                 assert row is not None
                 self.node_id = row["id"]
-            self.db.exec("scheduler_node_seen", id=self.node_id, role=role, epoch=self.epoch)
+            self.db.exec("scheduler_node_seen", id=self.node_id, role=role, epoch=self.epoch,
+                         **self._clock.send())
+            self._clock.received()
         except PgschedError as exc:
             log.warning("scheduler %s could not record itself as %s: %s", self.holder, role, exc)
 
