@@ -77,9 +77,12 @@ def _schedule(row: dict) -> Schedule:
 
 def _plan(row: dict, compute: Callable[[Schedule], datetime | None]) -> tuple[datetime | None, str | None]:
     """``compute(schedule)`` for one task; (None, reason) when it cannot be computed or a
-    cron/interval schedule has no next fire (the task is then paused, not retried forever)."""
+    cron/interval schedule has no next fire (the task is then paused, not retried forever,
+    and the reason is stored on it: ``task.pause_reason``)."""
     try:
         nxt = compute(_schedule(row))
+    except PgschedError as exc:  # a stored time zone the tz database has dropped: names the field
+        return None, str(exc)
     except Exception as exc:  # one task's bad data must not stop every other task
         return None, f"{type(exc).__name__}: {exc}"
     if nxt is None and row["schedule_kind"] in ("cron", "interval"):
@@ -214,7 +217,8 @@ def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo
     (``scheduler_fire``), so a burst costs Python nothing per task."""
     fired = 0
     with db.transaction() as tx:
-        broken: list[int] = []
+        broken: list[int] = []  # tasks to pause, with the reason of each in ``why``
+        why: list[str] = []
         unplanned = tx.many("scheduler_unplanned_tasks", limit=batch)
         if unplanned:
             firsts = []
@@ -223,6 +227,7 @@ def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo
                 if problem:
                     log.error("task %s: cannot plan its schedule (%s); pausing it", row["name"], problem)
                     broken.append(row["id"])
+                    why.append(f"the scheduler cannot compute its schedule: {problem}")
                 firsts.append(nxt)
             tx.exec("task_plan", ids=[r["id"] for r in unplanned], next_fire_at=firsts,
                     fired_at=[None] * len(unplanned), missed=[0] * len(unplanned))
@@ -247,7 +252,9 @@ def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo
                     for name in _names(tx, group):
                         log.error("task %s: cannot compute its next fire (%s); pausing it after this fire",
                                   name, problem)
-                    broken += _ids(group["ids"])
+                    members = _ids(group["ids"])
+                    broken += members
+                    why += [f"the scheduler cannot compute its next fire: {problem}"] * len(members)
                     runs = [group["next_fire_at"]]
                 if lost:
                     for name in _names(tx, group):
@@ -278,7 +285,7 @@ def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo
                         log.info("DAG %s: run %s started for %s", run["name"], run["run_id"],
                                  run["fire_at"].isoformat())
         if broken:
-            tx.exec("task_disable", ids=broken)
+            tx.exec("task_disable", ids=broken, reasons=why)
     return fired, due >= batch or len(unplanned) >= batch
 
 
