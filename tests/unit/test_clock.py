@@ -10,8 +10,8 @@ from pgsched.clock import ClockProbe
 
 
 def test_the_first_send_has_no_round_trip_and_the_next_is_ahead_by_half_of_the_last(monkeypatch):
-    ticks = iter([100.0, 100.4, 200.0])  # the monotonic clock: sent, answered (0.4 s), sent again
-    monkeypatch.setattr(clock.time, "monotonic", lambda: next(ticks))
+    ticks = [100.0, 100.4, 200.0]  # the monotonic clock: sent, answered (0.4 s), sent again (then stays)
+    monkeypatch.setattr(clock.time, "monotonic", lambda: ticks.pop(0) if len(ticks) > 1 else ticks[0])
     probe = ClockProbe()
     before = datetime.now(UTC)
     first = probe.send()
