@@ -76,7 +76,7 @@ def fresh(server: bench.Server, tag: str, track_functions: bool) -> tuple[str, D
 def play_worker(db: Database, limit: int, explain_at: int | None = None) -> dict[str, Any]:
     """Claim and finish executions one at a time until none is ready; time both steps."""
     registered = db.one("worker_register", name="profile", hostname="profile", pid=0, queues=["default"],
-                        concurrency=1, heartbeat_interval=3600.0)
+                        concurrency=1, heartbeat_interval=3600.0, host_time=None, round_trip=None)
     assert registered is not None
     worker = registered["id"]
     claims, finishes, explain = [], [], None

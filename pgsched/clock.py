@@ -1,20 +1,31 @@
-"""The database's clock as one process sees it. Pure (no database).
+"""Clocks, as one process sees them. Pure (no database).
 
-PostgreSQL's clock is the only clock (DESIGN.md, "Time"): a host's wall clock may be
-minutes off, so nothing pgsched records or decides comes from it. Most times are taken
-by ``now()`` in the statement that records them. A worker, though, records when a slot
-started an execution and when it ended, which it learns only later, when it writes the
-outcome: :class:`DatabaseClock` gives such instants on the database's time line, from
-the last reading of ``now()`` (every claim and heartbeat returns one) moved on by the
-host's monotonic clock, which is never set and never jumps. Its error is half a round
-trip plus the monotonic clock's drift since the reading (seconds apart): milliseconds,
-whatever the host's wall clock says.
+PostgreSQL's clock is the only clock pgsched decides and records by (DESIGN.md, "Time";
+docs/architecture.md): a host's wall clock may be minutes off, so nothing pgsched records
+or decides comes from it. Most times are taken by ``now()`` in the statement that records
+them. Two things here bridge the host and the database:
+
+- :class:`DatabaseClock`: a worker records when a slot started an execution and when it
+  ended, which it writes only later, with the outcome. Such instants are put on the
+  database's time line from the last reading of ``now()`` (every claim, heartbeat and
+  registration returns one) moved on by the host's monotonic clock, which is never set and
+  never jumps. The error is half a round trip plus the monotonic clock's drift since the
+  reading (seconds apart): milliseconds, whatever the host's wall clock says.
+- :class:`ClockProbe`: how far off the host's wall clock is, measured and reported, never
+  corrected for. The measurement rides on a statement the process sends every few seconds
+  anyway (the worker heartbeat, the scheduler's ``scheduler_node_seen``): the statement
+  carries the host's wall-clock estimate of the instant it reaches the server, and the
+  server stores that minus its own ``statement_timestamp()``. The estimate is the
+  wall-clock time at sending plus half the previous round trip of the same statement (the
+  way NTP reads a server's clock, with the round trip taken from the last exchange so that
+  the offset is stored by the statement itself, not one later). Its error is at most about
+  half a round trip, and the round trip is stored beside it.
 """
 
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 
 class DatabaseClock:
@@ -44,3 +55,28 @@ class DatabaseClock:
     def now(self) -> datetime:
         """The database's current instant."""
         return self.at(time.monotonic())
+
+
+class ClockProbe:
+    """Times one repeated statement. ``send()`` before it, ``received()`` after its answer.
+
+    ``round_trip`` is the last measured round trip in seconds (None before the first)."""
+
+    def __init__(self) -> None:
+        self.round_trip: float | None = None
+        self._sent: float | None = None
+
+    def send(self) -> dict[str, object]:
+        """The statement's parameters: ``host_time`` (aware UTC ``datetime``: this host's
+        estimate of when the statement reaches the server) and ``round_trip`` (seconds, the
+        last round trip the estimate used; None the first time)."""
+        self._sent = time.monotonic()
+        ahead = (self.round_trip or 0.0) / 2
+        return {"host_time": datetime.now(UTC) + timedelta(seconds=ahead),
+                "round_trip": self.round_trip}
+
+    def received(self) -> None:
+        """The answer arrived: its round trip is used by the next ``send()``."""
+        if self._sent is not None:
+            self.round_trip = time.monotonic() - self._sent
+            self._sent = None

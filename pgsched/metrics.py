@@ -30,6 +30,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from . import health
 from .db import Database, Row
 
 OTHER = "other"
@@ -78,6 +79,7 @@ def families(db: Database, tenant: str | None = None) -> list[Metric]:
         gauges = tx.many("metrics_gauges", tenant=tenant)
         processes = tx.many("metrics_processes")
         limit_row = tx.one("metrics_task_limit")
+        checked = health.check(tx)
     limit = int(limit_row["task_limit"]) if limit_row else 100
 
     out: list[Metric] = []
@@ -145,7 +147,41 @@ def families(db: Database, tenant: str | None = None) -> list[Metric]:
         else:
             other[p["what"]].add_metric([], p["value"])
     out += [leader, beat, *other.values()]
-    return out
+    return out + _health(checked)
+
+
+def _health(h: health.Health) -> list[Metric]:
+    """Clock offsets, the oldest snapshot and the warnings about them (:mod:`pgsched.health`)."""
+    offset = GaugeMetricFamily("pgsched_clock_offset_seconds", "Each live process's host clock minus the "
+                               "database's, seconds (reported, never corrected for).", labels=["process", "name"])
+    for c in h.clock_offsets:
+        if c.offset_seconds is not None:
+            offset.add_metric([c.kind, f"{c.name} ({c.id})"], c.offset_seconds)
+    ages = [x.age_seconds for x in h.snapshot_holders if x.age_seconds is not None]
+    oldest = h.oldest_snapshot
+    holder = GaugeMetricFamily("pgsched_oldest_snapshot_holder", "1 for what holds the oldest snapshot that "
+                               "holds back the cleanup of dead rows (absent when none).",
+                               labels=["kind", "pid", "application_name", "usename", "state"])
+    if oldest is not None:
+        holder.add_metric([oldest.kind, "" if oldest.pid is None else str(oldest.pid),
+                           oldest.application_name or "", oldest.usename or "", oldest.state or ""], 1)
+    warnings = GaugeMetricFamily("pgsched_health_warnings", "Warnings now, by kind (clock_offset, old_snapshot).",
+                                 labels=["kind"])
+    for kind in ("clock_offset", "old_snapshot"):
+        warnings.add_metric([kind], sum(1 for w in h.warnings if w["kind"] == kind))
+    return [
+        offset,
+        GaugeMetricFamily("pgsched_clock_offset_warn_seconds", "Clock offset above which a process is warned "
+                          "about (setting clock_offset_warn_seconds).", value=h.clock_offset_warn_seconds),
+        GaugeMetricFamily("pgsched_oldest_snapshot_age_seconds", "Seconds the longest-held snapshot holding back "
+                          "the cleanup of dead rows has been held (0 when none).", value=max(ages, default=0.0)),
+        GaugeMetricFamily("pgsched_oldest_snapshot_xid_age", "Transactions begun since the oldest horizon held "
+                          "back (sessions, prepared transactions, replication slots; 0 when none).",
+                          value=oldest.xid_age if oldest else 0),
+        GaugeMetricFamily("pgsched_snapshot_age_warn_seconds", "Snapshot age above which it is warned about "
+                          "(setting snapshot_age_warn_seconds).", value=h.snapshot_age_warn_seconds),
+        holder, warnings,
+    ]
 
 
 class DatabaseCollector(Collector):

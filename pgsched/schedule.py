@@ -40,7 +40,8 @@ def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValidationError("timezone", name, "is not an IANA time zone (e.g. 'UTC', 'Europe/Berlin')") from None
+        raise ValidationError("timezone", name, "is not an IANA time zone in this host's tz database "
+                              "(misspelt, or dropped from tzdata); use one like 'UTC' or 'Europe/Berlin'") from None
 
 
 def parse_interval(text: str, field: str = "schedule") -> float:
@@ -122,9 +123,11 @@ class Schedule:
 
     def next_after(self, after: datetime) -> datetime | None:
         """The first fire time strictly after ``after`` (aware), in UTC; None if the
-        schedule never fires again (``once`` in the past, ``none``)."""
+        schedule never fires again (``once`` in the past, ``none``). Raises ValidationError
+        on ``timezone`` for a cron schedule in a zone this host's tz database lacks."""
         after = after.astimezone(UTC)
         if self.kind == "cron":
+            zone(self.tz)  # a stored zone the tz database no longer has: say so, naming it
             return cron.next_after(self.expr or "", self.tz, after)
         if self.kind == "interval":
             step = parse_interval(self.expr or "")
@@ -159,9 +162,10 @@ class Schedule:
         many, the latest of them, and the first fire after ``until``. Counts exactly however
         long the span (an interval by arithmetic; cron a day at a time: see
         :func:`pgsched.cron.walk`), so a scheduler that was down for a month knows how many
-        fires it missed."""
+        fires it missed. Raises what :meth:`next_after` raises."""
         after, until = after.astimezone(UTC), until.astimezone(UTC)
         if self.kind == "cron":
+            zone(self.tz)  # as next_after: a zone the tz database lacks is named
             count, latest, nxt = cron.walk(self.expr or "", self.tz, after, until)
             return Span(count, latest, nxt)
         first = self.next_after(after)

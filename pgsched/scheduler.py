@@ -30,6 +30,7 @@ from datetime import date, datetime, timedelta, timezone
 import psycopg
 
 from . import alerts, stats, webhooks
+from .clock import ClockProbe
 from .db import Database, Row, Session, connect
 from .errors import PgschedError, TransientError
 from .schedule import Schedule
@@ -73,9 +74,12 @@ def _schedule(row: dict) -> Schedule:
 
 def _plan(row: dict, compute: Callable[[Schedule], datetime | None]) -> tuple[datetime | None, str | None]:
     """``compute(schedule)`` for one task; (None, reason) when it cannot be computed or a
-    cron/interval schedule has no next fire (the task is then paused, not retried forever)."""
+    cron/interval schedule has no next fire (the task is then paused, not retried forever,
+    and the reason is stored on it: ``task.pause_reason``)."""
     try:
         nxt = compute(_schedule(row))
+    except PgschedError as exc:  # a stored time zone the tz database has dropped: names the field
+        return None, str(exc)
     except Exception as exc:  # one task's bad data must not stop every other task
         return None, f"{type(exc).__name__}: {exc}"
     if nxt is None and row["schedule_kind"] in ("cron", "interval"):
@@ -217,7 +221,8 @@ def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo
     (``scheduler_fire``), so a burst costs Python nothing per task."""
     fired = 0
     with db.transaction() as tx:
-        broken: list[int] = []
+        broken: list[int] = []  # tasks to pause, with the reason of each in ``why``
+        why: list[str] = []
         unplanned = tx.many("scheduler_unplanned_tasks", limit=batch)
         if unplanned:
             firsts = []
@@ -228,6 +233,7 @@ def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo
                 if problem:
                     log.error("task %s: cannot plan its schedule (%s); pausing it", row["name"], problem)
                     broken.append(row["id"])
+                    why.append(f"the scheduler cannot compute its schedule: {problem}")
                 firsts.append(nxt)
             tx.exec("task_plan", ids=[r["id"] for r in unplanned], next_fire_at=firsts,
                     fired_at=[None] * len(unplanned), missed=[0] * len(unplanned))
@@ -252,7 +258,9 @@ def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo
                     for name in _names(tx, group):
                         log.error("task %s: cannot compute its next fire (%s); pausing it after this fire",
                                   name, problem)
-                    broken += _ids(group["ids"])
+                    members = _ids(group["ids"])
+                    broken += members
+                    why += [f"the scheduler cannot compute its next fire: {problem}"] * len(members)
                     decided = CatchUp([due_at], None, 0, due_at)
                 runs, lost = decided.run, decided.missed
                 if lost:
@@ -287,7 +295,7 @@ def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo
                                  run["fire_at"].isoformat())
             tx.exec("scheduler_advance", ids=ids, next_fire_at=nexts, fired_at=fired_through, missed=missed)
         if broken:
-            tx.exec("task_disable", ids=broken)
+            tx.exec("task_disable", ids=broken, reasons=why)
     return fired, due >= batch or len(unplanned) >= batch
 
 
@@ -391,6 +399,7 @@ class Scheduler:
         self.config = config
         self.holder = config.name or f"{socket.gethostname()}:{os.getpid()}"
         self.epoch: int | None = None
+        self._clock = ClockProbe()  # this host's clock offset from the database, sent with _seen
 
     def run(self, stop: threading.Event) -> None:
         self.node_id: int | None = None
@@ -412,7 +421,9 @@ class Scheduler:
                                   pid=os.getpid())
                 assert row is not None
                 self.node_id = row["id"]
-            self.db.exec("scheduler_node_seen", id=self.node_id, role=role, epoch=self.epoch)
+            self.db.exec("scheduler_node_seen", id=self.node_id, role=role, epoch=self.epoch,
+                         **self._clock.send())
+            self._clock.received()
         except PgschedError as exc:
             log.warning("scheduler %s could not record itself as %s: %s", self.holder, role, exc)
 

@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 from .db import Database, Row, Session, has_nul
 from .errors import NotFound, ValidationError
 from .retry import POLICIES
-from .schedule import Schedule
+from .schedule import Schedule, zone
 
 HANDLER_KINDS = ("shell", "argv", "python")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}")
@@ -228,6 +228,12 @@ def update(db: Database, name: str, changes: dict[str, Any], *, tenant: str = "d
 
     Raises NotFound, and ValidationError naming the first bad field and value (unknown
     field names included); nothing is written then.
+
+    A task the scheduler paused because it could not compute its schedule (a time zone the
+    tz database dropped: ``paused_by = 'scheduler'``) is resumed by an update that changes
+    its schedule, kind or zone into one that validates: the pause was no one's decision,
+    only the consequence of the broken schedule, and the operator who fixes the schedule
+    means the task to run on it. A task an operator paused stays paused.
     """
     unknown = sorted(set(changes) - UPDATABLE)
     if unknown:
@@ -246,8 +252,10 @@ def update(db: Database, name: str, changes: dict[str, Any], *, tenant: str = "d
         for key, value in changes.items():
             setattr(spec, key, value)
         schedule = spec.validate()
-        values = spec.row(schedule, now or tx.now(), row["last_fire_at"])
         replanned = any(getattr(spec, f) != getattr(spec_of(row), f) for f in _SCHEDULE_FIELDS)
+        if replanned and row["paused_by"] == "scheduler":
+            spec.enabled = True  # the fix of a schedule the scheduler could not compute resumes it
+        values = spec.row(schedule, now or tx.now(), row["last_fire_at"])
         if not replanned:
             values.update(schedule_anchor=row["schedule_anchor"], next_fire_at=row["next_fire_at"])
         stored = tx.one("task_update", id=row["id"], **values)
@@ -278,6 +286,37 @@ def get(db: Database | Session, name: str, tenant: str = "default") -> Row:
 def schedule_of(row: Row) -> Schedule:
     """The :class:`Schedule` of a stored task row."""
     return Schedule(row["schedule_kind"], row["schedule_expr"], row["timezone"], row["schedule_anchor"])
+
+
+def schedule_problem(row: Row) -> str | None:
+    """Why the fire times of a stored task row cannot be computed on this host (its zone
+    is not in the tz database, its stored schedule no longer parses), or None. Faces show
+    this instead of upcoming fires."""
+    try:
+        Schedule.parse(row["schedule_kind"], row["schedule_expr"], row["timezone"])
+    except ValidationError as exc:
+        return str(exc)
+    return None
+
+
+def fix_hint(row: Row) -> str:
+    """How an operator fixes a task paused by the scheduler (one sentence, for every face)."""
+    if row["handler_kind"] == "dag" or (row["source"] or "").startswith("dag:"):
+        dag = row["source"][4:] if (row["source"] or "").startswith("dag:") else row["name"]
+        return f"fix the schedule in DAG {dag!r}'s file and apply it (pgsched dag apply FILE)"
+    what = ("--tz ZONE (e.g. --tz Europe/Berlin)" if _bad_zone(row["timezone"])
+            else "--cron EXPR, --every INTERVAL or --at INSTANT")
+    return (f"give it a schedule that works: pgsched task update {row['name']} {what}, or PATCH "
+            f"/api/v1/tasks/{row['name']}" + ("" if row["enabled"] or row["paused_by"] != "scheduler"
+                                              else "; that resumes it"))
+
+
+def _bad_zone(name: str) -> bool:
+    try:
+        zone(name)
+    except ValidationError:
+        return True
+    return False
 
 
 def pause(db: Database, name: str, tenant: str = "default") -> None:

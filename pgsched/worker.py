@@ -54,7 +54,7 @@ from psycopg.types.json import Jsonb
 
 from . import app as app_module
 from .claims import TaskDefinitions
-from .clock import DatabaseClock
+from .clock import ClockProbe, DatabaseClock
 from .completer import Completer
 from .db import Database, Row, Session, connect, has_nul
 from .errors import ConnectionFailed, PgschedError, TransientError
@@ -208,9 +208,10 @@ class Worker:
         cfg = self.config
         host = socket.gethostname()
         sent = time.monotonic()
+        probe = ClockProbe()  # its round trip is unknown yet: the offset is within one
         row = self.db.one("worker_register", name=cfg.name or f"{host}:{os.getpid()}", hostname=host,
                           pid=os.getpid(), queues=cfg.queues, concurrency=cfg.concurrency,
-                          heartbeat_interval=cfg.heartbeat_interval)
+                          heartbeat_interval=cfg.heartbeat_interval, **probe.send())
         assert row is not None
         self.id = row["id"]
         self.clock.read(row["now"], sent, time.monotonic())
@@ -467,12 +468,14 @@ class Worker:
         # draining worker is alive and must not look dead.
         # Its own connection: a pool busy with output flushes must not delay the heartbeat.
         conn: psycopg.Connection[Row] | None = None
+        clock = ClockProbe()  # this host's clock offset from the database, reported with each beat
         while not self._done.wait(self.config.heartbeat_interval):
             try:
                 if conn is None or conn.closed:
                     conn = connect(self.db.dsn, application_name="pgsched worker heartbeat")
                 sent = time.monotonic()
-                row = Session(conn).one("worker_heartbeat", id=self.id, running=self._running)
+                row = Session(conn).one("worker_heartbeat", id=self.id, running=self._running, **clock.send())
+                clock.received()
                 if row is not None:
                     self.clock.read(row["now"], sent, time.monotonic())
             except (psycopg.Error, PgschedError) as exc:

@@ -166,8 +166,12 @@ INSERT INTO pgsched.scheduler_node (name, hostname, pid) VALUES (%(name)s, %(hos
 RETURNING id
 
 -- name: scheduler_node_seen :exec
--- A scheduler process is alive in a role (leader with its term, or standby).
-UPDATE pgsched.scheduler_node SET role = %(role)s, epoch = %(epoch)s, last_seen_at = now()
+-- A scheduler process is alive in a role (leader with its term, or standby), and its host's
+-- clock offset from the database (as worker_heartbeat measures it).
+UPDATE pgsched.scheduler_node
+   SET role = %(role)s, epoch = %(epoch)s, last_seen_at = now(),
+       clock_offset_seconds = extract(epoch FROM %(host_time)s::timestamptz - statement_timestamp())::float8,
+       clock_round_trip_seconds = %(round_trip)s
  WHERE id = %(id)s
 
 -- name: scheduler_node_stop :exec
@@ -175,7 +179,7 @@ UPDATE pgsched.scheduler_node SET role = 'stopped', stopped_at = now() WHERE id 
 
 -- name: scheduler_standbys :many
 -- Scheduler processes seen in the last %(seconds)s seconds that do not lead.
-SELECT id, name, hostname, pid, started_at, last_seen_at,
+SELECT id, name, hostname, pid, started_at, last_seen_at, clock_offset_seconds, clock_round_trip_seconds,
        extract(epoch FROM now() - last_seen_at)::float8 AS seen_seconds_ago
   FROM pgsched.scheduler_node
  WHERE role = 'standby' AND last_seen_at > now() - make_interval(secs => %(seconds)s)

@@ -74,9 +74,13 @@ UPDATE pgsched.task t
  WHERE t.id = u.id
 
 -- name: task_disable :exec
--- Pause tasks whose schedule cannot be computed (the scheduler logs why).
-UPDATE pgsched.task SET enabled = false, next_fire_at = NULL, updated_at = now()
- WHERE id = ANY(%(ids)s::bigint[])
+-- Pause tasks whose schedule cannot be computed, each with its reason (parallel arrays
+-- %(ids)s and %(reasons)s), shown by every face until it is resumed or fixed (0011).
+UPDATE pgsched.task t
+   SET enabled = false, next_fire_at = NULL, updated_at = now(),
+       paused_at = now(), paused_by = 'scheduler', pause_reason = u.reason
+  FROM unnest(%(ids)s::bigint[], %(reasons)s::text[]) AS u(id, reason)
+ WHERE t.id = u.id
 
 -- name: task_get_for_update :one
 -- The live task, locked until the end of the transaction (a tick holding it is waited for).
@@ -85,7 +89,8 @@ SELECT * FROM pgsched.task
    FOR UPDATE
 
 -- name: task_update :one
--- Replace a task's definition (tasks.update has validated it and planned next_fire_at).
+-- Replace a task's definition (tasks.update has validated it and planned next_fire_at;
+-- enabled changes only when a fix resumes a task the scheduler paused).
 UPDATE pgsched.task
    SET description = %(description)s, schedule_kind = %(schedule_kind)s,
        schedule_expr = %(schedule_expr)s, timezone = %(timezone)s,
@@ -97,7 +102,7 @@ UPDATE pgsched.task
        priority = %(priority)s, queue = %(queue)s, next_fire_at = %(next_fire_at)s,
        no_retry_exit_codes = %(no_retry_exit_codes)s, no_retry_exceptions = %(no_retry_exceptions)s,
        misfire_policy = %(misfire_policy)s, idempotent = %(idempotent)s, tags = %(tags)s,
-       updated_at = now()
+       enabled = %(enabled)s, updated_at = now()
  WHERE id = %(id)s
 RETURNING *
 

@@ -74,7 +74,7 @@ SELECT value FROM pgsched.web_key WHERE name = %(name)s
 -- are left out (the DAG's own task is listed), as in `pgsched task list`.
 SELECT t.id, t.name, t.description, t.schedule_kind, t.schedule_expr, t.timezone, t.handler_kind,
        t.queue, t.priority, t.tags, t.enabled, CASE WHEN t.enabled THEN 'active' ELSE 'paused' END AS state,
-       t.next_fire_at, t.last_fire_at, t.created_at, t.updated_at
+       t.next_fire_at, t.last_fire_at, t.created_at, t.updated_at, t.paused_at, t.paused_by, t.pause_reason
   FROM pgsched.task t
  WHERE t.tenant = %(tenant)s AND t.deleted_at IS NULL
    AND (%(name)s::text IS NULL OR strpos(t.name, %(name)s::text) > 0)

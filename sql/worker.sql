@@ -1,17 +1,28 @@
 -- Worker processes (pgsched.worker).
 
 -- name: worker_register :one
-INSERT INTO pgsched.worker (name, hostname, pid, queues, concurrency, heartbeat_interval)
-VALUES (%(name)s, %(hostname)s, %(pid)s, %(queues)s, %(concurrency)s, %(heartbeat_interval)s)
+-- %(host_time)s: this host's wall-clock estimate of when the statement reaches the server
+-- (pgsched.clock.ClockProbe); the difference to the server's clock is the clock offset.
+INSERT INTO pgsched.worker (name, hostname, pid, queues, concurrency, heartbeat_interval,
+                            clock_offset_seconds, clock_round_trip_seconds)
+VALUES (%(name)s, %(hostname)s, %(pid)s, %(queues)s, %(concurrency)s, %(heartbeat_interval)s,
+        extract(epoch FROM %(host_time)s::timestamptz - statement_timestamp())::float8,
+        %(round_trip)s)
 RETURNING id, now() AS now
 
 -- name: worker_heartbeat :one
 -- One heartbeat: alive is false when this worker was declared dead (its executions were
 -- rescued); cancel_ids are its running executions whose cancel was asked (a NOTIFY may
--- have been missed while the listener reconnected); now is the database's clock, which
--- the worker records times by (pgsched.clock).
+-- have been missed while the listener reconnected). It also measures this host's clock
+-- offset from the database (host - database, seconds; reported, never corrected for):
+-- %(host_time)s is the host's estimate of when the statement reaches the server, and
+-- %(round_trip)s the round trip the estimate was made from (pgsched.clock.ClockProbe).
+-- now is the database's clock, which the worker records times by (DatabaseClock).
 WITH beat AS (
-    UPDATE pgsched.worker SET last_heartbeat_at = now(), running = %(running)s
+    UPDATE pgsched.worker
+       SET last_heartbeat_at = now(), running = %(running)s,
+           clock_offset_seconds = extract(epoch FROM %(host_time)s::timestamptz - statement_timestamp())::float8,
+           clock_round_trip_seconds = %(round_trip)s
      WHERE id = %(id)s AND state = 'running'
     RETURNING id
 )
@@ -26,7 +37,7 @@ UPDATE pgsched.worker SET state = 'stopped', stopped_at = now(), running = 0 WHE
 
 -- name: worker_list :many
 SELECT id, name, hostname, pid, queues, concurrency, state, running, started_at,
-       last_heartbeat_at, stopped_at,
+       last_heartbeat_at, stopped_at, clock_offset_seconds, clock_round_trip_seconds,
        extract(epoch FROM now() - last_heartbeat_at)::float8 AS heartbeat_age_seconds,
        state = 'running' AND now() - last_heartbeat_at > 3 * heartbeat_interval * interval '1 second'
            AS presumed_dead

@@ -122,7 +122,10 @@ def dag_show(c: Context, name: str, as_json: bool) -> None:
                   "schedule": _schedule(row["schedule_kind"], row["schedule_expr"], row["timezone"]),
                   "next_fire_at": row["next_fire_at"], "failure_policy": row["failure_policy"],
                   "version": row["version"], "source": row["source"], "updated_at": row["updated_at"]})
-    if row["enabled"] and row["schedule_kind"] != "none":
+    problem = tasks.schedule_problem(row) if row["schedule_kind"] != "none" else None
+    if problem:
+        click.echo(f"  next fires cannot be computed: {problem}")
+    elif row["enabled"] and row["schedule_kind"] != "none":
         upcoming = tasks.schedule_of(row).upcoming(db.now(), 3)
         for t in upcoming:
             click.echo(f"  next {fmt(t)}   {t.astimezone(zoneinfo.ZoneInfo(row['timezone'])).isoformat()}")

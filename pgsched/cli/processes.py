@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
+from .. import health, tasks
 from .. import migrate as migrations
-from .. import tasks
 from ..errors import PgschedError
 from .output import fmt, print_json, table
 from .root import Context, Seconds, log_options, main, pass_ctx
@@ -210,11 +210,12 @@ def status(c: Context, as_json: bool) -> None:
     queues = db.many("execution_queue_depth")
     strays = {k: v for k, v in (db.one("partition_default_rows") or {}).items() if v}
     partitions = db.one("partition_summary") or {}
+    checked = health.check(db)
     if as_json:
         served = {q for w in workers if not w["presumed_dead"] for q in w["queues"]}
         print_json({"leader": leader, "standbys": standbys, "workers": workers, "queues": queues,
                     "unserved_queues": [q["queue"] for q in queues if q["ready"] and q["queue"] not in served],
-                    "partitions": partitions, "default_partition_rows": strays})
+                    "partitions": partitions, "default_partition_rows": strays, **checked.as_dict()})
         return
     if leader and leader["lock_held"]:
         age = leader["heartbeat_age_seconds"]
@@ -250,3 +251,25 @@ def status(c: Context, as_json: bool) -> None:
         click.echo("history partitions: none yet (the leader creates them)")
     if strays:
         click.echo(f"warning: rows outside every daily partition: {strays}")
+    _print_health(checked)
+
+
+def _print_health(h: health.Health) -> None:
+    """The clock offsets of the live processes, the oldest snapshot, and their warnings."""
+    click.echo(f"clock offsets (host - database; warning above {h.clock_offset_warn_seconds:g} s):"
+               + ("" if h.clock_offsets else " no live process"))
+    for c in h.clock_offsets:
+        offset = "not measured yet" if c.offset_seconds is None else f"{c.offset_seconds:+.3f} s"
+        trip = f"  (round trip {c.round_trip_seconds * 1000:.1f} ms)" if c.round_trip_seconds is not None else ""
+        click.echo(f"  {c.label} on {c.hostname}: {offset}{trip}" + ("  WARNING" if c.warn else ""))
+    old = h.oldest_snapshot
+    if old is None:
+        click.echo("oldest snapshot: none holds back the cleanup of dead rows")
+    else:
+        age = f"{old.age_seconds:.1f} s old, " if old.age_seconds is not None else ""
+        since = f" since {fmt(old.since)}" if old.since else ""
+        state = f", {old.state}" if old.kind == "session" and old.state else ""
+        click.echo(f"oldest snapshot: {age}{old.xid_age} transactions behind, held by {old.label}{state}{since} "
+                   f"(warning above {h.snapshot_age_warn_seconds:g} s)")
+    for w in h.warnings:
+        click.echo(f"warning: {w['message']}")

@@ -194,7 +194,8 @@ def task_update(c: Context, name: str, as_json: bool, **options: Any) -> None:
     create. A new schedule or time zone is planned from now; queued executions keep
     their definition. Pause and resume with 'task pause' / 'task resume'."""
     db = c.db()
-    fields = _definition(options, lambda: options["tz"] or tasks.get(db, name, c.tenant)["timezone"], db.now)
+    before = tasks.get(db, name, c.tenant)
+    fields = _definition(options, lambda: options["tz"] or before["timezone"], db.now)
     hooks = _alerting(options)
     if not fields and not hooks:
         raise PgschedError("update: nothing to change (give at least one option; see --help)")
@@ -204,7 +205,8 @@ def task_update(c: Context, name: str, as_json: bool, **options: Any) -> None:
     if as_json:
         print_json(row)
     else:
-        click.echo(f"updated task {row['name']} ({', '.join(sorted([*fields, *hooks]))}); "
+        resumed = " (resumed: the scheduler had paused it)" if row["enabled"] and not before["enabled"] else ""
+        click.echo(f"updated task {row['name']} ({', '.join(sorted([*fields, *hooks]))}){resumed}; "
                    f"next fire: {fmt(row['next_fire_at'])}")
 
 
@@ -223,10 +225,15 @@ def task_list(c: Context, search: str | None, dag_nodes: bool, limit: int, as_js
         return
     for r in rows:
         r["schedule"] = f"{r['schedule_kind']} {r['schedule_expr'] or ''}".strip()
-        r["state"] = "enabled" if r["enabled"] else "paused"
+        r["state"] = "enabled" if r["enabled"] else (
+            "paused by scheduler" if r["paused_by"] == "scheduler" else "paused")
         r["handler"] = r["command"] or (" ".join(r["argv"]) if r["argv"] else r["python_target"]) or (
             f"DAG {r['name']} (pgsched dag show)" if r["handler_kind"] == "dag" else None)
     table(rows, ["name", "state", "schedule", "timezone", "next_fire_at", "queue", "handler"])
+    for r in rows:
+        if r["paused_by"] == "scheduler":
+            click.echo(f"warning: {r['name']}: {r['pause_reason']} (since {fmt(r['paused_at'])}); "
+                       f"{tasks.fix_hint(r)}")
 
 
 @task.command("show")
@@ -234,15 +241,24 @@ def task_list(c: Context, search: str | None, dag_nodes: bool, limit: int, as_js
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def task_show(c: Context, name: str, as_json: bool) -> None:
-    """Show one task's definition and its next 5 fire times."""
+    """Show one task's definition and its next 5 fire times; for a paused task, why (and,
+    when the scheduler paused it, how to fix it)."""
     row = tasks.get(c.db(), name, c.tenant)
     sched = tasks.schedule_of(row)
-    upcoming = sched.upcoming(c.db().now(), 5) if row["enabled"] else []
+    problem = tasks.schedule_problem(row)
+    upcoming = sched.upcoming(c.db().now(), 5) if row["enabled"] and not problem else []
     hooks = {k: v for k, v in vars(alerts.alerting_of(c.db(), name, c.tenant)).items() if v is not None}
+    fix = tasks.fix_hint(row) if row["paused_by"] == "scheduler" or problem else None
     if as_json:
-        print_json({**row, "upcoming": upcoming, "alerting": hooks})
+        print_json({**row, "upcoming": upcoming, "alerting": hooks, "schedule_problem": problem, "fix": fix})
         return
     print_fields({**row, **hooks})
+    if row["paused_by"] == "scheduler":
+        click.echo(f"paused by the scheduler at {fmt(row['paused_at'])}: {row['pause_reason']}")
+    elif problem:
+        click.echo(f"warning: its fire times cannot be computed here: {problem}")
+    if fix:
+        click.echo(f"to fix it: {fix}")
     if upcoming:
         click.echo("next fires:")
         for t in upcoming:

@@ -84,6 +84,14 @@ TASK_FIELDS: J = {
     "misfire_policy": {"enum": ["skip", "once", "all"]}, "idempotent": {"type": "boolean"},
     "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
 }
+# Why a task is paused (read only; all null while it is enabled): paused_by 'scheduler'
+# means its schedule could not be computed (pause_reason says why; fixing the schedule
+# with PATCH resumes it).
+PAUSE_FIELDS: J = {
+    "paused_at": {"type": ["string", "null"], "format": "date-time"},
+    "paused_by": {"enum": ["operator", "scheduler", None]},
+    "pause_reason": NULLABLE_TEXT,
+}
 SCHEMAS: J = {
     "Error": {"type": "object", "required": ["error"], "properties": {"error": {
         "type": "object", "required": ["code", "message", "field"],
@@ -92,8 +100,10 @@ SCHEMAS: J = {
                    "properties": {**TASK_FIELDS, "enabled": {"type": "boolean"}}},
     "TaskUpdate": {"type": "object", "additionalProperties": False,
                    "properties": {k: v for k, v in TASK_FIELDS.items() if k != "name"}},
-    "Task": {"type": "object", "properties": {"id": ID, "tenant": {"type": "string"}, **TASK_FIELDS}},
-    "TaskSummary": {"type": "object", "properties": {"name": NAME, "state": {"enum": ["active", "paused"]}}},
+    "Task": {"type": "object", "properties": {"id": ID, "tenant": {"type": "string"}, **TASK_FIELDS,
+                                              **PAUSE_FIELDS}},
+    "TaskSummary": {"type": "object", "properties": {"name": NAME, "state": {"enum": ["active", "paused"]},
+                                                     **PAUSE_FIELDS}},
     "Trigger": {"type": "object", "additionalProperties": False, "properties": {
         "params": OBJ, "run_at": {"type": "string", "format": "date-time"},
         "priority": {"type": "integer", "minimum": 1, "maximum": 10}, "idempotency_key": {"type": "string"}}},

@@ -33,6 +33,8 @@ NOTICES: dict[str, tuple[str, str | None]] = {
     "resumed": ("Resumed: the next fire is planned from now.", None),
     "deleted": ("Deleted. Its history stays.", None),
     "created": ("Created.", None),
+    "fixed": ("Saved: its schedule is computed again and the task is resumed.", None),
+    "updated": ("Saved.", None),
     "cancelled": ("Cancelled.", None),
     "cancelling": ("Cancel requested: the worker is stopping it.", None),
     "finished": ("It had already ended; nothing was changed.", None),

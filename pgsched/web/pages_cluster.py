@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..db import Database
 from ..scheduler import LEADER_LOCK_KEY
 from .access import database, require
 from .api_admin import STANDBY_SEEN_SECONDS
@@ -17,8 +18,15 @@ from .rendering import render
 def workers(request: Request) -> Response:
     require(request, "viewer")
     show_all = request.query_params.get("all") == "1"
-    rows = database(request).many("worker_list", all=show_all)
-    return render(request, "web/workers.html", {"workers": rows, "show_all": show_all})
+    db = database(request)
+    rows = db.many("worker_list", all=show_all)
+    return render(request, "web/workers.html", {"workers": rows, "show_all": show_all,
+                                                "clock_warn": _clock_warn(db)})
+
+
+def _clock_warn(db: Database) -> float:
+    """Seconds of clock offset above which a process is marked (clock_offset_warn_seconds)."""
+    return float((db.one("health_thresholds") or {}).get("clock_offset_warn_seconds", 1.0))
 
 
 def scheduler(request: Request) -> Response:
@@ -34,7 +42,7 @@ def scheduler(request: Request) -> Response:
     tick_age = (now - leader["last_tick_at"]).total_seconds() if leader and leader["last_tick_at"] else None
     return render(request, "web/scheduler.html", {
         "leader": leader, "standbys": db.many("scheduler_standbys", seconds=STANDBY_SEEN_SECONDS),
-        "lag": lag, "next_due": due, "tick_age": tick_age, "now": now})
+        "lag": lag, "next_due": due, "tick_age": tick_age, "now": now, "clock_warn": _clock_warn(db)})
 
 
 routes = [

@@ -1,5 +1,7 @@
 """The dashboard at ``/``: the tenant's numbers from :func:`pgsched.stats.dashboard` (one
-snapshot, so they agree with each other) and its open alerts."""
+snapshot, so they agree with each other), its open alerts, and the health of what every
+tenant shares (:func:`pgsched.health.check`: the live processes' clock offsets, the
+oldest snapshot holding back cleanup, and their warnings)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .. import alerts, stats
+from .. import alerts, health, stats
 from .access import database, require
 from .rendering import render
 
@@ -20,7 +22,8 @@ def dashboard(request: Request) -> Response:
     db = database(request)
     numbers = stats.dashboard(db, who.tenant)
     return render(request, "web/dashboard.html", {
-        "d": numbers, "states": FINAL_STATES, "alerts": alerts.active(db, who.tenant, limit=20)})
+        "d": numbers, "states": FINAL_STATES, "alerts": alerts.active(db, who.tenant, limit=20),
+        "health": health.check(db)})
 
 
 routes = [Route("/", dashboard, methods=["GET"], name="dashboard")]

@@ -1,7 +1,8 @@
 """Task pages: ``/tasks`` (search, filters, a create form) and ``/tasks/NAME`` (definition,
-next fires, trend chart, execution history), with the actions trigger, pause, resume and
-delete as POST forms (operator role; delete asks to confirm first). The operations are
-those of :mod:`pgsched.tasks`, in the principal's tenant."""
+next fires, trend chart, execution history, why it is paused), with the actions trigger,
+pause, resume, delete and setting the time zone as POST forms (operator role; delete asks
+to confirm first). The operations are those of :mod:`pgsched.tasks`, in the principal's
+tenant."""
 
 from __future__ import annotations
 
@@ -97,19 +98,43 @@ def task_delete(request: Request) -> Response:
     return done("/tasks", "deleted")
 
 
-def task_detail(request: Request) -> Response:
+def task_timezone(request: Request) -> Response:
+    """Set a task's time zone (the fix for a zone the tz database dropped): an update of the
+    schedule's zone, which resumes a task the scheduler paused (:func:`pgsched.tasks.update`).
+    A bad zone shows the task page again with the message."""
+    who = require(request, "operator")
+    name = field(request, "name")
+    db = database(request)
+    before = tasks.get(db, name, who.tenant)
+    try:
+        after = tasks.update(db, name, {"timezone": field(request, "timezone", max_length=200)}, tenant=who.tenant)
+    except ValidationError as exc:
+        return _detail(request, name, error=str(exc), status_code=422)
+    return done(f"/tasks/{name}", "fixed" if after["enabled"] and not before["enabled"] else "updated")
+
+
+def _detail(request: Request, name: str, *, error: str | None = None, status_code: int = 200) -> Response:
     who = require(request, "viewer")
     db = database(request)
-    name = str(request.path_params["name"])
     row = tasks.get(db, name, who.tenant)
     history = executions(db, who.tenant, task=name, before=int_arg(request, "before", None, 1, MAX_ID))
     recent = stats.task_recent(db, name, who.tenant, limit=60)
+    # A stored schedule this host cannot compute (a zone the tz database dropped) is shown
+    # with the reason and the fix, never as an error page.
+    problem = tasks.schedule_problem(row) if row["schedule_kind"] != "none" else None
+    dag_part = row["handler_kind"] == "dag" or (row["source"] or "").startswith("dag:")
     return render(request, "web/task.html", {
-        "task": row, "fires": stats.next_fires(row, 5, after=db.now()) if row["schedule_kind"] != "none" else [],
+        "task": row, "fires": stats.next_fires(row, 5, after=db.now()) if row["schedule_kind"] != "none" and not problem else [],
+        "problem": problem, "fix": tasks.fix_hint(row) if problem or row["paused_by"] == "scheduler" else None,
+        "zone_fixable": problem is not None and problem.startswith("timezone:") and not dag_part, "error": error,
         "page": keyset(request, history, PAGE_SIZE, "id"), "chart": trend(list(reversed(recent))),
         "notice": notice(request), "confirm_delete": request.query_params.get("confirm") == "delete",
-        "dag_part": row["handler_kind"] == "dag" or (row["source"] or "").startswith("dag:"),
-    })
+        "dag_part": dag_part,
+    }, status_code=status_code)
+
+
+def task_detail(request: Request) -> Response:
+    return _detail(request, str(request.path_params["name"]))
 
 
 routes = [
@@ -119,5 +144,6 @@ routes = [
     Route("/tasks/pause", task_pause, methods=["POST"]),
     Route("/tasks/resume", task_resume, methods=["POST"]),
     Route("/tasks/delete", task_delete, methods=["POST"]),
+    Route("/tasks/timezone", task_timezone, methods=["POST"]),
     Route("/tasks/{name:path}", task_detail, methods=["GET"], name="task"),
 ]

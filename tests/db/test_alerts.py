@@ -72,7 +72,7 @@ def fail_to_dead(db: Database, task: str) -> int:
     execution_id = tasks.trigger(db, task)
     queues = [tasks.get(db, task)["queue"]]
     worker = db.one("worker_register", name="w", hostname="h", pid=1, queues=queues, concurrency=1,
-                    heartbeat_interval=5)
+                    heartbeat_interval=5, host_time=None, round_trip=None)
     assert worker is not None
     [row] = TaskDefinitions().claim(db, queues=queues, limit=1, worker_id=worker["id"])
     assert row["id"] == execution_id

@@ -30,6 +30,8 @@ def register(db, name: str = "w", queues=("default",)) -> int:
         queues=list(queues),
         concurrency=4,
         heartbeat_interval=5.0,
+        host_time=None,
+        round_trip=None,
     )
     return row["id"]
 
