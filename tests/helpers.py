@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import signal
 import subprocess
@@ -13,6 +14,20 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+LIBFAKETIME = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
+
+
+def clock_off(seconds: int) -> dict[str, str]:
+    """The environment that runs a process with its wall clock ``seconds`` off (libfaketime,
+    Debian package faketime), its monotonic clock left true, as a host whose clock is
+    merely set wrong has it. Preloaded straight into the process rather than through the
+    ``faketime`` wrapper, which forks and does not pass SIGTERM on: stopping the wrapper
+    would leave the pgsched process running."""
+    if not LIBFAKETIME:
+        raise AssertionError("libfaketime is missing: apt-get install faketime")
+    return {"LD_PRELOAD": LIBFAKETIME[0], "FAKETIME": f"{seconds:+d}s", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
 
 
 def utc(*args: int) -> datetime:

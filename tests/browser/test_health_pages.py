@@ -12,8 +12,7 @@ import psycopg
 from pgsched import tasks
 from pgsched.tasks import TaskSpec
 
-from ..e2e.test_clock_offset import shifted
-from ..helpers import Process, wait_until
+from ..helpers import Process, clock_off, wait_until
 from .conftest import Stack, Visitor
 
 
@@ -61,7 +60,7 @@ def test_the_dashboard_shows_a_skewed_clock_and_an_old_snapshot_with_their_warni
         stack: Stack, visitor: Visitor, tmp_path):
     page = visitor.page
     skewed = Process(stack.dsn, "worker", "--queue", "nothing", "--heartbeat-interval", "1", log_dir=tmp_path,
-                     env=shifted(300))
+                     env=clock_off(300))
     left = psycopg.connect(stack.dsn, application_name="report left open")
     try:
         left.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")

@@ -13,23 +13,12 @@ has it.
 
 from __future__ import annotations
 
-import glob
 import json
 import re
 
 import pytest
 
-from ..helpers import cli, wait_until
-
-LIBFAKETIME = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
-
-
-def shifted(seconds: int) -> dict[str, str]:
-    """The environment that runs a process with its wall clock ``seconds`` off."""
-    if not LIBFAKETIME:
-        pytest.fail("libfaketime is missing: apt-get install faketime")
-    return {"LD_PRELOAD": LIBFAKETIME[0], "FAKETIME": f"{seconds:+d}s", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
-
+from ..helpers import cli, clock_off, wait_until
 
 def measured(sql) -> bool:
     """Two workers and one scheduler have each stored an offset measured with a round trip
@@ -43,8 +32,8 @@ def measured(sql) -> bool:
 
 @pytest.mark.parametrize("shift", [300, -300], ids=["ahead", "behind"])
 def test_status_shows_each_live_processs_clock_offset_and_warns_about_the_shifted_ones(dsn, sql, start, shift):
-    skewed_worker = start("worker", "--heartbeat-interval", "1", env=shifted(shift))
-    skewed_scheduler = start("scheduler", "--max-sleep", "0.5", env=shifted(shift))
+    skewed_worker = start("worker", "--heartbeat-interval", "1", env=clock_off(shift))
+    skewed_scheduler = start("scheduler", "--max-sleep", "0.5", env=clock_off(shift))
     true_worker = start("worker", "--heartbeat-interval", "1")
     wait_until(lambda: measured(sql), timeout=30, message="every process to measure its clock offset")
 

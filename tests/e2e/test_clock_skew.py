@@ -3,37 +3,26 @@ a scheduler, a worker) run under ``faketime`` with their wall clock shifted by f
 either way, against a database whose clock is right. Every fire happens at its instant
 (never early, never late, never twice) and every recorded time is the database's.
 
-faketime (Debian package ``faketime``) shifts what the process reads as the time of day
-through LD_PRELOAD; the monotonic clock is left alone (FAKETIME_DONT_FAKE_MONOTONIC), as a
-host whose wall clock is merely set wrong would have it.
+libfaketime (Debian package ``faketime``, preloaded: ``tests.helpers.clock_off``) shifts
+what the process reads as the time of day; the monotonic clock is left alone, as a host
+whose wall clock is merely set wrong would have it.
 """
 
 from __future__ import annotations
 
-import shutil
 from datetime import timedelta
 
 import pytest
 
-from ..helpers import cli, finished, trigger, wait_until
+from ..helpers import cli, clock_off, finished, trigger, wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("faketime") is None,
-                                                  reason="needs faketime(1): apt-get install faketime")]
+pytestmark = pytest.mark.e2e
 
 SKEWS = [300, -300]  # seconds the host clocks are off: five minutes ahead, five behind
 
 
-def skewed(seconds: int):
-    """A ``wrap`` for :class:`tests.helpers.Process`: run the process with its clock off."""
-    return lambda argv: ["faketime", "-f", f"{seconds:+d}s", *argv]
-
-
-def skew_env(seconds: int) -> dict[str, str]:
-    return {"FAKETIME_DONT_FAKE_MONOTONIC": "1"}
-
-
 def skewed_cli(dsn: str, seconds: int, *args: str):
-    return cli(dsn, *args, env=skew_env(seconds), wrap=skewed(seconds))
+    return cli(dsn, *args, env=clock_off(seconds))
 
 
 def create(dsn: str, sql, skew: int, name: str, *schedule: str) -> dict:
@@ -49,7 +38,7 @@ def db_now(sql):
 
 @pytest.mark.parametrize("skew", SKEWS)
 def test_a_client_and_a_scheduler_with_clocks_off_fire_on_time_once(dsn, sql, start, skew):
-    scheduler = start("scheduler", "--max-sleep", "0.5", wrap=skewed(skew), env=skew_env(skew))
+    scheduler = start("scheduler", "--max-sleep", "0.5", env=clock_off(skew))
     wait_until(lambda: sql.execute("SELECT 1 FROM pgsched.leader WHERE last_tick_at IS NOT NULL").fetchone(),
                message="the scheduler to lead")
     # the client (its clock off too) plans the first fires: from the database's clock
@@ -87,7 +76,7 @@ def test_a_client_and_a_scheduler_with_clocks_off_fire_on_time_once(dsn, sql, st
 def test_a_worker_with_its_clock_off_records_the_database_times_and_retries_on_them(dsn, sql, start, skew):
     cli(dsn, "task", "create", "flaky", "--command", 'echo "attempt $PGSCHED_ATTEMPT"; test "$PGSCHED_ATTEMPT" -ge 2',
         "--max-attempts", "2", "--retry-policy", "fixed", "--retry-base", "3")
-    start("worker", "--poll-interval", "0.2", "--heartbeat-interval", "1", wrap=skewed(skew), env=skew_env(skew))
+    start("worker", "--poll-interval", "0.2", "--heartbeat-interval", "1", env=clock_off(skew))
     ident = trigger(dsn, "flaky")
     done = finished(sql, ident)
     now = db_now(sql)
@@ -115,8 +104,8 @@ def test_processes_with_clocks_off_raise_no_lateness_alert(dsn, sql, start, skew
     """A leader that judges lateness and a worker that records starts, both five minutes
     off: a task that runs on time opens no missed-schedule alert."""
     cli(dsn, "task", "create", "punctual", "--command", "true", "--every", "1s")
-    start("scheduler", "--max-sleep", "0.5", "--observe-interval", "0.5", wrap=skewed(skew), env=skew_env(skew))
-    start("worker", "--poll-interval", "0.2", wrap=skewed(skew), env=skew_env(skew))
+    start("scheduler", "--max-sleep", "0.5", "--observe-interval", "0.5", env=clock_off(skew))
+    start("worker", "--poll-interval", "0.2", env=clock_off(skew))
     wait_until(lambda: sql.execute("SELECT count(*) AS n FROM pgsched.execution_history").fetchone()["n"] >= 6,
                timeout=30, message="six runs")
     # several detections have run meanwhile (every 0.5 s); wait for one more after the runs
