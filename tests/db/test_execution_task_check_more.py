@@ -115,7 +115,7 @@ def test_migrating_0008_to_0009_keeps_executions_and_their_rules(empty_dsn):
                RETURNING id""").fetchone()[0]
         conn.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
                         SELECT %s, now(), now() FROM generate_series(1, 5)""", [task_id])
-    applied = migrate.migrate(empty_dsn)
+    applied = migrate.migrate(empty_dsn, known[:9])  # 0009 alone: later ones test themselves
     assert [m.version for m in applied] == [9]
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM pgsched.execution WHERE task_id = %s",
