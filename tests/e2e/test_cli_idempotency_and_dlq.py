@@ -1,0 +1,54 @@
+"""The CLI on real processes (migration 0011): `task trigger --key` says when a trigger
+was deduplicated and which execution it returned, and a key shared by two tasks gives two
+executions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ..helpers import cli, finished
+
+pytestmark = pytest.mark.e2e
+
+
+def trigger_json(dsn, *args):
+    return json.loads(cli(dsn, "task", "trigger", *args, "--json").stdout)
+
+
+def test_a_key_shared_by_two_tasks_gives_two_executions_and_one_per_task(dsn, sql):
+    cli(dsn, "task", "create", "invoice", "--command", "true")
+    cli(dsn, "task", "create", "receipt", "--command", "true")
+    first = trigger_json(dsn, "invoice", "--key", "order-7")
+    other = trigger_json(dsn, "receipt", "--idempotency-key", "order-7")
+    assert first["deduplicated"] is False and other["deduplicated"] is False
+    assert other["execution_id"] != first["execution_id"]
+    again = trigger_json(dsn, "invoice", "--key", "order-7")
+    assert again == {"execution_id": first["execution_id"], "deduplicated": True,
+                     "dedup_reason": "live", "succeeded_execution_id": None}
+    rows = sql.execute("SELECT e.id, t.name FROM pgsched.execution e "
+                       "JOIN pgsched.task t ON t.id = e.task_id "
+                       "WHERE e.idempotency_key = 'order-7' ORDER BY e.id").fetchall()
+    assert rows == [{"id": first["execution_id"], "name": "invoice"},
+                    {"id": other["execution_id"], "name": "receipt"}]
+    line = cli(dsn, "task", "trigger", "invoice", "--key", "order-7").stdout.strip()
+    assert line == (f"deduplicated: execution {first['execution_id']} of invoice with key "
+                    "'order-7' is already queued or running; nothing new queued")
+
+
+def test_a_trigger_of_a_key_that_succeeded_names_the_run_and_the_skipped_record(dsn, sql, start):
+    cli(dsn, "task", "create", "invoice", "--command", "true")
+    start("worker", "--poll-interval", "0.2")
+    first = trigger_json(dsn, "invoice", "--key", "order-7")["execution_id"]
+    assert finished(sql, first)["state"] == "succeeded"
+    line = cli(dsn, "task", "trigger", "invoice", "--key", "order-7").stdout.strip()
+    skipped = sql.execute("SELECT id, state FROM pgsched.execution_history "
+                          "WHERE idempotency_key = 'order-7' AND id <> %s", [first]).fetchall()
+    assert [r["state"] for r in skipped] == ["skipped"]
+    assert line == (f"deduplicated: key 'order-7' of invoice already succeeded in execution "
+                    f"{first}; recorded execution {skipped[0]['id']} as skipped, not run")
+    again = trigger_json(dsn, "invoice", "--key", "order-7")
+    assert (again["deduplicated"], again["dedup_reason"], again["succeeded_execution_id"]) == (
+        True, "succeeded", first)
+    assert cli(dsn, "task", "trigger", "invoice").stdout.startswith("execution ")  # no key
