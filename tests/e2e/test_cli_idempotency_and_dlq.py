@@ -1,9 +1,10 @@
 """The CLI on real processes (migration 0011): `task trigger --key` says when a trigger
-was deduplicated and which execution it returned, and a key shared by two tasks gives two
-executions."""
+was deduplicated and which execution it returned, a key shared by two tasks gives two
+executions, and a dead-letter retry starts its backoff from the policy's first delay."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -52,3 +53,30 @@ def test_a_trigger_of_a_key_that_succeeded_names_the_run_and_the_skipped_record(
     assert (again["deduplicated"], again["dedup_reason"], again["succeeded_execution_id"]) == (
         True, "succeeded", first)
     assert cli(dsn, "task", "trigger", "invoice").stdout.startswith("execution ")  # no key
+
+
+def test_a_dead_letter_retry_waits_the_first_delay_of_its_backoff(dsn, sql, start):
+    """Three immediate failures make it dead; the task then gets an exponential backoff
+    (0.5 s base) and the execution a DLQ retry. Its next failures wait 0.5 s and 1 s (the
+    policy's first and second delays), not 0.5 * 2^3 = 4 s and 8 s as attempts 4 and 5."""
+    cli(dsn, "task", "create", "flaky", "--command", "exit 1", "--max-attempts", "3",
+        "--retry-policy", "fixed", "--retry-base", "0")
+    start("worker", "--poll-interval", "0.2")
+    ident = trigger_json(dsn, "flaky")["execution_id"]
+    assert (finished(sql, ident)["state"], finished(sql, ident)["attempt"]) == ("dead", 3)
+    cli(dsn, "task", "update", "flaky", "--retry-policy", "exponential", "--retry-base", "0.5",
+        "--retry-max", "60")
+    retried = cli(dsn, "dlq", "retry", str(ident)).stdout.strip()
+    assert retried == f"execution {ident} is queued again"
+    done = finished(sql, ident)
+    assert (done["state"], done["attempt"], done["max_attempts"]) == ("dead", 6, 6)
+    rows = sql.execute("SELECT attempt, state, finished_at, next_run_at, started_at, "
+                       "budget_delay_seconds FROM pgsched.execution_attempt "
+                       "WHERE execution_id = %s ORDER BY attempt", [ident]).fetchall()
+    assert [(r["attempt"], r["state"]) for r in rows] == [(n, "failed") for n in range(1, 7)]
+    delays = [(r["next_run_at"] - r["finished_at"]).total_seconds() for r in rows[3:5]]
+    assert delays == pytest.approx([0.5, 1.0], abs=0.002)
+    assert [r["budget_delay_seconds"] for r in rows[3:5]] == [None, None]
+    assert rows[5]["next_run_at"] is None
+    for before, after in itertools.pairwise(rows[3:]):  # and each waited for its time
+        assert after["started_at"] >= before["next_run_at"]
