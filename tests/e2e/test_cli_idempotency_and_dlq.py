@@ -1,6 +1,7 @@
 """The CLI on real processes (migration 0011): `task trigger --key` says when a trigger
 was deduplicated and which execution it returned, a key shared by two tasks gives two
-executions, and a dead-letter retry starts its backoff from the policy's first delay."""
+executions, a dead-letter retry starts its backoff from the policy's first delay, and
+`dlq purge` without a filter asks for --all."""
 
 from __future__ import annotations
 
@@ -80,3 +81,30 @@ def test_a_dead_letter_retry_waits_the_first_delay_of_its_backoff(dsn, sql, star
     assert rows[5]["next_run_at"] is None
     for before, after in itertools.pairwise(rows[3:]):  # and each waited for its time
         assert after["started_at"] >= before["next_run_at"]
+
+
+def dead_executions(sql) -> int:
+    return sql.execute("SELECT count(*) AS n FROM pgsched.execution_history "
+                       "WHERE state = 'dead'").fetchone()["n"]
+
+
+REFUSAL = ("Error: dlq purge: with no filter this deletes the whole dead-letter queue; give "
+           "--older-than DURATION (e.g. 7d), or --all to delete every dead execution")
+
+
+def test_dlq_purge_without_a_filter_asks_for_all(dsn, sql, start):
+    cli(dsn, "task", "create", "broken", "--command", "exit 3", "--max-attempts", "1")
+    start("worker", "--poll-interval", "0.2")
+    for _ in range(2):
+        assert finished(sql, trigger_json(dsn, "broken")["execution_id"])["state"] == "dead"
+    for args in ([], ["--older-than", "0s"], ["--json"]):
+        proc = cli(dsn, "dlq", "purge", *args, check=False)
+        assert proc.returncode != 0 and proc.stdout == ""
+        assert proc.stderr.strip().splitlines() == [REFUSAL], proc.stderr
+    proc = cli(dsn, "dlq", "purge", "--all", "--older-than", "7d", check=False)
+    assert proc.returncode != 0 and "give --older-than or --all, not both" in proc.stderr
+    assert dead_executions(sql) == 2  # nothing was deleted
+    purged = json.loads(cli(dsn, "dlq", "purge", "--older-than", "7d", "--json").stdout)
+    assert purged == {"purged": 0}
+    assert json.loads(cli(dsn, "dlq", "purge", "--all", "--json").stdout) == {"purged": 2}
+    assert dead_executions(sql) == 0
