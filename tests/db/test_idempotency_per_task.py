@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from pgsched import tasks
+from pgsched import migrate, tasks
 from pgsched.errors import ValidationError
 from pgsched.tasks import Enqueued, TaskSpec
 
@@ -247,3 +247,31 @@ def test_the_key_lookups_are_served_by_indexes_on_task_and_key(db, sql):
         assert "Seq Scan" not in plan and used, plan
         if lookup is history:
             assert used == per_partition, plan  # one probe per partition, each by task and key
+
+
+def test_migrating_to_0011_keeps_keyed_executions_and_finds_their_keys(empty_dsn):
+    known = migrate.load()
+    at = next(i for i, m in enumerate(known) if m.name == "idempotency_per_task")
+    migrate.migrate(empty_dsn, known[:at])
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO pgsched.task (name, handler_kind, command) "
+                     "VALUES ('old', 'shell', 'true')")
+        live = conn.execute(ENQUEUE_V1, ["old", "live-key"]).fetchone()[0]
+        done = conn.execute(ENQUEUE_V1, ["old", "done-key"]).fetchone()[0]
+        conn.execute("""
+            WITH gone AS (DELETE FROM pgsched.execution WHERE id = %s RETURNING *)
+            INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at,
+                state, trigger, priority, queue, params, idempotency_key, attempt, max_attempts,
+                created_at, started_at, finished_at)
+            SELECT id, tenant, task_id, scheduled_at, run_at, 'succeeded', trigger, priority,
+                   queue, params, idempotency_key, 1, max_attempts, created_at, now(), now()
+              FROM gone""", [done])
+    assert [m.version for m in migrate.migrate(empty_dsn, known[:at + 1])] == [at + 1]
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        assert conn.execute(ENQUEUE_V2, ["old", "live-key"]).fetchone() == (
+            live, True, "live", None)
+        skipped, *how = conn.execute(ENQUEUE_V2, ["old", "done-key"]).fetchone()
+        assert how == [True, "succeeded", done] and skipped > done
+        assert conn.execute("SELECT count(*) FROM pgsched.execution").fetchone()[0] == 1
+        backoff = conn.execute("SELECT backoff_from_attempt FROM pgsched.execution").fetchone()
+        assert backoff == (0,)  # executions queued before 0011 count their backoff from 0
