@@ -1,5 +1,5 @@
 """Task definitions: validation of a :class:`TaskSpec`, and the operations on stored tasks
-(create, get, update, list, pause, resume, trigger, delete). Each operation is one
+(create, get, update, list, pause, resume, enqueue and trigger, delete). Each operation is one
 transaction.
 """
 
@@ -329,24 +329,67 @@ def resume(db: Database, name: str, tenant: str = "default") -> None:
     db.one("task_resume", name=name, tenant=tenant)
 
 
-def trigger(db: Database | Session, name: str, *, params: dict[str, Any] | None = None,
+@dataclass(frozen=True)
+class Enqueued:
+    """What one enqueue did (pgsched.enqueue_v2).
+
+    ``execution_id``: the execution the call stands for. ``deduplicated``: False when a new
+    pending execution was made; True when nothing new will run, because of the
+    idempotency key, for ``dedup_reason``: ``"live"`` (an execution of this task with this
+    key is pending or running: ``execution_id`` is that one) or ``"succeeded"`` (the key
+    already succeeded in ``succeeded_execution_id``: ``execution_id`` is the ``skipped``
+    execution recorded for this call). Keys belong to one task: the same key on another
+    task deduplicates nothing.
+    """
+
+    execution_id: int
+    deduplicated: bool = False
+    dedup_reason: str | None = None
+    succeeded_execution_id: int | None = None
+
+
+MAX_KEY_LENGTH = 200
+
+
+def enqueue(db: Database | Session, name: str, *, params: dict[str, Any] | None = None,
             run_at: datetime | None = None, priority: int | None = None,
             idempotency_key: str | None = None, tenant: str = "default",
-            how: str = "manual") -> int:
-    """Enqueue one execution of ``name`` (pgsched.enqueue_v1); return its id.
+            how: str = "manual") -> Enqueued:
+    """Enqueue one execution of ``name`` (pgsched.enqueue_v2) and say whether the
+    idempotency key deduplicated it (:class:`Enqueued`).
 
-    ``run_at`` (aware, default now) delays it; ``params`` are merged over the task's.
-    Raises NotFound, ValidationError (params not an object, priority out of 1-10).
+    ``run_at`` (aware, default now) delays it; ``params`` are merged over the task's;
+    ``idempotency_key`` (1-200 characters) is the task's own: while an execution of the task
+    with it is live, that one is returned; once one has succeeded, a ``skipped`` execution is
+    recorded instead of a run. Raises NotFound, ValidationError (params not an object,
+    priority out of 1-10, a key empty, too long or holding a NUL).
     """
     if params is not None:
         check_json_object("params", params)
     if priority is not None and not 1 <= priority <= 10:
         raise ValidationError("priority", priority, "must be from 1 (most urgent) to 10")
+    if idempotency_key is not None and (not isinstance(idempotency_key, str)
+                                        or not 0 < len(idempotency_key) <= MAX_KEY_LENGTH
+                                        or "\x00" in idempotency_key):
+        raise ValidationError("idempotency_key", idempotency_key,
+                              f"must be text of 1 to {MAX_KEY_LENGTH} characters without NUL")
     row = db.one("task_trigger", name=name, tenant=tenant,
                  params=Jsonb(params) if params is not None else None, run_at=run_at,
                  priority=priority, idempotency_key=idempotency_key, trigger=how)
     assert row is not None
-    return int(row["execution_id"])
+    return Enqueued(int(row["execution_id"]), bool(row["deduplicated"]), row["dedup_reason"],
+                    row["succeeded_execution_id"])
+
+
+def trigger(db: Database | Session, name: str, *, params: dict[str, Any] | None = None,
+            run_at: datetime | None = None, priority: int | None = None,
+            idempotency_key: str | None = None, tenant: str = "default",
+            how: str = "manual") -> int:
+    """Enqueue one execution of ``name``; return its id (:func:`enqueue`'s
+    ``execution_id``: with an idempotency key, possibly an execution made earlier).
+    Raises what :func:`enqueue` raises."""
+    return enqueue(db, name, params=params, run_at=run_at, priority=priority,
+                   idempotency_key=idempotency_key, tenant=tenant, how=how).execution_id
 
 
 def enqueue_many(db: Database | Session, name: str, params: list[dict[str, Any]], *,

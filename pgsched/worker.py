@@ -849,8 +849,10 @@ class Worker:
             if final is None:
                 proposed = finished
                 if not stopped:
+                    # counted from backoff_from_attempt: a dead-letter retry starts afresh
                     proposed += timedelta(seconds=backoff_seconds(
-                        row["retry_policy"], row["attempt"], row["retry_base_seconds"], row["retry_max_seconds"]))
+                        row["retry_policy"], row["attempt"] - row["backoff_from_attempt"],
+                        row["retry_base_seconds"], row["retry_max_seconds"]))
                     slot = tx.one("execution_retry_slot", proposed=proposed)
                     assert slot is not None
                     retry_at = slot["run_at"]

@@ -14,7 +14,8 @@
 -- that runs it, a command gets the text itself (PGSCHED_PARAMS); decoding every row's in
 -- the claimer (psycopg's jsonb loader) was two thirds of a claim's client time. Params
 -- that are not an object (only a raw INSERT into pgsched.execution can store one) come as
--- {} (the worker treated JSON null and [] so before).
+-- {} (the worker treated JSON null and [] so before). backoff_from_attempt: the attempt
+-- number a retry's backoff counts from (a dead-letter retry sets it; migration 0012).
 WITH picked AS MATERIALIZED (
     SELECT id FROM pgsched.execution
      WHERE state = 'pending' AND run_at <= coalesce(%(now)s::timestamptz, now())
@@ -34,7 +35,7 @@ WITH picked AS MATERIALIZED (
     RETURNING e.id, e.tenant, e.task_id, e.scheduled_at, e.run_at, e.priority, e.attempt, e.max_attempts,
               CASE WHEN jsonb_typeof(e.params) = 'object' THEN e.params::text ELSE '{}' END AS params,
               e.started_at, e.trigger, e.lease_id, e.cancel_requested_at, e.dag_run_id,
-              e.confirm_start
+              e.confirm_start, e.backoff_from_attempt
 )
 SELECT c.*, t.xmin::text::bigint AS task_version,
        CASE WHEN k.task_id IS NULL THEN jsonb_build_object(

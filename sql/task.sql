@@ -40,8 +40,11 @@ SELECT pgsched.pause_v1(%(name)s, %(tenant)s) AS done
 SELECT pgsched.resume_v1(%(name)s, %(tenant)s) AS done
 
 -- name: task_trigger :one
-SELECT pgsched.enqueue_v1(%(name)s, %(params)s, %(run_at)s, %(priority)s, %(idempotency_key)s,
-                          %(tenant)s, %(trigger)s) AS execution_id
+-- One run of a task, and whether its idempotency key deduplicated it (enqueue_v2:
+-- execution_id, deduplicated, dedup_reason, succeeded_execution_id).
+SELECT execution_id, deduplicated, dedup_reason, succeeded_execution_id
+  FROM pgsched.enqueue_v2(%(name)s, %(params)s, %(run_at)s, %(priority)s, %(idempotency_key)s,
+                          %(tenant)s, %(trigger)s)
 
 -- name: task_soft_delete :one
 -- Soft-delete: the row stays for history and its name is free again. Waits for a tick that

@@ -43,8 +43,9 @@ dlq.add_command(execution_show, "show")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def dlq_retry(c: Context, execution_id: int | None, retry_all: bool, task_name: str | None, as_json: bool) -> None:
-    """Give dead executions a fresh set of attempts (the task's max attempts); their earlier
-    attempts are kept. One whose idempotency key has since succeeded is marked skipped."""
+    """Give dead executions a fresh set of attempts (the task's max attempts) and a fresh
+    backoff (the next failure waits the policy's first delay); their earlier attempts are
+    kept. One whose idempotency key has since succeeded on its task is marked skipped."""
     if (execution_id is None) == (not retry_all):
         raise PgschedError("dlq retry: give an EXECUTION_ID or --all")
     if task_name and not retry_all:
@@ -70,13 +71,22 @@ def dlq_retry(c: Context, execution_id: int | None, retry_all: bool, task_name: 
 
 
 @dlq.command("purge")
-@click.option("--older-than", default="0s", show_default=True,
-              help="Only those dead for longer than this (30s, 12h, 7d).")
+@click.option("--older-than", help="Only those dead for longer than this (30s, 12h, 7d).")
+@click.option("--all", "purge_all", is_flag=True,
+              help="The whole dead-letter queue (of this tenant).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
-def dlq_purge(c: Context, older_than: str, as_json: bool) -> None:
-    """Delete dead executions for good (nothing else is touched)."""
-    seconds = 0.0 if older_than.strip() in ("0", "0s") else parse_interval(older_than, "older_than")
+def dlq_purge(c: Context, older_than: str | None, purge_all: bool, as_json: bool) -> None:
+    """Delete dead executions for good (nothing else is touched): those older than
+    --older-than, or with --all every one."""
+    if purge_all and older_than is not None:
+        raise PgschedError("dlq purge: give --older-than or --all, not both")
+    no_filter = older_than is None or older_than.strip() in ("0", "0s")
+    if no_filter and not purge_all:
+        raise PgschedError("dlq purge: with no filter this deletes the whole dead-letter queue; "
+                           "give --older-than DURATION (e.g. 7d), or --all to delete every dead "
+                           "execution")
+    seconds = 0.0 if no_filter else parse_interval(older_than or "", "older_than")
     row = c.db().one("dlq_purge", seconds=seconds, tenant=c.tenant)
     assert row is not None
     if as_json:

@@ -6,6 +6,7 @@ import json
 import shlex
 import zoneinfo
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -287,19 +288,33 @@ _simple_task_command("delete", "Delete a task (soft: history stays; pending exec
 @click.option("--params", help="Params for this run, a JSON object (merged over the task's).")
 @click.option("--at", help="Run at an ISO 8601 instant or +DURATION (default now).")
 @click.option("--priority", type=int, help="1 (most urgent) to 10; default the task's.")
-@click.option("--idempotency-key", help="While a run with this key is queued or running, a second trigger "
-              "returns it; once one has succeeded, a second is recorded 'skipped', not run.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--idempotency-key", "--key", "idempotency_key",
+              help="A key of this task's own: while a run of the task with it is queued or "
+              "running, a second trigger returns that run; once one has succeeded, a second is "
+              "recorded 'skipped', not run. The output says when the trigger was deduplicated.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON: execution_id, deduplicated, dedup_reason (live, succeeded or "
+              "null), succeeded_execution_id.")
 @pass_ctx
 def task_trigger(c: Context, name: str, params: str | None, at: str | None, priority: int | None,
                  idempotency_key: str | None, as_json: bool) -> None:
     """Run task NAME now (or --at later), whatever its schedule."""
-    ident = tasks.trigger(c.db(), name, params=parse_json_object(params, "params"), run_at=parse_when(at, "at", now=c.db().now),
-                          priority=priority, idempotency_key=idempotency_key, tenant=c.tenant)
+    done = tasks.enqueue(c.db(), name, params=parse_json_object(params, "params"),
+                         run_at=parse_when(at, "at", now=c.db().now), priority=priority,
+                         idempotency_key=idempotency_key, tenant=c.tenant)
+    # an idempotent task derives a key for a run given none (task, params, scheduled time)
+    key = repr(idempotency_key) if idempotency_key is not None else "(derived)"
     if as_json:
-        print_json({"execution_id": ident})
+        print_json(asdict(done))
+    elif done.dedup_reason == "live":
+        click.echo(f"deduplicated: execution {done.execution_id} of {name} with key {key} is "
+                   "already queued or running; nothing new queued")
+    elif done.dedup_reason == "succeeded":
+        click.echo(f"deduplicated: key {key} of {name} already succeeded in execution "
+                   f"{done.succeeded_execution_id}; recorded execution {done.execution_id} as "
+                   "skipped, not run")
     else:
-        click.echo(f"execution {ident} queued for {name}")
+        click.echo(f"execution {done.execution_id} queued for {name}")
 
 # --- crontab ---------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@ call acts in the caller's tenant; the operations are those of :mod:`pgsched.task
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import asdict, fields
 from typing import Any
 
 from starlette.requests import Request
@@ -115,9 +115,9 @@ def task_trigger(request: Request) -> Response:
     if key is not None and (not isinstance(key, str) or not 0 < len(key) <= 200 or "\x00" in key):
         raise ValidationError("idempotency_key", key, "must be text of 1 to 200 characters")
     run_at = instant("run_at", data["run_at"]) if data.get("run_at") is not None else None
-    execution_id = tasks.trigger(database(request), _name(request), params=params, run_at=run_at,
-                                 priority=priority, idempotency_key=key, tenant=who.tenant, how="api")
-    return reply({"execution_id": execution_id}, 202)
+    done = tasks.enqueue(database(request), _name(request), params=params, run_at=run_at,
+                         priority=priority, idempotency_key=key, tenant=who.tenant, how="api")
+    return reply(asdict(done), 202)  # deduplicated, dedup_reason: what the key did (tasks.Enqueued)
 
 
 def task_pause(request: Request) -> Response:

@@ -106,7 +106,21 @@ SCHEMAS: J = {
                                                      **PAUSE_FIELDS}},
     "Trigger": {"type": "object", "additionalProperties": False, "properties": {
         "params": OBJ, "run_at": {"type": "string", "format": "date-time"},
-        "priority": {"type": "integer", "minimum": 1, "maximum": 10}, "idempotency_key": {"type": "string"}}},
+        "priority": {"type": "integer", "minimum": 1, "maximum": 10},
+        "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 200, "description":
+                            "The task's own key: the same key on another task is another run."}}},
+    "Enqueued": {
+        "type": "object",
+        "required": ["execution_id", "deduplicated", "dedup_reason", "succeeded_execution_id"],
+        "description": "What the trigger did. deduplicated is false when a new execution was "
+                       "queued. When true, nothing new runs, because of the idempotency key (a "
+                       "key belongs to one task): dedup_reason 'live': an execution of the task "
+                       "with the key is queued or running, and execution_id is that one; "
+                       "'succeeded': the key already succeeded in succeeded_execution_id, and "
+                       "execution_id is the 'skipped' execution recorded for this call.",
+        "properties": {"execution_id": ID, "deduplicated": {"type": "boolean"},
+                       "dedup_reason": {"enum": ["live", "succeeded", None]},
+                       "succeeded_execution_id": {"type": ["integer", "null"], "minimum": 1}}},
     "Execution": {"type": "object", "properties": {"id": ID, "task_name": {"type": "string"},
                                                    "state": {"enum": list(STATES)}}},
     "DagRun": {"type": "object", "properties": {"id": ID, "dag_name": {"type": "string"},
@@ -138,8 +152,11 @@ def document() -> J:
             "patch": _op("Update a task's definition", "operator", params=TASK_PATH, body=_ref("TaskUpdate"),
                          result=_ref("Task")),
             "delete": _op("Soft-delete a task (history stays)", "operator", params=TASK_PATH)},
-        t + "/{name}/trigger": {"post": _op("Run a task now (or at run_at)", "operator", params=TASK_PATH,
-                                            body=_ref("Trigger"), body_required=False, ok=202)},
+        t + "/{name}/trigger": {"post": _op("Run a task now (or at run_at); says whether its "
+                                            "idempotency key deduplicated the run", "operator",
+                                            params=TASK_PATH,
+                                            body=_ref("Trigger"), body_required=False, ok=202,
+                                            result=_ref("Enqueued"))},
         t + "/{name}/pause": {"post": _op("Pause a task's schedule", "operator", params=TASK_PATH,
                                           result=_ref("Task"))},
         t + "/{name}/resume": {"post": _op("Resume a task's schedule", "operator", params=TASK_PATH,

@@ -131,7 +131,7 @@ def test_failures_marked_not_retryable_go_straight_to_the_dead_letter_queue(dsn,
     assert [(a["attempt"], a["state"]) for a in attempts(sql, usage["id"])] == [(1, "failed"), (2, "succeeded")]
     assert cli(dsn, "dlq", "retry", "--all", "--task", "picky").stdout.strip() == "retried 2 dead execution(s) of picky"
     wait_until(lambda: len(json.loads(cli(dsn, "dlq", "list", "--json").stdout)) == 2, timeout=30)
-    assert json.loads(cli(dsn, "dlq", "purge", "--json").stdout) == {"purged": 2}
+    assert json.loads(cli(dsn, "dlq", "purge", "--all", "--json").stdout) == {"purged": 2}
     assert json.loads(cli(dsn, "dlq", "list", "--json").stdout) == []
 
 
