@@ -66,7 +66,7 @@ class CrontabProblem:
     """A line that is neither blank, comment, environment line nor valid entry.
 
     ``reason`` is one sentence starting ``"line N: "`` naming the bad field and
-    value, e.g. ``"line 7: minute field '61' is out of range 0-59"``.
+    value, e.g. ``"line 7: minute 61 is out of range 0-59"``.
     """
 
     line_no: int
