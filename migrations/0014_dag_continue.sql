@@ -53,5 +53,6 @@ BEGIN
     ELSE
         NULL;  -- 0003 had no ELSE: an unknown rule raised CASE_NOT_FOUND, not the error below
     END CASE;
-    RAISE EXCEPTION 'trigger_rule: % is not a trigger rule', quote_literal(rule) USING ERRCODE = 'invalid_parameter_value';
+    RAISE EXCEPTION 'trigger_rule: % is not a trigger rule', quote_literal(rule)
+        USING ERRCODE = 'invalid_parameter_value';
 END $$;

@@ -249,7 +249,8 @@ def _check_field(text: str, name: str, low: int, high: int, names: tuple[str, ..
     part of the field, the field's text follows: ``hour 24 is out of range 0-23 (in 1-24)``."""
     for item in text.split(","):
         if not item:
-            raise CronError(f"{name} {text} has an empty list element (two commas, or one at an end)")
+            raise CronError(f"{name} {text} has an empty list element "
+                            "(two commas, or one at an end)")
         special = _special(item, name)
         problem = special if isinstance(special, _Malformed) else None if special else _check_item(
             item, low, high, names)
@@ -523,7 +524,8 @@ def _why_never(fields: list[str]) -> str:
     if not any(_occurs(dom, m) for m in months):
         offset = ", and L-n is n days before the last day" if re.search(r"(?i)L-", dom) else ""
         return f"day-of-month {dom} never occurs in {where} ({_lengths(months)}{offset})"
-    return (f"day-of-week {dow} never falls on day-of-month {dom}" + ("" if month == "*" else f" in {where}")
+    return (f"day-of-week {dow} never falls on day-of-month {dom}"
+            + ("" if month == "*" else f" in {where}")
             + " (a day field that starts with '*' makes a day match both, crontab(5))")
 
 

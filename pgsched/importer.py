@@ -117,7 +117,8 @@ def _is_user(word: str) -> bool:
 
 def import_crontab(db: Database | None, path: str | Path, *, system: bool = False,
                    tenant: str = "default", dry_run: bool = False, text: str | None = None,
-                   tz: str | None = None, replace: bool = False, allow_problems: bool = False) -> ImportReport:
+                   tz: str | None = None, replace: bool = False,
+                   allow_problems: bool = False) -> ImportReport:
     """Import the crontab at ``path`` (or ``text``, named by ``path``). With ``dry_run`` (or
     no ``db``) nothing is written. All tasks of one file are created in one transaction.
     A line that cannot become a task is a problem; when there is one, nothing is written
@@ -205,6 +206,7 @@ def import_crontab(db: Database | None, path: str | Path, *, system: bool = Fals
 
 
 def as_json(report: ImportReport) -> dict[str, Any]:
-    return {"lines": [line.__dict__ for line in report.lines], "notes": report.notes, "deleted": report.deleted,
+    return {"lines": [line.__dict__ for line in report.lines], "notes": report.notes,
+            "deleted": report.deleted,
             "warnings": [{"line_no": n, "message": m} for n, m in report.warnings],
             "problems": report.count("problem"), "written": report.written}

@@ -296,8 +296,9 @@ def task_trigger(c: Context, name: str, params: str | None, at: str | None, prio
               "which cron here uses).")
 @click.option("--replace", is_flag=True, help="Delete tasks imported earlier from a file of this name whose "
               "line is gone or changed (as 'crontab FILE' replaces a table).")
-@click.option("--allow-problems", is_flag=True, help="Import the valid entries even when other lines are "
-              "refused (exit 0); without it a file with a refused line imports nothing and exits 1.")
+@click.option("--allow-problems", is_flag=True, help="Import the valid entries even when other "
+              "lines are refused (exit 0); without it a file with a refused line imports nothing "
+              "and exits 1.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def import_crontab(c: Context, file: str, system: bool, dry_run: bool, tz: str | None, replace: bool,

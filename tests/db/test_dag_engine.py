@@ -329,20 +329,22 @@ def test_sql_trigger_rules_equal_the_python_reference_on_every_count(sql):
 def test_continue_makes_a_failure_count_as_a_success_for_one_success_in_sql_and_python(
         sql, upstream, decision):
     s, f, k, uf = upstream
-    got = sql.execute("SELECT pgsched.dag_decide_v1('one_success', 'continue', 3, %s, %s, %s, %s) AS d",
-                      [s, f, k, uf]).fetchone()["d"]
-    assert (got, dag_module.decide("one_success", dag_module.Upstream(3, s, f, k, uf), "continue")) == (
-        decision, decision)
+    got = sql.execute("SELECT pgsched.dag_decide_v1('one_success', 'continue', 3, %s, %s, %s, %s)"
+                      " AS d", [s, f, k, uf]).fetchone()["d"]
+    reference = dag_module.decide("one_success", dag_module.Upstream(3, s, f, k, uf), "continue")
+    assert (got, reference) == (decision, decision)
 
 
 def test_the_rules_that_wait_for_success_are_airflows():
     """Every rule but those that wait for failures (all_failed, one_failed) or for anything
     (all_done) waits for success, and so counts a failure as a success under continue."""
-    assert set(dag_module.SUCCESS_RULES) == set(dag_module.TRIGGER_RULES) - {"all_failed", "one_failed", "all_done"}
+    not_for_success = {"all_failed", "one_failed", "all_done"}
+    assert set(dag_module.SUCCESS_RULES) == set(dag_module.TRIGGER_RULES) - not_for_success
 
 
 def test_an_unknown_trigger_rule_is_refused_by_name_in_sql(sql):
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match="trigger_rule: 'always' is not a trigger rule"):
+    with pytest.raises(psycopg.errors.InvalidParameterValue,
+                       match="trigger_rule: 'always' is not a trigger rule"):
         sql.execute("SELECT pgsched.dag_decide_v1('always', 'continue', 1, 0, 0, 0, 0)")
 
 

@@ -95,8 +95,8 @@ def test_day_extensions(expr, tz, after, expected):
     ("0 9 * * 15W", "day-of-week 15W is not a number or a name"),
     ("L 9 * * *", "minute L is not a number"),
     ("0 9 30W 2 *", "day-of-month 30W never occurs in month 2 (February has at most 29 days)"),
-    ("0 9 L-29 2 *", "day-of-month L-29 never occurs in month 2 (February has at most 29 days, and L-n is n "
-                     "days before the last day)"),
+    ("0 9 L-29 2 *", ("day-of-month L-29 never occurs in month 2 (February has at most 29 days, "
+                     "and L-n is n days before the last day)")),
 ])
 def test_bad_day_extensions_name_the_field_and_value(expr, message):
     with pytest.raises(cron.CronError) as caught:

@@ -343,10 +343,10 @@ def test_good_time_fields(line, schedule):
 
 @pytest.mark.parametrize(("line", "reason"), [
     ("0 0 30 2 * x", "day-of-month 30 never occurs in month 2 (February has at most 29 days)"),
-    ("0 0 31 4,6,9,11 * x", "day-of-month 31 never occurs in months 4,6,9,11 (April, June, September and "
-                            "November have 30 days)"),
-    ("0 0 31 feb-apr/2 * x", "day-of-month 31 never occurs in months feb-apr/2 (February has at most 29 days; "
-                             "April has 30 days)"),
+    ("0 0 31 4,6,9,11 * x", ("day-of-month 31 never occurs in months 4,6,9,11 (April, June, "
+                            "September and November have 30 days)")),
+    ("0 0 31 feb-apr/2 * x", ("day-of-month 31 never occurs in months feb-apr/2 (February has at "
+                             "most 29 days; April has 30 days)")),
 ])
 def test_a_date_that_never_comes_is_a_problem(line, reason):
     assert one_problem(line).reason == f"line 1: {reason}"
