@@ -1,0 +1,70 @@
+"""What ``@app.task`` accepts (issue 14): a script run directly declares its tasks under
+its file name, which workers import; a function no worker could import (``python -c``, a
+nested function) is refused with the reason."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from pgsched import App
+from pgsched.errors import ValidationError
+
+
+def script(tmp_path, name: str, *args: str) -> subprocess.CompletedProcess:
+    (tmp_path / name).write_text(
+        textwrap.dedent("""
+        from pgsched import App
+
+        app = App()
+
+        @app.task()
+        def refresh():
+            return 1
+
+        print(app.specs["refresh"].python_target, app.specs["refresh"].source)
+    """)
+    )
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_script_run_directly_declares_its_tasks_under_its_file_name(tmp_path):
+    run = script(tmp_path, "tasks.py", "tasks.py")
+    assert (run.returncode, run.stdout) == (0, "tasks:refresh python:tasks\n"), run.stderr
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    run = script(tmp_path, "pkg/jobs.py", "-m", "pkg.jobs")  # python -m: the module it ran
+    assert (run.returncode, run.stdout) == (0, "pkg.jobs:refresh python:pkg.jobs\n"), run.stderr
+
+
+@pytest.mark.parametrize("name", ["my-tasks.py", "class.py"])
+def test_a_script_whose_name_is_no_module_name_is_refused(tmp_path, name):
+    run = script(tmp_path, name, name)
+    assert run.returncode == 1
+    assert (
+        "ValidationError: python_target: '__main__:refresh' is defined where no worker can "
+        "import it (an interactive session, python -c, or a script whose file name is not a "
+        "module name): define tasks in a module file such as tasks.py"
+    ) in run.stderr
+
+
+def test_a_nested_function_is_refused():
+    app = App()
+
+    def inner():
+        return 1
+
+    with pytest.raises(
+        ValidationError, match="is defined inside a function, where no worker can import it"
+    ):
+        app.task()(inner)
