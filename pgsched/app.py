@@ -12,12 +12,14 @@
 A worker runs such a task by its import path (``"mymodule:refresh"``); only functions
 registered with ``@app.task`` are run, never any other importable callable (DESIGN,
 "Security"). A task declared in a script run directly (``python tasks.py``) is imported by
-workers under the script's file name (``tasks:refresh``).
+workers under the script's file name (``tasks:refresh``). Handlers are plain functions:
+``async def`` is refused until async handlers exist.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import keyword
 import logging
 import sys
@@ -110,7 +112,7 @@ class App:
             data = dict(definition)
             for n in definition.get("nodes") or []:
                 func = n.get("python") if isinstance(n, dict) else None
-                if callable(func):  # refused first when nested
+                if callable(func):  # refused first when async or nested
                     importable_target(func, f"nodes[{n.get('id')}].python", "@app.node")
                 if callable(func) and getattr(func, REGISTERED, None) is None:
                     raise ValidationError(f"nodes[{n.get('id')}].python", getattr(func, "__qualname__", func),
@@ -184,12 +186,17 @@ def importable_target(func: Callable[..., Any], field: str, decorator: str) -> s
     """``"module:qualname"``, the path a worker imports ``func`` by. A function of a script
     run directly (module ``__main__``) is found under the script's file name (``python
     tasks.py``: ``tasks``) or the module ``python -m`` ran. Raises ValidationError (naming
-    ``field`` and the function) for a function no worker could import: nested in another
-    function, or defined in an interactive session, ``python -c`` or a script whose file
-    name is not a module name."""
+    ``field`` and the function) for an ``async def`` function (async handlers are not
+    supported yet) and for one no worker could import: nested in another function, or
+    defined in an interactive session, ``python -c`` or a script whose file name is not a
+    module name."""
     qualname = getattr(func, "__qualname__", None) or repr(func)
     module = getattr(func, "__module__", None) or "?"
     shown = f"{module}:{qualname}"
+    if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):
+        raise ValidationError(field, shown, f"is an async def function: {decorator} does not "
+                              "support async handlers yet; make it a plain def (it may run its "
+                              "coroutine with asyncio.run(...) and return the result)")
     if module == "__main__":
         main = sys.modules.get("__main__")
         spec = getattr(main, "__spec__", None)
@@ -236,4 +243,8 @@ def resolve(target: str, allowed: tuple[str, ...] = ()) -> Callable[..., Any]:
         raise ValidationError("python_target", target, f"failed while importing: {type(exc).__name__}: {exc}") from None
     if not callable(obj) or getattr(obj, REGISTERED, None) is None:
         raise ValidationError("python_target", target, "is not a function registered with @app.task (or @app.node)")
+    if inspect.iscoroutinefunction(obj) or inspect.isasyncgenfunction(obj):
+        raise ValidationError("python_target", target, "is an async def function: async "
+                              "handlers are not supported yet; make it a plain def (it may run its "
+                              "coroutine with asyncio.run(...))")
     return obj

@@ -1,6 +1,7 @@
-"""What ``@app.task`` accepts (issue 14): a script run directly declares its tasks under
-its file name, which workers import; a function no worker could import (``python -c``, a
-nested function) is refused with the reason."""
+"""What ``@app.task`` and ``@app.node`` accept (issue 14): an ``async def`` is refused at
+decoration time, naming the function and what to write instead; a script run directly
+declares its tasks under its file name, which workers import; a function no worker could
+import (``python -c``, a nested function) is refused with the reason."""
 
 from __future__ import annotations
 
@@ -11,7 +12,62 @@ import textwrap
 import pytest
 
 from pgsched import App
+from pgsched.app import resolve
 from pgsched.errors import ValidationError
+
+ASYNC = (
+    "is an async def function: @app.task does not support async handlers yet; make it a plain def "
+    "(it may run its coroutine with asyncio.run(...) and return the result)"
+)
+
+
+async def fetch(region: str = "eu") -> dict:
+    return {"region": region}
+
+
+async def stream():
+    yield 1
+
+
+def test_an_async_def_task_is_refused_naming_the_function_and_what_to_do():
+    app = App()
+    with pytest.raises(ValidationError) as caught:
+        app.task(schedule="*/5 * * * *")(fetch)
+    assert str(caught.value) == f"python_target: '{__name__}:fetch' {ASYNC}"
+    assert caught.value.field == "python_target" and app.specs == {}
+    with pytest.raises(ValidationError, match="stream' is an async def function"):
+        app.task()(stream)  # an async generator is no handler either
+    assert app.specs == {}
+
+
+def test_an_async_def_node_is_refused_too():
+    app = App()
+    with pytest.raises(
+        ValidationError, match=r"python: '.*:fetch' is an async def function: @app.node does not"
+    ):
+        app.node()(fetch)
+    with pytest.raises(
+        ValidationError, match=r"nodes\[a\].python: '.*:fetch' is an async def function"
+    ):
+        app.dag({"name": "d", "nodes": [{"id": "a", "python": fetch}]})
+
+
+def test_a_worker_refuses_an_async_function_registered_behind_the_decorators_back(
+    tmp_path, monkeypatch
+):
+    (tmp_path / "sneaky_tasks.py").write_text(
+        textwrap.dedent("""
+        async def job():
+            return 1
+        job.__pgsched_task__ = "sneaky_tasks:job"  # as a decorator of an older pgsched left it
+    """)
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(
+        ValidationError,
+        match="'sneaky_tasks:job' is an async def function: async handlers are not supported yet",
+    ):
+        resolve("sneaky_tasks:job")
 
 
 def script(tmp_path, name: str, *args: str) -> subprocess.CompletedProcess:
