@@ -11,18 +11,23 @@
 
 A worker runs such a task by its import path (``"mymodule:refresh"``); only functions
 registered with ``@app.task`` are run, never any other importable callable (DESIGN,
-"Security").
+"Security"). A task declared in a script run directly (``python tasks.py``) is imported by
+workers under the script's file name (``tasks:refresh``). Handlers are plain functions:
+``async def`` is refused until async handlers exist.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
+import keyword
 import logging
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from . import alerts, tasks
+from . import alerts, migrate, tasks
 from .db import Database
 from .errors import ValidationError
 from .tasks import TaskSpec
@@ -66,18 +71,15 @@ class App:
         expr = None if kind == "none" else str(schedule or every or at)
 
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
-            if func.__module__ == "__main__":
-                raise ValidationError("python_target", f"__main__:{func.__qualname__}",
-                                      "is in a script run directly, which no worker can import: define tasks "
-                                      "in a module (tasks.py) and import it from the script")
+            target = importable_target(func, "python_target", "@app.task")
             spec = TaskSpec(
                 name=name or func.__name__, handler_kind="python",
-                python_target=f"{func.__module__}:{func.__qualname__}", schedule_kind=kind,
+                python_target=target, schedule_kind=kind,
                 schedule=expr, timezone=timezone, params=dict(params or {}), timeout_seconds=timeout,
                 max_attempts=max_attempts, retry_policy=retry_policy,
                 retry_base_seconds=retry_base_seconds, retry_max_seconds=retry_max_seconds,
                 priority=priority, queue=queue, tenant=tenant, description=(func.__doc__ or "").strip() or None,
-                source=f"python:{func.__module__}")
+                source=f"python:{target.partition(':')[0]}")
             spec.validate()
             self.specs[spec.name] = spec
             if hooks:
@@ -93,10 +95,7 @@ class App:
         its params as keyword arguments, and ``upstream`` (``{node id: result}``) when it
         takes that argument; its return value (JSON) is the node's result."""
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
-            if func.__module__ == "__main__":
-                raise ValidationError("python", f"__main__:{func.__qualname__}",
-                                      "is in a script run directly, which no worker can import")
-            setattr(func, REGISTERED, f"{func.__module__}:{func.__qualname__}")
+            setattr(func, REGISTERED, importable_target(func, "python", "@app.node"))
             return func
         return register
 
@@ -113,11 +112,14 @@ class App:
             data = dict(definition)
             for n in definition.get("nodes") or []:
                 func = n.get("python") if isinstance(n, dict) else None
+                if callable(func):  # refused first when async or nested
+                    importable_target(func, f"nodes[{n.get('id')}].python", "@app.node")
                 if callable(func) and getattr(func, REGISTERED, None) is None:
                     raise ValidationError(f"nodes[{n.get('id')}].python", getattr(func, "__qualname__", func),
                                           "is not registered with @app.node or @app.task (workers run nothing else)")
             data["nodes"] = [
-                {**n, "python": f"{n['python'].__module__}:{n['python'].__qualname__}"}
+                {**n, "python": importable_target(n["python"], f"nodes[{n.get('id')}].python",
+                                                  "@app.node")}
                 if isinstance(n, dict) and callable(n.get("python")) else n
                 for n in definition.get("nodes") or []]
             parsed = dag_module.parse(data)
@@ -126,7 +128,10 @@ class App:
 
     def connect(self) -> Database:
         """A connection pool on ``dsn`` (else ``PGSCHED_DSN``, else the embedded default).
-        Raises ConnectionFailed, ConfigError."""
+        A database without pgsched's schema (a fresh one) gets it here, as ``pgsched
+        migrate`` would; one whose schema is behind or ahead of this code is refused (other
+        processes may run on it: upgrade it with ``pgsched migrate``). Raises
+        ConnectionFailed, ConfigError, SchemaBehind, SchemaAhead."""
         import os
 
         dsn = self.dsn or os.environ.get("PGSCHED_DSN")
@@ -134,7 +139,18 @@ class App:
             from . import embedded
 
             dsn = embedded.start()
-        return Database.connect(dsn)
+        db = Database.connect(dsn)
+        try:
+            with db.transaction() as tx:
+                fresh = migrate.status(tx).applied == []
+            if fresh:
+                migrate.migrate(dsn)
+            with db.transaction() as tx:
+                migrate.require_current(tx)
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     def sync(self, db: Database) -> list[str]:
         """Store every registered task that does not exist yet; return the names created.
@@ -166,6 +182,42 @@ class App:
         return created
 
 
+def importable_target(func: Callable[..., Any], field: str, decorator: str) -> str:
+    """``"module:qualname"``, the path a worker imports ``func`` by. A function of a script
+    run directly (module ``__main__``) is found under the script's file name (``python
+    tasks.py``: ``tasks``) or the module ``python -m`` ran. Raises ValidationError (naming
+    ``field`` and the function) for an ``async def`` function (async handlers are not
+    supported yet) and for one no worker could import: nested in another function, or
+    defined in an interactive session, ``python -c`` or a script whose file name is not a
+    module name."""
+    qualname = getattr(func, "__qualname__", None) or repr(func)
+    module = getattr(func, "__module__", None) or "?"
+    shown = f"{module}:{qualname}"
+    if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):
+        raise ValidationError(field, shown, f"is an async def function: {decorator} does not "
+                              "support async handlers yet; make it a plain def (it may run its "
+                              "coroutine with asyncio.run(...) and return the result)")
+    if module == "__main__":
+        main = sys.modules.get("__main__")
+        spec = getattr(main, "__spec__", None)
+        path = getattr(main, "__file__", None)
+        stem = Path(path).stem if path else ""
+        if spec is not None and spec.name not in ("", "__main__"):
+            module = spec.name  # python -m package.module
+        elif (stem.isidentifier() and not keyword.iskeyword(stem)
+              and stem not in sys.stdlib_module_names):
+            module = stem  # python tasks.py: workers import 'tasks' (their folder, --pythonpath)
+        else:
+            raise ValidationError(field, shown, "is defined where no worker can import it (an "
+                                  "interactive session, python -c, or a script whose file name is "
+                                  "not a module name): define tasks in a module file such as "
+                                  "tasks.py")
+    if "<locals>" in qualname:
+        raise ValidationError(field, shown, "is defined inside a function, where no worker can "
+                              "import it: define it at the top level of its module")
+    return f"{module}:{qualname}"
+
+
 def resolve(target: str, allowed: tuple[str, ...] = ()) -> Callable[..., Any]:
     """Import ``"package.module:function"`` and return the function.
 
@@ -191,4 +243,8 @@ def resolve(target: str, allowed: tuple[str, ...] = ()) -> Callable[..., Any]:
         raise ValidationError("python_target", target, f"failed while importing: {type(exc).__name__}: {exc}") from None
     if not callable(obj) or getattr(obj, REGISTERED, None) is None:
         raise ValidationError("python_target", target, "is not a function registered with @app.task (or @app.node)")
+    if inspect.iscoroutinefunction(obj) or inspect.isasyncgenfunction(obj):
+        raise ValidationError("python_target", target, "is an async def function: async "
+                              "handlers are not supported yet; make it a plain def (it may run its "
+                              "coroutine with asyncio.run(...))")
     return obj

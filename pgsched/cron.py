@@ -34,7 +34,9 @@ _HORIZON_YEARS = 400
 
 class CronError(ValueError):
     """An expression cron would reject, or one that can never fire. The message names the
-    field and the value, e.g. ``minute field '61' is out of range 0-59``."""
+    field, the value and why, in the field's terms: ``minute 60 is out of range 0-59``,
+    ``minute 61 is out of range 0-59 (in 1,61)`` (a bad part of a field), ``day-of-month
+    31 never occurs in month 2 (February has at most 29 days)``."""
 
 
 def check(expr: str) -> str:
@@ -64,7 +66,7 @@ def check(expr: str) -> str:
     if not croniter.is_valid(_canonical(text), second_at_beginning=len(fields) == 6):
         raise CronError(f"'{text}' is not a valid cron expression")
     if next_after(text, "UTC", datetime.now(timezone.utc)) is None:
-        raise CronError(f"'{text}' can never fire (no such date in the Gregorian calendar)")
+        raise CronError(_why_never(fields))
     return text
 
 
@@ -242,21 +244,23 @@ _FIELDS = (
 
 def _check_field(text: str, name: str, low: int, high: int, names: tuple[str, ...] | None) -> None:
     """Validate one time field (cronie entry.c get_list/get_range/get_number, plus the
-    ``L``, ``W`` and ``#`` day items of Quartz)."""
+    ``L``, ``W`` and ``#`` day items of Quartz). Raises CronError naming the field, the
+    value that is wrong and why: ``minute 60 is out of range 0-59``; when the value is a
+    part of the field, the field's text follows: ``hour 24 is out of range 0-23 (in 1-24)``."""
     for item in text.split(","):
+        if not item:
+            raise CronError(f"{name} {text} has an empty list element "
+                            "(two commas, or one at an end)")
         special = _special(item, name)
         problem = special if isinstance(special, _Malformed) else None if special else _check_item(
             item, low, high, names)
         if problem:
             bad, predicate = problem
-            subject = f"{name} field '{text}'" + ("" if bad == text else f": '{bad}'")
-            raise CronError(f"{subject} {predicate}")
+            raise CronError(f"{name} {bad} {predicate}" + ("" if bad == text else f" (in {text})"))
 
 
 def _check_item(item: str, low: int, high: int, names: tuple[str, ...] | None) -> tuple[str, str] | None:
-    """Return (offending text, predicate) for a bad list element, else None."""
-    if not item:
-        return item, "is an empty list element"
+    """Return (offending text, predicate) for a bad (non-empty) list element, else None."""
     base, slash, step = item.partition("/")
     if slash:
         if base != "*" and "-" not in base:
@@ -268,7 +272,9 @@ def _check_item(item: str, low: int, high: int, names: tuple[str, ...] | None) -
     if base == "*":
         return None
     start_text, dash, end_text = base.partition("-")
-    if not start_text or (dash and not end_text):
+    if not start_text:
+        return item, "has a range with a missing start"
+    if dash and not end_text:
         return item, "has a range with a missing end"
     start = _value(start_text, low, high, names)
     if isinstance(start, tuple):
@@ -542,3 +548,56 @@ def _daily(expr: str) -> tuple[int, time]:
         values.insert(0, [0])
     seconds, minutes, hours = values
     return len(seconds) * len(minutes) * len(hours), time(hours[-1], minutes[-1], seconds[-1])
+
+
+# The most days each month can have (February: in a leap year).
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _why_never(fields: list[str]) -> str:
+    """Why a valid expression (its fields, 5 or 6) that never fires does not, in the day
+    fields' terms. Only the days can make it so: when both day fields are restricted a day
+    matches either (and every weekday occurs in every month), so the cause is a
+    day-of-month that no selected month has (``31`` in ``2``; ``L-30`` or ``30W`` in
+    ``2``), or, when a day field starts with ``*`` and both must match (crontab(5)), a
+    day-of-week no such day ever falls on (``15W`` is Monday to Friday, never ``*/6``)."""
+    dom, month, dow = fields[-3:]
+    months = _expand(month, 1, 12, _MONTHS)
+    where = f"month {month}" if len(months) == 1 else f"months {month}"
+    if not any(_occurs(dom, m) for m in months):
+        offset = ", and L-n is n days before the last day" if re.search(r"(?i)L-", dom) else ""
+        return f"day-of-month {dom} never occurs in {where} ({_lengths(months)}{offset})"
+    return (f"day-of-week {dow} never falls on day-of-month {dom}"
+            + ("" if month == "*" else f" in {where}")
+            + " (a day field that starts with '*' makes a day match both, crontab(5))")
+
+
+def _occurs(dom: str, month: int) -> bool:
+    """Whether the day-of-month field ``dom`` (valid) selects a day month ``month`` has in
+    some year."""
+    days = _MONTH_DAYS[month - 1]
+
+    def occurs(item: str) -> bool:
+        special = _special(item, "day-of-month")
+        if special is None:
+            return _expand(item, 1, 31, None)[0] <= days
+        if special[0] == "last":  # L-n: n days before the last day
+            return special[1] < days
+        if special[0] == "nearest":  # dW: only a day the month has
+            return special[1] <= days
+        return True  # LW
+
+    return any(occurs(item) for item in dom.split(","))
+
+
+def _lengths(months: list[int]) -> str:
+    """``February has at most 29 days``, ``April, June and November have 30 days``..."""
+    by_days: dict[int, list[str]] = {}
+    for m in months:
+        by_days.setdefault(_MONTH_DAYS[m - 1], []).append(calendar.month_name[m])
+    parts = []
+    for days, names in sorted(by_days.items()):
+        listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        verb = "has" if len(names) == 1 else "have"
+        parts.append(f"{listed} {verb} {'at most 29' if days == 29 else days} days")
+    return "; ".join(parts)

@@ -20,11 +20,11 @@ trailing newline is accepted.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import cron
 
-__all__ = ["CrontabEntry", "CrontabProblem", "Crontab", "parse_crontab"]
+__all__ = ["CrontabEntry", "CrontabProblem", "CrontabWarning", "Crontab", "parse_crontab"]
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class CrontabProblem:
     """A line that is neither blank, comment, environment line nor valid entry.
 
     ``reason`` is one sentence starting ``"line N: "`` naming the bad field and
-    value, e.g. ``"line 7: minute field '61' is out of range 0-59"``.
+    value, e.g. ``"line 7: minute 61 is out of range 0-59"``.
     """
 
     line_no: int
@@ -75,11 +75,22 @@ class CrontabProblem:
 
 
 @dataclass(frozen=True)
+class CrontabWarning:
+    """An entry that is valid but probably not what was meant: ``message`` is one sentence
+    starting ``"line N: "``, saying what cron will do and what to write instead."""
+
+    line_no: int
+    raw: str
+    message: str
+
+
+@dataclass(frozen=True)
 class Crontab:
-    """The result of :func:`parse_crontab`: entries and problems in file order."""
+    """The result of :func:`parse_crontab`: entries, problems and warnings in file order."""
 
     entries: list[CrontabEntry]
     problems: list[CrontabProblem]
+    warnings: list[CrontabWarning] = field(default_factory=list)
 
 
 # crontab(5): "name = value"; blanks around '=' allowed, value may be quoted.
@@ -104,6 +115,7 @@ def parse_crontab(text: str, *, system: bool = False) -> Crontab:
     """
     entries: list[CrontabEntry] = []
     problems: list[CrontabProblem] = []
+    warnings: list[CrontabWarning] = []
     env: dict[str, str] = {}
     for line_no, raw in enumerate(text.split("\n"), start=1):
         if raw.endswith("\r"):
@@ -131,6 +143,9 @@ def parse_crontab(text: str, *, system: bool = False) -> Crontab:
         except _LineError as exc:
             problems.append(CrontabProblem(line_no, raw, f"line {line_no}: {exc}"))
             continue
+        warning = _percent_warning(rest)
+        if warning:
+            warnings.append(CrontabWarning(line_no, raw, f"line {line_no}: {warning}"))
         entries.append(
             CrontabEntry(
                 line_no=line_no,
@@ -144,7 +159,7 @@ def parse_crontab(text: str, *, system: bool = False) -> Crontab:
                 raw=raw,
             )
         )
-    return Crontab(entries=entries, problems=problems)
+    return Crontab(entries=entries, problems=problems, warnings=warnings)
 
 
 def _env_line(raw: str) -> tuple[str, str] | None:
@@ -245,23 +260,61 @@ def _split_percent(rest: str) -> tuple[str, str | None]:
 
     Unlike cronie, no final newline is appended to stdin (the worker adds it).
     """
+    end = _command_end(rest)
     command: list[str] = []
     escaped = False
-    for i, ch in enumerate(rest):
+    for ch in rest if end is None else rest[:end]:
         if escaped:
             if ch == "%":
                 command[-1] = "%"
             else:
                 command.append(ch)
             escaped = False
-        elif ch == "\\":
-            command.append(ch)
-            escaped = True
-        elif ch == "%":
-            return "".join(command), _stdin_text(rest[i + 1:])
         else:
             command.append(ch)
-    return "".join(command), None
+            escaped = ch == "\\"
+    return "".join(command), None if end is None else _stdin_text(rest[end + 1:])
+
+
+def _command_end(rest: str) -> int | None:
+    """The index of the first unescaped '%' of the command text ``rest`` (the one that ends
+    the command: see :func:`_split_percent`), or None."""
+    escaped = False
+    for i, ch in enumerate(rest):
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "%":
+            return i
+    return None
+
+
+# A strftime conversion as date(1) takes it (GNU flags -, _, 0, ^, #), e.g. %Y, %-d, %F.
+_STRFTIME = r"%[-_0^#]?[aAbBcCdDeFgGhHIjklmMnNpPrRsStTuUVwWxXyYzZ]"
+
+
+def _percent_warning(rest: str) -> str | None:
+    """Why the '%' that ends the command text ``rest`` looks meant as a date format, or
+    None. crontab(5): an unescaped '%' ends the command and starts its standard input, so
+    ``date +%Y-%m-%d`` runs ``date +`` with ``Y-``, ``m-``, ``d`` as input lines: almost
+    always a mistake. It looks meant as a date format when it starts a strftime
+    conversion and either follows a ``+`` (date's format argument, quoted or not), or
+    the command names ``date``, or a second conversion follows (``%H:%M``, ``%Y%m%d``).
+    A lone ``%s`` of printf, or input after a '%' (``mail root %hello``), does not warn."""
+    end = _command_end(rest)
+    if end is None or not re.match(_STRFTIME, rest[end:]):
+        return None
+    before, after = rest[:end], rest[end:]
+    if not (before.rstrip("'\"").endswith("+") or re.search(r"\bdate\b", before)
+            or re.match(_STRFTIME + r"[-_:./ T,]?\\?" + _STRFTIME, after)):
+        return None
+    start = max(before.rfind(" "), before.rfind("\t")) + 1
+    stop = min([i for i in (rest.find(" ", end), rest.find("\t", end)) if i >= 0] or [len(rest)])
+    word = rest[start:stop]
+    fixed = re.sub(r"(?<!\\)%", r"\\%", word)
+    return (f"the '%' in {word} ends the command and starts its standard input (crontab(5)); "
+            f"if it is meant as a date format, write {fixed}")
 
 
 def _stdin_text(text: str) -> str:

@@ -51,6 +51,9 @@ from .tasks import TaskSpec, check_json_object
 TRIGGER_RULES = ("all_success", "all_done", "all_failed", "one_success", "one_failed", "none_failed",
                  "none_failed_min_one_success")
 FAILURE_POLICIES = ("skip_downstream", "fail_all", "continue")
+# The rules that wait for upstream success (Airflow's meaning): under the ``continue``
+# policy a failed upstream node counts as a success for each of them (see decide).
+SUCCESS_RULES = ("all_success", "one_success", "none_failed", "none_failed_min_one_success")
 CONDITION_TESTS = ("equals", "not_equals", "in", "exists")
 _NODE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,99}")
 _DAG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,98}")
@@ -568,12 +571,14 @@ def decide(rule: str, up: Upstream, failure_policy: str = "skip_downstream") -> 
     a rule is decided as soon as the states seen settle it, not only when every upstream
     node is done. A node without upstream nodes runs.
 
-    ``failure_policy`` ``continue`` lets downstream of a failure run: for the rules that
-    want success (``all_success``, ``none_failed``, ``none_failed_min_one_success``) a
-    failed or upstream_failed node counts as succeeded. Skips still propagate, so a branch
-    not taken stays not taken. ``skip_downstream`` and ``fail_all`` use Airflow's rules as
-    they are (``fail_all`` also cancels the rest of the run, which is the engine's
-    business).
+    ``failure_policy`` ``continue`` lets downstream of a failure run: for every rule that
+    waits for success (SUCCESS_RULES: ``all_success``, ``one_success``, ``none_failed``,
+    ``none_failed_min_one_success``) a failed or upstream_failed node counts as succeeded,
+    so ``one_success`` runs as soon as one upstream node has ended other than skipped. The
+    rules that wait for failures (``all_failed``, ``one_failed``) or for anything
+    (``all_done``) keep their meaning. Skips still propagate, so a branch not taken stays
+    not taken. ``skip_downstream`` and ``fail_all`` use Airflow's rules as they are
+    (``fail_all`` also cancels the rest of the run, which is the engine's business).
 
     Decisions are eager, as in Airflow: ``all_success`` with one upstream skipped is
     ``skipped`` at once, even if another upstream node fails later.
@@ -586,7 +591,7 @@ def decide(rule: str, up: Upstream, failure_policy: str = "skip_downstream") -> 
         raise ValueError(f"failure policy {failure_policy!r} is not one of {', '.join(FAILURE_POLICIES)}")
     if up.total == 0:
         return "run"
-    if failure_policy == "continue" and rule in ("all_success", "none_failed", "none_failed_min_one_success"):
+    if failure_policy == "continue" and rule in SUCCESS_RULES:
         up = Upstream(up.total, up.succeeded + up.failed + up.upstream_failed, 0, up.skipped, 0)
     all_done = up.done == up.total
     failures = up.failed + up.upstream_failed

@@ -46,9 +46,16 @@ class ImportLine:
 
 @dataclass
 class ImportReport:
+    """What an import did. ``written``: whether the tasks were created (False for a dry
+    run, and when lines were refused and problems were not allowed: nothing is written).
+    ``warnings``: (line number, message) of entries imported as written that are probably
+    not what was meant (a '%' that looks meant as a date format)."""
+
     lines: list[ImportLine] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)  # with replace: tasks of lines now gone
+    warnings: list[tuple[int, str]] = field(default_factory=list)
+    written: bool = False
 
     def count(self, action: str) -> int:
         return sum(1 for line in self.lines if line.action == action)
@@ -110,9 +117,13 @@ def _is_user(word: str) -> bool:
 
 def import_crontab(db: Database | None, path: str | Path, *, system: bool = False,
                    tenant: str = "default", dry_run: bool = False, text: str | None = None,
-                   tz: str | None = None, replace: bool = False) -> ImportReport:
+                   tz: str | None = None, replace: bool = False,
+                   allow_problems: bool = False) -> ImportReport:
     """Import the crontab at ``path`` (or ``text``, named by ``path``). With ``dry_run`` (or
     no ``db``) nothing is written. All tasks of one file are created in one transaction.
+    A line that cannot become a task is a problem; when there is one, nothing is written
+    unless ``allow_problems`` (as crontab(1) installs no table with errors in it), and
+    the report says what would have been (``would_create``, ``written`` False).
 
     Entries without ``CRON_TZ`` are read in ``tz`` (default: this machine's zone, as cron
     here would). Tasks imported earlier from a file of the same name that no longer match
@@ -147,6 +158,9 @@ def import_crontab(db: Database | None, path: str | Path, *, system: bool = Fals
         specs.append((entry, spec))
     for problem in parsed.problems:
         report.lines.append(ImportLine(problem.line_no, "problem", reason=problem.reason))
+    report.warnings = [(w.line_no, w.message) for w in parsed.warnings]
+    if report.count("problem") and not allow_problems:
+        dry_run = True
     if not system and parsed.entries and all(_is_user(e.command.split(None, 1)[0]) for e in parsed.entries
                                              if e.command.split()):
         report.notes.append("every command starts with a user name (e.g. "
@@ -171,6 +185,7 @@ def import_crontab(db: Database | None, path: str | Path, *, system: bool = Fals
                                 f"now: {', '.join(stale)}; " + ("--replace would delete them" if replace else
                                                                 "they would stay (--replace deletes them)"))
     else:
+        report.written = True
         with db.transaction() as tx:
             for entry, spec in specs:
                 row = tasks.create(tx, spec, if_absent=True)
@@ -191,4 +206,7 @@ def import_crontab(db: Database | None, path: str | Path, *, system: bool = Fals
 
 
 def as_json(report: ImportReport) -> dict[str, Any]:
-    return {"lines": [line.__dict__ for line in report.lines], "notes": report.notes, "deleted": report.deleted}
+    return {"lines": [line.__dict__ for line in report.lines], "notes": report.notes,
+            "deleted": report.deleted,
+            "warnings": [{"line_no": n, "message": m} for n, m in report.warnings],
+            "problems": report.count("problem"), "written": report.written}

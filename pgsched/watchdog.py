@@ -14,6 +14,7 @@ the slot over) and the stuck thread leaves when the call returns, its result dis
 from __future__ import annotations
 
 import ctypes
+import inspect
 import threading
 import time
 import traceback
@@ -77,6 +78,8 @@ class Watchdog:
                 with _ThreadOutput.capture(sink):
                     try:
                         c.box["result"] = func(**params)
+                        if inspect.isawaitable(c.box["result"]):
+                            _refuse_awaitable(c, func, sink)
                     except TaskInterrupted:
                         c.box["interrupted"] = True
                     except BaseException as exc:  # the handler's failure is the attempt's, not ours
@@ -147,6 +150,23 @@ class Watchdog:
                         wait = min(wait, c.deadline - now)
             self._wake.wait(max(wait, 0.001))
             self._wake.clear()
+
+
+def _refuse_awaitable(c: _Call, func: Callable[..., Any], sink: LogSink) -> None:
+    """A handler that returned a coroutine (or another awaitable: a sync wrapper around an
+    ``async def``) has not done its work: the attempt fails as with a TypeError, and the
+    coroutine is closed unrun (else Python warns it was never awaited when it is freed)."""
+    awaitable = c.box.pop("result")
+    close = getattr(awaitable, "close", None)
+    if callable(close):
+        close()
+    name = getattr(func, "__qualname__", repr(func))
+    error = (f"{name} returned {type(awaitable).__name__} object instead of a result: async "
+             "handlers are not supported yet; make it a plain def that runs the coroutine, e.g. "
+             "return asyncio.run(...)")
+    c.box["error"] = f"TypeError: {error}"
+    c.box["types"] = tuple(_qualified(t) for t in TypeError.__mro__)
+    sink.write("system", error)
 
 
 def _outcome(c: _Call, abandoned: bool) -> Outcome:

@@ -284,8 +284,10 @@ def test_continue_policy_runs_every_rule_that_wants_success_once_upstream_is_don
         expected = {t: "skipped" if "skip" in t else "succeeded" for t in PAIRS}
     elif rule == "none_failed":
         expected = dict.fromkeys(PAIRS, "succeeded")
-    elif rule == "none_failed_min_one_success":
+    elif rule in ("one_success", "none_failed_min_one_success"):  # a failure is a success
         expected = {t: "skipped" if t == "t_skip_skip" else "succeeded" for t in PAIRS}
+    else:  # all_done, all_failed, one_failed do not wait for success: unchanged
+        assert rule not in dag_module.SUCCESS_RULES
     assert {t: states[t] for t in PAIRS} == expected
     # under continue, followers (all_success) of a failed or skipped target: failures let
     # them run, a skipped target skips them
@@ -314,6 +316,36 @@ def test_sql_trigger_rules_equal_the_python_reference_on_every_count(sql):
     assert len(got) == len(rows) > 2500
     mismatches = [(row, g["d"], e) for row, g, e in zip(rows, got, expected, strict=True) if g["d"] != e]
     assert mismatches == []
+
+
+@pytest.mark.parametrize("upstream, decision", [
+    # (succeeded, failed, skipped, upstream_failed) of 3 upstream nodes
+    ((0, 1, 0, 0), "run"),          # one failure counts as a success: runs at once
+    ((0, 0, 0, 1), "run"),          # so does a node skipped for a failure further up
+    ((0, 0, 1, 0), "wait"),         # a skip is not a success
+    ((0, 0, 3, 0), "skipped"),      # all skipped: a branch not taken stays not taken
+    ((0, 2, 1, 0), "run"),
+])
+def test_continue_makes_a_failure_count_as_a_success_for_one_success_in_sql_and_python(
+        sql, upstream, decision):
+    s, f, k, uf = upstream
+    got = sql.execute("SELECT pgsched.dag_decide_v1('one_success', 'continue', 3, %s, %s, %s, %s)"
+                      " AS d", [s, f, k, uf]).fetchone()["d"]
+    reference = dag_module.decide("one_success", dag_module.Upstream(3, s, f, k, uf), "continue")
+    assert (got, reference) == (decision, decision)
+
+
+def test_the_rules_that_wait_for_success_are_airflows():
+    """Every rule but those that wait for failures (all_failed, one_failed) or for anything
+    (all_done) waits for success, and so counts a failure as a success under continue."""
+    not_for_success = {"all_failed", "one_failed", "all_done"}
+    assert set(dag_module.SUCCESS_RULES) == set(dag_module.TRIGGER_RULES) - not_for_success
+
+
+def test_an_unknown_trigger_rule_is_refused_by_name_in_sql(sql):
+    with pytest.raises(psycopg.errors.InvalidParameterValue,
+                       match="trigger_rule: 'always' is not a trigger rule"):
+        sql.execute("SELECT pgsched.dag_decide_v1('always', 'continue', 1, 0, 0, 0, 0)")
 
 
 # --- conditions ---------------------------------------------------------------------------

@@ -68,9 +68,9 @@ def test_a_paused_task_stays_paused_and_unplanned(db, sql, report):
 
 
 @pytest.mark.parametrize(("changes", "field", "words"), [
-    ({"schedule": "0 0 30 2 *"}, "schedule", "can never fire"),
-    ({"schedule": "0 9 * * L"}, "schedule", "day-of-week field 'L'"),
-    ({"schedule": "61 * * * *"}, "schedule", "'61' is out of range 0-59"),
+    ({"schedule": "0 0 30 2 *"}, "schedule", "day-of-month 30 never occurs in month 2"),
+    ({"schedule": "0 9 * * L"}, "schedule", "day-of-week L"),
+    ({"schedule": "61 * * * *"}, "schedule", "minute 61 is out of range 0-59"),
     ({"timezone": "Mars/Olympus"}, "timezone", "Mars/Olympus"),
     ({"priority": 0}, "priority", "from 1"),
     ({"handler_kind": "shell", "command": "  "}, "command", "required"),

@@ -21,8 +21,13 @@ BAD_DEFINITIONS = [
     (["--command", "true", "--every", "0s"], "schedule: '0s' must be an interval from 1 second to 3650 days"),
     (["--command", "true", "--every", "1e-300"], "schedule: '1e-300' must be an interval from 1 second"),
     (["--command", "true", "--every", "99999999999d"], "schedule: '99999999999d' must be an interval"),
-    (["--command", "true", "--cron", "0 0 31 2 *"], "'0 0 31 2 *' can never fire"),
-    (["--command", "true", "--cron", "5-1 * * * *"], "minute field '5-1' is a reversed range"),
+    (["--command", "true", "--cron", "0 0 31 2 *"],
+     ("schedule: '0 0 31 2 *' is not a usable cron expression: day-of-month 31 never occurs in "
+     "month 2")),
+    (["--command", "true", "--cron", "5-1 * * * *"], "minute 5-1 is a reversed range"),
+    (["--command", "true", "--cron", "1,60 * * * *"], "minute 60 is out of range 0-59 (in 1,60)"),
+    (["--command", "true", "--cron", "0 9 31W 4,6 *"],
+     "day-of-month 31W never occurs in months 4,6 (April and June have 30 days)"),
     (["--command", "true", "--cron", ""], "schedule: '' is required for a cron schedule"),
     (["--command", ""], "command: '' is required for a shell task"),
     (["--command", "true", "--timeout", "inf"], "timeout_seconds: inf must be a number of seconds"),
@@ -44,7 +49,7 @@ BAD_DEFINITIONS = [
     (["--command", "true", "--at", "tomorrow-ish"], "at: 'tomorrow-ish'"),
     (["--command", "true", "--argv", "[\"ls\"]"], "handler: ['command', 'argv']"),
     (["--python", "no_colon_here"], "python_target: 'no_colon_here'"),
-    (["--command", "true", "--cron", "0 9 * * 5#6"], "day-of-week field '5#6' has occurrence 6"),
+    (["--command", "true", "--cron", "0 9 * * 5#6"], "day-of-week 5#6 has occurrence 6"),
 ]
 
 
@@ -164,10 +169,11 @@ def test_import_dry_run_writes_nothing_and_reports_every_line(dsn, sql, tmp_path
     assert sql.execute("SELECT count(*) AS n FROM pgsched.task").fetchone()["n"] == 0
     bad = tmp_path / "mixed"
     bad.write_text("SHELL=/bin/bash\n* * * * * echo ok\n61 * * * * echo bad minute\n@reboot echo boot\nnonsense\n")
-    result = json.loads(cli(dsn, "import-crontab", str(bad), "--json").stdout)
+    result = json.loads(cli(dsn, "import-crontab", str(bad), "--json", "--allow-problems").stdout)
     by_line = {line["line_no"]: line for line in result["lines"]}
     assert by_line[2]["action"] == "created"
-    assert by_line[3]["action"] == "problem" and "'61'" in by_line[3]["reason"]
+    assert by_line[3]["action"] == "problem"
+    assert by_line[3]["reason"] == "line 3: minute 61 is out of range 0-59"
     assert by_line[4]["action"] == "problem" and "@reboot" in by_line[4]["reason"]
     assert by_line[5]["action"] == "problem" and "line 5" in by_line[5]["reason"]
     task = sql.execute("SELECT env, command FROM pgsched.task").fetchone()
@@ -202,8 +208,17 @@ def test_cron_next_needs_no_database_and_prints_utc_and_local():
     data = json.loads(cli(unreachable, "cron", "next", "@hourly", "-n", "2", "--after", "2026-01-01T00:00Z",
                           "--json").stdout)
     assert [f["utc"] for f in data["fires"]] == ["2026-01-01T01:00:00+00:00", "2026-01-01T02:00:00+00:00"]
-    proc = cli(unreachable, "cron", "next", "0 0 30 2 *", check=False)
-    assert proc.returncode == 1 and "'0 0 30 2 *' can never fire" in proc.stderr
+    for expr, reason in [("0 0 30 2 *", ("day-of-month 30 never occurs in month 2 "
+                                        "(February has at most 29 days)")),
+                         ("0 0 31 4,6,9,11 *", ("day-of-month 31 never occurs in months 4,6,9,11 "
+                                               "(April, June, September and November have 30 "
+                                               "days)")),
+                         ("60 * * * *", "minute 60 is out of range 0-59"),
+                         ("* * * * 1,9#2", "day-of-week 9 is out of range 0-7 (in 1,9#2)")]:
+        proc = cli(unreachable, "cron", "next", expr, check=False)
+        assert proc.returncode == 1 and proc.stdout == "", proc
+        assert proc.stderr == (f"Error: schedule: '{expr}' is not a usable cron expression: "
+                               f"{reason}\n")
 
 
 def test_task_next_uses_the_stored_schedule_and_zone(dsn):

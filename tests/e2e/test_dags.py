@@ -211,3 +211,30 @@ def test_results_too_big_for_the_environment_reach_a_command_in_a_file(dsn, sql,
     assert join["result"] == ["a", "b", "c"]
     leftover = [p for p in os.listdir(tempfile.gettempdir()) if p.startswith("pgsched-params-")]
     assert leftover == []  # the file is removed when the command ends
+
+
+def test_under_continue_a_one_success_node_downstream_of_failed_nodes_runs(dsn, sql, start,
+                                                                          tmp_path):
+    """Both upstream nodes of ``report`` (one_success) fail; under ``continue`` a failure
+    counts as a success, so ``report`` runs (as soon as the first failure, as the rule is
+    eager) and so does the node after it. ``slow`` fails last, after report has started."""
+    definition = {"name": "cont", "failure_policy": "continue", "nodes": [
+        {"id": "quick", "command": "exit 3"},
+        {"id": "slow", "command": "sleep 5; exit 4"},
+        {"id": "report", "command": "echo reported", "depends_on": ["quick", "slow"],
+         "trigger_rule": "one_success"},
+        {"id": "after", "command": "echo after", "depends_on": ["report"]}]}
+    (tmp_path / "cont.json").write_text(json.dumps(definition))
+    cli(dsn, "dag", "apply", str(tmp_path / "cont.json"))
+    start("worker", "--poll-interval", "0.5", "--concurrency", "3")
+    run_id = trigger(dsn, "cont")
+    assert finished_run(sql, run_id)["state"] == "partially_succeeded"
+    nodes = nodes_of(sql, run_id)
+    assert {n: r["state"] for n, r in nodes.items()} == {
+        "quick": "failed", "slow": "failed", "report": "succeeded", "after": "succeeded"}
+    assert (nodes["report"]["result"], nodes["after"]["result"]) == ("reported", "after")
+    report_started = nodes["report"]["started_at"]
+    assert nodes["quick"]["finished_at"] <= report_started < nodes["slow"]["finished_at"]
+    # a failed node passes no result: report's upstream holds nothing
+    assert sql.execute("SELECT params FROM pgsched.execution_history WHERE id = %s",
+                       [nodes["report"]["execution_id"]]).fetchone()["params"]["upstream"] == {}

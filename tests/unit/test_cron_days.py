@@ -79,23 +79,24 @@ def test_day_extensions(expr, tz, after, expected):
 
 
 @pytest.mark.parametrize(("expr", "message"), [
-    ("0 9 * * L", "day-of-week field 'L' is ambiguous"),
-    ("0 9 L-0 * *", "day-of-month field 'L-0' has offset 0, out of range 1-30"),
-    ("0 9 L-31 * *", "day-of-month field 'L-31' has offset 31"),
-    ("0 9 32W * *", "day-of-month field '32W' has day 32, out of range 1-31"),
-    ("0 9 0W * *", "day-of-month field '0W' has day 0"),
-    ("0 9 * * 5#0", "day-of-week field '5#0' has occurrence 0, out of range 1-5"),
-    ("0 9 * * 5#6", "day-of-week field '5#6' has occurrence 6"),
-    ("0 9 * * 8L", "day-of-week field '8L': '8' is out of range 0-7"),
-    ("0 9 * * xyz#2", "day-of-week field 'xyz#2': 'xyz' is not a number or a name"),
-    ("0 9 L/2 * *", "day-of-month field 'L/2' puts a step on a single value"),
-    ("0 9 1-LW * *", "day-of-month field '1-LW': 'LW' is not a number"),
-    ("0 9 15W,L * 5#3/2", "day-of-week field '5#3/2'"),
-    ("0 9 5L * *", "day-of-month field '5L' is not a number"),
-    ("0 9 * * 15W", "day-of-week field '15W' is not a number or a name"),
-    ("L 9 * * *", "minute field 'L' is not a number"),
-    ("0 9 30W 2 *", "can never fire"),
-    ("0 9 L-29 2 *", "can never fire"),
+    ("0 9 * * L", "day-of-week L is ambiguous"),
+    ("0 9 L-0 * *", "day-of-month L-0 has offset 0, out of range 1-30"),
+    ("0 9 L-31 * *", "day-of-month L-31 has offset 31"),
+    ("0 9 32W * *", "day-of-month 32W has day 32, out of range 1-31"),
+    ("0 9 0W * *", "day-of-month 0W has day 0"),
+    ("0 9 * * 5#0", "day-of-week 5#0 has occurrence 0, out of range 1-5"),
+    ("0 9 * * 5#6", "day-of-week 5#6 has occurrence 6"),
+    ("0 9 * * 8L", "day-of-week 8 is out of range 0-7 (in 8L)"),
+    ("0 9 * * xyz#2", "day-of-week xyz is not a number or a name (sun..sat) (in xyz#2)"),
+    ("0 9 L/2 * *", "day-of-month L/2 puts a step on a single value"),
+    ("0 9 1-LW * *", "day-of-month LW is not a number (in 1-LW)"),
+    ("0 9 15W,L * 5#3/2", "day-of-week 5#3/2"),
+    ("0 9 5L * *", "day-of-month 5L is not a number"),
+    ("0 9 * * 15W", "day-of-week 15W is not a number or a name"),
+    ("L 9 * * *", "minute L is not a number"),
+    ("0 9 30W 2 *", "day-of-month 30W never occurs in month 2 (February has at most 29 days)"),
+    ("0 9 L-29 2 *", ("day-of-month L-29 never occurs in month 2 (February has at most 29 days, "
+                     "and L-n is n days before the last day)")),
 ])
 def test_bad_day_extensions_name_the_field_and_value(expr, message):
     with pytest.raises(cron.CronError) as caught:

@@ -56,7 +56,7 @@ def test_the_examples_load_with_their_levels():
     ({"name": "d", "failure_policy": "panic", "nodes": [{"id": "a", "command": "true"}]}, "failure_policy",
      "must be one of skip_downstream, fail_all, continue"),
     ({"name": "d", "schedule": {"cron": "61 * * * *"}, "nodes": [{"id": "a", "command": "true"}]}, "schedule",
-     "'61' is out of range"),
+     "minute 61 is out of range 0-59"),
     ({"name": "d", "schedule": {"cron": "@daily", "interval": "1h"}, "nodes": [{"id": "a", "command": "true"}]},
      "schedule", "exactly one of cron, interval, once"),
     ({"name": "d", "nodes": []}, "nodes", "must be a non-empty list"),
