@@ -2,8 +2,9 @@
 
 -- name: execution_claim :many
 -- Claim up to %(limit)s ready executions of the given queues for one worker: highest
--- priority (1) first, then oldest run_at, and returned in that order. The MATERIALIZED CTE stops the planner from
--- re-running the LIMIT subquery (Oban's note); SKIP LOCKED lets workers claim in parallel.
+-- priority (1) first, then oldest run_at, then id, across the queues, and returned in that
+-- order. The MATERIALIZED CTEs stop the planner from re-running the LIMIT subqueries (Oban's
+-- note); SKIP LOCKED lets workers claim in parallel.
 -- task is the task's definition as a JSON object, NULL when the caller already holds it
 -- at task_version (the task row's xmin: every change to the row gives it a new one):
 -- %(known_task_ids)s / %(known_task_versions)s, parallel arrays (claims.TaskDefinitions).
@@ -15,13 +16,44 @@
 -- the claimer (psycopg's jsonb loader) was two thirds of a claim's client time. Params
 -- that are not an object (only a raw INSERT into pgsched.execution can store one) come as
 -- {} (the worker treated JSON null and [] so before).
-WITH picked AS MATERIALIZED (
-    SELECT id FROM pgsched.execution
-     WHERE state = 'pending' AND run_at <= coalesce(%(now)s::timestamptz, now())
-       AND queue = ANY(%(queues)s::text[])
-     ORDER BY priority, run_at, id
+-- Each queue is read from its own front (execution_ready_queue_idx leads with the queue,
+-- migration 0012), so what other queues hold costs nothing: queue = ANY(...) on that index
+-- would return one queue after another and need a sort of the worker's whole backlog. A
+-- worker of one queue locks the first %(limit)s of it, as before. A worker of several
+-- first reads, without locks, the first %(limit)s of each and merges them into the first
+-- %(limit)s of all (ahead): how many each queue gives (share); then each queue locks that
+-- many from its front, skipping rows locked by claims in flight (which take those), so no
+-- more rows are locked than are claimed. ahead is read only for several queues (a
+-- MATERIALIZED CTE is run when first read).
+WITH asked AS MATERIALIZED (
+    SELECT DISTINCT q AS queue FROM unnest(%(queues)s::text[]) AS q
+), ahead AS MATERIALIZED (
+    SELECT f.queue
+      FROM asked a
+     CROSS JOIN LATERAL (
+           SELECT e.queue, e.priority, e.run_at, e.id FROM pgsched.execution e
+            WHERE e.state = 'pending' AND e.queue = a.queue
+              AND e.run_at <= coalesce(%(now)s::timestamptz, now())
+            ORDER BY e.priority, e.run_at, e.id
+            LIMIT %(limit)s) f
+     ORDER BY f.priority, f.run_at, f.id
      LIMIT %(limit)s
-       FOR UPDATE SKIP LOCKED
+), share AS MATERIALIZED (
+    SELECT a.queue, CASE WHEN (SELECT count(*) FROM asked) = 1 THEN %(limit)s
+                         ELSE (SELECT count(*) FROM ahead h WHERE h.queue = a.queue) END AS n
+      FROM asked a
+), picked AS MATERIALIZED (
+    SELECT p.id
+      FROM share s
+     CROSS JOIN LATERAL (
+           SELECT e.id FROM pgsched.execution e
+            WHERE e.state = 'pending' AND e.queue = s.queue
+              AND e.run_at <= coalesce(%(now)s::timestamptz, now())
+            ORDER BY e.priority, e.run_at, e.id
+            LIMIT s.n
+              FOR UPDATE SKIP LOCKED) p
+     WHERE s.n > 0
+     LIMIT %(limit)s  -- no more than that: tells the planner so (it took a LIMIT s.n for many)
 ), claimed AS (
     UPDATE pgsched.execution e
        SET state = 'running', attempt = e.attempt + 1, worker_id = %(worker_id)s,
