@@ -129,6 +129,13 @@ class Session:
         """Run an ``:exec`` query; the number of rows it touched."""
         return self._run(query_name, "exec", params)
 
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """This connection inside one transaction: committed on success, rolled back on
+        any exception."""
+        with translated(), self.conn.transaction():
+            yield self
+
 
 class Database(Session):
     """A pool of connections (autocommit); each call outside :meth:`transaction` is one

@@ -84,6 +84,30 @@ SELECT c.*, t.xmin::text::bigint AS task_version,
  -- worker started a batch's priority-9 executions before its priority-2 ones)
  ORDER BY c.priority, c.run_at, c.id
 
+-- name: execution_next_due :one
+-- Seconds from now, by the database's clock, until the earliest run_at of a pending
+-- execution of %(queues)s; NULL when none is pending; 0 or less when one is due already
+-- (held by a claim in flight or a lock, or not claimable by this worker). A worker asks
+-- before it waits, after a claim that came up short, and wakes then instead of at its next
+-- poll (pgsched.due): a retry's backoff, a run enqueued for later start on time. One
+-- descent of execution_ready_queue_idx per (queue, priority): priorities are 1 to 10 (the
+-- table's CHECK), and within one, the index is in run_at order.
+SELECT extract(epoch FROM min(f.run_at) - clock_timestamp())::float8 AS seconds
+  FROM (SELECT DISTINCT q FROM unnest(%(queues)s::text[]) AS q) AS a(queue)
+ CROSS JOIN generate_series(1, 10) AS p(priority)
+ CROSS JOIN LATERAL (
+       SELECT e.run_at FROM pgsched.execution e
+        WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = p.priority
+        ORDER BY e.run_at
+        LIMIT 1) f
+
+-- name: execution_wake :exec
+-- Wake the workers (LISTEN pgsched_execution) when this transaction commits: for executions
+-- made pending by an UPDATE (a retry, a hand-back, the leader's rescue), which the INSERT
+-- trigger (execution_inserted, migration 0009) does not see. The same empty payload as the
+-- trigger's: PostgreSQL sends one of a transaction's identical notifications.
+SELECT pg_notify('pgsched_execution', '')
+
 -- name: execution_finish :exec
 -- Move a running execution that this worker still holds (its lease) into history with its
 -- final state. Zero rows means the claim was lost (rescued after the worker was declared
