@@ -19,15 +19,15 @@
 -- Each queue is read from its own front (execution_ready_queue_idx leads with the queue,
 -- migration 0012), so what other queues hold costs nothing: queue = ANY(...) on that index
 -- would return one queue after another and need a sort of the worker's whole backlog. A
--- worker of one queue locks the first %(limit)s of it, as before. A worker of several
--- first reads, without locks, the first %(limit)s of each and merges them into the first
--- %(limit)s of all (ahead): how many each queue gives (share); then each queue locks that
--- many from its front, skipping rows locked by claims in flight (which take those), so no
--- more rows are locked than are claimed. ahead is read only for several queues (a
--- MATERIALIZED CTE is run when first read).
+-- worker of one queue locks the first %(limit)s of it, as before (the planner, which sees
+-- the queues, drops the rest of the statement). A worker of several first reads, without
+-- locks, the first %(limit)s of each queue and merges them into the first %(limit)s of all
+-- (ahead), once; then each queue locks as many from its front as it holds of those,
+-- skipping rows that claims in flight hold (they take those): no more rows are locked than
+-- are claimed, so none is hidden from other workers until this commits.
 WITH asked AS MATERIALIZED (
     SELECT DISTINCT q AS queue FROM unnest(%(queues)s::text[]) AS q
-), ahead AS MATERIALIZED (
+), ahead AS (
     SELECT f.queue
       FROM asked a
      CROSS JOIN LATERAL (
@@ -38,22 +38,21 @@ WITH asked AS MATERIALIZED (
             LIMIT %(limit)s) f
      ORDER BY f.priority, f.run_at, f.id
      LIMIT %(limit)s
-), share AS MATERIALIZED (
-    SELECT a.queue, CASE WHEN (SELECT count(*) FROM asked) = 1 THEN %(limit)s
-                         ELSE (SELECT count(*) FROM ahead h WHERE h.queue = a.queue) END AS n
-      FROM asked a
 ), picked AS MATERIALIZED (
     SELECT p.id
-      FROM share s
+      FROM asked s
      CROSS JOIN LATERAL (
            SELECT e.id FROM pgsched.execution e
             WHERE e.state = 'pending' AND e.queue = s.queue
               AND e.run_at <= coalesce(%(now)s::timestamptz, now())
             ORDER BY e.priority, e.run_at, e.id
-            LIMIT s.n
+            LIMIT CASE WHEN cardinality(%(queues)s::text[]) = 1 THEN %(limit)s
+                       -- the share of each queue, by name (an InitPlan: computed once)
+                       ELSE coalesce(((SELECT jsonb_object_agg(c.queue, c.n)
+                                         FROM (SELECT h.queue, count(*) AS n FROM ahead h GROUP BY h.queue) c)
+                                      ->> s.queue)::bigint, 0) END
               FOR UPDATE SKIP LOCKED) p
-     WHERE s.n > 0
-     LIMIT %(limit)s  -- no more than that: tells the planner so (it took a LIMIT s.n for many)
+     LIMIT %(limit)s  -- no more than that: tells the planner so
 ), claimed AS (
     UPDATE pgsched.execution e
        SET state = 'running', attempt = e.attempt + 1, worker_id = %(worker_id)s,
