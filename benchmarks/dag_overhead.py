@@ -192,7 +192,8 @@ class Bench:
             worker = WorkerProcess(dsn, args.concurrency, self.logs / f"worker-{repeat}-{workload}.log")
             self._wait(conn, worker, "SELECT EXISTS (SELECT 1 FROM pgsched.worker WHERE state = 'running') "
                        "AND EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND application_name = 'pgsched worker listen' AND (query ILIKE 'LISTEN%%' OR query ILIKE 'WITH picked%%'))",
+                       "AND application_name = 'pgsched worker listen' AND (query ILIKE 'LISTEN%%' "
+                       "OR query ILIKE 'WITH asked%%' OR query ILIKE 'SELECT extract(epoch FROM min(f.run_at)%%'))",
                        [], 60, "the worker to start and listen", poll=0.05)
             # Warm-up: the worker imports noop_tasks and opens its pool connections.
             conn.execute("INSERT INTO pgsched.run_request (task) SELECT 'bench-warmup' FROM generate_series(1, %s)",

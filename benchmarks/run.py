@@ -14,7 +14,7 @@ run and reused by its repeats) as a subprocess that prints JSON result lines
 in an order rotated per repeat, so that drift on a shared machine hits them all alike.
 
 Parts (``--only``): enqueue_bulk, enqueue_single, drain, sustained, latency, burst,
-flatness, memory; optional ones run only when named: sweep (pgsched's drain at several
+flatness, memory, backlog (claims beside another queue's backlog); optional ones run only when named: sweep (pgsched's drain at several
 ``--concurrency``), lifecycle (the research's one-job pgbench scripts). ``--extras`` adds
 pgqueuer's psycopg driver to latency, procrastinate to memory, pgsched's single enqueue through
 the Python API (``tasks.trigger``), and the scheduler burst
@@ -63,7 +63,7 @@ PEER_REQUIREMENTS = HERE / "requirements-peers.txt"
 DOC = REPO / "docs" / "performance.md"
 DOC_BEGIN, DOC_END = "<!-- run.py --write-doc: begin -->", "<!-- run.py --write-doc: end -->"
 
-PARTS = ["enqueue_bulk", "enqueue_single", "drain", "sustained", "latency", "burst", "flatness", "memory"]
+PARTS = ["enqueue_bulk", "enqueue_single", "drain", "sustained", "latency", "burst", "flatness", "memory", "backlog"]
 OPTIONAL_PARTS = ["sweep", "lifecycle"]
 SYSTEMS = ["pgsched", "pgqueuer", "procrastinate", "pgbench"]
 PEERS = ["pgqueuer", "procrastinate"]
@@ -186,6 +186,10 @@ def build_plan(args: argparse.Namespace, pgbench: str | None) -> dict[str, list[
         add("memory", "procrastinate", "best", pro + ["drain", "--n", n, "--concurrency", "16", "--part", "memory"],
             drain_timeout + 120)
 
+    add("backlog", "pgsched", "best", pgs + ["claim-backlog", "--backlog", str(args.backlog_rows),
+                                             "--claims", str(args.backlog_claims),
+                                             "--rounds", str(args.backlog_rounds)])
+
     for conc in (1, 4, 8, 16, 32, 64):
         add("sweep", "pgsched", f"c{conc}", pgs + ["drain", "--n", n, "--concurrency", str(conc), "--part", "sweep"],
             drain_timeout + 120)
@@ -277,8 +281,8 @@ class Runner:
         outcome.config = line["config"]
         outcome.runs.append(line["metrics"])
         metrics = line["metrics"]
-        shown = {k: metrics[k] for k in ("jobs_per_s", "last_over_first", "to_last_created_s", "peak_rss_mib")
-                 if k in metrics}
+        shown = {k: metrics[k] for k in ("jobs_per_s", "last_over_first", "to_last_created_s", "peak_rss_mib",
+                                         "ratio", "two_ratio") if k in metrics}
         if "enqueue_to_start" in metrics:
             shown = {k: metrics["enqueue_to_start"][k] for k in ("p50_ms", "p99_ms")}
         common.log(f"  [{repeat}] {m.part:<14} {m.system:<13} {m.role:<8} {time.perf_counter() - started:6.1f} s  "
@@ -423,6 +427,14 @@ class Report:
                 {"pgsched": "hN"}, target="flatness"),
             Row("memory", f"worker peak RSS at concurrency 16, draining {n} runs (MiB)", "peak_rss_mib",
                 {"pgsched": "best", "pgqueuer": "best", "procrastinate": "best"}, higher=False, fmt="mib"),
+            Row("backlog", "claim of 10 on queue 'default', median (ms)", "without_ms", {"pgsched": "best"},
+                higher=False, fmt="ms"),
+            Row("backlog", f"… beside {a.backlog_rows:,} ready executions on queue 'bulk' (ms)", "with_ms",
+                {"pgsched": "best"}, higher=False, fmt="ms"),
+            Row("backlog", "… beside ÷ without", "ratio", {"pgsched": "best"}, higher=False, fmt="ratio",
+                target="backlog"),
+            Row("backlog", "… the same ratio for a worker of 'default' and 'urgent'", "two_ratio",
+                {"pgsched": "best"}, higher=False, fmt="ratio", target="backlog"),
         ]
         return [r for r in rows if r.part in self.args.parts]
 
@@ -479,6 +491,8 @@ class Report:
                 return "baseline not measured"
             r = own / base
             return verdict(r <= 1.1, f"{r:.2f}× the peak at {a.burst_baseline:,} tasks, flat = ≤ 1.10×")
+        if row.target == "backlog":
+            return verdict(own <= 1.2, f"{own:.2f}×, flat = ≤ 1.20× (another queue's backlog costs nothing)")
         if row.target == "flatness":
             base = self.median("flatness", "pgsched", "h0", "jobs_per_s")
             if base is None:
@@ -716,6 +730,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.latency_duration = 2.0 if smoke else 20.0
     args.burst_sizes = [1_000] if smoke else ([100_000, 1_000_000] if args.large else [100_000])
     args.burst_baseline = None if smoke else 1_000
+    args.backlog_rows = 10_000 if smoke else 100_000
+    args.backlog_claims = 50 if smoke else 500
+    args.backlog_rounds = 1 if smoke else 3
     args.parts = [part for part in PARTS + OPTIONAL_PARTS if part in args.only] if args.only else PARTS
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     bad = [s for s in args.systems if s not in SYSTEMS]

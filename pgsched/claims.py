@@ -6,7 +6,8 @@ sixth of a draining worker's CPU, although a batch of a hundred rows usually hol
 a few tasks. :class:`TaskDefinitions` keeps the definitions it has seen, each at the version
 it was read at (the task row's ``xmin``, which every change to the row renews), and tells
 ``execution_claim`` which it holds: the database sends a definition only for a task not
-held, or held at an older version.
+held, or held at an older version. :func:`give_back` returns claimed executions that never
+started to the queue.
 """
 
 from __future__ import annotations
@@ -53,3 +54,18 @@ class TaskDefinitions:
         while len(self._held) > self.held_max:  # after the rows: they may use what goes
             del self._held[next(iter(self._held))]
         return rows
+
+
+def give_back(session: Session | Database, rows: list[Row]) -> list[Row]:
+    """Hand claimed executions that never started back to the queue, as if never claimed
+    (``execution_unclaim``: ``rows`` are claimed rows, their ``id`` and ``lease_id`` used;
+    only those whose lease is still held), and wake the workers in the same transaction:
+    an UPDATE back to pending sends no NOTIFY of its own, and idle workers would find them
+    only at their next poll. Returns one row (``id``) per execution handed back, or dropped
+    because its task was deleted meanwhile. Raises what ``Session.many`` raises."""
+    with session.transaction() as tx:
+        back = tx.many("execution_unclaim", id=[r["id"] for r in rows],
+                       lease_id=[r["lease_id"] for r in rows])
+        if back:
+            tx.exec("execution_wake")
+    return back

@@ -141,6 +141,13 @@ class Session:
         assert row is not None  # SELECT now() returns one row
         return row["now"]
 
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """This connection inside one transaction: committed on success, rolled back on
+        any exception."""
+        with translated(), self.conn.transaction():
+            yield self
+
 
 class Database(Session):
     """A pool of connections (autocommit); each call outside :meth:`transaction` is one

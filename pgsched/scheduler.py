@@ -314,7 +314,8 @@ def _names(tx: Session, group: dict) -> list[str]:
 
 def rescue(db: Database) -> list[dict]:
     """Declare workers silent for too long dead and put what they ran back in the queue
-    (``pgsched.rescue_v1``); cancel what is left running of stopping DAG runs
+    (``pgsched.rescue_v1``), waking the workers in the same transaction when any is
+    pending again; cancel what is left running of stopping DAG runs
     (``pgsched.dag_sweep_v1``). Returns one row per execution: id, worker, outcome
     (requeued, unclaimed: back in the queue as if never claimed, because it surely never
     started, dropped: such an execution of a task deleted meanwhile, dead or cancelled; the
@@ -327,6 +328,8 @@ def rescue(db: Database) -> list[dict]:
             for r in rows:
                 if r["execution_id"] in dropped:
                     r["outcome"] = "dropped"
+        if any(r["outcome"] in ("requeued", "unclaimed") for r in rows):
+            tx.exec("execution_wake")  # pending again by UPDATE: the insert trigger sends none
     for r in rows:
         log.warning("rescued execution %s from dead worker %s: %s", r["execution_id"], r["worker_id"], r["outcome"])
     swept = db.one("scheduler_dag_sweep")

@@ -3,8 +3,10 @@
 One claimer thread owns a dedicated connection that LISTENs (``pgsched_execution``,
 ``pgsched_cancel``) and claims: a notification is answered by a claim on that same
 connection, with no hop to another thread; a slow poll is the fallback (a notification is
-lost when a connection drops). Claims (``execution_claim``: SKIP LOCKED, priority then
-run_at) fill a small local buffer sized to the free slots plus a prefetch, so a slot that
+lost when a connection drops). Work due later (a retry's backoff, a run enqueued for later)
+wakes it when due, by the database's clock (:mod:`pgsched.due`). Claims
+(``execution_claim``: SKIP LOCKED, priority then run_at, each queue read from its own
+front) fill a small local buffer sized to the free slots plus a prefetch, so a slot that
 ends an execution takes the next one without waiting for a claim round trip. The prefetch
 grows only while handlers are short (a buffered execution waits about
 ``PREFETCH_HORIZON`` seconds for its slot, on average) and is capped by
@@ -53,10 +55,11 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from . import app as app_module
-from .claims import TaskDefinitions
+from .claims import TaskDefinitions, give_back
 from .clock import ClockProbe, DatabaseClock
 from .completer import Completer
 from .db import Database, Row, Session, connect, has_nul
+from .due import NextDue
 from .errors import ConnectionFailed, PgschedError, TransientError
 from .retry import backoff_seconds
 from .runner import LogSink, Outcome, run_command, storable_text
@@ -386,6 +389,7 @@ class Worker:
         session = Session(conn)
         tasks = TaskDefinitions()
         next_poll = 0.0
+        due = NextDue(self.config.poll_interval)
         while not stop.is_set():
             conn.pgconn.consume_input()  # notifications already received: handled now
             while note := conn.pgconn.notifies():
@@ -393,6 +397,8 @@ class Worker:
             now = time.monotonic()
             if now >= next_poll:
                 self._maybe_more, next_poll = True, now + self.config.poll_interval
+            if due.passed(now):
+                self._maybe_more = True
             with self._lock:
                 want = self._claim_size() if self._maybe_more else 0
                 excess = self._excess()
@@ -413,11 +419,15 @@ class Worker:
                     self._maybe_more = True  # there may be more ready right now
                 if rows:
                     self.clock.read(rows[0]["started_at"], sent, time.monotonic())  # the claim's now()
+                    due.claimed()
                     with self._ready:
                         _buffer_in_order(self._buffer, rows)
                         self._ready.notify()  # who takes one wakes another if worth it (_slot_loop)
+                if not self._maybe_more:  # about to wait (no notification came meanwhile)
+                    self._look_up_due(session, due)
                 continue
-            ready, _, _ = select.select([conn.fileno(), self._wake_r], [], [], min(0.25, max(next_poll - now, 0)))
+            timeout = due.wait(now, min(0.25, max(next_poll - now, 0)))
+            ready, _, _ = select.select([conn.fileno(), self._wake_r], [], [], timeout)
             if self._wake_r in ready:
                 try:
                     os.read(self._wake_r, 4096)
@@ -426,14 +436,27 @@ class Worker:
                 with self._lock:  # after the read: a poke from now on writes again
                     self._poked = False
 
+    def _look_up_due(self, session: Session, due: NextDue) -> None:
+        """Ask when the earliest pending execution of this worker's queues is due
+        (``execution_next_due``, by the database's clock), so that the claimer wakes then
+        rather than at its next poll. Only before the claimer waits: a busy worker's full
+        claims never pay this round trip. When the question fails, the poll still wakes it."""
+        try:
+            row = session.one("execution_next_due", queues=self.config.queues)
+        except ConnectionFailed:
+            raise  # the claimer reconnects
+        except PgschedError as exc:
+            log.warning("could not look up when the next execution is due: %s", exc)
+            return
+        due.learn(row["seconds"] if row else None, time.monotonic())
+
     def _unclaim(self, session: Session, rows: list[Row]) -> None:
         """Hand ``rows`` (taken off the buffer) back to the queue as if never claimed. When
         that fails they are not run here (the hand-back may have been committed): they are
         tried again (the lease makes it idempotent), at the latest when the worker stops."""
         self._unclaiming.extend(rows)
         try:
-            back = session.many("execution_unclaim", id=[r["id"] for r in self._unclaiming],
-                                lease_id=[r["lease_id"] for r in self._unclaiming])
+            back = give_back(session, self._unclaiming)
         except ConnectionFailed:
             raise  # the claimer reconnects, then tries again
         except PgschedError as exc:
@@ -456,7 +479,7 @@ class Worker:
         if not rows:
             return
         try:
-            back = self.db.many("execution_unclaim", id=[r["id"] for r in rows], lease_id=[r["lease_id"] for r in rows])
+            back = give_back(self.db, rows)
             log.info("worker %s: handed back %d claimed execution(s) that had not started", self.id, len(back))
         except PgschedError as exc:
             log.warning("worker %s: could not hand back %d claimed execution(s) (%s); the leader's rescue will",
@@ -870,6 +893,8 @@ class Worker:
             if final is None:
                 done = tx.exec("execution_retry", run_at=retry_at, extra_attempts=1 if stopped else 0,
                                budget_delay_seconds=budget, **lease)
+                if done:  # an UPDATE: no NOTIFY from the insert trigger, so wake idle workers
+                    tx.exec("execution_wake")  # (they look up its run_at: pgsched.due)
             else:
                 done = tx.exec("execution_finish", state=final, finished_at=finished,
                                exit_code=outcome.exit_code, error=outcome.error,

@@ -2,8 +2,9 @@
 
 -- name: execution_claim :many
 -- Claim up to %(limit)s ready executions of the given queues for one worker: highest
--- priority (1) first, then oldest run_at, and returned in that order. The MATERIALIZED CTE stops the planner from
--- re-running the LIMIT subquery (Oban's note); SKIP LOCKED lets workers claim in parallel.
+-- priority (1) first, then oldest run_at, then id, across the queues, and returned in that
+-- order. The MATERIALIZED CTEs stop the planner from re-running the LIMIT subqueries (Oban's
+-- note); SKIP LOCKED lets workers claim in parallel.
 -- task is the task's definition as a JSON object, NULL when the caller already holds it
 -- at task_version (the task row's xmin: every change to the row gives it a new one):
 -- %(known_task_ids)s / %(known_task_versions)s, parallel arrays (claims.TaskDefinitions).
@@ -16,13 +17,43 @@
 -- that are not an object (only a raw INSERT into pgsched.execution can store one) come as
 -- {} (the worker treated JSON null and [] so before). backoff_from_attempt: the attempt
 -- number a retry's backoff counts from (a dead-letter retry sets it; migration 0012).
-WITH picked AS MATERIALIZED (
-    SELECT id FROM pgsched.execution
-     WHERE state = 'pending' AND run_at <= coalesce(%(now)s::timestamptz, now())
-       AND queue = ANY(%(queues)s::text[])
-     ORDER BY priority, run_at, id
+-- Each queue is read from its own front (execution_ready_queue_idx leads with the queue,
+-- migration 0014), so what other queues hold costs nothing: queue = ANY(...) on that index
+-- would return one queue after another and need a sort of the worker's whole backlog. A
+-- worker of one queue locks the first %(limit)s of it, as before (the planner, which sees
+-- the queues, drops the rest of the statement). A worker of several first reads, without
+-- locks, the first %(limit)s of each queue and merges them into the first %(limit)s of all
+-- (ahead), once; then each queue locks as many from its front as it holds of those,
+-- skipping rows that claims in flight hold (they take those): no more rows are locked than
+-- are claimed, so none is hidden from other workers until this commits.
+WITH asked AS MATERIALIZED (
+    SELECT DISTINCT q AS queue FROM unnest(%(queues)s::text[]) AS q
+), ahead AS (
+    SELECT f.queue
+      FROM asked a
+     CROSS JOIN LATERAL (
+           SELECT e.queue, e.priority, e.run_at, e.id FROM pgsched.execution e
+            WHERE e.state = 'pending' AND e.queue = a.queue
+              AND e.run_at <= coalesce(%(now)s::timestamptz, now())
+            ORDER BY e.priority, e.run_at, e.id
+            LIMIT %(limit)s) f
+     ORDER BY f.priority, f.run_at, f.id
      LIMIT %(limit)s
-       FOR UPDATE SKIP LOCKED
+), picked AS MATERIALIZED (
+    SELECT p.id
+      FROM asked s
+     CROSS JOIN LATERAL (
+           SELECT e.id FROM pgsched.execution e
+            WHERE e.state = 'pending' AND e.queue = s.queue
+              AND e.run_at <= coalesce(%(now)s::timestamptz, now())
+            ORDER BY e.priority, e.run_at, e.id
+            LIMIT CASE WHEN cardinality(%(queues)s::text[]) = 1 THEN %(limit)s
+                       -- the share of each queue, by name (an InitPlan: computed once)
+                       ELSE coalesce(((SELECT jsonb_object_agg(c.queue, c.n)
+                                         FROM (SELECT h.queue, count(*) AS n FROM ahead h GROUP BY h.queue) c)
+                                      ->> s.queue)::bigint, 0) END
+              FOR UPDATE SKIP LOCKED) p
+     LIMIT %(limit)s  -- no more than that: tells the planner so
 ), claimed AS (
     UPDATE pgsched.execution e
        SET state = 'running', attempt = e.attempt + 1, worker_id = %(worker_id)s,
@@ -52,6 +83,30 @@ SELECT c.*, t.xmin::text::bigint AS task_version,
  -- in the order they are to start: an UPDATE returns its rows in no particular order (a
  -- worker started a batch's priority-9 executions before its priority-2 ones)
  ORDER BY c.priority, c.run_at, c.id
+
+-- name: execution_next_due :one
+-- Seconds from now, by the database's clock, until the earliest run_at of a pending
+-- execution of %(queues)s; NULL when none is pending; 0 or less when one is due already
+-- (held by a claim in flight or a lock, or not claimable by this worker). A worker asks
+-- before it waits, after a claim that came up short, and wakes then instead of at its next
+-- poll (pgsched.due): a retry's backoff, a run enqueued for later start on time. One
+-- descent of execution_ready_queue_idx per (queue, priority): priorities are 1 to 10 (the
+-- table's CHECK), and within one, the index is in run_at order.
+SELECT extract(epoch FROM min(f.run_at) - clock_timestamp())::float8 AS seconds
+  FROM (SELECT DISTINCT q FROM unnest(%(queues)s::text[]) AS q) AS a(queue)
+ CROSS JOIN generate_series(1, 10) AS p(priority)
+ CROSS JOIN LATERAL (
+       SELECT e.run_at FROM pgsched.execution e
+        WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = p.priority
+        ORDER BY e.run_at
+        LIMIT 1) f
+
+-- name: execution_wake :exec
+-- Wake the workers (LISTEN pgsched_execution) when this transaction commits: for executions
+-- made pending by an UPDATE (a retry, a hand-back, the leader's rescue), which the INSERT
+-- trigger (execution_inserted, migration 0009) does not see. The same empty payload as the
+-- trigger's: PostgreSQL sends one of a transaction's identical notifications.
+SELECT pg_notify('pgsched_execution', '')
 
 -- name: execution_finish :exec
 -- Move a running execution that this worker still holds (its lease) into history with its

@@ -21,6 +21,9 @@ Parts:
   ``next_fire_at`` = the coming minute; ``pgsched scheduler`` and ``--workers`` workers
   running; time from that minute until every fire's execution exists (committed), and until
   the last one started; the scheduler's peak RSS.
+- ``claim-backlog``: claims on 'default' (and by a worker of 'default' and 'urgent') timed
+  with and without ``--backlog`` ready executions on another queue, 'bulk'; the ratio of
+  the medians (flat: about 1) and the buffers one claim touches.
 - ``fill-history``: ``--rows`` rows of finished executions put into
   ``pgsched.execution_history`` (daily partitions of the last ``--days`` days, made with
   ``pgsched.partition_ensure_v1``), for the history-flatness drain that follows.
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,10 +58,12 @@ except ImportError:  # a checkout that is not installed
 import common
 import noop_tasks
 import psycopg
+from psycopg.rows import dict_row
 
 from pgsched import migrate as migrations
-from pgsched import tasks
-from pgsched.db import Database
+from pgsched import queries, tasks
+from pgsched.claims import TaskDefinitions
+from pgsched.db import Database, Session
 
 SYSTEM = "pgsched"
 BenchFailed = common.BenchFailed
@@ -147,13 +153,14 @@ def worker_args(concurrency: int, extra: list[str] | None = None) -> list[str]:
 
 def wait_listening(conn: psycopg.Connection[Any], procs: list[Proc], count: int, timeout: float = 60) -> None:
     """Until ``count`` workers are registered and their LISTEN connections are up (the
-    connection's last statement is a LISTEN, or a claim: the worker claims on it after
-    its LISTENs)."""
+    connection's last statement is a LISTEN, or a claim, or the next-due lookup that follows
+    a claim that came up short: the worker claims on it after its LISTENs)."""
     def ready() -> bool:
         return bool(scalar(conn, "SELECT (SELECT count(*) FROM pgsched.worker WHERE state = 'running') >= %s "
                            "AND (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                           "AND application_name = 'pgsched worker listen' AND (query ILIKE 'LISTEN%%' OR query ILIKE 'WITH picked%%')) >= %s",
-                           (count, count)))
+                           "AND application_name = 'pgsched worker listen' AND (query ILIKE 'LISTEN%%' "
+                           "OR query ILIKE 'WITH asked%%' OR query ILIKE 'SELECT extract(epoch FROM min(f.run_at)%%'))"
+                           " >= %s", (count, count)))
     common.wait_until(ready, timeout, f"{count} worker(s) to start and listen", poll=0.05,
                       alive=lambda: next((d for p in procs if (d := p.dead())), None))
 
@@ -435,6 +442,79 @@ def part_burst(args: argparse.Namespace) -> None:
             shutil.rmtree(logs, ignore_errors=True)
 
 
+def part_claim_backlog(args: argparse.Namespace) -> None:
+    """Claims on 'default' (and by a worker of 'default' and 'urgent') with and without
+    ``--backlog`` ready executions on queue 'bulk', older than default's (the order an index
+    without the queue would read them in). Each condition runs ``--claims`` claims of
+    ``--limit`` on a fresh ``--n`` ready executions per queue (vacuumed), each claim timed
+    alone on one autocommit connection (``TaskDefinitions.claim``, as the worker's claimer);
+    what it claimed is deleted after it, untimed, as finishing would. The conditions
+    alternate ``--rounds`` times (the backlog is inserted and deleted each round), so drift
+    on a shared machine hits both. Also the buffers one claim touches (EXPLAIN ANALYZE)."""
+    db = prepare(args.dsn)
+    conn = psycopg.connect(args.dsn, autocommit=True)
+    claimer = psycopg.connect(args.dsn, autocommit=True, row_factory=dict_row)
+    try:
+        conn.execute("""INSERT INTO pgsched.task (name, handler_kind, command, queue)
+                        VALUES ('bench-urgent', 'shell', 'true', 'urgent'), ('bench-bulk', 'shell', 'true', 'bulk')""")
+        worker = db.one("worker_register", name="bench claimer", hostname="bench", pid=os.getpid(),
+                        queues=["default", "urgent"], concurrency=args.limit, heartbeat_interval=3600.0)
+        assert worker is not None
+        sets = {"one": ["default"], "two": ["default", "urgent"]}
+        times: dict[tuple[str, bool], list[float]] = {(k, b): [] for k in sets for b in (False, True)}
+        buffers: dict[tuple[str, bool], int] = {}
+
+        def fill(task: str, queue: str, n: int, age: str) -> None:
+            conn.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, queue)
+                            SELECT t.id, now() - %(age)s::interval, now() - %(age)s::interval + g * interval '1 ms',
+                                   %(queue)s
+                              FROM pgsched.task t, generate_series(1, %(n)s) g WHERE t.name = %(task)s""",
+                         {"task": task, "queue": queue, "n": n, "age": age})
+
+        def measure(name: str, backlog: bool) -> None:
+            conn.execute("DELETE FROM pgsched.execution WHERE queue <> 'bulk'")
+            fill("bench-job", "default", args.n, "1 hour")
+            fill("bench-urgent", "urgent", args.n, "30 minutes")
+            conn.execute("VACUUM ANALYZE pgsched.execution")
+            text = queries.get("execution_claim").text
+            params = {"queues": sets[name], "limit": args.limit, "worker_id": worker["id"], "now": None,
+                      "known_task_ids": [], "known_task_versions": []}
+            with claimer.transaction(force_rollback=True):
+                plan = claimer.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + text, params).fetchone()
+            top = next(iter(plan.values()))[0]["Plan"]
+            buffers[(name, backlog)] = top["Shared Hit Blocks"] + top["Shared Read Blocks"]
+            held = TaskDefinitions()
+            session = Session(claimer)
+            for _ in range(args.claims):
+                t = time.perf_counter()
+                rows = held.claim(session, queues=sets[name], limit=args.limit, worker_id=worker["id"])
+                times[(name, backlog)].append(time.perf_counter() - t)
+                if len(rows) != args.limit:
+                    raise BenchFailed(f"claim-backlog: a claim of {args.limit} on {sets[name]} got {len(rows)}")
+                conn.execute("DELETE FROM pgsched.execution WHERE id = ANY(%s)", ([r["id"] for r in rows],))
+
+        for _ in range(args.rounds):
+            for backlog in (False, True):
+                conn.execute("DELETE FROM pgsched.execution WHERE queue = 'bulk'")
+                if backlog:
+                    fill("bench-bulk", "bulk", args.backlog, "1 day")
+                for name in sets:
+                    measure(name, backlog)
+        ms = {key: statistics.median(v) * 1000 for key, v in times.items()}
+    finally:
+        claimer.close()
+        conn.close()
+        db.close()
+    common.emit(SYSTEM, "backlog", f"claims of {args.limit} on 'default' (and 'default'+'urgent'), "
+                f"{args.claims} per condition x {args.rounds} rounds, beside {args.backlog:,} ready on 'bulk'",
+                without_ms=round(ms[("one", False)], 3), with_ms=round(ms[("one", True)], 3),
+                ratio=round(ms[("one", True)] / ms[("one", False)], 3),
+                two_without_ms=round(ms[("two", False)], 3), two_with_ms=round(ms[("two", True)], 3),
+                two_ratio=round(ms[("two", True)] / ms[("two", False)], 3),
+                buffers={f"{k}{'_backlog' if b else ''}": v for (k, b), v in buffers.items()},
+                backlog=args.backlog, claims=args.claims, limit=args.limit)
+
+
 def part_fill_history(args: argparse.Namespace) -> None:
     """``--rows`` finished runs of ``bench-job`` spread evenly over the daily partitions of
     the last ``--days`` days, today included (so today's partition, where new finishes go,
@@ -493,7 +573,8 @@ def part_fill_history(args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("cmd", choices=["enqueue-bulk", "enqueue-single", "drain", "latency", "burst", "fill-history"])
+    p.add_argument("cmd", choices=["enqueue-bulk", "enqueue-single", "drain", "latency", "burst", "fill-history",
+                                   "claim-backlog"])
     p.add_argument("--dsn", required=True)
     p.add_argument("--n", type=int, default=20000)
     p.add_argument("--chunk", type=int, default=1000)
@@ -511,13 +592,18 @@ def main() -> None:
                    help="burst: tasks fire every second, due at a second soon (no wait for the next minute)")
     p.add_argument("--rows", type=int, default=10_000_000)
     p.add_argument("--days", type=int, default=10)
+    p.add_argument("--backlog", type=int, default=100_000, help="claim-backlog: ready executions on 'bulk'")
+    p.add_argument("--claims", type=int, default=200, help="claim-backlog: claims timed per condition and round")
+    p.add_argument("--limit", type=int, default=10, help="claim-backlog: executions per claim")
+    p.add_argument("--rounds", type=int, default=2, help="claim-backlog: times the conditions alternate")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--keep-logs", metavar="DIR", help="keep the pgsched processes' logs in DIR")
     args = p.parse_args()
     args.part = args.part_name
     warnings.simplefilter("ignore")
     fn = {"enqueue-bulk": part_enqueue_bulk, "enqueue-single": part_enqueue_single, "drain": part_drain,
-          "latency": part_latency, "burst": part_burst, "fill-history": part_fill_history}[args.cmd]
+          "latency": part_latency, "burst": part_burst, "fill-history": part_fill_history,
+          "claim-backlog": part_claim_backlog}[args.cmd]
     common.main_guard(lambda: fn(args))
 
 

@@ -29,4 +29,5 @@ def test_run_smoke_on_pgsched_and_the_pgbench_reference(pg_server, tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "claim throughput: drain of 500, empty history" in proc.stdout
     assert "scheduler burst, 1,000 cron tasks" in proc.stdout
+    assert "beside 10,000 ready executions on queue 'bulk'" in proc.stdout
     assert "Targets:" in proc.stdout and (tmp_path / "smoke.jsonl").stat().st_size > 0
