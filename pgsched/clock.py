@@ -28,28 +28,42 @@ import time
 from datetime import UTC, datetime, timedelta
 
 
+# How fast a host's monotonic clock and the database's clock may drift apart (seconds per
+# second: 500 ppm, the most an NTP-disciplined clock slews), so how fast a reading's error
+# bound grows with its age.
+DRIFT = 5e-4
+
+
 class DatabaseClock:
     """Readings of the database's ``now()`` mapped onto this process's monotonic clock.
 
-    ``read(db_now, sent, received)`` records a reading: ``db_now`` (aware) taken by a
+    ``read(db_now, sent, received)`` offers a reading: ``db_now`` (aware) taken by a
     statement sent at monotonic ``sent`` and answered at ``received`` (seconds, from
-    ``time.monotonic()``); it counts as taken half-way. ``at(mono)`` is the database's
-    instant at monotonic ``mono``; ``now()`` the current one. Readings may come from any
-    thread (one assignment of a tuple each). Raises RuntimeError before the first one.
+    ``time.monotonic()``); it counts as taken half-way, within half the round trip. The
+    clock keeps the reading with the smallest error bound, as NTP keeps its best sample:
+    half its round trip, growing by ``DRIFT`` per second of its age, so a slow answer (a
+    claim of many rows, a busy server) never moves the time line by more than a fast one
+    would allow. ``at(mono)`` is the database's instant at monotonic ``mono``; ``now()`` the
+    current one. Readings may come from any thread (one assignment of a tuple each).
+    Raises RuntimeError before the first one.
     """
 
     def __init__(self) -> None:
-        self._reading: tuple[datetime, float] | None = None
+        self._reading: tuple[datetime, float, float] | None = None  # (db_now, taken at, error bound)
 
     def read(self, db_now: datetime, sent: float, received: float | None = None) -> None:
-        """Record a reading of the database's ``now()``."""
-        self._reading = (db_now, (sent + (sent if received is None else received)) / 2)
+        """Offer a reading of the database's ``now()``; kept when it is the better one."""
+        received = sent if received is None else received
+        taken, bound = (sent + received) / 2, (received - sent) / 2
+        held = self._reading
+        if held is None or bound <= held[2] + DRIFT * (taken - held[1]):
+            self._reading = (db_now, taken, bound)
 
     def at(self, mono: float) -> datetime:
         """The database's instant (aware, UTC) when the monotonic clock showed ``mono``."""
         if self._reading is None:
             raise RuntimeError("the database's clock has not been read yet")
-        db_now, taken = self._reading
+        db_now, taken, _ = self._reading
         return db_now + timedelta(seconds=mono - taken)
 
     def now(self) -> datetime:

@@ -747,7 +747,7 @@ class Worker:
         for ``record_retry_seconds`` while the database is unreachable (a blip must not
         leave the execution 'running'). An outcome the database refuses is recorded as a
         failure instead (``fell_back``: this is that failure)."""
-        finished = self.clock.now()
+        finished = max(self.clock.now(), started)  # a better reading of the clock may have come meanwhile
         stopped = handback and outcome.state == "failed"
         outcome = _storable(outcome)
         final = self._final_state(row, outcome, stopped)

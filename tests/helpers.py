@@ -24,10 +24,13 @@ def clock_off(seconds: int) -> dict[str, str]:
     Debian package faketime), its monotonic clock left true, as a host whose clock is
     merely set wrong has it. Preloaded straight into the process rather than through the
     ``faketime`` wrapper, which forks and does not pass SIGTERM on: stopping the wrapper
-    would leave the pgsched process running."""
+    would leave the pgsched process running. ``tests/faketime/sitecustomize.py`` works
+    around libfaketime's broken absolute sleeps (it explains)."""
     if not LIBFAKETIME:
         raise AssertionError("libfaketime is missing: apt-get install faketime")
-    return {"LD_PRELOAD": LIBFAKETIME[0], "FAKETIME": f"{seconds:+d}s", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    path = os.pathsep.join(p for p in (str(REPO / "tests" / "faketime"), os.environ.get("PYTHONPATH")) if p)
+    return {"LD_PRELOAD": LIBFAKETIME[0], "FAKETIME": f"{seconds:+d}s", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "PYTHONPATH": path}
 
 
 def utc(*args: int) -> datetime:

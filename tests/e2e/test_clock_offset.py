@@ -6,9 +6,7 @@ no warning.
 
 libfaketime is preloaded straight into the process (``LD_PRELOAD``, ``FAKETIME``) rather
 than through the ``faketime`` wrapper: the wrapper forks and does not pass SIGTERM on, so
-stopping it would leave the pgsched process running. ``FAKETIME_DONT_FAKE_MONOTONIC``
-keeps the monotonic clock true (timeouts and intervals), as a host whose wall clock is off
-has it.
+stopping it would leave the pgsched process running (tests.helpers.clock_off).
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ import re
 import pytest
 
 from ..helpers import cli, clock_off, wait_until
+
 
 def measured(sql) -> bool:
     """Two workers and one scheduler have each stored an offset measured with a round trip
