@@ -27,7 +27,6 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-
 # How fast a host's monotonic clock and the database's clock may drift apart (seconds per
 # second: 500 ppm, the most an NTP-disciplined clock slews), so how fast a reading's error
 # bound grows with its age.

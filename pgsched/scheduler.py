@@ -24,8 +24,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 from datetime import date, datetime, timedelta, timezone
+from typing import NamedTuple
 
 import psycopg
 

@@ -220,7 +220,8 @@ async def cmd_latency(args) -> None:
     worker = subprocess.Popen([sys.executable, os.path.abspath(__file__), "latency-worker", "--dsn", args.dsn,
                                "--out", path, "--driver", args.driver, "--batch-size", str(args.batch_size)],
                               preexec_fn=common.die_with_parent)  # noqa: PLW1509
-    alive = lambda: None if worker.poll() is None else f"the worker exited ({worker.returncode})"
+    def alive() -> str | None:
+        return None if worker.poll() is None else f"the worker exited ({worker.returncode})"
     try:
         q = await make_queries(args.dsn, args.driver)
         for i in range(5):  # warm-up: proves the worker is listening

@@ -169,7 +169,8 @@ async def cmd_latency(args) -> None:
     worker = subprocess.Popen([sys.executable, os.path.abspath(__file__), "latency-worker", "--dsn", args.dsn,
                                "--out", path, "--concurrency", str(args.concurrency)],
                               preexec_fn=common.die_with_parent)  # noqa: PLW1509
-    alive = lambda: None if worker.poll() is None else f"the worker exited ({worker.returncode})"
+    def alive() -> str | None:
+        return None if worker.poll() is None else f"the worker exited ({worker.returncode})"
     try:
         app, _, lat = make_app(args.dsn)
         async with app.open_async():
