@@ -458,7 +458,8 @@ def part_claim_backlog(args: argparse.Namespace) -> None:
         conn.execute("""INSERT INTO pgsched.task (name, handler_kind, command, queue)
                         VALUES ('bench-urgent', 'shell', 'true', 'urgent'), ('bench-bulk', 'shell', 'true', 'bulk')""")
         worker = db.one("worker_register", name="bench claimer", hostname="bench", pid=os.getpid(),
-                        queues=["default", "urgent"], concurrency=args.limit, heartbeat_interval=3600.0)
+                        queues=["default", "urgent"], concurrency=args.limit, heartbeat_interval=3600.0,
+                        host_time=None, round_trip=None)
         assert worker is not None
         sets = {"one": ["default"], "two": ["default", "urgent"]}
         times: dict[tuple[str, bool], list[float]] = {(k, b): [] for k in sets for b in (False, True)}
