@@ -94,6 +94,13 @@ BEGIN
     IF enqueue_v2.params IS NOT NULL AND jsonb_typeof(enqueue_v2.params) <> 'object' THEN
         RAISE EXCEPTION 'params: % is not a JSON object', enqueue_v2.params USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- as the CLI and the REST API check it: an empty key names nothing, and a long one would
+    -- fail on the unique index (a B-tree entry is at most about 2.7 kB) with PostgreSQL's error
+    IF key IS NOT NULL AND (key = '' OR length(key) > 200) THEN
+        RAISE EXCEPTION 'idempotency_key: % must be text of 1 to 200 characters',
+            quote_literal(left(key, 60) || CASE WHEN length(key) > 60 THEN '...' ELSE '' END)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     run_params := t.params || coalesce(enqueue_v2.params, '{}'::jsonb);
     IF key IS NULL AND t.idempotent THEN
         key := pgsched.derived_key_v1(t.id, run_params, fire_at);

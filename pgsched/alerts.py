@@ -61,8 +61,12 @@ class Alerting:
             url = getattr(self, name)
             if url is None:
                 continue
-            parts = urlsplit(url) if isinstance(url, str) else None
-            if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            try:
+                parts = urlsplit(url) if isinstance(url, str) else None
+                host, _ = (parts.hostname, parts.port) if parts else (None, None)  # both raise on a bad netloc
+            except ValueError as exc:  # 'http://[::1' (an unclosed IPv6 address), a port over 65535
+                raise ValidationError(name, url, f"is not a URL ({exc})") from None
+            if parts is None or parts.scheme not in ("http", "https") or not host:
                 raise ValidationError(name, url, "must be an http:// or https:// URL with a host")
         for name in ("missed_after_seconds", "failure_window_seconds"):
             value = getattr(self, name)

@@ -514,9 +514,10 @@ def walk(expr: str, tz: str, after: datetime, until: datetime) -> tuple[int, dat
 
     Exact however long the span, without walking every fire: the time fields select the
     same readings on every matching day, so a matching local day that lies wholly inside
-    the span and is 24 hours long (no clock change) holds ``seconds x minutes x hours``
-    fires, counted at once; other days (the span's first and last, and days the clocks
-    change) are walked fire by fire. A month of a per-minute job is about 30 steps, not
+    the span, with no clock change on it or on the days either side (a reading skipped at
+    23:30 runs at the next day's 00:00, as America/Nuuk's clocks jump from 23:00), holds
+    ``seconds x minutes x hours`` fires, counted at once; other days (the span's first and
+    last, and days near a clock change) are walked fire by fire. A month of a per-minute job is about 30 steps, not
     43,200 (a step, ``next_after``, costs about 0.1 ms)."""
     zone = ZoneInfo(tz)
     per_day, last_reading = _daily(expr)
@@ -528,12 +529,22 @@ def walk(expr: str, tz: str, after: datetime, until: datetime) -> tuple[int, dat
         day = nxt.astimezone(zone).date()
         start = datetime.combine(day, time(), tzinfo=zone).astimezone(timezone.utc)
         end = datetime.combine(day + timedelta(days=1), time(), tzinfo=zone).astimezone(timezone.utc)
-        if start > after and end <= until and end - start == timedelta(days=1):
+        if start > after and end <= until and _steady(zone, start, end):
             count += per_day
             latest = datetime.combine(day, last_reading, tzinfo=zone).astimezone(timezone.utc)
             at = end - timedelta(microseconds=1)
         else:
             count, latest, at = count + 1, nxt, nxt
+
+
+def _steady(zone: ZoneInfo, start: datetime, end: datetime) -> bool:
+    """Whether the local day from ``start`` to ``end`` (UTC instants of its midnights) is 24
+    hours long and the clocks keep one offset from a day before it to a day after it."""
+    if end - start != timedelta(days=1):
+        return False
+    offsets = {(at).astimezone(zone).utcoffset() for at in
+               (start - timedelta(days=1), start, end - timedelta(seconds=1), end + timedelta(days=1))}
+    return len(offsets) == 1
 
 
 @functools.lru_cache(maxsize=4096)

@@ -81,8 +81,13 @@ def translated() -> Iterator[None]:
         raise _translate(exc) from exc
 
 
+# Every session pgsched opens: instants in UTC, and dates in the ISO style, the only one
+# psycopg parses (a server or database set to DateStyle 'SQL, DMY' made every command fail).
+_SESSION = "SET TIME ZONE 'UTC'; SET DateStyle = 'ISO, YMD'"
+
+
 def _configure(conn: psycopg.Connection, idle_in_transaction_timeout: float | None = None) -> None:
-    conn.execute("SET TIME ZONE 'UTC'")
+    conn.execute(_SESSION)
     if idle_in_transaction_timeout is not None:
         conn.execute(sql.SQL("SET idle_in_transaction_session_timeout = {}").format(
             sql.Literal(max(1, round(idle_in_transaction_timeout * 1000)))))
@@ -97,7 +102,7 @@ def connect(dsn: str, *, autocommit: bool = True, application_name: str = "pgsch
     with translated():
         conn = psycopg.connect(dsn, autocommit=autocommit, row_factory=dict_row,
                                application_name=application_name, connect_timeout=10)
-        conn.execute("SET TIME ZONE 'UTC'")
+        conn.execute(_SESSION)
         return conn
 
 

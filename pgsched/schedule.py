@@ -34,9 +34,20 @@ MIN_INTERVAL = 1.0  # seconds; the scheduler's resolution
 MAX_INTERVAL = 3650 * 86400.0
 
 
+# Files of the tz database that are no location's civil time: ``localtime`` and
+# ``posixrules`` are each host's own setting (the same task would fire at other instants on
+# another host), ``Factory`` is a placeholder ("-00"), and the ``right/`` tree counts leap
+# seconds, so its 09:00 is 27 seconds off civil 09:00.
+_NOT_CIVIL = re.compile(r"(?i)localtime|posixrules|factory|right/.*")
+
+
 def zone(name: str) -> ZoneInfo:
     """The IANA time zone ``name`` (``"Europe/London"``). Raises ValidationError for an
-    unknown zone."""
+    unknown zone, and for a name that is no location's civil time (``localtime``,
+    ``posixrules``, ``Factory``, ``right/...``)."""
+    if isinstance(name, str) and _NOT_CIVIL.fullmatch(name):
+        raise ValidationError("timezone", name, "is not a location's time zone (it is this host's own setting, "
+                              "a placeholder, or counts leap seconds); use one like 'UTC' or 'Europe/Berlin'")
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
@@ -63,14 +74,25 @@ def parse_interval(text: str, field: str = "schedule") -> float:
 
 
 def parse_once(text: str, tz: str) -> datetime:
-    """The UTC instant of a ``once`` schedule; a naive timestamp is read in zone ``tz``."""
+    """The UTC instant of a ``once`` schedule; a naive timestamp is read in zone ``tz``.
+    Raises ValidationError for text that is no ISO 8601 timestamp, and for a naive one
+    that the clocks of ``tz`` skip (a spring-forward gap: no instant shows it; PEP 495
+    would quietly move it by the gap). A time shown twice (clocks falling back) is its
+    first showing."""
     try:
         when = datetime.fromisoformat(text.strip())
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=zone(tz))
-        return when.astimezone(UTC)
-    except (ValueError, OverflowError):
+    except ValueError:
         raise ValidationError("schedule", text, "is not an ISO 8601 timestamp like '2026-12-01T09:00:00Z'") from None
+    try:
+        if when.tzinfo is None:
+            local = when.replace(tzinfo=zone(tz))
+            if local.astimezone(UTC).astimezone(local.tzinfo).replace(tzinfo=None) != when:
+                raise ValidationError("schedule", text, f"does not exist in {tz}: the clocks skip that local "
+                                      "time (a daylight-saving change); give a time outside the gap, or an offset")
+            when = local
+        return when.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError("schedule", text, "is out of range") from None
 
 
 def validate_cron(expr: str) -> str:

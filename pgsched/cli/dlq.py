@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import click
 
-from ..errors import PgschedError
+from ..errors import PgschedError, ValidationError
 from ..schedule import parse_interval
 from .executions import execution, execution_show
 from .output import print_json, table
@@ -71,7 +72,7 @@ def dlq_retry(c: Context, execution_id: int | None, retry_all: bool, task_name: 
 
 
 @dlq.command("purge")
-@click.option("--older-than", help="Only those dead for longer than this (30s, 12h, 7d).")
+@click.option("--older-than", help="Only those dead for longer than this, with a unit (30s, 12h, 7d).")
 @click.option("--all", "purge_all", is_flag=True,
               help="The whole dead-letter queue (of this tenant).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -86,6 +87,10 @@ def dlq_purge(c: Context, older_than: str | None, purge_all: bool, as_json: bool
         raise PgschedError("dlq purge: with no filter this deletes the whole dead-letter queue; "
                            "give --older-than DURATION (e.g. 7d), or --all to delete every dead "
                            "execution")
+    if not no_filter and re.fullmatch(r"\s*\d+(\.\d+)?\s*", older_than or ""):
+        # a bare number deletes what is older than that many seconds: almost never what a
+        # user who typed "--older-than 7" meant, and nothing deleted comes back
+        raise ValidationError("older_than", older_than, "needs a unit: 30s, 15m, 12h or 7d")
     seconds = 0.0 if no_filter else parse_interval(older_than or "", "older_than")
     row = c.db().one("dlq_purge", seconds=seconds, tenant=c.tenant)
     assert row is not None

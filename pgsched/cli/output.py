@@ -62,9 +62,13 @@ def parse_when(value: str | None, field: str, tz: str = "UTC", *,
         if value.startswith("+"):
             return now().replace(microsecond=0) + timedelta(seconds=parse_interval(value[1:]))
         return parse_once(value, tz)
-    except (ValidationError, OverflowError):
+    except ValidationError as exc:
+        if "does not exist in" in exc.reason:  # a local time the clocks skip: say so, not "no timestamp"
+            raise ValidationError(field, value, exc.reason) from None
         raise ValidationError(field, value, "is not an ISO 8601 timestamp or +DURATION like +30s "
                               "(durations up to 3650 days)") from None
+    except OverflowError:
+        raise ValidationError(field, value, "is out of range") from None
 
 
 def parse_json_object(value: str | None, field: str) -> dict | None:

@@ -241,6 +241,9 @@ def test_configure_validates_and_clears(db: Database) -> None:
     tasks.create(db, TaskSpec(name="etl", command="true"))
     with pytest.raises(ValidationError, match="on_failure"):
         alerts.configure(db, "etl", on_failure="ftp://example.com/x")
+    for malformed in ("http://[::1", "http://example.com:99999/x"):  # urllib raises ValueError on these
+        with pytest.raises(ValidationError, match=r"on_failure: .* is not a URL"):
+            alerts.configure(db, "etl", on_failure=malformed)
     with pytest.raises(ValidationError, match="failure_rate"):
         alerts.configure(db, "etl", failure_rate=1.5)
     alerts.configure(db, "etl", on_dlq="https://example.com/dlq", failure_rate=0.2)

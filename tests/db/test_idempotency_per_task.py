@@ -275,3 +275,14 @@ def test_migrating_to_0012_keeps_keyed_executions_and_finds_their_keys(empty_dsn
         assert conn.execute("SELECT count(*) FROM pgsched.execution").fetchone()[0] == 1
         backoff = conn.execute("SELECT backoff_from_attempt FROM pgsched.execution").fetchone()
         assert backoff == (0,)  # executions queued before 0012 count their backoff from 0
+
+
+@pytest.mark.parametrize("key", ["", "k" * 201, "x" * 3200])
+def test_the_sql_api_refuses_a_key_the_cli_and_rest_refuse(db, sql, key):
+    """An empty key names nothing; a long one would have failed on the unique index with
+    PostgreSQL's own error (an index row at most about 2.7 kB). Nothing is written."""
+    task = make_task(db, "report")
+    for call in (ENQUEUE_V2, ENQUEUE_V1):
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="idempotency_key: .* must be text of 1 to 200"):
+            sql.execute(call, ["report", key])
+    assert rows_of(sql, task["id"]) == []

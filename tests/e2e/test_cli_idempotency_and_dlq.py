@@ -103,6 +103,8 @@ def test_dlq_purge_without_a_filter_asks_for_all(dsn, sql, start):
         assert proc.stderr.strip().splitlines() == [REFUSAL], proc.stderr
     proc = cli(dsn, "dlq", "purge", "--all", "--older-than", "7d", check=False)
     assert proc.returncode != 0 and "give --older-than or --all, not both" in proc.stderr
+    proc = cli(dsn, "dlq", "purge", "--older-than", "7", check=False)  # 7 what? not seconds, silently
+    assert proc.returncode == 1 and proc.stderr.strip() == "Error: older_than: '7' needs a unit: 30s, 15m, 12h or 7d"
     assert dead_executions(sql) == 2  # nothing was deleted
     purged = json.loads(cli(dsn, "dlq", "purge", "--older-than", "7d", "--json").stdout)
     assert purged == {"purged": 0}

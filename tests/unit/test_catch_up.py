@@ -104,3 +104,18 @@ def test_first_fire_never_at_or_before_the_last_fire():
     assert once.first_fire(utc(2025, 1, 15, 9)) == utc(2025, 1, 15, 8)  # past, never fired: runs at once
     assert once.first_fire(utc(2025, 1, 15, 9), utc(2025, 1, 15, 8)) is None
     assert once.first_fire(utc(2025, 1, 15, 9), utc(2025, 1, 15, 7)) == utc(2025, 1, 15, 8)
+
+
+@pytest.mark.parametrize(("expr", "tz", "after", "until"), [
+    # the clocks jump from 23:00 to 00:00: the skipped 23:30 runs at the next day's midnight
+    ("30 23 * * *", "America/Nuuk", utc(2026, 3, 25), utc(2026, 4, 2)),
+    ("30 23 * * *", "America/Scoresbysund", utc(2025, 3, 20), utc(2025, 4, 5)),
+    ("*/30 * * * *", "America/Nuuk", utc(2026, 3, 20), utc(2026, 4, 5)),
+    ("30 0 * * *", "America/Nuuk", utc(2026, 10, 20), utc(2026, 11, 5)),  # and when they fall back
+    ("0 12 * * *", "Pacific/Apia", utc(2011, 12, 20), utc(2012, 1, 10)),  # 30 December 2011 skipped whole
+])
+def test_walk_counts_the_fires_next_to_a_clock_change_at_midnight(expr, tz, after, until):
+    schedule = Schedule("cron", expr, tz)
+    assert tuple(schedule.walk(after, until)) == one_by_one(schedule, after, until)
+    decided = catch_up(schedule, "all", schedule.next_after(after), until, Misfire(cap=1000))
+    assert len(decided.run) + decided.missed == one_by_one(schedule, after, until)[0]  # none lost

@@ -267,6 +267,24 @@ def test_once_naive_timestamp_is_read_in_the_task_zone():
     assert parse_once("2026-12-01T09:00:00", "UTC") == utc(2026, 12, 1, 9, 0)
 
 
+def test_a_one_shot_at_a_local_time_the_clocks_skip_is_refused_and_one_shown_twice_is_its_first():
+    """Europe/Berlin, 2027: the clocks jump from 02:00 to 03:00 on 28 March and fall back
+    from 03:00 to 02:00 on 31 October (PEP 495 would quietly move 02:30 to 03:30)."""
+    with pytest.raises(ValidationError, match=r"schedule: '2027-03-28T02:30:00' does not exist in Europe/Berlin"):
+        parse_once("2027-03-28T02:30:00", "Europe/Berlin")
+    assert parse_once("2027-03-28T03:30:00", "Europe/Berlin") == utc(2027, 3, 28, 1, 30)
+    assert parse_once("2027-10-31T02:30:00", "Europe/Berlin") == utc(2027, 10, 31, 0, 30)  # the first 02:30
+    assert parse_once("2027-03-28T02:30:00+01:00", "Europe/Berlin") == utc(2027, 3, 28, 1, 30)  # an offset: as given
+
+
+@pytest.mark.parametrize("name", ["localtime", "posixrules", "Factory", "right/Europe/Berlin"])
+def test_zone_names_that_are_no_locations_civil_time_are_refused(name):
+    with pytest.raises(ValidationError, match=r"timezone: .* is not a location's time zone"):
+        zone(name)
+    with pytest.raises(ValidationError, match="timezone"):
+        Schedule.parse("cron", "0 9 * * *", name)
+
+
 def test_once_with_an_offset_ignores_the_task_zone():
     once = Schedule.parse("once", "2026-12-01T09:00:00+05:00", "Europe/Berlin")
     assert once.next_after(utc(2026, 1, 1)) == utc(2026, 12, 1, 4, 0)
