@@ -14,11 +14,11 @@
 --   3. the scheduler fires only a task's next_fire_at and the fires after it, and moves
 --      last_fire_at to the latest of them in the same transaction, after inserting them
 --      (sql/scheduler.sql: scheduler_fire, scheduler_advance);
---   4. an INSERT that creates a 'schedule' execution at or before its task's last_fire_at
---      is refused (the statement trigger below), whatever sends it. "Creates": the row's
---      created_at is this transaction's now(), the column's default; an execution put back
---      in the queue with the created_at it always had (dlq_retry_v1 re-inserts a dead one
---      under its own id) is the same fire run again on request, not a new one.
+--   4. an INSERT of a 'schedule' execution at or before its task's last_fire_at is refused
+--      (the statement trigger below), whatever sends it, unless it is the requeue of that
+--      very fire's dead execution: dlq_retry_v1 (0012) inserts a dead execution again under
+--      its own id, for its own task and instant, before it deletes the dead row from
+--      history. That is the same fire run again on request, not a new one.
 -- So each (task, instant) is fired at most once, live or not: docs/architecture.md.
 
 -- Rows planned before this rule: the scheduler plans them again (after last_fire_at).
@@ -50,9 +50,7 @@ CREATE OR REPLACE FUNCTION pgsched_internal.execution_inserted_v1() RETURNS trig
 DECLARE
     bad record;
 BEGIN
-    WITH wanted AS (SELECT n.task_id,
-                           min(n.scheduled_at) FILTER (WHERE n.trigger = 'schedule' AND n.created_at >= now())
-                               AS first_fire
+    WITH wanted AS (SELECT n.task_id, min(n.scheduled_at) FILTER (WHERE n.trigger = 'schedule') AS first_fire
                       FROM new_executions n GROUP BY n.task_id),
          locked AS (SELECT k.id, k.name, k.last_fire_at FROM pgsched.task k
                      WHERE k.id IN (SELECT w.task_id FROM wanted w)
@@ -64,12 +62,40 @@ BEGIN
     IF FOUND AND bad.missing THEN
         RAISE EXCEPTION 'execution: task_id % is not a task', bad.task_id
             USING ERRCODE = 'foreign_key_violation', TABLE = 'execution', COLUMN = 'task_id';
-    ELSIF FOUND THEN
-        RAISE EXCEPTION 'execution: task % already fired through % (last_fire_at); a scheduled fire at % '
-                        'would run an instant that was dealt with', quote_literal(bad.name), bad.last_fire_at,
-                        bad.first_fire
-            USING ERRCODE = 'check_violation', TABLE = 'execution', COLUMN = 'scheduled_at';
+    ELSIF FOUND THEN  -- rare: looked at row by row, only now
+        SELECT k.name, k.last_fire_at, n.scheduled_at AS first_fire INTO bad
+          FROM new_executions n JOIN pgsched.task k ON k.id = n.task_id
+         WHERE n.trigger = 'schedule' AND n.scheduled_at <= k.last_fire_at
+           AND NOT EXISTS (SELECT FROM pgsched.execution_history h
+                            WHERE h.id = n.id AND h.task_id = n.task_id AND h.scheduled_at = n.scheduled_at
+                              AND h.state = 'dead')
+         LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'execution: task % already fired through % (last_fire_at); a scheduled fire at % '
+                            'would run an instant that was dealt with', quote_literal(bad.name), bad.last_fire_at,
+                            bad.first_fire
+                USING ERRCODE = 'check_violation', TABLE = 'execution', COLUMN = 'scheduled_at';
+        END IF;
     END IF;
     PERFORM pg_notify('pgsched_execution', '');
     RETURN NULL;
+END $$;
+
+-- Resume re-plans a paused task from now (its missed fires are skipped) by clearing
+-- next_fire_at, and the scheduler plans tasks without one (scheduler_unplanned_tasks), but
+-- never a one-shot that has fired (it would be picked again every tick). A one-shot given a
+-- new instant after it fired, then paused and resumed, so never fired again. A one-shot's
+-- plan is its instant whatever the time, so resume keeps it.
+CREATE OR REPLACE FUNCTION pgsched.resume_v1(task_name text, tenant text DEFAULT 'default')
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE pgsched.task k
+       SET enabled = true, next_fire_at = CASE WHEN k.enabled OR k.schedule_kind = 'once' THEN k.next_fire_at END,
+           updated_at = now()
+     WHERE k.tenant = resume_v1.tenant AND k.name = resume_v1.task_name AND k.deleted_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'task: no task named % in tenant %', quote_literal(task_name), quote_literal(tenant)
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    RETURN true;
 END $$;

@@ -254,12 +254,14 @@ BEGIN
         RAISE EXCEPTION 'execution: % belongs to a deleted task; it stays in the dead-letter queue', h.id
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    DELETE FROM pgsched.execution_history x WHERE x.id = h.id AND x.finished_at = h.finished_at;
+    -- queued again before its dead row goes: the insert trigger lets a scheduled fire at or
+    -- before its task's last_fire_at through only as the requeue of such a row (0010)
     INSERT INTO pgsched.execution (id, tenant, task_id, scheduled_at, run_at, state, trigger,
         priority, queue, params, idempotency_key, attempt, max_attempts, leader_epoch,
         created_at, lost_attempts, backoff_from_attempt)
     VALUES (h.id, h.tenant, h.task_id, h.scheduled_at, now(), 'pending', h.trigger, h.priority,
             h.queue, h.params, h.idempotency_key, h.attempt, h.attempt + coalesce(max_tries, 1),
             h.leader_epoch, h.created_at, 0, h.attempt);
+    DELETE FROM pgsched.execution_history x WHERE x.id = h.id AND x.finished_at = h.finished_at;
     RETURN h.id;
 END $$;

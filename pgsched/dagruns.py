@@ -113,7 +113,8 @@ class _RolledBack(Exception):
 def _apply(tx: Session, dag: Dag, tenant: str, source: str | None, dry_run: bool, now: datetime) -> ApplyReport:
     owner = f"dag:{dag.name}"
     tx.exec("dag_lock", tenant=tenant, name=dag.name)
-    existing = tx.one("dag_get", tenant=tenant, name=dag.name)
+    tx.exec("dag_lock_schedule_task", tenant=tenant, name=dag.name)  # before the dag row, as a tick
+    existing = tx.one("dag_get", tenant=tenant, name=dag.name)  # read under the locks: last_fire_at is current
     if existing is not None:
         tx.exec("dag_lock_row", id=existing["id"])  # runs starting now wait (dag_start_v1: FOR SHARE)
     report = ApplyReport(dag.name, "unchanged" if existing else "created", dry_run=dry_run)
@@ -270,6 +271,7 @@ def delete(db: Database, name: str, tenant: str = "default") -> None:
     """Soft-delete the DAG, its schedule task and its node tasks; runs in flight finish.
     Raises NotFound."""
     with db.transaction() as tx:
+        tx.exec("dag_lock_schedule_task", tenant=tenant, name=name)  # before the dag row, as a tick
         row = tx.one("dag_soft_delete", name=name, tenant=tenant)
         if row is None:
             raise NotFound(f"dag: no DAG named {name!r} in tenant {tenant!r}")

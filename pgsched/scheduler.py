@@ -541,6 +541,10 @@ class Scheduler:
             try:
                 tick(self.db, self.epoch, self.db.now(), self.config.batch, self.config.parallel)
                 lock.exec("scheduler_record_tick", epoch=self.epoch)
+            except TransientError as exc:  # a deadlock or serialization failure: its batch rolled back
+                log.warning("scheduler tick gave way to another transaction (%s); ticking again", exc)
+                stop.wait(0.05)
+                continue
             except (psycopg.Error, PgschedError):
                 raise  # the database is gone: back to campaigning
             except Exception:

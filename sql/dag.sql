@@ -4,6 +4,14 @@
 -- Serialise applies of one DAG name (a first apply has no row to lock yet).
 SELECT pg_advisory_xact_lock(hashtextextended('pgsched.dag ' || %(tenant)s || ' ' || %(name)s, 0))
 
+-- name: dag_lock_schedule_task :exec
+-- An apply or a delete locks the DAG's schedule task first, as a tick does (it locks the
+-- task, then starts a run: dag_start_v1 holds the dag row FOR SHARE): taken in the other
+-- order, a tick firing the DAG and an apply of it deadlocked. Nothing for a new DAG.
+SELECT 1 FROM pgsched.task t JOIN pgsched.dag d ON d.task_id = t.id
+ WHERE d.tenant = %(tenant)s AND d.name = %(name)s AND d.deleted_at IS NULL
+   FOR UPDATE OF t
+
 -- name: dag_lock_row :exec
 -- An apply holds its DAG's row: runs start (FOR SHARE) before or after it, never during.
 SELECT 1 FROM pgsched.dag WHERE id = %(id)s FOR UPDATE

@@ -18,6 +18,7 @@ from pgsched.app import resolve
 from pgsched.claims import TaskDefinitions
 from pgsched.errors import PgschedError, ValidationError
 
+from ..helpers import wait_until
 from .test_claim import register
 
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
@@ -764,3 +765,44 @@ def test_apply_all_applies_every_dag_or_none(db, sql):
     assert sql.execute("SELECT count(*) AS n FROM pgsched.dag").fetchone()["n"] == 0
     with pytest.raises(ValidationError, match=r"'first' is defined twice \(a.yaml and c.yaml\)"):
         dagruns.apply_all(db, [(first, "a.yaml"), (first, "c.yaml")])
+
+
+@pytest.mark.parametrize("change", ["apply", "delete"])
+def test_an_apply_or_delete_of_a_dag_racing_a_tick_that_fires_it_does_not_deadlock(db, sql, dsn, change):
+    """A tick holds the DAG's schedule task (its due query) and then starts a run (the dag
+    row FOR SHARE); an apply or a delete of the DAG meanwhile locked the dag row, then the
+    task: a deadlock. Both now lock the task first, so one waits for the other."""
+    import threading
+
+    from pgsched.db import Session, connect
+
+    data = {**ETL, "schedule": {"cron": "0 * * * *"}, "description": "v1"}
+    apply(db, data)
+    sql.execute("UPDATE pgsched.task SET next_fire_at = date_trunc('second', now()) - interval '1 s' "
+                "WHERE name = 'etl'")
+    tick = connect(dsn, autocommit=False)
+    try:
+        session = Session(tick)
+        [group] = session.many("scheduler_due_groups", now=session.now(), limit=1000, names=20)  # holds the task
+        result: dict = {}
+
+        def other() -> None:
+            try:
+                result[change] = (apply(db, {**data, "description": "v2"}) if change == "apply"
+                                  else dagruns.delete(db, "etl"))
+            except Exception as exc:  # the deadlock, if it comes, is the other side's error
+                result[change] = exc
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        wait_until(lambda: sql.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
+                                       "AND wait_event_type = 'Lock'").fetchone()["n"] == 1,
+                   message=f"the {change} to wait for the tick")
+        runs = session.many("scheduler_fire_dags", ids=[int(group["ids"].strip("{}"))],
+                            fire_at=[group["next_fire_at"]], epoch=1)
+        tick.commit()
+        thread.join(30)
+        assert [r["run_id"] is not None for r in runs] == [True]
+        assert not isinstance(result.get(change), Exception), result
+    finally:
+        tick.close()

@@ -155,3 +155,21 @@ def test_the_database_refuses_a_plan_at_or_before_the_last_fire_and_a_watermark_
     assert stored(sql)["last_fire_at"] == last
     # moving it on is allowed (the scheduler does, every tick)
     sql.execute("UPDATE pgsched.task SET last_fire_at = last_fire_at + interval '1 hour' WHERE name = 'report'")
+
+
+def test_a_one_shot_given_a_new_instant_after_it_ran_fires_after_a_pause_and_resume(db, sql):
+    at = datetime(2026, 1, 1, 12, 5, tzinfo=UTC)
+    tasks.create(db, TaskSpec(name="report", command="true", schedule_kind="once", schedule=at.isoformat()), now=T0)
+    scheduler.tick(db, 1, at)
+    finish_all(sql)
+    later = datetime(2026, 1, 1, 12, 30, tzinfo=UTC)
+    assert tasks.update(db, "report", {"schedule": later.isoformat()})["next_fire_at"] == later
+    tasks.pause(db, "report")
+    tasks.resume(db, "report")
+    assert stored(sql)["next_fire_at"] == later
+    scheduler.tick(db, 1, datetime(2026, 1, 1, 12, 31, tzinfo=UTC))
+    assert fires(sql) == [at, later]
+    tasks.pause(db, "report")  # once it ran, a resume plans nothing more
+    tasks.resume(db, "report")
+    scheduler.tick(db, 1, datetime(2026, 1, 1, 13, 0, tzinfo=UTC))
+    assert fires(sql) == [at, later] and stored(sql)["next_fire_at"] is None
