@@ -29,11 +29,14 @@ class NextDue:
         self.at: float | None = None
         self._held = 0  # answers in a row that found work due and not claimed
 
-    def learn(self, seconds: float | None, received: float) -> None:
+    def learn(self, seconds: float | None, received: float, future: float | None = None) -> None:
         """The database answered ``seconds`` until the earliest pending run_at (None: none
-        pending; 0 or less: one is due already but was not claimed), received at
-        ``received`` (monotonic seconds). The answer left the server after it was computed,
-        so waking ``seconds`` after receiving it is never early by the database's clock."""
+        pending; 0 or less: one is due already but was not claimed), and ``future`` until
+        the earliest still to come (None: none), received at ``received`` (monotonic
+        seconds). The answer left the server after it was computed, so waking that many
+        seconds after receiving it is never early by the database's clock. Work held by
+        another transaction is retried less and less often, but never past the next work
+        due: a held row must not hide a run due in five seconds."""
         if seconds is None:
             self.at, self._held = None, 0
         elif seconds > 0:
@@ -42,6 +45,8 @@ class NextDue:
             self._held += 1
             delay = 0.0 if self._held == 1 else HELD_RETRY_FIRST * 2 ** (self._held - 2)
             self.at = received + min(delay, self.poll_interval)
+            if future is not None and future > 0:
+                self.at = min(self.at, received + future)
 
     def claimed(self) -> None:
         """A claim brought executions: a due one not claimed next time is tried at once."""

@@ -448,7 +448,7 @@ class Worker:
         except PgschedError as exc:
             log.warning("could not look up when the next execution is due: %s", exc)
             return
-        due.learn(row["seconds"] if row else None, time.monotonic())
+        due.learn(row["seconds"] if row else None, time.monotonic(), row["future_seconds"] if row else None)
 
     def _unclaim(self, session: Session, rows: list[Row]) -> None:
         """Hand ``rows`` (taken off the buffer) back to the queue as if never claimed. When

@@ -87,12 +87,15 @@ SELECT c.*, t.xmin::text::bigint AS task_version,
 -- name: execution_next_due :one
 -- Seconds from now, by the database's clock, until the earliest run_at of a pending
 -- execution of %(queues)s; NULL when none is pending; 0 or less when one is due already
--- (held by a claim in flight or a lock, or not claimable by this worker). A worker asks
--- before it waits, after a claim that came up short, and wakes then instead of at its next
--- poll (pgsched.due): a retry's backoff, a run enqueued for later start on time. One
--- descent of execution_ready_queue_idx per (queue, priority): priorities are 1 to 10 (the
--- table's CHECK), and within one, the index is in run_at order.
-SELECT extract(epoch FROM min(f.run_at) - clock_timestamp())::float8 AS seconds
+-- (held by a claim in flight or a lock, or not claimable by this worker). future_seconds:
+-- the same for the earliest still to come (NULL when none), so that work due later is not
+-- hidden behind one held row. A worker asks before it waits, after a claim that came up
+-- short, and wakes then instead of at its next poll (pgsched.due): a retry's backoff, a
+-- run enqueued for later start on time. One or two descents of execution_ready_queue_idx
+-- per (queue, priority): priorities are 1 to 10 (the table's CHECK), and within one, the
+-- index is in run_at order.
+SELECT extract(epoch FROM min(f.run_at) - clock_timestamp())::float8 AS seconds,
+       extract(epoch FROM min(g.run_at) - clock_timestamp())::float8 AS future_seconds
   FROM (SELECT DISTINCT q FROM unnest(%(queues)s::text[]) AS q) AS a(queue)
  CROSS JOIN generate_series(1, 10) AS p(priority)
  CROSS JOIN LATERAL (
@@ -100,6 +103,12 @@ SELECT extract(epoch FROM min(f.run_at) - clock_timestamp())::float8 AS seconds
         WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = p.priority
         ORDER BY e.run_at
         LIMIT 1) f
+  LEFT JOIN LATERAL (
+       SELECT e.run_at FROM pgsched.execution e
+        WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = p.priority
+          AND f.run_at <= now() AND e.run_at > now()
+        ORDER BY e.run_at
+        LIMIT 1) g ON true
 
 -- name: execution_wake :exec
 -- Wake the workers (LISTEN pgsched_execution) when this transaction commits: for executions

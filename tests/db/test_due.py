@@ -85,3 +85,15 @@ def test_a_hand_back_wakes_the_workers(db, sql, listener):
     assert notifications_until_marker(listener, sql) == []
     states = sql.execute("SELECT state, attempt FROM pgsched.execution").fetchall()
     assert states == [{"state": "pending", "attempt": 0}] * 3
+
+
+def test_the_next_due_time_still_to_come_is_told_beside_one_that_is_held(db, sql):
+    make_task(db, "job")
+    now = db_now(sql)
+    tasks.trigger(db, "job", run_at=now - timedelta(seconds=3))  # due: a transaction may hold it
+    tasks.trigger(db, "job", run_at=now + timedelta(seconds=20))
+    row = db.one("execution_next_due", queues=["default"])
+    assert -3.5 < row["seconds"] <= -3 and 19 < row["future_seconds"] <= 20
+    sql.execute("DELETE FROM pgsched.execution WHERE run_at < now()")
+    row = db.one("execution_next_due", queues=["default"])
+    assert 19 < row["seconds"] <= 20 and row["future_seconds"] is None  # only asked for beside a due one

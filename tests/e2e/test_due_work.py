@@ -14,6 +14,7 @@ import json
 import signal
 import textwrap
 
+import psycopg
 import pytest
 
 from ..helpers import cli, clock_off, finished, wait_until
@@ -131,6 +132,29 @@ def test_a_run_enqueued_for_later_starts_on_time(dsn, sql, start, tasks_dir, shi
     late = lateness(finished(sql, ident, timeout=40))
     print(f"run enqueued 5 s ahead started {late * 1000:.1f} ms after its run_at"
           f" (worker clock {shift or 0:+d} s, poll {poll} s)")
+    assert 0 <= late <= ON_TIME
+
+
+def test_a_run_enqueued_for_later_starts_on_time_beside_a_due_one_another_transaction_holds(
+        dsn, sql, start, tasks_dir):
+    """An application's transaction holds a due execution (a cancel inside a longer
+    transaction, SELECT ... FOR UPDATE, a foreign key from its own table): the worker
+    cannot claim it and retries less and less often, but a run enqueued for later is still
+    woken for on time (the held row once hid every later due time)."""
+    create(dsn, "stamp", "stamp", {"dsn": dsn})
+    cli(dsn, "task", "create", "held", "--command", "true")
+    held = enqueue(sql, "held", 0.5)
+    with psycopg.connect(dsn) as app:
+        app.execute("SELECT 1 FROM pgsched.execution WHERE id = %s FOR UPDATE", [held])
+        worker(start, tasks_dir)
+        began = sql.execute("SELECT now() AS t").fetchone()["t"]
+        # by twelve seconds on, the worker's retries of the held row are about five seconds apart
+        wait_until(lambda: (sql.execute("SELECT now() AS t").fetchone()["t"] - began).total_seconds() > 12,
+                   timeout=30, message="twelve seconds of the held row")
+        ident = enqueue(sql, "stamp", 3)
+        late = lateness(finished(sql, ident, timeout=40))
+        app.rollback()
+    print(f"run enqueued 3 s ahead beside a held one started {late * 1000:.1f} ms after its run_at")
     assert 0 <= late <= ON_TIME
 
 

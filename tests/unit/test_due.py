@@ -46,3 +46,15 @@ def test_work_due_and_not_claimed_is_tried_at_once_then_less_and_less_often():
     due.learn(3.0, received=2000.0)
     due.learn(-1.0, received=2010.0)
     assert due.at == 2010.0  # at once again: the answer before was in the future
+
+
+def test_work_held_by_another_transaction_never_hides_work_due_later():
+    """A due row that a long transaction holds (SELECT ... FOR UPDATE, a foreign key from an
+    application's table) is retried less and less often, up to the poll interval; a run
+    due in five seconds is woken for on time all the same."""
+    due = NextDue(poll_interval=30.0)
+    for _ in range(12):  # held for a while: the retries are 10 s apart by now
+        due.learn(-8.0, received=100.0)
+    assert due.at - 100.0 > 5.0
+    due.learn(-8.0, received=100.0, future=5.0)
+    assert due.at == 105.0
