@@ -35,8 +35,9 @@ WITH hit AS (
 SELECT id, tenant, role, name FROM hit
 
 -- name: api_token_live :one
--- A live token by id (a session signed in with a token stays valid while the token is).
-SELECT id, tenant, role, name FROM pgsched.api_token WHERE id = %(id)s AND revoked_at IS NULL
+-- A live token by id (a session signed in with a token stays valid while the token is);
+-- db_now is the clock its session's expiry is judged by.
+SELECT id, tenant, role, name, now() AS db_now FROM pgsched.api_token WHERE id = %(id)s AND revoked_at IS NULL
 
 -- name: web_user_insert :one
 INSERT INTO pgsched.web_user (username, tenant, role, password_hash)
@@ -45,7 +46,9 @@ ON CONFLICT (username) DO NOTHING
 RETURNING username, tenant, role, created_at
 
 -- name: web_user_get :one
-SELECT username, tenant, role, password_hash, created_at FROM pgsched.web_user WHERE username = %(username)s
+-- db_now: the clock a session's expiry is judged by.
+SELECT username, tenant, role, password_hash, created_at, now() AS db_now FROM pgsched.web_user
+ WHERE username = %(username)s
 
 -- name: web_user_rehash :exec
 -- Store a password hash made with newer argon2 parameters.

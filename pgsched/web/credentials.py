@@ -158,16 +158,19 @@ def _user_principal(row: Row) -> Principal:
 
 
 def principal_of_session(db: Database | Session, session: dict[str, Any]) -> Principal | None:
-    """The principal a signed session names (``{"kind": "token"|"user", "ref": ...}``, and
-    for a user ``"since"``: when the account was made), looked up again so that a revoked
-    token or a deleted user ends the session, also when a new user takes the name."""
-    kind, ref = session.get("kind"), session.get("ref")
+    """The principal a signed session names (``{"kind": "token"|"user", "ref": ...,
+    "until": ...}``, and for a user ``"since"``: when the account was made), looked up again
+    so that a revoked token or a deleted user ends the session, also when a new user takes
+    the name; None once the database's clock has passed ``until`` (seconds since the epoch)."""
+    kind, ref, until = session.get("kind"), session.get("ref"), session.get("until")
+    if not isinstance(until, (int, float)) or isinstance(until, bool):
+        return None
     if kind == "token" and isinstance(ref, str) and ref.isdigit():
         row = db.one("api_token_live", id=int(ref))
-        return _token_principal(row) if row else None
+        return _token_principal(row) if row and row["db_now"].timestamp() < until else None
     if kind == "user" and isinstance(ref, str):
         row = db.one("web_user_get", username=ref)
-        if row is None or session.get("since") != row["created_at"].isoformat():
+        if row is None or session.get("since") != row["created_at"].isoformat() or row["db_now"].timestamp() >= until:
             return None
         return _user_principal(row)
     return None

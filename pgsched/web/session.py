@@ -1,10 +1,14 @@
 """Signed session cookies, CSRF checks and the principal of each request.
 
-The cookie ``pgsched_session`` holds ``{"csrf": ..., "kind": "token"|"user", "ref": ...}``
-(and for a user ``"since"``, when the account was made)
-signed with itsdangerous (HMAC-SHA1 over the payload and a timestamp; a changed byte makes
-it invalid). It is HttpOnly and SameSite=Lax, Secure behind HTTPS, and expires after
-``max_age`` seconds. Every visitor of a page gets one, signed in or not, so that the sign-in
+The cookie ``pgsched_session`` holds ``{"csrf": ..., "kind": "token"|"user", "ref": ...,
+"until": ...}`` (and for a user ``"since"``, when the account was made) signed with
+itsdangerous (HMAC-SHA1 over the payload; a changed byte makes it invalid). It is HttpOnly
+and SameSite=Lax, Secure behind HTTPS. A sign-in lasts ``max_age`` seconds by the
+database's clock: ``until`` is the database's ``now()`` at sign-in plus ``max_age`` (seconds
+since the epoch), checked against the database's ``now()`` when the session is resolved
+(:func:`pgsched.web.credentials.principal_of_session`). The web hosts' clocks play no part:
+a sign-in on one whose clock is minutes off is valid on the others (itsdangerous's own
+timestamp was that host's clock, and the others refused it as not yet made). Every visitor of a page gets one, signed in or not, so that the sign-in
 form has a CSRF token too (login CSRF).
 
 CSRF (OWASP's synchronizer token pattern): every request that is not GET/HEAD/OPTIONS must
@@ -21,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio.to_thread
-from itsdangerous import BadSignature, URLSafeTimedSerializer
+from itsdangerous import BadSignature, URLSafeSerializer
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
@@ -40,19 +44,21 @@ Resolver = Callable[[str | None, dict[str, Any]], Principal | None]
 
 
 class SessionCodec:
-    """Signs and reads session cookies with ``secret``; ``max_age`` in seconds."""
+    """Signs and reads session cookies with ``secret``; ``max_age``: seconds a sign-in lasts
+    (and the cookie's own Max-Age, for the browser)."""
 
     def __init__(self, secret: str, max_age: int):
-        self.serializer = URLSafeTimedSerializer(secret, salt="pgsched.web.session")
+        self.serializer = URLSafeSerializer(secret, salt="pgsched.web.session.v2")
         self.max_age = max_age
 
     def load(self, cookie: str | None) -> dict[str, Any] | None:
-        """The session in ``cookie``, or None when it is missing, expired or tampered with."""
+        """The session in ``cookie``, or None when it is missing or tampered with (whether a
+        sign-in it holds has expired is the database's to tell: ``until``)."""
         if not cookie:
             return None
         try:
-            data = self.serializer.loads(cookie, max_age=self.max_age)
-        except BadSignature:  # also SignatureExpired
+            data = self.serializer.loads(cookie)
+        except BadSignature:
             return None
         return data if isinstance(data, dict) and isinstance(data.get("csrf"), str) else None
 
@@ -74,7 +80,9 @@ def sign_in(request: Request, response: Response, who: Principal) -> None:
     session's token may have been seen by someone else before signing in)."""
     codec: SessionCodec = request.app.state.sessions
     account = {"since": who.since} if who.since else {}
-    response.headers.append("set-cookie", codec.cookie(new_session(kind=who.kind, ref=who.ref, **account),
+    until = request.app.state.db.now().timestamp() + codec.max_age  # the database's clock
+    response.headers.append("set-cookie", codec.cookie(new_session(kind=who.kind, ref=who.ref, until=until,
+                                                                   **account),
                                                        request.url.scheme == "https"))
 
 
