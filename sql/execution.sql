@@ -17,41 +17,42 @@
 -- that are not an object (only a raw INSERT into pgsched.execution can store one) come as
 -- {} (the worker treated JSON null and [] so before). backoff_from_attempt: the attempt
 -- number a retry's backoff counts from (a dead-letter retry sets it; migration 0012).
--- Each queue is read from its own front (execution_ready_queue_idx leads with the queue,
--- migration 0014), so what other queues hold costs nothing: queue = ANY(...) on that index
--- would return one queue after another and need a sort of the worker's whole backlog. A
--- worker of one queue locks the first %(limit)s of it, as before (the planner, which sees
--- the queues, drops the rest of the statement). A worker of several first reads, without
--- locks, the first %(limit)s of each queue and merges them into the first %(limit)s of all
--- (ahead), once; then each queue locks as many from its front as it holds of those,
--- skipping rows that claims in flight hold (they take those): no more rows are locked than
--- are claimed, so none is hidden from other workers until this commits.
+-- Each (queue, priority) is read from its own front, bounded by run_at
+-- (execution_ready_queue_idx is (queue, priority, run_at, id), migration 0014), so a claim
+-- reads only rows it may take: what other queues hold, and runs of its own queues due
+-- later, cost it nothing (a scan of the whole queue's entries in priority order walked
+-- every future run of a priority before reaching the next; PostgreSQL 18's skip scan hid
+-- that, 14 to 17 do not). The worker first reads, without locks, the first %(limit)s of
+-- each of its (queue, priority) fronts and merges them into the first %(limit)s of all
+-- (ahead), once; then each front locks as many as it holds of those, skipping rows that
+-- claims in flight hold (they take those): no more rows are locked than are claimed, so
+-- none is hidden from other workers until this commits.
 WITH asked AS MATERIALIZED (
-    SELECT DISTINCT q AS queue FROM unnest(%(queues)s::text[]) AS q
-), ahead AS (
-    SELECT f.queue
+    SELECT q.queue, p.priority
+      FROM (SELECT DISTINCT q FROM unnest(%(queues)s::text[]) AS q) AS q(queue)
+     CROSS JOIN generate_series(1, 10) AS p(priority)  -- the table's CHECK: 1 to 10
+), ahead AS MATERIALIZED (
+    SELECT f.queue, f.priority
       FROM asked a
      CROSS JOIN LATERAL (
            SELECT e.queue, e.priority, e.run_at, e.id FROM pgsched.execution e
-            WHERE e.state = 'pending' AND e.queue = a.queue
+            WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = a.priority
               AND e.run_at <= coalesce(%(now)s::timestamptz, now())
-            ORDER BY e.priority, e.run_at, e.id
+            ORDER BY e.run_at, e.id
             LIMIT %(limit)s) f
      ORDER BY f.priority, f.run_at, f.id
      LIMIT %(limit)s
+), share AS MATERIALIZED (
+    SELECT h.queue, h.priority, count(*) AS n FROM ahead h GROUP BY h.queue, h.priority
 ), picked AS MATERIALIZED (
     SELECT p.id
-      FROM asked s
+      FROM share s
      CROSS JOIN LATERAL (
            SELECT e.id FROM pgsched.execution e
-            WHERE e.state = 'pending' AND e.queue = s.queue
+            WHERE e.state = 'pending' AND e.queue = s.queue AND e.priority = s.priority
               AND e.run_at <= coalesce(%(now)s::timestamptz, now())
-            ORDER BY e.priority, e.run_at, e.id
-            LIMIT CASE WHEN cardinality(%(queues)s::text[]) = 1 THEN %(limit)s
-                       -- the share of each queue, by name (an InitPlan: computed once)
-                       ELSE coalesce(((SELECT jsonb_object_agg(c.queue, c.n)
-                                         FROM (SELECT h.queue, count(*) AS n FROM ahead h GROUP BY h.queue) c)
-                                      ->> s.queue)::bigint, 0) END
+            ORDER BY e.run_at, e.id
+            LIMIT s.n
               FOR UPDATE SKIP LOCKED) p
      LIMIT %(limit)s  -- no more than that: tells the planner so
 ), claimed AS (

@@ -58,14 +58,16 @@ def claim_buffers(dsn: str, worker: int, queues: list[str],
     return {"picked": buffers(picked), "all": buffers(plan["Plan"])}, ids
 
 
-def flat(before: dict[str, int], after: dict[str, int], claimed: int) -> bool:
+def flat(before: dict[str, int], after: dict[str, int], claimed: int, queues: int) -> bool:
     """Whether a claim beside the backlog touched about what it touched without: choosing
-    the rows, a few buffers more (each queue's index is a level deeper); the whole
-    statement, a few more per claimed row (the table is 1,000 times larger: each row's
-    update descends a deeper primary key and free-space map). Never in proportion to the
-    backlog: the index without the queue read about 3,000 buffers more."""
-    return (after["picked"] <= before["picked"] + 10
-            and after["all"] <= before["all"] + 5 * claimed + 10)
+    the rows, a buffer or two more per front it reads (each of its queues' ten priorities,
+    read twice: the index is a level deeper); the whole statement, a few more per claimed
+    row (the table is 1,000 times larger: each row's update descends a deeper primary key
+    and free-space map). Never in proportion to the backlog: the index without the queue
+    read about 3,000 buffers more."""
+    fronts = 10 * queues
+    return (after["picked"] <= before["picked"] + 2 * fronts + 10
+            and after["all"] <= before["all"] + 2 * fronts + 5 * claimed + 10)
 
 
 def test_a_claim_touches_no_more_beside_a_backlog_on_another_queue(dsn, db, sql):
@@ -88,7 +90,7 @@ def test_a_claim_touches_no_more_beside_a_backlog_on_another_queue(dsn, db, sql)
     for q in served:
         (before, ids_before), (after, ids_after) = alone[q], beside[q]
         assert ids_after == ids_before and len(ids_before) == 10  # the same ones claimed
-        assert flat(before, after, len(ids_after)), (q, before, after)
+        assert flat(before, after, len(ids_after), len(q)), (q, before, after)
 
 
 def test_a_worker_of_the_backlogged_queue_and_another_reads_only_the_fronts(dsn, db, sql):
@@ -113,7 +115,7 @@ def test_a_worker_of_the_backlogged_queue_and_another_reads_only_the_fronts(dsn,
     large, ids_large = claim_buffers(dsn, worker, ["default", "bulk"])
     print("without the backlog", small, "with", large)
     assert ids_large == ids_small
-    assert flat(small, large, len(ids_large)), (small, large)
+    assert flat(small, large, len(ids_large), 2), (small, large)
 
 
 def test_the_claim_order_holds_across_a_workers_queues(db, sql):
@@ -192,3 +194,22 @@ def test_concurrent_claims_of_overlapping_queue_sets_never_share_an_execution(db
     owners = {r["id"]: r for r in rows}
     for (worker, queues), ids in zip(workers, claimed, strict=True):
         assert all(owners[i]["worker_id"] == worker and owners[i]["queue"] in queues for i in ids)
+
+
+def test_a_claim_reads_no_run_of_its_own_queue_that_is_due_later(dsn, db, sql):
+    """100,000 runs enqueued for tomorrow on the worker's own queue, at its priority, with
+    three due now: the claim reads the due ones only. Read by (queue, priority) front and
+    bounded by run_at; a scan of the queue in priority order walked every future run of a
+    priority before reaching the next (on PostgreSQL 14 to 17; 18's skip scan hid it)."""
+    make_task(db, "job")
+    worker = register(db)
+    fill(sql, "job", "default", 3, oldest=T0 - timedelta(minutes=1))
+    sql.execute("UPDATE pgsched.execution SET priority = 9")  # the later priority: the scan passes the future runs
+    sql.execute("VACUUM ANALYZE pgsched.execution")
+    alone, ids_alone = claim_buffers(dsn, worker, ["default"])
+    fill(sql, "job", "default", BACKLOG, oldest=T0 + timedelta(days=1))  # priority 5, due tomorrow
+    sql.execute("VACUUM ANALYZE pgsched.execution")
+    beside, ids_beside = claim_buffers(dsn, worker, ["default"])
+    print("without the future runs", alone, "with", beside)
+    assert ids_beside == ids_alone and len(ids_alone) == 3
+    assert flat(alone, beside, 3, 1), (alone, beside)
