@@ -491,14 +491,14 @@ class Worker:
         # draining worker is alive and must not look dead.
         # Its own connection: a pool busy with output flushes must not delay the heartbeat.
         conn: psycopg.Connection[Row] | None = None
-        clock = ClockProbe()  # this host's clock offset from the database, reported with each beat
+        probe = ClockProbe()  # this host's clock offset from the database, reported with each beat
         while not self._done.wait(self.config.heartbeat_interval):
             try:
                 if conn is None or conn.closed:
                     conn = connect(self.db.dsn, application_name="pgsched worker heartbeat")
                 sent = time.monotonic()
-                row = Session(conn).one("worker_heartbeat", id=self.id, running=self._running, **clock.send())
-                clock.received()
+                row = Session(conn).one("worker_heartbeat", id=self.id, running=self._running, **probe.send())
+                probe.received()
                 if row is not None:
                     self.clock.read(row["now"], sent, time.monotonic())
             except (psycopg.Error, PgschedError) as exc:
