@@ -17,8 +17,12 @@
 --   4. an INSERT of a 'schedule' execution at or before its task's last_fire_at is refused
 --      (the statement trigger below), whatever sends it, unless it is the requeue of that
 --      very fire's dead execution: dlq_retry_v1 (0012) inserts a dead execution again under
---      its own id, for its own task and instant, before it deletes the dead row from
---      history. That is the same fire run again on request, not a new one.
+--      its own id, for its own task and instant and with its created_at, then deletes the
+--      dead row from history. That is the same fire run again on request, not a new one;
+--      and a row put back so must find its dead row gone when the transaction commits
+--      (execution_requeued, deferred), so a copy of a dead row cannot run it beside the
+--      dead one kept for a retry. An UPDATE that makes an execution such a fire is refused
+--      likewise (execution_fire_changed).
 -- So each (task, instant) is fired at most once, live or not: docs/architecture.md.
 
 -- Rows planned before this rule: the scheduler plans them again (after last_fire_at).
@@ -68,7 +72,7 @@ BEGIN
          WHERE n.trigger = 'schedule' AND n.scheduled_at <= k.last_fire_at
            AND NOT EXISTS (SELECT FROM pgsched.execution_history h
                             WHERE h.id = n.id AND h.task_id = n.task_id AND h.scheduled_at = n.scheduled_at
-                              AND h.state = 'dead')
+                              AND h.created_at = n.created_at AND h.state = 'dead')
          LIMIT 1;
         IF FOUND THEN
             RAISE EXCEPTION 'execution: task % already fired through % (last_fire_at); a scheduled fire at % '
@@ -80,6 +84,47 @@ BEGIN
     PERFORM pg_notify('pgsched_execution', '');
     RETURN NULL;
 END $$;
+
+-- A scheduled fire put back in the queue with its old created_at (the requeue of its dead
+-- execution, above) must have left history by commit: a copy of a dead row, the dead row
+-- kept, would run the fire now and again at its retry. Checked at commit, and only for
+-- such rows: the WHEN clause leaves the scheduler's fires (created now) out at no cost.
+CREATE FUNCTION pgsched_internal.execution_requeued_v1() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT FROM pgsched.execution_history h WHERE h.id = NEW.id AND h.state = 'dead') THEN
+        RAISE EXCEPTION 'execution: % is a scheduled fire of task_id % at % that is still in the dead-letter '
+                        'queue; retry it from there (pgsched dlq retry %)', NEW.id, NEW.task_id, NEW.scheduled_at,
+                        NEW.id
+            USING ERRCODE = 'check_violation', TABLE = 'execution', COLUMN = 'scheduled_at';
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE CONSTRAINT TRIGGER execution_requeued AFTER INSERT ON pgsched.execution
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW WHEN (NEW.trigger = 'schedule' AND NEW.created_at < now())
+    EXECUTE FUNCTION pgsched_internal.execution_requeued_v1();
+
+-- An UPDATE that makes an execution a scheduled fire at or before its task's last_fire_at
+-- (a changed trigger, instant or task) is refused, as such an INSERT is. pgsched itself
+-- never changes these columns.
+CREATE FUNCTION pgsched_internal.execution_fire_changed_v1() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    fired timestamptz;
+BEGIN
+    SELECT k.last_fire_at INTO fired FROM pgsched.task k WHERE k.id = NEW.task_id;
+    IF NEW.scheduled_at <= fired THEN
+        RAISE EXCEPTION 'execution: task_id % already fired through % (last_fire_at); execution % cannot '
+                        'become its scheduled fire at %', NEW.task_id, fired, NEW.id, NEW.scheduled_at
+            USING ERRCODE = 'check_violation', TABLE = 'execution', COLUMN = 'scheduled_at';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE TRIGGER execution_fire_changed BEFORE UPDATE OF trigger, scheduled_at, task_id ON pgsched.execution
+    FOR EACH ROW WHEN (NEW.trigger = 'schedule' AND (OLD.trigger IS DISTINCT FROM NEW.trigger
+                       OR OLD.scheduled_at IS DISTINCT FROM NEW.scheduled_at OR OLD.task_id IS DISTINCT FROM NEW.task_id))
+    EXECUTE FUNCTION pgsched_internal.execution_fire_changed_v1();
 
 -- Resume re-plans a paused task from now (its missed fires are skipped) by clearing
 -- next_fire_at, and the scheduler plans tasks without one (scheduler_unplanned_tasks), but

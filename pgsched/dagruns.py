@@ -64,7 +64,7 @@ def _schedule_row(dag: Dag, now: datetime, enabled: bool, fired_through: datetim
     anchor = now.replace(microsecond=0) if s.kind == "interval" else None
     planned = Schedule(s.kind, s.expr, s.tz, anchor)
     return dict(schedule_kind=s.kind, schedule_expr=s.expr, timezone=s.tz, schedule_anchor=anchor,
-                next_fire_at=planned.first_fire(now, fired_through) if enabled else None)
+                next_fire_at=planned.first_fire(now, fired_through) if enabled or s.kind == "once" else None)
 
 
 def apply(db: Database, dag: Dag, *, tenant: str = "default", source: str | None = None,

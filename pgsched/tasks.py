@@ -178,7 +178,9 @@ class TaskSpec:
         values.update(
             schedule_kind=schedule.kind, schedule_expr=schedule.expr, schedule_anchor=anchor,
             params=Jsonb(self.params), env=Jsonb(self.env),
-            next_fire_at=planned.first_fire(now, fired_through) if self.enabled else None,
+            # a paused task is planned when it resumes (from then: missed fires are skipped),
+            # but a one-shot's plan is its instant whatever the time: kept through the pause
+            next_fire_at=planned.first_fire(now, fired_through) if self.enabled or schedule.kind == "once" else None,
         )
         del values["schedule"]
         return values

@@ -22,39 +22,25 @@
 -- reads only rows it may take: what other queues hold, and runs of its own queues due
 -- later, cost it nothing (a scan of the whole queue's entries in priority order walked
 -- every future run of a priority before reaching the next; PostgreSQL 18's skip scan hid
--- that, 14 to 17 do not). The worker first reads, without locks, the first %(limit)s of
--- each of its (queue, priority) fronts and merges them into the first %(limit)s of all
--- (ahead), once; then each front locks as many as it holds of those, skipping rows that
--- claims in flight hold (they take those): no more rows are locked than are claimed, so
--- none is hidden from other workers until this commits.
-WITH asked AS MATERIALIZED (
-    SELECT q.queue, p.priority
-      FROM (SELECT DISTINCT q FROM unnest(%(queues)s::text[]) AS q) AS q(queue)
+-- that, 14 to 17 do not). Each front locks its first %(limit)s with SKIP LOCKED, and the
+-- first %(limit)s of those in (priority, run_at, id) order are claimed: rows held by
+-- another transaction are passed over wherever they stand, so a held row at the front
+-- never keeps a claim from the rows behind it. A front's locked rows that are not claimed
+-- are free again when the claim's statement ends (the worker claims in autocommit); with
+-- all ready work in one front, as usual, it locks just what it claims.
+WITH picked AS MATERIALIZED (
+    SELECT f.id
+      FROM (SELECT DISTINCT q FROM unnest(%(queues)s::text[]) AS q) AS a(queue)
      CROSS JOIN generate_series(1, 10) AS p(priority)  -- the table's CHECK: 1 to 10
-), ahead AS MATERIALIZED (
-    SELECT f.queue, f.priority
-      FROM asked a
      CROSS JOIN LATERAL (
-           SELECT e.queue, e.priority, e.run_at, e.id FROM pgsched.execution e
-            WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = a.priority
+           SELECT e.id, e.priority, e.run_at FROM pgsched.execution e
+            WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = p.priority
               AND e.run_at <= coalesce(%(now)s::timestamptz, now())
             ORDER BY e.run_at, e.id
-            LIMIT %(limit)s) f
+            LIMIT %(limit)s
+              FOR UPDATE SKIP LOCKED) f
      ORDER BY f.priority, f.run_at, f.id
      LIMIT %(limit)s
-), share AS MATERIALIZED (
-    SELECT h.queue, h.priority, count(*) AS n FROM ahead h GROUP BY h.queue, h.priority
-), picked AS MATERIALIZED (
-    SELECT p.id
-      FROM share s
-     CROSS JOIN LATERAL (
-           SELECT e.id FROM pgsched.execution e
-            WHERE e.state = 'pending' AND e.queue = s.queue AND e.priority = s.priority
-              AND e.run_at <= coalesce(%(now)s::timestamptz, now())
-            ORDER BY e.run_at, e.id
-            LIMIT s.n
-              FOR UPDATE SKIP LOCKED) p
-     LIMIT %(limit)s  -- no more than that: tells the planner so
 ), claimed AS (
     UPDATE pgsched.execution e
        SET state = 'running', attempt = e.attempt + 1, worker_id = %(worker_id)s,
@@ -89,8 +75,8 @@ SELECT c.*, t.xmin::text::bigint AS task_version,
 -- Seconds from now, by the database's clock, until the earliest run_at of a pending
 -- execution of %(queues)s; NULL when none is pending; 0 or less when one is due already
 -- (held by a claim in flight or a lock, or not claimable by this worker). future_seconds:
--- the same for the earliest still to come (NULL when none), so that work due later is not
--- hidden behind one held row. A worker asks before it waits, after a claim that came up
+-- the same for the earliest still to come, in any of the worker's fronts (NULL when none),
+-- so that work due later is not hidden behind a held row. A worker asks before it waits, after a claim that came up
 -- short, and wakes then instead of at its next poll (pgsched.due): a retry's backoff, a
 -- run enqueued for later start on time. One or two descents of execution_ready_queue_idx
 -- per (queue, priority): priorities are 1 to 10 (the table's CHECK), and within one, the
@@ -104,10 +90,10 @@ SELECT extract(epoch FROM min(f.run_at) - clock_timestamp())::float8 AS seconds,
         WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = p.priority
         ORDER BY e.run_at
         LIMIT 1) f
-  LEFT JOIN LATERAL (
+  LEFT JOIN LATERAL (  -- in every front: the work due later may stand in another than the held row
        SELECT e.run_at FROM pgsched.execution e
         WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = p.priority
-          AND f.run_at <= now() AND e.run_at > now()
+          AND e.run_at > now()
         ORDER BY e.run_at
         LIMIT 1) g ON true
 

@@ -14,8 +14,6 @@ import psycopg
 from psycopg.rows import dict_row
 
 from pgsched import queries
-from pgsched.claims import TaskDefinitions
-from pgsched.db import Session
 
 from .test_claim import T0, claim, make_task, register
 
@@ -144,25 +142,42 @@ def test_the_claim_order_holds_across_a_workers_queues(db, sql):
         "SELECT state FROM pgsched.execution WHERE queue = 'd'")} == {"pending"}
 
 
-def test_a_worker_of_several_queues_locks_only_what_it_claims(dsn, db, sql):
-    """W serves 'a' and 'b' and claims 5 in a transaction left open: it takes a's 5 older
-    executions. Meanwhile V, serving only 'b', claims 5: it gets all of b's (a claim that
-    locked the first 5 of each queue would hold b's until W commits, and V would find none
-    of them)."""
+def test_a_claim_leaves_nothing_it_did_not_claim_locked(dsn, db, sql):
+    """W serves 'a' and 'b' and claims 5 (in autocommit, as the worker's claimer does): it
+    takes a's 5 older executions, and b's are free the moment the claim's statement ends:
+    V, serving only 'b', gets all of them, and no row stays locked."""
     make_task(db, "job-a", queue="a")
     make_task(db, "job-b", queue="b")
     fill(sql, "job-a", "a", 5, oldest=T0 - timedelta(minutes=2))
     fill(sql, "job-b", "b", 5, oldest=T0 - timedelta(minutes=1))
     w, v = register(db, "w", queues=("a", "b")), register(db, "v", queues=("b",))
-    with psycopg.connect(dsn, row_factory=dict_row) as held:
-        mine = TaskDefinitions().claim(Session(held), queues=["a", "b"], limit=5, worker_id=w,
-                                       now=T0)
-        assert {r["task_name"] for r in mine} == {"job-a"} and len(mine) == 5
-        theirs = claim(db, v, limit=5, queues=("b",), now=T0)
-        assert {r["task_name"] for r in theirs} == {"job-b"} and len(theirs) == 5
-        held.commit()
-    running = sql.execute("SELECT count(*) AS n FROM pgsched.execution WHERE state = 'running'")
-    assert running.fetchone()["n"] == 10
+    mine = claim(db, w, limit=5, queues=("a", "b"), now=T0)
+    assert {r["task_name"] for r in mine} == {"job-a"} and len(mine) == 5
+    with psycopg.connect(dsn, row_factory=dict_row) as probe:  # what no transaction holds
+        free = probe.execute("SELECT count(*) AS n FROM (SELECT id FROM pgsched.execution"
+                             " FOR UPDATE SKIP LOCKED) x").fetchone()["n"]
+    assert free == 10
+    theirs = claim(db, v, limit=5, queues=("b",), now=T0)
+    assert {r["task_name"] for r in theirs} == {"job-b"} and len(theirs) == 5
+
+
+def test_a_held_row_at_the_front_never_keeps_a_claim_from_the_rows_behind_it(dsn, db, sql):
+    """Another transaction holds the most urgent ready executions (SELECT ... FOR UPDATE, a
+    cancel inside a longer transaction): a claim passes over them and takes the next ones
+    in order, however few it asks for (a claim of 1 once came back empty)."""
+    make_task(db, "job")
+    worker = register(db)
+    fill(sql, "job", "default", 3, oldest=T0 - timedelta(minutes=2))
+    sql.execute("UPDATE pgsched.execution SET priority = 1")
+    fill(sql, "job", "default", 4, oldest=T0 - timedelta(minutes=1))  # priority 5, behind them
+    urgent = [r["id"] for r in sql.execute("SELECT id FROM pgsched.execution WHERE priority = 1")]
+    with psycopg.connect(dsn) as holder:
+        holder.execute("SELECT 1 FROM pgsched.execution WHERE id = ANY(%s) FOR UPDATE", [urgent])
+        got = [claim(db, worker, limit=1, now=T0) for _ in range(2)] + [claim(db, worker, limit=3, now=T0)]
+        holder.rollback()
+    assert [len(rows) for rows in got] == [1, 1, 2]
+    assert all(r["priority"] == 5 for rows in got for r in rows)
+    assert [r["id"] for r in claim(db, worker, limit=5, now=T0)] == urgent  # free again: claimed next
 
 
 def test_concurrent_claims_of_overlapping_queue_sets_never_share_an_execution(db, sql):

@@ -96,4 +96,18 @@ def test_the_next_due_time_still_to_come_is_told_beside_one_that_is_held(db, sql
     assert -3.5 < row["seconds"] <= -3 and 19 < row["future_seconds"] <= 20
     sql.execute("DELETE FROM pgsched.execution WHERE run_at < now()")
     row = db.one("execution_next_due", queues=["default"])
-    assert 19 < row["seconds"] <= 20 and row["future_seconds"] is None  # only asked for beside a due one
+    assert 19 < row["seconds"] <= 20 and 19 < row["future_seconds"] <= 20
+
+
+def test_work_due_later_in_another_front_than_the_held_row_is_told(db, sql):
+    """The held row is due in (default, 1); what comes next is in (default, 5) and on
+    another queue: both are told, not only what follows in the held row's own front."""
+    make_task(db, "job")
+    make_task(db, "other", queue="other")
+    now = db_now(sql)
+    tasks.trigger(db, "job", run_at=now - timedelta(seconds=1), priority=1)
+    tasks.trigger(db, "job", run_at=now + timedelta(seconds=60), priority=1)
+    tasks.trigger(db, "job", run_at=now + timedelta(seconds=5), priority=5)
+    tasks.trigger(db, "other", run_at=now + timedelta(seconds=3))
+    assert 4 < db.one("execution_next_due", queues=["default"])["future_seconds"] <= 5
+    assert 2 < db.one("execution_next_due", queues=["default", "other"])["future_seconds"] <= 3

@@ -268,6 +268,12 @@ def test_a_fire_at_or_before_last_fire_at_is_never_made_again_after_it_left_the_
         with pytest.raises(psycopg.errors.CheckViolation, match="already fired through"):
             sql.execute(f"""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, trigger{extra})
                             VALUES (%s, %s, %s, 'schedule'{values})""", [task["id"], at(10, 5), at(10, 5)])
+    # nor can an UPDATE make another execution that fire
+    other = tasks.trigger(db, "five", run_at=at(10, 7))
+    with pytest.raises(psycopg.errors.CheckViolation, match="already fired through"):
+        sql.execute("UPDATE pgsched.execution SET trigger = 'schedule', scheduled_at = %s WHERE id = %s",
+                    [at(10, 5), other])
+    sql.execute("DELETE FROM pgsched.execution WHERE id = %s", [other])
     # and the next fire is made as usual
     assert scheduler.tick(db, 1, at(10, 10)) == 1
     assert fire_times(sql, task["id"]) == [at(10, 10)]
@@ -417,6 +423,18 @@ def test_a_dead_scheduled_fire_retried_from_the_dead_letter_queue_runs_again(db,
                    SELECT id, tenant, task_id, scheduled_at, run_at, 'dead', trigger, priority, queue,
                           params, 1, max_attempts, created_at, now() FROM done""", [row["id"]])
     assert task_row(sql, task["id"])["last_fire_at"] == at(10, 5)
+    # a copy of the dead row, the dead one kept for a retry, would run the fire twice: refused at commit
+    with pytest.raises(psycopg.errors.CheckViolation, match="still in the dead-letter queue"):
+        sql.execute("""INSERT INTO pgsched.execution (id, tenant, task_id, scheduled_at, run_at, trigger,
+                              priority, queue, params, max_attempts, created_at)
+                       SELECT id, tenant, task_id, scheduled_at, now(), trigger, priority, queue, params,
+                              max_attempts, created_at FROM pgsched.execution_history WHERE id = %s""", [row["id"]])
+    with pytest.raises(psycopg.errors.CheckViolation, match="already fired through"):  # a copy dated now, at once
+        sql.execute("""INSERT INTO pgsched.execution (id, tenant, task_id, scheduled_at, run_at, trigger,
+                              priority, queue, params, max_attempts)
+                       SELECT id, tenant, task_id, scheduled_at, now(), trigger, priority, queue, params,
+                              max_attempts FROM pgsched.execution_history WHERE id = %s""", [row["id"]])
+    assert executions(sql, task["id"]) == []
     sql.execute("SELECT pgsched.dlq_retry_v1(%s)", [row["id"]])
     [again] = executions(sql, task["id"])
     assert (again["id"], again["scheduled_at"], again["state"]) == (row["id"], at(10, 5), "pending")

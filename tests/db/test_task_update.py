@@ -173,3 +173,18 @@ def test_a_one_shot_given_a_new_instant_after_it_ran_fires_after_a_pause_and_res
     tasks.resume(db, "report")
     scheduler.tick(db, 1, datetime(2026, 1, 1, 13, 0, tzinfo=UTC))
     assert fires(sql) == [at, later] and stored(sql)["next_fire_at"] is None
+
+
+def test_a_one_shot_that_ran_given_a_new_instant_while_paused_fires_after_the_resume(db, sql):
+    at = datetime(2026, 1, 1, 12, 5, tzinfo=UTC)
+    tasks.create(db, TaskSpec(name="report", command="true", schedule_kind="once", schedule=at.isoformat()), now=T0)
+    scheduler.tick(db, 1, at)
+    finish_all(sql)
+    tasks.pause(db, "report")
+    later = datetime(2026, 1, 1, 14, 0, tzinfo=UTC)
+    assert tasks.update(db, "report", {"schedule": later.isoformat()})["next_fire_at"] == later  # planned, paused
+    scheduler.tick(db, 1, later)
+    assert fires(sql) == [at]  # not while paused
+    tasks.resume(db, "report")
+    scheduler.tick(db, 1, datetime(2026, 1, 1, 14, 0, 1, tzinfo=UTC))
+    assert fires(sql) == [at, later]
