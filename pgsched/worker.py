@@ -190,6 +190,7 @@ class Worker:
         self._running = 0  # executions whose handler runs
         self._recording = 0  # executions whose handler is done and whose outcome is being written
         self._active: dict[int, _Slot] = {}
+        self._starting: set[int] = set()  # taken off the buffer by a slot, not in _active yet
         self._early_cancels: set[int] = set()  # cancels that came before their execution's slot
         self._maybe_more = True  # the queue may hold ready executions: the last claim was full, or a notification
         self._avg_run: float | None = None  # recent handler duration (s), for the prefetch
@@ -497,7 +498,8 @@ class Worker:
                 if conn is None or conn.closed:
                     conn = connect(self.db.dsn, application_name="pgsched worker heartbeat")
                 sent = time.monotonic()
-                row = Session(conn).one("worker_heartbeat", id=self.id, running=self._running, **probe.send())
+                row = Session(conn).one("worker_heartbeat", id=self.id, running=self._running,
+                                        held=self._held(), **probe.send())
                 probe.received()
                 if row is not None:
                     self.clock.read(row["now"], sent, time.monotonic())
@@ -516,6 +518,15 @@ class Worker:
                 self.cancel(execution_id)
         if conn is not None:
             conn.close()
+
+    def _held(self) -> list[int]:
+        """Ids of every execution this worker holds: buffered, being handed back, taken by a
+        slot, running, or having its end written. The heartbeat reports them; the leader's
+        rescue takes back one this worker holds in the database but leaves out of two
+        reports in a row (a claim whose reply never arrived: migration 0015)."""
+        with self._lock:
+            return [*(r["id"] for r in self._buffer), *(r["id"] for r in self._unclaiming), *self._starting,
+                    *self._active]
 
     def _declared_dead(self) -> None:
         """The scheduler leader declared this worker dead (it missed heartbeats) and put
@@ -546,6 +557,7 @@ class Worker:
                 if self._closing:
                     return
                 row = self._buffer.popleft()
+                self._starting.add(row["id"])
                 self._running += 1
                 if self._buffer and self._running < self.config.concurrency and self._spread():
                     self._ready.notify()
@@ -572,6 +584,7 @@ class Worker:
         slot = _Slot()
         with self._lock:
             self._active[row["id"]] = slot
+            self._starting.discard(row["id"])
             early = row["id"] in self._early_cancels
             self._early_cancels.discard(row["id"])
         if early or row.get("cancel_requested_at") is not None:

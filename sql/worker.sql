@@ -18,9 +18,14 @@ RETURNING id, now() AS now
 -- %(host_time)s is the host's estimate of when the statement reaches the server, and
 -- %(round_trip)s the round trip the estimate was made from (pgsched.clock.ClockProbe).
 -- now is the database's clock, which the worker records times by (DatabaseClock).
+-- %(held)s: the ids of every execution the worker holds (buffered, running, or having its
+-- end written); the rescue takes back one it holds but leaves out of two reports in a row
+-- (migration 0015). lost_ids: those of %(held)s no longer held by it (rescued meanwhile, or
+-- finished or retried by its own writes since the set was composed).
 WITH beat AS (
     UPDATE pgsched.worker
        SET last_heartbeat_at = now(), running = %(running)s,
+           held = %(held)s::bigint[], held_prev_at = held_at, held_at = now(),
            clock_offset_seconds = extract(epoch FROM %(host_time)s::timestamptz - statement_timestamp())::float8,
            clock_round_trip_seconds = %(round_trip)s
      WHERE id = %(id)s AND state = 'running'
@@ -30,6 +35,10 @@ SELECT EXISTS (SELECT 1 FROM beat) AS alive,
        ARRAY(SELECT e.id FROM pgsched.execution e
               WHERE e.worker_id = %(id)s AND e.state = 'running' AND e.cancel_requested_at IS NOT NULL)
            AS cancel_ids,
+       ARRAY(SELECT h FROM unnest(%(held)s::bigint[]) AS h
+              WHERE NOT EXISTS (SELECT 1 FROM pgsched.execution e
+                                 WHERE e.id = h AND e.worker_id = %(id)s AND e.state = 'running'))
+           AS lost_ids,
        now() AS now
 
 -- name: worker_stop :exec

@@ -118,7 +118,7 @@ def test_a_heartbeat_stores_the_hosts_clock_offset_and_an_offset_past_the_thresh
                     heartbeat_interval=5, host_time=None, round_trip=None)
     assert worker is not None
     ahead = datetime.now(UTC) + timedelta(seconds=300)
-    db.one("worker_heartbeat", id=worker["id"], running=0, host_time=ahead, round_trip=0.002)
+    db.one("worker_heartbeat", id=worker["id"], running=0, held=[], host_time=ahead, round_trip=0.002)
     sql.execute("INSERT INTO pgsched.scheduler_node (name, hostname, pid, role) VALUES ('s', 'h2', 2, 'standby')")
     node = sql.execute("SELECT id FROM pgsched.scheduler_node").fetchone()["id"]
     probe = ClockProbe()

@@ -129,9 +129,9 @@ def test_cancel_of_a_running_execution_tells_its_worker(db, sql, dsn):
         assert notifications_until_marker(listener, sql, "pgsched_cancel") == [str(first["id"])]
     row = state_of(sql, first["id"])
     assert row["state"] == "running" and row["cancel_requested_at"] is not None
-    beat = db.one("worker_heartbeat", id=worker, running=1, host_time=None, round_trip=None)
+    beat = db.one("worker_heartbeat", id=worker, running=1, held=[], host_time=None, round_trip=None)
     assert beat.pop("now") is not None  # the database's clock, for the worker's records
-    assert beat == {"alive": True, "cancel_ids": [first["id"]]}  # for a worker that missed the NOTIFY
+    assert beat == {"alive": True, "cancel_ids": [first["id"]], "lost_ids": []}  # for a worker that missed the NOTIFY
 
 
 def test_cancel_of_an_unknown_execution_names_it(db):
@@ -143,7 +143,7 @@ def test_a_dead_worker_learns_it_from_its_heartbeat(db, sql):
     worker, _ = running(db, sql)
     silence(sql, worker)
     scheduler.rescue(db)
-    beat = db.one("worker_heartbeat", id=worker, running=1, host_time=None, round_trip=None)
+    beat = db.one("worker_heartbeat", id=worker, running=1, held=[], host_time=None, round_trip=None)
     assert {k: beat[k] for k in ("alive", "cancel_ids")} == {"alive": False, "cancel_ids": []}
 
 
