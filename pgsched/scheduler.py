@@ -20,6 +20,11 @@ connection answers. The pool's transactions idle for ``leader_timeout`` are ende
 server (the CLI sets idle_in_transaction_session_timeout), so a frozen scheduler's locks
 do not outlive the time after which it counts as hung even when no standby runs.
 
+Rescue runs in its own thread every ``rescue_interval`` seconds, whatever the tick sleeps:
+a worker's executions are taken back at most ``worker_dead_after_heartbeats`` x its
+heartbeat interval + ``rescue_interval`` after its last heartbeat (16 s with the defaults,
+4 s with a 1 s heartbeat); a new leader first waits one full dead-worker window.
+
 A tick locks the front of ``task_next_fire_idx`` (due tasks) with SKIP LOCKED, grouped by
 the schedule and due time they share; computes each group's fires once; inserts their
 executions and moves each ``next_fire_at`` on in the task's time zone in one statement,
@@ -70,7 +75,9 @@ class SchedulerConfig:
     """``batch``: tasks per tick transaction; ``max_sleep``: longest sleep between ticks
     (seconds; the poll fallback); ``retention_days``: history kept (days, UTC);
     ``premake_days``: partitions created ahead; ``maintenance_interval`` seconds;
-    ``rescue_interval``: how often (seconds) the leader looks for dead workers;
+    ``rescue_interval``: how often (seconds) the leader looks for dead workers, in its own
+    thread (a worker's executions are taken back at most worker_dead_after_heartbeats x its
+    heartbeat interval + this after its last heartbeat);
     ``leader_timeout``: seconds a leader may go without heartbeating (every second, from
     its own thread) before a standby ends its session and takes over; ``parallel``:
     connections that take batches of a burst at once (a burst's work is the database's,
@@ -429,6 +436,18 @@ def maintain_partitions(db: Database, now: datetime, retention_days: int, premak
     return report
 
 
+def prune_workers(db: Database) -> int:
+    """Remove the rows of workers stopped or dead for longer than the
+    ``worker_retention_days`` setting (7) that hold no running execution
+    (``pgsched.worker_prune_v1``); the rescue never needed them (migration 0015). Returns
+    how many were removed. Part of the leader's maintenance."""
+    row = db.one("scheduler_worker_prune")
+    pruned = int(row["pruned"]) if row else 0
+    if pruned:
+        log.info("removed %d row(s) of workers stopped long ago", pruned)
+    return pruned
+
+
 def elect(lock: Session, holder: str, stop: threading.Event) -> int | None:
     """Record a new term for ``holder``, whose session ``lock`` holds the leader lock, once
     no transaction of an older term can write any more: the sessions holding the term key
@@ -551,10 +570,13 @@ class Scheduler:
         observer = threading.Thread(target=self._observe, args=(leading, stop), daemon=True,
                                     name="pgsched-observer")
         observer.start()
+        rescuer = threading.Thread(target=self._rescue, args=(self.epoch, leading, stop), daemon=True,
+                                   name="pgsched-rescue")
+        rescuer.start()
         try:
             self._lead(lock, stop)
         finally:
-            leading.set()  # the heartbeat thread ends
+            leading.set()  # the heartbeat, observer and rescue threads end
             sender.stop()
 
     def _observe(self, done: threading.Event, stop: threading.Event) -> None:
@@ -563,6 +585,32 @@ class Scheduler:
         while not (done.is_set() or stop.is_set()):
             observe(self.db)
             done.wait(self.config.observe_interval)
+
+    def _rescue(self, epoch: int, done: threading.Event, stop: threading.Event) -> None:
+        """While leading, in its own thread: :func:`rescue` every ``rescue_interval``
+        seconds, whatever the tick sleeps (it slept up to ``max_sleep`` with nothing due,
+        and rescued only when it woke: a dead worker was noticed up to 5 s late). First the
+        new leader's grace (``scheduler_rescue_grace``): workers that could not heartbeat
+        while there was no leader or no database get one full window to be heard again."""
+        grace: float | None = None
+        while grace is None and not (done.is_set() or stop.is_set()):
+            try:
+                row = self.db.one("scheduler_rescue_grace")
+                grace = float(row["seconds"]) if row else 0.0
+            except PgschedError as exc:
+                log.warning("could not read the rescue grace (%s); trying again", exc)
+                done.wait(self.config.rescue_interval)
+        if grace:
+            done.wait(grace)
+        while not (done.is_set() or stop.is_set()):
+            try:
+                rescue(self.db, epoch)
+            except TermOver as exc:
+                log.warning("rescue stopped: %s", exc)  # the tick finds out too, and stands by
+                return
+            except PgschedError as exc:
+                log.error("rescue of dead workers' executions failed: %s", exc)
+            done.wait(self.config.rescue_interval)
 
     def _leader_heartbeat(self, epoch: int, done: threading.Event, stop: threading.Event) -> None:
         """Every second, on its own connection: this leader is alive. A process that hangs
@@ -591,22 +639,11 @@ class Scheduler:
         logged and the work tried again: leadership rests on the lock connection alone."""
         lock.exec("scheduler_listen")
         next_maintenance = 0.0
-        grace = self.db.one("scheduler_rescue_grace")
-        next_rescue = time.monotonic() + (grace["seconds"] if grace else 15.0)
         while not stop.is_set():
             ping = lock.one("scheduler_ping")  # raises if the lock connection is gone: stop acting
             assert ping is not None
             now = ping["now"]  # the database's clock decides, never this host's
             self._seen("leader")
-            if time.monotonic() >= next_rescue:
-                try:
-                    rescue(self.db, self.epoch)
-                except TermOver as exc:
-                    log.error("%s: no longer leading; standing by", exc)
-                    break
-                except PgschedError as exc:
-                    log.error("rescue of dead workers' executions failed: %s", exc)
-                next_rescue = time.monotonic() + self.config.rescue_interval
             if time.monotonic() >= next_maintenance:
                 next_maintenance = time.monotonic() + self._maintain(now)
             try:
@@ -637,8 +674,8 @@ class Scheduler:
         self.epoch = None
 
     def _maintain(self, now: datetime) -> float:
-        """The leader's maintenance (partitions); returns the seconds until the next (a
-        minute when something failed or gave way)."""
+        """The leader's maintenance (partitions, then the registry of workers); returns the
+        seconds until the next (a minute when something failed or gave way)."""
         interval = self.config.maintenance_interval
         try:
             done = maintain_partitions(self.db, now, self.config.retention_days, self.config.premake_days)
@@ -646,6 +683,11 @@ class Scheduler:
                 interval = min(interval, 60.0)
         except PgschedError as exc:
             log.error("partition maintenance failed: %s", exc)
+            interval = min(interval, 60.0)
+        try:
+            prune_workers(self.db)
+        except PgschedError as exc:
+            log.error("removing rows of workers stopped long ago failed: %s", exc)
             interval = min(interval, 60.0)
         return interval
 

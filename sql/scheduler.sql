@@ -251,3 +251,8 @@ SELECT l.pid, pg_terminate_backend(l.pid, %(wait_ms)s::bigint) AS ended
 -- any longer once it is granted. Tried, not waited for: a holder that appeared since
 -- scheduler_fence_end is ended at the next try.
 SELECT pg_try_advisory_xact_lock(%(key)s) AS fenced
+
+-- name: scheduler_worker_prune :one
+-- Remove rows of workers stopped or dead for longer than worker_retention_days that hold
+-- nothing (worker_prune_v1, migration 0015).
+SELECT pgsched.worker_prune_v1() AS pruned
