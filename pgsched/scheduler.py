@@ -655,13 +655,9 @@ class Scheduler:
                 log.warning("scheduler tick gave way to another transaction (%s); ticking again", exc)
                 stop.wait(0.05)
                 continue
-            except PgschedError as exc:
+            except (PgschedError, psycopg.Error) as exc:
                 # A pooled connection broke (ended from outside, a restart): this leader still
                 # holds the lock if the ping above answers, so it ticks again on another one.
-                log.warning("scheduler tick failed (%s); ticking again", exc)
-                stop.wait(0.1)
-                continue
-            except psycopg.Error as exc:  # untranslated: as a pooled connection's
                 log.warning("scheduler tick failed (%s); ticking again", exc)
                 stop.wait(0.1)
                 continue
