@@ -7,6 +7,24 @@ election records a new term (``epoch``) that the leader writes on the executions
 creates. Correctness does not rest on leadership: an execution is unique on (task,
 scheduled time), so a second leader would hit the constraint, not run a fire twice.
 
+Terms are fenced: every transaction that creates or requeues anything under a term (a
+tick's batch, a rescue) first takes the term key (:data:`TERM_LOCK_KEY`) shared and then
+checks, in a later statement, that its term is still the current one; an election ends the
+sessions holding that key, takes it exclusively, and only then records the new term. So an
+old leader, frozen mid-tick (SIGSTOP, a paused VM) or merely slow to notice, holds no task
+back from the new one and creates nothing once the new term has begun: its tick finds its
+term over, creates nothing, and it stands by (:class:`TermOver`). Leadership rests on the
+lock connection alone: a pooled connection that breaks (ended from outside, a restart)
+fails that one statement, which is tried again, and the leader leads on while its lock
+connection answers. The pool's transactions idle for ``leader_timeout`` are ended by the
+server (the CLI sets idle_in_transaction_session_timeout), so a frozen scheduler's locks
+do not outlive the time after which it counts as hung even when no standby runs.
+
+Rescue runs in its own thread every ``rescue_interval`` seconds, whatever the tick sleeps:
+a worker's executions are taken back at most ``worker_dead_after_heartbeats`` x its
+heartbeat interval + ``rescue_interval`` after its last heartbeat (16 s with the defaults,
+4 s with a 1 s heartbeat); a new leader first waits one full dead-worker window.
+
 A tick locks the front of ``task_next_fire_idx`` (due tasks) with SKIP LOCKED, grouped by
 the schedule and due time they share; computes each group's fires once; inserts their
 executions and moves each ``next_fire_at`` on in the task's time zone in one statement,
@@ -39,6 +57,17 @@ log = logging.getLogger(__name__)
 
 # pg_advisory_lock key of the leader ('pgsched' + 2): one key per purpose.
 LEADER_LOCK_KEY = 0x7067736368656402
+# Key of the term fence ('pgsched' + 3): held shared by each transaction that writes under a
+# term, exclusively by an election (sql/scheduler.sql, scheduler_term_share).
+TERM_LOCK_KEY = 0x7067736368656403
+# How long an election waits for each session it ends to exit (pg_terminate_backend).
+_FENCE_WAIT_MS = 5000
+
+
+class TermOver(PgschedError):
+    """This scheduler's term is no longer the current one: another scheduler was elected
+    since. Nothing was written; the old leader stands by. Raised by :func:`tick` and
+    :func:`rescue` when given an epoch; it never leaves the scheduler process."""
 
 
 @dataclass
@@ -46,7 +75,9 @@ class SchedulerConfig:
     """``batch``: tasks per tick transaction; ``max_sleep``: longest sleep between ticks
     (seconds; the poll fallback); ``retention_days``: history kept (days, UTC);
     ``premake_days``: partitions created ahead; ``maintenance_interval`` seconds;
-    ``rescue_interval``: how often (seconds) the leader looks for dead workers;
+    ``rescue_interval``: how often (seconds) the leader looks for dead workers, in its own
+    thread (a worker's executions are taken back at most worker_dead_after_heartbeats x its
+    heartbeat interval + this after its last heartbeat);
     ``leader_timeout``: seconds a leader may go without heartbeating (every second, from
     its own thread) before a standby ends its session and takes over; ``parallel``:
     connections that take batches of a burst at once (a burst's work is the database's,
@@ -144,22 +175,29 @@ def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000, para
     have no next fire time.
 
     Returns the number of executions created or found already created (a fire some other
-    leader already inserted counts too). Each batch of ``batch`` tasks is one transaction.
-    When a batch comes back full (a burst), up to ``parallel`` connections take batches
-    at once: SKIP LOCKED gives each its own tasks, and the database's row work, most of a
-    burst's time, spreads over its cores.
+    leader already inserted counts too). Each batch of ``batch`` tasks is one transaction,
+    fenced by ``epoch`` (see the module docstring): it raises :class:`TermOver`, having
+    written nothing, once the database records another term (``epoch`` None: a tick outside
+    every term, for tests and tools). When a batch comes back full (a burst), up to
+    ``parallel`` connections take batches at once: SKIP LOCKED gives each its own tasks,
+    and the database's row work, most of a burst's time, spreads over its cores. An error
+    of any batch is raised once all have stopped (:class:`TermOver` first).
     """
     memo = _Memo(now)
     fired, full = _tick_batch(db, epoch, now, batch, memo)
     if not full:
         return fired
     counts: list[int] = []
+    errors: list[BaseException] = []
 
     def drain() -> None:
         total, more = 0, True
-        while more:
-            n, more = _tick_batch(db, epoch, now, batch, memo)
-            total += n
+        try:
+            while more and not errors:
+                n, more = _tick_batch(db, epoch, now, batch, memo)
+                total += n
+        except Exception as exc:  # raised in the caller's thread below, not lost in a helper's
+            errors.append(exc)
         counts.append(total)
 
     helpers = [threading.Thread(target=drain, name=f"pgsched-tick-{i}") for i in range(1, max(parallel, 1))]
@@ -170,7 +208,21 @@ def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000, para
     finally:
         for t in helpers:
             t.join()
+    if errors:
+        raise next((e for e in errors if isinstance(e, TermOver)), errors[0])
     return fired + sum(counts)
+
+
+def _fence(tx: Session, epoch: int | None) -> None:
+    """The first two statements of a transaction that writes under ``epoch``: the term key
+    shared, then the check that ``epoch`` is current (sql/scheduler.sql explains why two).
+    Raises TermOver when it is not."""
+    if epoch is None:
+        return
+    tx.exec("scheduler_term_share", key=TERM_LOCK_KEY)
+    row = tx.one("scheduler_term_current", epoch=epoch)
+    if not (row and row["current"]):
+        raise TermOver(f"term {epoch} is over: another scheduler was elected since")
 
 
 _MEMO_SIZE = 10_000
@@ -221,6 +273,7 @@ def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo
     (``scheduler_fire``), so a burst costs Python nothing per task."""
     fired = 0
     with db.transaction() as tx:
+        _fence(tx, epoch)
         broken: list[int] = []  # tasks to pause, with the reason of each in ``why``
         why: list[str] = []
         unplanned = tx.many("scheduler_unplanned_tasks", limit=batch)
@@ -312,15 +365,17 @@ def _names(tx: Session, group: dict) -> list[str]:
     return [r["name"] for r in tx.many("scheduler_task_names", ids=group["ids"])]
 
 
-def rescue(db: Database) -> list[dict]:
+def rescue(db: Database, epoch: int | None = None) -> list[dict]:
     """Declare workers silent for too long dead and put what they ran back in the queue
-    (``pgsched.rescue_v1``), waking the workers in the same transaction when any is
-    pending again; cancel what is left running of stopping DAG runs
-    (``pgsched.dag_sweep_v1``). Returns one row per execution: id, worker, outcome
-    (requeued, unclaimed: back in the queue as if never claimed, because it surely never
-    started, dropped: such an execution of a task deleted meanwhile, dead or cancelled; the
-    rules are in migration 0008)."""
+    (``pgsched.rescue_v1``: every running execution without a live holder that reports
+    it, migration 0015), waking the workers in the same transaction when any is pending
+    again; cancel what is left running of stopping DAG runs (``pgsched.dag_sweep_v1``).
+    Returns one row per execution: id, worker, outcome (requeued, unclaimed: back in the
+    queue as if never claimed, because it surely never started, dropped: such an execution
+    of a task deleted meanwhile, dead or cancelled; the rules are in migration 0008).
+    ``epoch``: the term it runs under, fenced as a tick's batch (raises TermOver)."""
     with db.transaction() as tx:
+        _fence(tx, epoch)
         rows = tx.many("scheduler_rescue")
         unclaimed = [r["execution_id"] for r in rows if r["outcome"] == "unclaimed"]
         if unclaimed:
@@ -379,6 +434,43 @@ def maintain_partitions(db: Database, now: datetime, retention_days: int, premak
     if report["default_rows"]:
         log.warning("rows outside every daily partition (in the DEFAULT partitions): %s", report["default_rows"])
     return report
+
+
+def prune_workers(db: Database) -> int:
+    """Remove the rows of workers stopped or dead for longer than the
+    ``worker_retention_days`` setting (7) that hold no running execution
+    (``pgsched.worker_prune_v1``); the rescue never needed them (migration 0015). Returns
+    how many were removed. Part of the leader's maintenance."""
+    row = db.one("scheduler_worker_prune")
+    pruned = int(row["pruned"]) if row else 0
+    if pruned:
+        log.info("removed %d row(s) of workers stopped long ago", pruned)
+    return pruned
+
+
+def elect(lock: Session, holder: str, stop: threading.Event) -> int | None:
+    """Record a new term for ``holder``, whose session ``lock`` holds the leader lock, once
+    no transaction of an older term can write any more: the sessions holding the term key
+    are ended (an old leader's, frozen or slow; each waited for up to 5 s to exit), then the
+    key is taken exclusively in the election's own transaction, tried again every 50 ms
+    until granted. Returns the new term, or None when ``stop`` was set first. Raises
+    PgschedError when the lock session fails."""
+    announced = False
+    while not stop.is_set():
+        with lock.transaction() as tx:
+            for ended in tx.many("scheduler_fence_end", key=TERM_LOCK_KEY, wait_ms=_FENCE_WAIT_MS):
+                log.warning("ended session %s of an older term, which could still write (%s)", ended["pid"],
+                            "it exited" if ended["ended"] else "it has not exited yet")
+            taken = tx.one("scheduler_fence_take", key=TERM_LOCK_KEY)
+            if taken and taken["fenced"]:
+                elected = tx.one("scheduler_elect", holder=holder)
+                assert elected is not None  # INSERT ... ON CONFLICT DO UPDATE RETURNING: one row
+                return int(elected["epoch"])
+        if not announced:
+            log.warning("scheduler %s waits for an older term's transactions to end before leading", holder)
+            announced = True
+        stop.wait(0.05)
+    return None
 
 
 def observe(db: Database) -> None:
@@ -465,9 +557,9 @@ class Scheduler:
             stop.wait(self.config.standby_retry)
         else:
             return
-        elected = lock.one("scheduler_elect", holder=self.holder)
-        assert elected is not None
-        self.epoch = elected["epoch"]
+        self.epoch = elect(lock, self.holder, stop)
+        if self.epoch is None:
+            return
         log.info("scheduler %s is leader (term %d)", self.holder, self.epoch)
         leading = threading.Event()
         beat = threading.Thread(target=self._leader_heartbeat, args=(self.epoch, leading, stop), daemon=True,
@@ -478,10 +570,13 @@ class Scheduler:
         observer = threading.Thread(target=self._observe, args=(leading, stop), daemon=True,
                                     name="pgsched-observer")
         observer.start()
+        rescuer = threading.Thread(target=self._rescue, args=(self.epoch, leading, stop), daemon=True,
+                                   name="pgsched-rescue")
+        rescuer.start()
         try:
             self._lead(lock, stop)
         finally:
-            leading.set()  # the heartbeat thread ends
+            leading.set()  # the heartbeat, observer and rescue threads end
             sender.stop()
 
     def _observe(self, done: threading.Event, stop: threading.Event) -> None:
@@ -490,6 +585,32 @@ class Scheduler:
         while not (done.is_set() or stop.is_set()):
             observe(self.db)
             done.wait(self.config.observe_interval)
+
+    def _rescue(self, epoch: int, done: threading.Event, stop: threading.Event) -> None:
+        """While leading, in its own thread: :func:`rescue` every ``rescue_interval``
+        seconds, whatever the tick sleeps (it slept up to ``max_sleep`` with nothing due,
+        and rescued only when it woke: a dead worker was noticed up to 5 s late). First the
+        new leader's grace (``scheduler_rescue_grace``): workers that could not heartbeat
+        while there was no leader or no database get one full window to be heard again."""
+        grace: float | None = None
+        while grace is None and not (done.is_set() or stop.is_set()):
+            try:
+                row = self.db.one("scheduler_rescue_grace")
+                grace = float(row["seconds"]) if row else 0.0
+            except PgschedError as exc:
+                log.warning("could not read the rescue grace (%s); trying again", exc)
+                done.wait(self.config.rescue_interval)
+        if grace:
+            done.wait(grace)
+        while not (done.is_set() or stop.is_set()):
+            try:
+                rescue(self.db, epoch)
+            except TermOver as exc:
+                log.warning("rescue stopped: %s", exc)  # the tick finds out too, and stands by
+                return
+            except PgschedError as exc:
+                log.error("rescue of dead workers' executions failed: %s", exc)
+            done.wait(self.config.rescue_interval)
 
     def _leader_heartbeat(self, epoch: int, done: threading.Event, stop: threading.Event) -> None:
         """Every second, on its own connection: this leader is alive. A process that hangs
@@ -513,53 +634,69 @@ class Scheduler:
                 conn.close()
 
     def _lead(self, lock: Session, stop: threading.Event) -> None:
+        """Tick until ``stop``, the term ends (TermOver: stand by) or the lock connection
+        fails (its error is raised: campaign again). Errors of pooled connections are
+        logged and the work tried again: leadership rests on the lock connection alone."""
         lock.exec("scheduler_listen")
         next_maintenance = 0.0
-        grace = self.db.one("scheduler_rescue_grace")
-        next_rescue = time.monotonic() + (grace["seconds"] if grace else 15.0)
         while not stop.is_set():
             ping = lock.one("scheduler_ping")  # raises if the lock connection is gone: stop acting
             assert ping is not None
             now = ping["now"]  # the database's clock decides, never this host's
             self._seen("leader")
-            if time.monotonic() >= next_rescue:
-                try:
-                    rescue(self.db)
-                except PgschedError as exc:
-                    log.error("rescue of dead workers' executions failed: %s", exc)
-                next_rescue = time.monotonic() + self.config.rescue_interval
             if time.monotonic() >= next_maintenance:
-                interval = self.config.maintenance_interval
-                try:
-                    done = maintain_partitions(self.db, now, self.config.retention_days, self.config.premake_days)
-                    if done["busy"]:
-                        interval = min(interval, 60.0)
-                except PgschedError as exc:
-                    log.error("partition maintenance failed: %s", exc)
-                    interval = min(interval, 60.0)
-                next_maintenance = time.monotonic() + interval
+                next_maintenance = time.monotonic() + self._maintain(now)
             try:
                 tick(self.db, self.epoch, self.db.now(), self.config.batch, self.config.parallel)
-                lock.exec("scheduler_record_tick", epoch=self.epoch)
+            except TermOver as exc:
+                log.error("%s: no longer leading; standing by", exc)
+                break
             except TransientError as exc:  # a deadlock or serialization failure: its batch rolled back
                 log.warning("scheduler tick gave way to another transaction (%s); ticking again", exc)
                 stop.wait(0.05)
                 continue
-            except (psycopg.Error, PgschedError):
-                raise  # the database is gone: back to campaigning
+            except (PgschedError, psycopg.Error) as exc:
+                # A pooled connection broke (ended from outside, a restart): this leader still
+                # holds the lock if the ping above answers, so it ticks again on another one.
+                log.warning("scheduler tick failed (%s); ticking again", exc)
+                stop.wait(0.1)
+                continue
             except Exception:
                 log.exception("scheduler tick failed; retrying in %.1fs", self.config.standby_retry)
                 stop.wait(self.config.standby_retry)
                 continue
+            lock.exec("scheduler_record_tick", epoch=self.epoch)
             self._sleep(lock, stop)
         self.epoch = None
+
+    def _maintain(self, now: datetime) -> float:
+        """The leader's maintenance (partitions, then the registry of workers); returns the
+        seconds until the next (a minute when something failed or gave way)."""
+        interval = self.config.maintenance_interval
+        try:
+            done = maintain_partitions(self.db, now, self.config.retention_days, self.config.premake_days)
+            if done["busy"]:
+                interval = min(interval, 60.0)
+        except PgschedError as exc:
+            log.error("partition maintenance failed: %s", exc)
+            interval = min(interval, 60.0)
+        try:
+            prune_workers(self.db)
+        except PgschedError as exc:
+            log.error("removing rows of workers stopped long ago failed: %s", exc)
+            interval = min(interval, 60.0)
+        return interval
 
     def _sleep(self, lock: Session, stop: threading.Event) -> None:
         """Until the earliest task is due (the database says in how many seconds: no host
         clock is compared with a stored time), at most ``max_sleep``; a notification or a
         dropped connection ends it early."""
-        row = self.db.one("scheduler_next_due")
         wait = self.config.max_sleep
+        try:
+            row = self.db.one("scheduler_next_due")
+        except PgschedError as exc:  # a pooled connection: not leadership's business
+            log.warning("could not read when the next task is due (%s)", exc)
+            row, wait = None, min(wait, self.config.standby_retry)
         if row and row["seconds"] is not None:
             wait = min(wait, max(row["seconds"], 0.0))
         if wait <= 0:

@@ -211,3 +211,48 @@ SELECT l.pid, ld.holder, ld.epoch,
                  AND ((l.classid::bigint << 32) | l.objid::bigint) = %(key)s
  WHERE ld.heartbeat_at < now() - make_interval(secs => %(seconds)s)
    AND l.pid <> pg_backend_pid()
+
+-- name: scheduler_term_share :exec
+-- The first statement of every transaction that creates or requeues anything under a term
+-- (a tick's batch, a rescue): a transaction-level shared advisory lock on the term key,
+-- held to its commit. An election takes that key exclusively (scheduler_fence_take) before
+-- it records a new term, so it commits after every such transaction of the old term has
+-- ended; and it first ends the sessions holding it (scheduler_fence_end), so a frozen old
+-- leader cannot make it wait. pg_advisory_xact_lock_shared:
+-- https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADVISORY-LOCKS
+SELECT pg_advisory_xact_lock_shared(%(key)s)
+
+-- name: scheduler_term_current :one
+-- The second statement of such a transaction: its term is current. In READ COMMITTED each
+-- statement takes a new snapshot, taken here after the shared lock was granted, so a term
+-- elected before the lock was granted is seen (its election held the key exclusively until
+-- it committed). current is false once the leader table records any other term; a tick
+-- outside every term (no leader row: tests, tools) is current.
+SELECT NOT EXISTS (SELECT 1 FROM pgsched.leader WHERE epoch <> %(epoch)s) AS current
+
+-- name: scheduler_fence_end :many
+-- An election's first step: end every other session holding the term key (an old leader's
+-- transactions that may still write; a frozen one would hold its tasks' row locks for as
+-- long as it is frozen), waiting up to %(wait_ms)s ms for each to exit, so that its locks
+-- are free. pg_locks lists advisory-lock holders with their pid (bigint keys as classid
+-- and objid, objsubid 1); pg_terminate_backend(pid, timeout) waits for the exit (PostgreSQL
+-- 14): https://www.postgresql.org/docs/current/view-pg-locks.html
+SELECT l.pid, pg_terminate_backend(l.pid, %(wait_ms)s::bigint) AS ended
+  FROM pg_locks l
+ WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+   -- pg_locks lists every database's locks: never another install's scheduler
+   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+   AND ((l.classid::bigint << 32) | l.objid::bigint) = %(key)s
+   AND l.pid <> pg_backend_pid()
+
+-- name: scheduler_fence_take :one
+-- An election's second step, in the transaction that records the new term
+-- (scheduler_elect): the term key exclusively, which no transaction of the old term holds
+-- any longer once it is granted. Tried, not waited for: a holder that appeared since
+-- scheduler_fence_end is ended at the next try.
+SELECT pg_try_advisory_xact_lock(%(key)s) AS fenced
+
+-- name: scheduler_worker_prune :one
+-- Remove rows of workers stopped or dead for longer than worker_retention_days that hold
+-- nothing (worker_prune_v1, migration 0015).
+SELECT pgsched.worker_prune_v1() AS pruned

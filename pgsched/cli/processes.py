@@ -104,8 +104,12 @@ def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, pre
     config = SchedulerConfig(batch=batch, max_sleep=max_sleep, retention_days=retention_days,
                              premake_days=premake_days, leader_timeout=leader_timeout,
                              observe_interval=observe_interval)
-    # the tick's parallel batches, the webhook sender and the statistics/alerts thread
-    _run_until_signal([("scheduler", Scheduler(c.db(max_size=config.parallel + 3, application_name="pgsched scheduler"), config).run)])
+    # the tick's parallel batches, the webhook sender, the statistics/alerts and the rescue
+    # threads. A transaction left open while the scheduler is frozen ends once it counts as
+    # hung: its tasks' row locks do not outlive it, standby or not.
+    db = c.db(max_size=config.parallel + 4, application_name="pgsched scheduler",
+              idle_in_transaction_timeout=leader_timeout)
+    _run_until_signal([("scheduler", Scheduler(db, config).run)])
 
 
 @main.command()

@@ -33,10 +33,12 @@ def claimed_then_rescued(db, sql, n, keep=None):
         tasks.trigger(db, "job")
     rows = claim(db, worker, limit=n)
     sql.execute("UPDATE pgsched.worker SET last_heartbeat_at = now() - interval '1 minute' WHERE id = %s", [worker])
-    if keep is not None:
-        sql.execute("UPDATE pgsched.execution SET worker_id = NULL WHERE NOT (id = ANY(%s))",
-                    [[r["id"] for r in rows if keep(r, rows)]])
-    scheduler.rescue(db)
+    hidden = [r["id"] for r in rows if keep is not None and not keep(r, rows)]
+    # Hidden by holding their rows while the rescue runs (it skips locked rows): a running
+    # execution without a worker is rescued too since migration 0015.
+    with sql.transaction():
+        sql.execute("SELECT id FROM pgsched.execution WHERE id = ANY(%s) FOR UPDATE", [hidden])
+        scheduler.rescue(db)
     return worker, rows
 
 
