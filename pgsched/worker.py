@@ -585,7 +585,7 @@ class Worker:
                       else "it was not waiting for the database, so nothing could be cut")
             return stalled
         if state == GIVE_UP:
-            log.critical("worker %s: its claimer is still stalled (%.1fs) after its connection was cut; exiting "
+            log.critical("worker %s: its claimer is still stalled (%.1fs), one limit after the stall was found; exiting "
                          "with status %d so that a supervisor starts the worker again (the leader rescues its "
                          "executions)", self.id, stalled, EXIT_CLAIMER_STALLED)
             logging.shutdown()
