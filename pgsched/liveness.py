@@ -42,6 +42,11 @@ class Liveness:
         """The loop turned (called by the watched thread)."""
         self.at = self._now()
 
+    def paused(self, seconds: float) -> None:
+        """The whole process was not running for ``seconds`` (SIGSTOP, a suspended VM: the
+        watcher woke that much later than it meant to): that time is nobody's stall."""
+        self.at = min(self.at + seconds, self._now())
+
     def retire(self) -> None:
         """The loop ended on purpose (the process is stopping): never stalled from now on."""
         self._retired = True

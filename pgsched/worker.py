@@ -535,7 +535,13 @@ class Worker:
         interval = self.config.heartbeat_interval
         deadline = Deadline(min(self.config.statement_deadline or interval, interval), name="heartbeat")
         wait = interval
-        while not self._done.wait(wait):
+        while True:
+            waited_from = time.monotonic()
+            if self._done.wait(wait):
+                break
+            late = time.monotonic() - waited_from - wait
+            if late > 1.0:  # this process was frozen, not its claimer alone
+                self._claimer.paused(late)
             wait = interval
             stall = self._watch_claimer()
             try:

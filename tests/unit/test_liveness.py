@@ -66,3 +66,13 @@ def test_the_claimers_limit_is_3_polls_plus_its_longest_step():
     # a short deadline (or none) never makes a connection attempt (up to 10 s) look like a stall
     assert WorkerConfig(poll_interval=0.5, statement_deadline=2.0).claimer_limit() == 11.5
     assert WorkerConfig(poll_interval=0.5, statement_deadline=0).claimer_limit() == 11.5
+
+
+def test_time_the_whole_process_was_frozen_is_no_stall():
+    clock = Clock()
+    live = Liveness(10.0, now=clock)
+    clock.t += 60.0  # SIGSTOP, SIGCONT: the watcher wakes 59 s late
+    live.paused(59.0)
+    assert live.check() == OK
+    clock.t += 10.5
+    assert live.check() == STALLED  # what the claimer does after the freeze counts again
