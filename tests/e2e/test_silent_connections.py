@@ -24,6 +24,7 @@ HEARTBEAT = "pgsched worker heartbeat"
 
 @pytest.fixture
 def proxy(dsn):
+    """Asked for before ``start``: closed after the worker stopped, so it stops cleanly."""
     p = SilentProxy(dsn)
     yield p
     p.close()
@@ -35,7 +36,7 @@ def _worker_up(sql, proxy) -> None:
                message="the worker registered, listening and heartbeating")
 
 
-def test_a_worker_whose_connections_all_go_silent_recovers_and_runs_what_comes_after(dsn, sql, start, proxy):
+def test_a_worker_whose_connections_all_go_silent_recovers_and_runs_what_comes_after(dsn, sql, proxy, start):
     cli(dsn, "task", "create", "after", "--command", "echo ran")
     worker = start("worker", "--poll-interval", "0.5", "--heartbeat-interval", "1", "--statement-deadline", "2",
                    env={"PGSCHED_DSN": proxy.dsn})
@@ -63,7 +64,7 @@ def test_a_worker_whose_connections_all_go_silent_recovers_and_runs_what_comes_a
                message="heartbeats go on")
 
 
-def test_sigterm_stops_a_worker_whose_claim_connection_is_silent(dsn, sql, start, proxy):
+def test_sigterm_stops_a_worker_whose_claim_connection_is_silent(dsn, sql, proxy, start):
     # The default statement deadline (30 s): the claim is cut because the worker stops.
     worker = start("worker", "--poll-interval", "0.2", "--heartbeat-interval", "1", "--shutdown-timeout", "2",
                    env={"PGSCHED_DSN": proxy.dsn})
@@ -78,8 +79,8 @@ def test_sigterm_stops_a_worker_whose_claim_connection_is_silent(dsn, sql, start
     assert sql.execute("SELECT state FROM pgsched.worker").fetchone()["state"] == "stopped"
 
 
-def test_without_a_deadline_the_heartbeat_finds_the_stalled_claimer_reports_and_recovers_it(dsn, sql, start,
-                                                                                              proxy):
+def test_without_a_deadline_the_heartbeat_finds_the_stalled_claimer_reports_and_recovers_it(dsn, sql, proxy,
+                                                                                              start):
     cli(dsn, "task", "create", "after", "--command", "echo ran")
     worker = start("worker", "--poll-interval", "0.5", "--heartbeat-interval", "1", "--statement-deadline", "0",
                    env={"PGSCHED_DSN": proxy.dsn})
