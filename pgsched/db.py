@@ -11,6 +11,11 @@ Usage::
 Timestamps go in and come out as timezone-aware ``datetime`` in UTC (the session time
 zone is set to UTC on every connection). ``db.now()`` is the database's clock, the only one
 that decides when anything happens.
+
+Every connection has TCP keepalives and a TCP user timeout (KEEPALIVES) unless its DSN sets
+them, so a server that vanished is noticed; a statement on a connection given a
+:class:`~pgsched.deadline.Deadline` is also cut when its reply does not come in time (a
+peer that acknowledges and forwards nothing), and raises ConnectionSilent.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from . import queries
-from .errors import ConnectionFailed, DatabaseError, NotFound, TransientError
+from .deadline import Deadline, above_server_timeout, unwatched
+from .errors import ConnectionFailed, ConnectionSilent, DatabaseError, NotFound, TransientError
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +92,28 @@ def translated() -> Iterator[None]:
 _SESSION = "SET TIME ZONE 'UTC'; SET DateStyle = 'ISO, YMD'"
 
 
+# Seconds a connection attempt may take (libpq's connect_timeout, which psycopg applies to
+# the whole attempt).
+CONNECT_TIMEOUT = 10
+
+# TCP settings of every connection, unless the DSN sets them (libpq parameters:
+# https://www.postgresql.org/docs/current/libpq-connect.html; no-ops on a Unix socket). An
+# idle connection whose server vanished (a host gone, a dropped NAT entry) is found after
+# 10 s + 3 probes 5 s apart; data sent and not acknowledged for 30 s (tcp_user_timeout, in
+# milliseconds) breaks the connection, where Linux retransmits for about 15 minutes. Neither
+# finds a peer that acknowledges and forwards nothing: statement deadlines do (deadline.py).
+KEEPALIVES = {"keepalives": "1", "keepalives_idle": "10", "keepalives_interval": "5", "keepalives_count": "3",
+              "tcp_user_timeout": "30000"}
+
+
+def tcp_settings(dsn: str) -> dict[str, Any]:
+    """The KEEPALIVES that ``dsn`` does not set itself (connection keywords passed beside a
+    DSN override it, so only the missing ones are). Raises psycopg.ProgrammingError for a
+    DSN that cannot be parsed."""
+    given = psycopg.conninfo.conninfo_to_dict(dsn)
+    return {k: v for k, v in KEEPALIVES.items() if given.get(k) is None}
+
+
 def _configure(conn: psycopg.Connection, idle_in_transaction_timeout: float | None = None) -> None:
     conn.execute(_SESSION)
     if idle_in_transaction_timeout is not None:
@@ -94,29 +122,39 @@ def _configure(conn: psycopg.Connection, idle_in_transaction_timeout: float | No
     conn.commit()
 
 
-def connect(dsn: str, *, autocommit: bool = True, application_name: str = "pgsched") -> psycopg.Connection[Row]:
-    """Open one dedicated connection (LISTEN, the leader's advisory lock, migrations).
-
-    Raises ConnectionFailed when the server cannot be reached.
-    """
+def connect(dsn: str, *, autocommit: bool = True, application_name: str = "pgsched",
+            deadline: Deadline | None = None) -> psycopg.Connection[Row]:
+    """Open one dedicated connection (LISTEN, the leader's advisory lock, migrations), with
+    KEEPALIVES; ``deadline`` watches its first statements (run statements on it through
+    ``Session(conn, deadline)``). Raises ConnectionFailed when the server cannot be reached
+    within CONNECT_TIMEOUT seconds, ConnectionSilent when it does not answer the session's
+    settings within the deadline."""
     with translated():
-        conn = psycopg.connect(dsn, autocommit=autocommit, row_factory=dict_row,
-                               application_name=application_name, connect_timeout=10)
-        conn.execute(_SESSION)
+        conn = psycopg.connect(dsn, autocommit=autocommit, row_factory=dict_row, application_name=application_name,
+                               connect_timeout=CONNECT_TIMEOUT, **tcp_settings(dsn))
+        try:
+            with (deadline.watch(conn) if deadline else unwatched(conn)):
+                conn.execute(_SESSION)
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
 
 class Session:
-    """Named queries run on one connection (inside a transaction or in autocommit)."""
+    """Named queries run on one connection (inside a transaction or in autocommit); with a
+    ``deadline``, each statement (each transaction, up to its COMMIT) is cut when it
+    overruns it, and raises ConnectionSilent."""
 
-    def __init__(self, conn: psycopg.Connection[Row]):
+    def __init__(self, conn: psycopg.Connection[Row], deadline: Deadline | None = None):
         self.conn = conn
+        self._watch = deadline.watch if deadline is not None else unwatched
 
     def _run(self, query_name: str, expect: str, params: Mapping[str, Any]) -> Any:
         query = queries.get(query_name)
         if query.cardinality != expect:
             raise TypeError(f"query {query_name!r} is :{query.cardinality}, called as :{expect}")
-        with translated():
+        with translated(), self._watch(self.conn):
             cur = self.conn.execute(query.text, params, binary=query.binary)
             if expect == "one":
                 return cur.fetchone()
@@ -149,31 +187,41 @@ class Session:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Session]:
         """This connection inside one transaction: committed on success, rolled back on
-        any exception."""
-        with translated(), self.conn.transaction():
-            yield self
+        any exception. The deadline, if any, watches the whole transaction (its statements
+        and its COMMIT), not each statement."""
+        with translated(), self._watch(self.conn), self.conn.transaction():
+            yield Session(self.conn)
 
 
 class Database(Session):
     """A pool of connections (autocommit); each call outside :meth:`transaction` is one
     statement in its own transaction."""
 
-    def __init__(self, pool: ConnectionPool, dsn: str):
+    def __init__(self, pool: ConnectionPool, dsn: str, deadline: Deadline | None = None):
         self.pool = pool
         self.dsn = dsn
+        self.deadline = deadline
+        self._server_timeout: float | None = None
 
     @classmethod
     def connect(cls, dsn: str, *, min_size: int = 1, max_size: int = 4,
-                application_name: str = "pgsched", idle_in_transaction_timeout: float | None = None) -> "Database":
-        """Open a pool on ``dsn``. ``idle_in_transaction_timeout`` (seconds): the server
+                application_name: str = "pgsched", idle_in_transaction_timeout: float | None = None,
+                statement_deadline: float | None = None) -> "Database":
+        """Open a pool on ``dsn`` (its connections with KEEPALIVES). ``idle_in_transaction_timeout``
+        (seconds): the server
         ends a connection of the pool whose transaction waits that long for its next
         statement (PostgreSQL's idle_in_transaction_session_timeout), releasing its locks: a
         worker frozen mid-transaction (SIGSTOP, a paused VM) must not keep the rescue from its
-        executions, nor hold the retry budget's lock from every other worker. Raises
-        ConnectionFailed if the server is unreachable within 10 seconds."""
+        executions, nor hold the retry budget's lock from every other worker.
+        ``statement_deadline`` (seconds; None: none): a statement, or a transaction up to its
+        COMMIT, without a reply for that long (or 5 s past the server's own
+        statement_timeout, if that is longer) has its connection shut down and raises
+        ConnectionSilent; the pool's other connections are then replaced too (they most
+        likely went silent with it). Raises ConnectionFailed if the server is unreachable
+        within 10 seconds."""
         pool = ConnectionPool(dsn, min_size=min_size, max_size=max_size, open=False,
                               kwargs={"row_factory": dict_row, "application_name": application_name,
-                                      "autocommit": True},
+                                      "autocommit": True, **tcp_settings(dsn)},
                               configure=functools.partial(_configure,
                                                           idle_in_transaction_timeout=idle_in_transaction_timeout),
                               timeout=30, name="pgsched")
@@ -182,24 +230,45 @@ class Database(Session):
         except Exception as exc:  # psycopg_pool raises PoolTimeout: unreachable server
             pool.close()
             raise ConnectionFailed(f"database unreachable at {_redact(dsn)}: {exc}") from exc
-        return cls(pool, dsn)
+        db = cls(pool, dsn)
+        if statement_deadline is not None:
+            db.deadline = Deadline(above_server_timeout(statement_deadline, db.server_statement_timeout()),
+                                   name=f"{application_name} pool")
+        return db
 
     def close(self) -> None:
         self.pool.close()
 
+    def server_statement_timeout(self) -> float:
+        """The server's statement_timeout for this database's sessions (seconds; 0: none),
+        read once (``session_statement_timeout``). Raises what ``one`` raises."""
+        if self._server_timeout is None:
+            row = self.one("session_statement_timeout")
+            assert row is not None  # SELECT returns one row
+            self._server_timeout = row["seconds"]
+        return self._server_timeout
+
     def _run(self, query_name: str, expect: str, params: Mapping[str, Any]) -> Any:
         # One statement alone is its own transaction (autocommit): one round trip, where a
         # BEGIN and a COMMIT around it made three (a third of a busy writer's waits)
-        with translated(), self.pool.connection() as conn:
-            return Session(conn)._run(query_name, expect, params)  # type: ignore[arg-type]  # dict_row
+        try:
+            with translated(), self.pool.connection() as conn:
+                return Session(conn, self.deadline)._run(query_name, expect, params)  # type: ignore[arg-type]
+        except ConnectionSilent:
+            self.pool.drain()  # the pool's other connections most likely went silent with this one
+            raise
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Session]:
         """A connection from the pool inside one transaction: committed on success,
-        rolled back on any exception."""
-        with translated(), self.pool.connection() as conn:
-            with conn.transaction():
-                yield Session(conn)  # type: ignore[arg-type]  # the pool sets row_factory=dict_row
+        rolled back on any exception; the deadline, if any, watches the whole transaction."""
+        try:
+            with translated(), self.pool.connection() as conn:
+                with Session(conn, self.deadline).transaction() as tx:  # type: ignore[arg-type]  # dict_row
+                    yield tx
+        except ConnectionSilent:
+            self.pool.drain()
+            raise
 
 
 def _redact(dsn: str) -> str:

@@ -7,6 +7,7 @@ and its message names the field and the value that were wrong::
     ├── NotFound               a task or execution that does not exist
     ├── DatabaseError          psycopg errors, translated at the boundary in db.py
     │   ├── ConnectionFailed   the server could not be reached, or the connection broke
+    │   │   └── ConnectionSilent  no reply within the statement deadline: the connection was shut down
     │   └── TransientError     deadlock, serialization failure, lock timeout: try again
     └── MigrationError         schema and code disagree
         ├── ChecksumMismatch   an applied migration file was changed
@@ -55,6 +56,11 @@ class DatabaseError(PgschedError):
 
 class ConnectionFailed(DatabaseError):
     """PostgreSQL could not be reached."""
+
+
+class ConnectionSilent(ConnectionFailed):
+    """A statement had no reply within its client-side deadline (pgsched.deadline), so its
+    connection was shut down; open another one."""
 
 
 class TransientError(DatabaseError):

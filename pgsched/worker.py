@@ -32,6 +32,15 @@ leader) can never record over the rescued attempt. Such a worker learns it at it
 heartbeat: it stops what it was running, drops its buffer and registers afresh. Cancel
 requests arrive by ``NOTIFY pgsched_cancel`` (and, should a notification be missed, with
 the heartbeat).
+
+Connections that go silent (a proxy that stops forwarding, a half-open socket) must not
+block the worker: the claimer's and the heartbeat's statements have deadlines
+(:mod:`pgsched.deadline`; the heartbeat's at most one interval, so that a new connection
+beats before the lease lapses), and the claimer's are cut when the worker stops. The
+heartbeat also watches that the claimer goes round its loop (:mod:`pgsched.liveness`): a
+claimer stalled past its limit is logged, reported in the worker row and its connection
+cut; still stalled one limit later, the worker exits with EXIT_CLAIMER_STALLED for its
+supervisor to start it again.
 """
 
 from __future__ import annotations
@@ -58,9 +67,11 @@ from . import app as app_module
 from .claims import TaskDefinitions, give_back
 from .clock import ClockProbe, DatabaseClock
 from .completer import Completer
-from .db import Database, Row, Session, connect, has_nul
+from .db import CONNECT_TIMEOUT, Database, Row, Session, connect, has_nul
+from .deadline import STATEMENT_DEADLINE, Deadline
 from .due import NextDue
-from .errors import ConnectionFailed, PgschedError, TransientError
+from .errors import ConnectionFailed, ConnectionSilent, PgschedError, TransientError
+from .liveness import BACK, GIVE_UP, STALLED, Liveness
 from .retry import backoff_seconds
 from .runner import LogSink, Outcome, run_command, storable_text
 from .watchdog import Watchdog
@@ -95,6 +106,10 @@ RECORD_BACKLOG = 256
 # heartbeat to tell.
 HEARTBEAT_STALE = 2.0
 
+# The exit status of a worker whose claimer stayed stalled after its connection was cut
+# (sysexits' EX_SOFTWARE): its supervisor starts it again, the leader rescues its executions.
+EXIT_CLAIMER_STALLED = 70
+
 # Successes logged at INFO per second at most; the rest are counted into the next line.
 SUCCESS_LINES_PER_SECOND = 20
 
@@ -108,7 +123,10 @@ class WorkerConfig:
     back to the queue; ``max_output_lines`` / ``max_output_bytes``: output kept per attempt;
     ``record_retry_seconds``: how long the end of an attempt is retried while the database
     is unreachable; ``prefetch``: executions claimed at most ahead of the free slots (0:
-    claim only for free slots)."""
+    claim only for free slots); ``statement_deadline``: seconds a statement of the claimer
+    (and of the heartbeat, at most one interval) may go without a reply before its
+    connection is cut and opened again (0: none; the claimer's are still cut when the worker
+    stops, and its liveness still watched)."""
 
     queues: list[str] = field(default_factory=lambda: ["default"])
     concurrency: int = 4
@@ -123,6 +141,13 @@ class WorkerConfig:
     allowed_modules: tuple[str, ...] = ()
     name: str | None = None
     prefetch: int = 100
+    statement_deadline: float = STATEMENT_DEADLINE
+
+    def claimer_limit(self) -> float:
+        """Seconds the claimer may go without a turn of its loop before the heartbeat
+        finds it stalled: 3 polls, plus the longest one step may take (a statement up to
+        its deadline, or a connection attempt up to CONNECT_TIMEOUT)."""
+        return 3 * self.poll_interval + max(self.statement_deadline, CONNECT_TIMEOUT)
 
 
 # pgsched's own settings are not the task's business (PGSCHED_DSN may carry a password).
@@ -206,6 +231,9 @@ class Worker:
         # Instants this worker records (when a slot started an execution, when it ended,
         # its output lines) are the database's, never this host's clock (DESIGN "Time").
         self.clock = DatabaseClock()
+        self._claimer = Liveness(config.claimer_limit())  # the heartbeat watches it
+        self._claim_deadline: Deadline | None = None
+        self._stall_reported: float | None = None  # what the worker row says (None: not stalled)
 
     # -- lifecycle ---------------------------------------------------------------------
     def _register(self) -> None:
@@ -369,29 +397,38 @@ class Worker:
         """Until ``stop``: LISTEN and claim on one dedicated connection; reconnects with
         backoff when it breaks."""
         backoff = 0.5
-        while not stop.is_set():
-            try:
-                conn = connect(self.db.dsn, application_name="pgsched worker listen")
-                with conn:
-                    conn.add_notify_handler(lambda n: self._notified(n.channel, n.payload))
-                    Session(conn).exec("worker_listen")
-                    Session(conn).exec("worker_listen_cancel")
-                    backoff = 0.5
-                    self._maybe_more = True  # anything enqueued while we were not listening
-                    self._serve(conn, stop)
-            except (psycopg.Error, PgschedError) as exc:
-                if stop.is_set():
-                    return  # stopping anyway (the embedded server may be going down with us)
-                log.warning("worker listener lost its connection (%s); retrying in %.1fs", exc, backoff)
-                stop.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
+        # No deadline (0) still cuts a stopping worker's statement and lets the heartbeat cut a stalled one.
+        deadline = self._claim_deadline = Deadline(self.config.statement_deadline or float("inf"), name="claim",
+                                                   stop=stop)
+        try:
+            while not stop.is_set():
+                self._claimer.went_round()
+                try:
+                    conn = connect(self.db.dsn, application_name="pgsched worker listen", deadline=deadline)
+                    with conn:
+                        conn.add_notify_handler(lambda n: self._notified(n.channel, n.payload))
+                        Session(conn, deadline).exec("worker_listen")
+                        Session(conn, deadline).exec("worker_listen_cancel")
+                        backoff = 0.5
+                        self._maybe_more = True  # anything enqueued while we were not listening
+                        self._serve(conn, stop)
+                except (psycopg.Error, PgschedError) as exc:
+                    if stop.is_set():
+                        return  # stopping anyway (the embedded server may be going down with us)
+                    log.warning("worker listener lost its connection (%s); retrying in %.1fs", exc, backoff)
+                    self._claimer.went_round()  # the wait is a turn, not a stall
+                    stop.wait(backoff)
+                    backoff = min(backoff * 2, 10.0)
+        finally:
+            self._claimer.retire()  # stopped on purpose: the drain that follows is no stall
 
     def _serve(self, conn: psycopg.Connection[Row], stop: threading.Event) -> None:
-        session = Session(conn)
+        session = Session(conn, self._claim_deadline)
         tasks = TaskDefinitions()
         next_poll = 0.0
         due = NextDue(self.config.poll_interval)
         while not stop.is_set():
+            self._claimer.went_round()
             conn.pgconn.consume_input()  # notifications already received: handled now
             while note := conn.pgconn.notifies():
                 self._notified(note.relname.decode(), note.extra.decode())
@@ -493,21 +530,40 @@ class Worker:
         # Its own connection: a pool busy with output flushes must not delay the heartbeat.
         conn: psycopg.Connection[Row] | None = None
         probe = ClockProbe()  # this host's clock offset from the database, reported with each beat
-        while not self._done.wait(self.config.heartbeat_interval):
+        # At most one interval: a silent connection is replaced, and the beat sent again,
+        # before the leader's dead limit (3 intervals) runs out.
+        interval = self.config.heartbeat_interval
+        deadline = Deadline(min(self.config.statement_deadline or interval, interval), name="heartbeat")
+        wait = interval
+        while True:
+            waited_from = time.monotonic()
+            if self._done.wait(wait):
+                break
+            late = time.monotonic() - waited_from - wait
+            if late > 1.0:  # this process was frozen, not its claimer alone
+                self._claimer.paused(late)
+            wait = interval
+            stall = self._watch_claimer()
             try:
                 if conn is None or conn.closed:
-                    conn = connect(self.db.dsn, application_name="pgsched worker heartbeat")
+                    conn = connect(self.db.dsn, application_name="pgsched worker heartbeat", deadline=deadline)
+                session = Session(conn, deadline)
                 sent = time.monotonic()
-                row = Session(conn).one("worker_heartbeat", id=self.id, running=self._running,
-                                        held=self._held(), **probe.send())
+                row = session.one("worker_heartbeat", id=self.id, running=self._running,
+                                  held=self._held(), **probe.send())
                 probe.received()
                 if row is not None:
                     self.clock.read(row["now"], sent, time.monotonic())
+                if stall is not None:
+                    session.exec("worker_claimer_stalled", id=self.id, seconds=stall or None)
+                    self._stall_reported = stall or None
             except (psycopg.Error, PgschedError) as exc:
                 log.warning("worker %s heartbeat failed: %s", self.id, exc)
                 if conn is not None:
                     conn.close()
                 conn = None
+                if isinstance(exc, ConnectionSilent):
+                    wait = 0  # a silent connection, not a database away: beat at once on a new one
                 continue
             assert row is not None
             if not row["alive"]:
@@ -518,6 +574,36 @@ class Worker:
                 self.cancel(execution_id)
         if conn is not None:
             conn.close()
+
+    def _watch_claimer(self) -> float | None:
+        """The heartbeat's look at the claimer (:mod:`pgsched.liveness`): log, cut and
+        report a stall, or exit the process when cutting did not help. Returns what the
+        worker row should say and does not yet: the seconds the claimer is stalled for, 0
+        when it is back (the heartbeat writes NULL), None when nothing is to be written."""
+        state = self._claimer.check()
+        stalled = self._claimer.stalled_for()
+        limit = self._claimer.limit
+        if state == STALLED:
+            cut = self._claim_deadline.cut() if self._claim_deadline is not None else 0
+            log.error("worker %s: its claimer has not gone round its loop for %.1fs (limit %.1fs): its queues are "
+                      "not served; %s", self.id, stalled, limit,
+                      "its connection was cut so that it opens another" if cut
+                      else "it was not waiting for the database, so nothing could be cut")
+            return stalled
+        if state == GIVE_UP:
+            log.critical("worker %s: its claimer is still stalled (%.1fs), one limit after the stall was found; exiting "
+                         "with status %d so that a supervisor starts the worker again (the leader rescues its "
+                         "executions)", self.id, stalled, EXIT_CLAIMER_STALLED)
+            logging.shutdown()
+            os._exit(EXIT_CLAIMER_STALLED)
+        if state == BACK:
+            log.warning("worker %s: its claimer goes round its loop again", self.id)
+            return 0.0
+        if self._stall_reported is not None and self._claimer.stalled_at is None:
+            return 0.0  # back, but the report that said so failed: say it again
+        if self._stall_reported is None and self._claimer.stalled_at is not None:
+            return stalled  # stalled, and not reported yet
+        return None
 
     def _held(self) -> list[int]:
         """Ids of every execution this worker holds: buffered, being handed back, taken by a

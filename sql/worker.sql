@@ -41,6 +41,14 @@ SELECT EXISTS (SELECT 1 FROM beat) AS alive,
            AS lost_ids,
        now() AS now
 
+-- name: worker_claimer_stalled :exec
+-- The worker's heartbeat found its claimer stalled for %(seconds)s seconds (it has not gone
+-- round its loop: pgsched.liveness), or going round again (%(seconds)s NULL). Sent only when
+-- that changes, on the heartbeat's connection (migration 0016).
+UPDATE pgsched.worker
+   SET claimer_stalled_since = now() - make_interval(secs => %(seconds)s::float8)
+ WHERE id = %(id)s
+
 -- name: worker_stop :exec
 UPDATE pgsched.worker SET state = 'stopped', stopped_at = now(), running = 0 WHERE id = %(id)s
 
@@ -48,6 +56,7 @@ UPDATE pgsched.worker SET state = 'stopped', stopped_at = now(), running = 0 WHE
 SELECT id, name, hostname, pid, queues, concurrency, state, running, started_at,
        last_heartbeat_at, stopped_at, clock_offset_seconds, clock_round_trip_seconds,
        extract(epoch FROM now() - last_heartbeat_at)::float8 AS heartbeat_age_seconds,
+       claimer_stalled_since, extract(epoch FROM now() - claimer_stalled_since)::float8 AS claimer_stalled_seconds,
        state = 'running' AND now() - last_heartbeat_at > 3 * heartbeat_interval * interval '1 second'
            AS presumed_dead
   FROM pgsched.worker

@@ -140,10 +140,19 @@ def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, pre
               help="Executions claimed at most ahead of the free slots, so that a slot never waits for a "
                    "claim; only while handlers are short (a claimed execution waits about 50 ms for its "
                    "slot, on average). 0: claim only for free slots.")
+@click.option("--statement-deadline", default=30.0, show_default=True, type=Seconds(0, 3600),
+              help="Seconds a statement of the worker (a claim, a heartbeat, the end of an attempt) may go "
+                   "without a reply before its connection is shut down and opened again: a connection gone "
+                   "silent (a proxy that stopped forwarding) must not block the worker. Raised to 5 s past the "
+                   "server's statement_timeout, which fires first; heartbeats get at most one interval. A "
+                   "claimer that goes round its loop for none of 3 poll intervals plus this (at least 10 s) is "
+                   "reported (pgsched status), its connection cut, and if it is still stuck that long again "
+                   "the worker exits with status 70 for its supervisor to restart it. 0: no deadline.")
 @pass_ctx
 def worker(c: Context, queues: tuple[str, ...], concurrency: int, poll_interval: float,
            heartbeat_interval: float, kill_grace: float, shutdown_timeout: float, max_output_lines: int,
-           max_output_bytes: int, pythonpath: tuple[str, ...], imports: tuple[str, ...], prefetch: int) -> None:
+           max_output_bytes: int, pythonpath: tuple[str, ...], imports: tuple[str, ...], prefetch: int,
+           statement_deadline: float) -> None:
     """Run a worker: claims and runs executions from its queues. Python tasks
     ('module:function') are imported from the current folder, --pythonpath folders and
     PYTHONPATH."""
@@ -162,12 +171,13 @@ def worker(c: Context, queues: tuple[str, ...], concurrency: int, poll_interval:
     config = WorkerConfig(queues=list(queues), concurrency=concurrency, poll_interval=poll_interval,
                           heartbeat_interval=heartbeat_interval, kill_grace=kill_grace,
                           shutdown_timeout=shutdown_timeout, max_output_lines=max_output_lines,
-                          max_output_bytes=max_output_bytes, allowed_modules=imports, prefetch=prefetch)
+                          max_output_bytes=max_output_bytes, allowed_modules=imports, prefetch=prefetch,
+                          statement_deadline=statement_deadline)
     # Executions use a connection only briefly (log flushes, the end of an attempt): a
     # small pool serves many slots. Plus one listener connection. A transaction left open
     # while the worker is frozen ends before the leader may declare the worker dead.
     db = c.db(max_size=min(concurrency + 2, 10), idle_in_transaction_timeout=HEARTBEAT_STALE * heartbeat_interval,
-              application_name="pgsched worker")
+              application_name="pgsched worker", statement_deadline=statement_deadline or None)
     # Tasks run under this process (Python tasks inside it): they get no pgsched settings,
     # and PGSCHED_DSN may carry a password.
     for name in PRIVATE_ENV:
@@ -237,7 +247,9 @@ def status(c: Context, as_json: bool) -> None:
     for w in workers:
         click.echo(f"  {w['id']} {w['name']} queues={','.join(w['queues'])} running={w['running']}/"
                    f"{w['concurrency']} heartbeat {w['heartbeat_age_seconds']:.1f}s ago"
-                   + ("  (silent for 3 heartbeats: presumed dead)" if w["presumed_dead"] else ""))
+                   + ("  (silent for 3 heartbeats: presumed dead)" if w["presumed_dead"] else "")
+                   + (f"  (claimer stalled for {w['claimer_stalled_seconds']:.0f}s: its queues are not served)"
+                      if w["claimer_stalled_since"] is not None else ""))
     served = {q for w in workers if not w["presumed_dead"] for q in w["queues"]}
     unserved = [q["queue"] for q in queues if q["ready"] and q["queue"] not in served]
     if queues:

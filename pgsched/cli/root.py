@@ -83,13 +83,15 @@ class Context:
         return self._dsn
 
     def db(self, check_schema: bool = True, max_size: int = 4,
-           idle_in_transaction_timeout: float | None = None, application_name: str = "pgsched") -> Database:
+           idle_in_transaction_timeout: float | None = None, application_name: str = "pgsched",
+           statement_deadline: float | None = None) -> Database:
         """The pool (opened on first use; see Database.connect; ``application_name`` tells
         its connections apart in pg_stat_activity); refuses a schema behind or ahead of the
         code."""
         if self._db is None:
             self._db = Database.connect(self.dsn, max_size=max_size, application_name=application_name,
-                                        idle_in_transaction_timeout=idle_in_transaction_timeout)
+                                        idle_in_transaction_timeout=idle_in_transaction_timeout,
+                                        statement_deadline=statement_deadline)
             if check_schema:
                 with self._db.transaction() as tx:
                     migrations.require_current(tx)
