@@ -50,6 +50,7 @@ import psycopg
 from . import alerts, stats, webhooks
 from .clock import ClockProbe
 from .db import Database, Row, Session, connect
+from .deadline import Deadline
 from .errors import PgschedError, TransientError
 from .schedule import Schedule
 
@@ -60,6 +61,10 @@ LEADER_LOCK_KEY = 0x7067736368656402
 # Key of the term fence ('pgsched' + 3): held shared by each transaction that writes under a
 # term, exclusively by an election (sql/scheduler.sql, scheduler_term_share).
 TERM_LOCK_KEY = 0x7067736368656403
+# Seconds a statement (or the election's transaction) on the leader's lock connection may go
+# without a reply before its socket is cut (pgsched.deadline): the election may wait up to
+# _FENCE_WAIT_MS for each session of an older term it ends.
+LOCK_DEADLINE = 60.0
 # How long an election waits for each session it ends to exit (pg_terminate_backend).
 _FENCE_WAIT_MS = 5000
 
@@ -532,7 +537,9 @@ class Scheduler:
                 continue
             try:
                 with conn:
-                    self._campaign(Session(conn), stop)
+                    # a lock connection gone silent (a proxy that stopped forwarding) must not
+                    # hang the leader while its heartbeat thread, on another connection, beats on
+                    self._campaign(Session(conn, Deadline(LOCK_DEADLINE, name="leader lock", stop=stop)), stop)
             except (psycopg.Error, PgschedError) as exc:
                 if self.epoch is not None:
                     log.error("leader connection lost (%s): no longer leading", exc)
@@ -616,12 +623,13 @@ class Scheduler:
         """Every second, on its own connection: this leader is alive. A process that hangs
         stops this too, so a standby can tell a hung leader from a busy one."""
         conn: psycopg.Connection[Row] | None = None
+        beat_deadline = Deadline(self.config.leader_timeout, name="leader heartbeat", stop=stop)
         try:
             while not (done.is_set() or stop.is_set()):
                 try:
                     if conn is None or conn.closed:
                         conn = connect(self.db.dsn, application_name="pgsched scheduler heartbeat")
-                    if Session(conn).one("scheduler_leader_heartbeat", epoch=epoch) is None:
+                    if Session(conn, beat_deadline).one("scheduler_leader_heartbeat", epoch=epoch) is None:
                         return  # another term has begun; the main loop finds out at its ping
                 except (psycopg.Error, PgschedError) as exc:
                     log.warning("leader heartbeat failed: %s", exc)

@@ -17,6 +17,11 @@ from ..errors import PgschedError
 from .output import fmt, print_json, table
 from .root import Context, Seconds, log_options, main, pass_ctx
 
+# Seconds a pooled statement of the scheduler may go without a reply before its socket is
+# cut (pgsched.deadline): above the statistics roll-up and partition maintenance of a busy
+# database, far below "for ever" (a connection gone silent would hang the tick).
+SCHEDULER_STATEMENT_DEADLINE = 60.0
+
 # --- processes ----------------------------------------------------------------------------
 
 @main.command()
@@ -108,7 +113,7 @@ def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, pre
     # threads. A transaction left open while the scheduler is frozen ends once it counts as
     # hung: its tasks' row locks do not outlive it, standby or not.
     db = c.db(max_size=config.parallel + 4, application_name="pgsched scheduler",
-              idle_in_transaction_timeout=leader_timeout)
+              idle_in_transaction_timeout=leader_timeout, statement_deadline=SCHEDULER_STATEMENT_DEADLINE)
     _run_until_signal([("scheduler", Scheduler(db, config).run)])
 
 
