@@ -1,0 +1,57 @@
+"""A command's own process dies with the process that runs it (PR_SET_PDEATHSIG), even
+without a guardian: run_command in a real child Python, SIGKILLed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+from pgsched.runner import _child_setup
+
+from ..helpers import REPO, wait_until
+
+RUNNER = textwrap.dedent('''
+    import sys
+    from datetime import datetime, timezone
+    from pgsched.runner import LogSink, run_command
+
+    run_command(["sh", "-c", 'echo $$ > "$0"; exec sleep 300', sys.argv[1]], env={}, stdin=None, timeout=None,
+                sink=LogSink(now=lambda: datetime.now(timezone.utc)))
+''')
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_command_dies_with_the_process_that_runs_it(tmp_path):
+    pid_file = tmp_path / "pid"
+    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(pid_file)], cwd=REPO)
+    pid = None
+    try:
+        pid = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), message="the command"))
+        assert alive(pid)
+        runner.kill()
+        wait_until(lambda: not alive(pid), timeout=2.0, interval=0.01, message="the command to die with it")
+    finally:
+        runner.kill()
+        runner.wait()
+        if pid is not None and alive(pid):  # the test failed: leave no sleep behind
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_child_whose_worker_died_before_the_prctl_took_never_starts_its_command():
+    # the parent it was forked for (pid 1 here stands for "another process than ours") is gone
+    child = subprocess.Popen(["sleep", "300"], preexec_fn=_child_setup(parent_pid=1))
+    try:
+        assert child.wait(5) == 137
+    finally:
+        child.kill()
+        child.wait()
