@@ -9,15 +9,20 @@ import subprocess
 import sys
 import textwrap
 
-from pgsched.runner import _child_setup
+import pytest
+
+from pgsched.runner import _child_setup, _setpriv
 
 from ..helpers import REPO, wait_until
 
 RUNNER = textwrap.dedent('''
     import sys
     from datetime import datetime, timezone
+    from pgsched import runner
     from pgsched.runner import LogSink, run_command
 
+    if sys.argv[2] == "preexec":  # as on a host without setpriv(1)
+        runner._setpriv = lambda: None
     run_command(["sh", "-c", 'echo $$ > "$0"; exec sleep 300', sys.argv[1]], env={}, stdin=None, timeout=None,
                 sink=LogSink(now=lambda: datetime.now(timezone.utc)))
 ''')
@@ -31,13 +36,18 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_a_command_dies_with_the_process_that_runs_it(tmp_path):
+@pytest.mark.parametrize("how", ["setpriv", "preexec"])
+def test_a_command_dies_with_the_process_that_runs_it(tmp_path, how):
+    if how == "setpriv" and _setpriv() is None:
+        pytest.skip("no setpriv(1) with --pdeathsig (util-linux 2.33)")
     pid_file = tmp_path / "pid"
-    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(pid_file)], cwd=REPO)
+    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(pid_file), how], cwd=REPO)
     pid = None
     try:
         pid = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), message="the command"))
         assert alive(pid)
+        with open(f"/proc/{pid}/status") as f:
+            assert "sleep" in f.readline()  # the command itself, exec'd by setpriv when there
         runner.kill()
         wait_until(lambda: not alive(pid), timeout=2.0, interval=0.01, message="the command to die with it")
     finally:
