@@ -2,8 +2,10 @@
 
 Commands (shell and argv handlers) run in a new session, so their process group is
 theirs alone: a timeout sends SIGTERM to the whole group, then SIGKILL after a grace
-period, and nothing the command started is left behind. stdout and stderr are read line
-by line and handed to a :class:`LogSink` with the time each line arrived.
+period, and nothing the command started is left behind: what left the group (``setsid``,
+a double fork) is found by the mark in its environment (``PGSCHED_COMMAND_MARK``, one per
+command). stdout and stderr are read line by line and handed to a :class:`LogSink` with
+the time each line arrived.
 
 A command dies with its worker: its own process is SIGKILLed when the worker's thread that
 started it exits (``PR_SET_PDEATHSIG``, prctl(2)), and the worker's guardian
@@ -33,6 +35,7 @@ import io
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -48,6 +51,10 @@ from . import guardian
 from .db import has_nul
 
 MAX_LINE_BYTES = 64 * 1024
+
+# Each command's environment carries a mark of its own (a random value): what it starts
+# inherits it, also what leaves its process group, so a timeout or stop can find it.
+MARK_VAR = "PGSCHED_COMMAND_MARK"
 
 PR_SET_PDEATHSIG = 1  # prctl(2), <linux/prctl.h>
 
@@ -206,26 +213,66 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def kill_group(pgid: int, grace: float, leader: subprocess.Popen | None = None) -> None:
+def _marked(mark: str | None) -> list[int]:
+    """The live processes whose environment (/proc/PID/environ, as they were started:
+    proc(5)) carries ``PGSCHED_COMMAND_MARK=mark``; none for no mark."""
+    if mark is None:
+        return []
+    needle = f"\0{MARK_VAR}={mark}\0".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle not in b"\0" + f.read():
+                    continue
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+        except (OSError, IndexError):
+            continue  # gone, or not ours
+        found.append(int(entry))
+    return found
+
+
+def _signal(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def kill_group(pgid: int, grace: float, leader: subprocess.Popen | None = None, mark: str | None = None) -> None:
     """SIGTERM the process group ``pgid``; SIGKILL it if anything is left after ``grace``
     seconds. ``leader`` (the group's first process, our child) is reaped while waiting, so
-    its zombie does not count as alive."""
+    its zombie does not count as alive. ``mark``: the command's ``PGSCHED_COMMAND_MARK``;
+    every process carrying it goes too, also what left the group (``setsid``, a double
+    fork): else it would run on beside the next attempt."""
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
-        return
+        pass
+    _signal(_marked(mark), signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         if leader is not None:
             leader.poll()
-        if not _group_alive(pgid):
+        if not _group_alive(pgid) and not _marked(mark):
             return
         time.sleep(0.02)
     if _group_alive(pgid):
         try:
             os.killpg(pgid, signal.SIGKILL)
         except ProcessLookupError:
+            pass
+    for _ in range(100):  # rounds: what forks meanwhile carries the mark too
+        strays = _marked(mark)
+        if not strays:
             return
+        _signal(strays, signal.SIGKILL)
+        time.sleep(0.01)
 
 
 def _die_with_worker(parent_pid: int) -> None:
@@ -287,16 +334,19 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
     Processes the command leaves running in the background may hold its output open. Their
     output is read until the timeout (then they are killed with the group) or, without a
     timeout, for 5 more seconds; the outcome is the command's own exit status either way. A
-    process that leaves the group (``setsid``) is beyond the timeout's reach; it dies with
-    the worker (:mod:`pgsched.guardian`).
+    process that leaves the group (``setsid``, a double fork) is killed with it by the
+    command's mark, unless it also cleared its environment; it dies with the worker anyway
+    (:mod:`pgsched.guardian`).
 
     With a guardian running (:func:`pgsched.guardian.active`), the command gets the
     worker's token in its environment, whatever ``env`` says, and its session is watched
     while it runs.
     """
+    mark = secrets.token_hex(8)
+    env = {**env, MARK_VAR: mark}
     guard = guardian.active()
     if guard is not None:
-        env = {**env, **guard.mark}
+        env.update(guard.mark)
     args, setup = _spawn(argv, env)
     try:
         proc = subprocess.Popen(args, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -322,7 +372,7 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
         elif stop is not None and stop.is_set():
             reason = "stopped"
         if reason:
-            kill_group(proc.pid, kill_grace if reason == "timed_out" else stop_grace, proc)
+            kill_group(proc.pid, kill_grace if reason == "timed_out" else stop_grace, proc, mark)
             break
         try:
             proc.wait(0.2)
@@ -344,7 +394,7 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
         if t.is_alive() and not reason and deadline:
             sink.write("system", "the command exited but left processes holding its output; "
                        "they were killed at the timeout")
-            kill_group(proc.pid, kill_grace, proc)
+            kill_group(proc.pid, kill_grace, proc, mark)
             t.join(1.0)
         elif t.is_alive() and not reason:
             sink.write("system", "the command exited; stopped reading output that background "

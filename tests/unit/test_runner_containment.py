@@ -1,5 +1,6 @@
 """A command's own process dies with the process that runs it (PR_SET_PDEATHSIG), even
-without a guardian: run_command in a real child Python, SIGKILLed."""
+without a guardian: run_command in a real child Python, SIGKILLed. A timeout or a stop
+ends what left the command's process group too."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
+from datetime import UTC, datetime
 
 import pytest
 
-from pgsched.runner import _child_setup, _setpriv
+from pgsched.runner import LogSink, _child_setup, _setpriv, run_command
 
 from ..helpers import REPO, wait_until
 
@@ -65,3 +68,24 @@ def test_a_child_whose_worker_died_before_the_prctl_took_never_starts_its_comman
     finally:
         child.kill()
         child.wait()
+
+
+@pytest.mark.parametrize("ending", ["timeout", "stop"])
+def test_a_timeout_or_stop_ends_what_left_the_process_group(tmp_path, ending):
+    pid_file = tmp_path / "pid"
+    stop = threading.Event()
+    if ending == "stop":
+        threading.Thread(target=lambda: wait_until(pid_file.exists, message="the command") and stop.set(),
+                         daemon=True).start()
+    command = """setsid sh -c 'echo $$ > "$0.tmp"; mv "$0.tmp" "$0"; exec sleep 300' "$F" &
+                 (sleep 300 >/dev/null 2>&1 &); wait"""
+    outcome = run_command(["sh", "-c", command], env={**os.environ, "F": str(pid_file)}, stdin=None,
+                          timeout=1.0 if ending == "timeout" else None, kill_grace=0.5, stop_grace=0.5,
+                          stop=stop, sink=LogSink(now=lambda: datetime.now(UTC)))
+    assert outcome.state == ("timed_out" if ending == "timeout" else "failed")
+    pid = int(pid_file.read_text())
+    try:
+        assert not alive(pid), "the setsid'd process outlived its command's end"
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
