@@ -71,6 +71,7 @@ from .db import CONNECT_TIMEOUT, Database, Row, Session, connect, has_nul
 from .deadline import STATEMENT_DEADLINE, Deadline
 from .due import NextDue
 from .errors import ConnectionFailed, ConnectionSilent, PgschedError, TransientError
+from .guardian import Guardian
 from .liveness import BACK, GIVE_UP, STALLED, Liveness
 from .retry import backoff_seconds
 from .runner import LogSink, Outcome, run_command, storable_text
@@ -265,6 +266,7 @@ class Worker:
         cfg = self.config
         self._register()
         log.info("worker %s started: queues=%s concurrency=%d", self.id, ",".join(cfg.queues), cfg.concurrency)
+        guard = _start_guardian(self.id)
         self.completer = Completer(self.db, lambda: self.id, retry_seconds=cfg.record_retry_seconds)
         self.watchdog = Watchdog()
         threading.Thread(target=self._heartbeat, args=(stop,), daemon=True, name="pgsched-heartbeat").start()
@@ -277,6 +279,8 @@ class Worker:
         finally:
             self._hand_back_buffer()
             self._drain()
+            if guard is not None:  # what the commands left running goes too
+                guard.stop(cfg.stop_grace)
             self.completer.close(cfg.record_retry_seconds + 10)
             self._done.set()
             try:
@@ -1027,6 +1031,20 @@ class _SuccessLog:
         if skipped:
             msg, args = msg + " (%d more succeeded meanwhile, not logged one by one)", (*args, skipped)
         log.info(msg, *args)
+
+def _start_guardian(worker_id: int | None) -> Guardian | None:
+    """Start this worker's guardian (:mod:`pgsched.guardian`) and say what containment the
+    worker's commands have; None when it could not start (then only the PDEATHSIG of each
+    command's own child holds)."""
+    try:
+        guard = Guardian.start()
+    except (OSError, RuntimeError) as exc:
+        log.warning("worker %s: commands die with the worker only in part: pdeathsig of each command's own "
+                    "process, no guardian for what it starts (%s)", worker_id, exc)
+        return None
+    log.info("worker %s: commands die with the worker: pdeathsig + guardian (pid %s)", worker_id, guard.pid)
+    return guard
+
 
 def _takes(func: Any, name: str) -> bool:
     """Whether ``func`` accepts a keyword argument ``name`` (by name or ``**kwargs``). A DAG
