@@ -49,8 +49,13 @@ def test_a_command_dies_with_the_process_that_runs_it(tmp_path, how):
     try:
         pid = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), message="the command"))
         assert alive(pid)
-        with open(f"/proc/{pid}/status") as f:
-            assert "sleep" in f.readline()  # the command itself, exec'd by setpriv when there
+
+        def name() -> str:
+            with open(f"/proc/{pid}/status") as f:
+                return f.readline()
+        # the command itself, exec'd by setpriv when there (the pid is written just before
+        # the shell execs sleep: wait for the exec)
+        wait_until(lambda: "sleep" in name(), timeout=5.0, interval=0.01, message="the shell to exec sleep")
         runner.kill()
         wait_until(lambda: not alive(pid), timeout=2.0, interval=0.01, message="the command to die with it")
     finally:
