@@ -204,11 +204,46 @@ def kill_group(pgid: int, grace: float, leader: subprocess.Popen | None = None) 
             return
 
 
+class StartDeadlinePassed(Exception):
+    """The command was not started: its start deadline (``start_by``, CLOCK_MONOTONIC
+    seconds) had passed when the child was about to exec it (the worker was frozen, or
+    slow, between proving its lease and the fork). Nothing of the command ran."""
+
+
+class _LateStart(Exception):
+    """Raised in the child between fork and exec: subprocess reports it to the parent as
+    SubprocessError and the command never runs."""
+
+
+def _check_start_deadline(start_by: float | None) -> None:
+    """In the child, between fork and exec: refuse to exec once ``start_by`` (CLOCK_MONOTONIC
+    seconds, one clock for the whole host, so the parent's reading and the child's agree) has
+    passed. This is the last instant before the command starts: a worker stopped (SIGSTOP, a
+    paused VM) after its parent-side check but before the fork wakes past the deadline and
+    starts nothing; its lease may have been rescued meanwhile (issue 15, item 2)."""
+    if start_by is not None and time.monotonic() > start_by:
+        raise _LateStart()
+
+
+def _child_setup(start_by: float | None) -> Callable[[], None]:
+    """The preexec_fn of a command's child: every step the child takes before exec."""
+
+    def setup() -> None:
+        _check_start_deadline(start_by)
+
+    return setup
+
+
 def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
                 timeout: float | None, sink: LogSink, kill_grace: float = 5.0,
                 on_tick: Callable[[], None] | None = None,
-                stop: StopSignal | None = None, stop_grace: float = 1.0) -> Outcome:
+                stop: StopSignal | None = None, stop_grace: float = 1.0,
+                start_by: float | None = None) -> Outcome:
     """Run ``argv`` to completion in its own process group.
+
+    ``start_by`` (CLOCK_MONOTONIC seconds, ``time.monotonic()``): the child checks it
+    between fork and exec and refuses to start the command once it has passed; then this
+    raises :class:`StartDeadlinePassed` and nothing ran.
 
     ``timeout`` (seconds, None = none) ends it by killing the group (SIGTERM, then SIGKILL
     after ``kill_grace`` s); a set ``stop`` event does the same with ``stop_grace``.
@@ -224,7 +259,12 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
-                                start_new_session=True, close_fds=True)
+                                start_new_session=True, close_fds=True,
+                                preexec_fn=_child_setup(start_by) if start_by is not None else None)
+    except subprocess.SubprocessError as exc:  # the child's setup raised: it never exec'd
+        if start_by is not None and time.monotonic() > start_by:
+            raise StartDeadlinePassed(f"start deadline passed before {argv[0]!r} was started") from exc
+        return Outcome("failed", error=f"could not start {argv[0]!r}: {exc}")
     except OSError as exc:  # shells: 127 command not found, 126 found but not executable
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         return Outcome("failed", exit_code=code, error=f"could not start {argv[0]!r}: {exc.strerror or exc}")
