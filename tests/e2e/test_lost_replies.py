@@ -9,11 +9,16 @@ connection break.
 
 from __future__ import annotations
 
+import collections
 import json
+import os
+import random
 import socket
 import threading
+import time
 from pathlib import Path
 
+import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -127,6 +132,42 @@ def test_outcomes_whose_replies_were_lost_are_recognised_as_recorded(dsn, sql, s
     assert f"the outcome(s) of execution(s) [{ident}] were recorded by an earlier try" in logs  # the group commit
 
 
+# A claim's reply (execution_claim) carries the column task_version.
+CLAIM_REPLY = b"task_version\x00"
+
+
+def test_executions_of_a_claim_whose_reply_was_lost_are_handed_back(dsn, sql, start, dropper, tmp_path):
+    """The reply of a claim that gave the worker executions is lost after the server
+    committed it: the executions are 'running' under a live worker that never heard of
+    them. Claim: once its claimer has reconnected, the worker hands them back (it does not
+    run them blind), and every execution then runs once, at attempt 1 (the hand-back costs
+    no attempt); none stays 'running' although no scheduler runs (no rescue could take them
+    back)."""
+    marker = tmp_path / "runs"
+    marker.touch()
+    cli(dsn, "task", "create", "short", "--argv", json.dumps(
+        ["bash", "-c", f'echo "$PGSCHED_EXECUTION_ID $PGSCHED_ATTEMPT" >> {marker}']))
+    # polls once a minute: the claim after arming is the one the NOTIFY of the enqueue asks for
+    worker = start("worker", "--concurrency", "2", "--heartbeat-interval", "1", "--poll-interval", "60",
+                   env={"PGSCHED_DSN": dropper.dsn})
+    # its claimer idle: its first claim came back empty and it asked when work is due
+    wait_until(lambda: sql.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
+                                   "AND application_name = 'pgsched worker listen' AND state = 'idle' "
+                                   "AND query LIKE '%%future_seconds%%'").fetchone()["n"],
+               message="the worker's claimer waits")
+    dropper.drop(CLAIM_REPLY)
+    ids = [r["id"] for r in sql.execute("SELECT pgsched.enqueue_v1('short') AS id FROM generate_series(1, 5)")]
+    wait_until(lambda: dropper.dropped, message="a claim's reply dropped")
+    rows = wait_until(lambda: (r := sql.execute("SELECT id, state, attempt FROM pgsched.execution_history "
+                                                "WHERE id = ANY(%s)", (ids,)).fetchall()) and len(r) == 5 and r,
+                      timeout=30, message="every execution ran")
+    runs = collections.Counter(tuple(line.split()) for line in marker.read_text().splitlines())
+    print(f"\nlost claim reply: {worker.output.count('that a claim whose reply was lost')} hand-back(s)")
+    assert {(r["state"], r["attempt"]) for r in rows} == {("succeeded", 1)}
+    assert runs == {(str(i), "1"): 1 for i in ids}
+    assert "that a claim whose reply was lost with the connection had given it" in worker.output
+
+
 def _lines(path: Path) -> list[tuple[int, int, str]]:
     return [(int(i), int(a), what) for i, a, what in (line.split() for line in path.read_text().splitlines())]
 
@@ -180,3 +221,112 @@ def test_a_worker_stops_and_drops_what_the_database_no_longer_gives_it(dsn, sql,
     assert sorted(w for _, _, w in stale) == ["killed", "killed", "start", "start"], (
         "only the two blocked commands started under the taken leases, and were killed")
     assert all(succeeded[i] == 2 for i in taken_ids)
+
+
+# test_immediate_restarts_leave_nothing_running_that_no_worker_runs
+RESTARTS = 15
+ENQUEUE_EVERY = 0.01  # seconds between enqueues of ENQUEUE_BATCH: a drain that spans the restarts
+ENQUEUE_BATCH = 1
+TOTAL = 500
+
+
+def _set_fsync(dsn: str, on: bool, reload: bool = True) -> bool:
+    """Set the server's fsync on or off, now (``reload``) or from its next start; False
+    while the server is away."""
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f"ALTER SYSTEM SET fsync = {'on' if on else 'off'}")
+            if reload:
+                conn.execute("SELECT pg_reload_conf()")
+    except psycopg.OperationalError:
+        return False
+    return True
+
+
+def test_immediate_restarts_leave_nothing_running_that_no_worker_runs(dsn, start, tmp_path):
+    """PostgreSQL is restarted with ``pg_ctl restart -m immediate`` 8 times while 2 workers
+    (concurrency 4) drain 400 short commands enqueued as they go: every backend ends at once,
+    so a claim (or an outcome) can commit with its reply never sent. No scheduler runs, so no
+    rescue can tidy up behind the workers: what they do not reconcile themselves stays.
+    Claim: every execution ends in history 'succeeded', with exactly one succeeded attempt,
+    its command ran exactly once, and none stays 'running' after the drain."""
+    from .test_chaos import _embedded_server, _restart_postgres, query, try_query
+
+    data_dir = Path(query(dsn, "SHOW data_directory")[0]["data_directory"])
+    server = _embedded_server(data_dir) if (data_dir / "postmaster.pid").exists() else None
+    if server is None:
+        pytest.skip("restarting PostgreSQL is done only to the session's own embedded server")
+    rng = random.Random(int(os.environ.get("CHAOS_SEED") or time.time_ns() % 2**32))
+    marker = tmp_path / "runs"
+    marker.touch()
+    cli(dsn, "task", "create", "short", "--argv", json.dumps(
+        ["bash", "-c", f'echo "$PGSCHED_EXECUTION_ID $PGSCHED_ATTEMPT" >> {marker}']))
+    workers = [start("worker", "--concurrency", "4", "--heartbeat-interval", "1", "--poll-interval", "0.5")
+               for _ in range(2)]
+    enqueued = [0]
+    stop = threading.Event()
+
+    def enqueue() -> None:  # on its own connection, reconnecting across the restarts
+        conn = None
+        while enqueued[0] < TOTAL and not stop.is_set():
+            try:
+                conn = conn or psycopg.connect(dsn, autocommit=True, connect_timeout=5)
+                conn.execute("SELECT pgsched.enqueue_v1('short') FROM generate_series(1, %s)", (ENQUEUE_BATCH,))
+                enqueued[0] += ENQUEUE_BATCH  # a reply lost here leaves more: the checks count the table
+            except psycopg.OperationalError:
+                if conn is not None:
+                    conn.close()
+                conn = None
+            stop.wait(ENQUEUE_EVERY)  # pacing, not a wait for a condition
+        if conn is not None:
+            conn.close()
+
+    feeder = threading.Thread(target=enqueue, daemon=True)
+    wait_until(lambda: query(dsn, "SELECT count(*) AS n FROM pgsched.worker WHERE state = 'running'")[0]["n"] == 2,
+               message="both workers registered")
+    # The window in which a reply is lost after the commit is the commit's WAL flush: the
+    # session's server runs without fsync (tests/conftest.py), which shrinks it to
+    # microseconds; a production server flushes, and so does this one while the workers
+    # run. It starts without (a start after a crash with fsync on first syncs every file of
+    # the data directory: seconds on this machine), then turns it on.
+    _set_fsync(dsn, True)
+    began = time.monotonic()
+    feeder.start()
+    took = []
+    try:
+        for _ in range(RESTARTS):
+            stop.wait(rng.uniform(0.2, 0.5))  # chaos pacing
+            _set_fsync(dsn, False, reload=False)
+            took.append(_restart_postgres(data_dir, server, "immediate"))
+            wait_until(lambda: _set_fsync(dsn, True), message="fsync on again")
+        feeder.join(30)
+    finally:
+        stop.set()
+        feeder.join(30)
+        wait_until(lambda: _set_fsync(dsn, False), timeout=30, message="fsync off again")
+    restarted = time.monotonic()
+    live = "SELECT count(*) FILTER (WHERE state = 'running') AS running, count(*) AS live FROM pgsched.execution"
+    try:
+        wait_until(lambda: (r := try_query(dsn, live)) is not None and r[0]["live"] == 0, timeout=45, interval=0.2,
+                   message="every execution finished")
+    finally:
+        left = query(dsn, live)[0]
+        logs = "\n".join(w.output for w in workers)
+        print(f"\nimmediate restarts: {len(took)} (each {min(took):.2f}-{max(took):.2f}s); "
+              f"{query(dsn, 'SELECT count(*) AS n FROM pgsched.execution_history')[0]['n']} executions; "
+              f"drained {time.monotonic() - restarted:.1f}s after the last restart, "
+              f"{time.monotonic() - began:.1f}s in all; left live {left['live']}, running {left['running']}; "
+              f"handed back after a lost claim reply: {logs.count('that a claim whose reply was lost')} time(s); "
+              f"outcomes recognised as recorded: {logs.count('recorded by an earlier try')}; "
+              f"'no longer held': {logs.count('is no longer held')}")
+    totals = query(dsn, "SELECT count(*) AS n, count(DISTINCT id) AS d, "
+                        "count(*) FILTER (WHERE state = 'succeeded') AS ok FROM pgsched.execution_history")[0]
+    assert totals["n"] == totals["d"] == totals["ok"] >= TOTAL
+    once = query(dsn, "SELECT execution_id, count(*) AS n FROM pgsched.execution_attempt "
+                      "WHERE state = 'succeeded' GROUP BY execution_id")
+    assert len(once) == totals["n"] and {r["n"] for r in once} == {1}
+    runs = collections.Counter(line.split()[0] for line in marker.read_text().splitlines())
+    assert len(runs) == totals["n"] and set(runs.values()) == {1}, "a command ran twice"
+    assert "is no longer held" not in logs  # nothing was rescued: no outcome was refused
+    for w in workers:
+        assert w.proc.poll() is None, f"a worker exited {w.proc.returncode}"
