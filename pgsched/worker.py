@@ -32,6 +32,21 @@ leader) can never record over the rescued attempt. Such a worker learns it at it
 heartbeat: it stops what it was running, drops its buffer and registers afresh. Cancel
 requests arrive by ``NOTIFY pgsched_cancel`` (and, should a notification be missed, with
 the heartbeat).
+
+A start is proven last (issue 15, item 2): right before a command's exec (in the child,
+between fork and exec) or a Python handler's first line, the worker must be able to show
+a heartbeat the database confirmed at most HEARTBEAT_STALE intervals ago; when it cannot
+(it was frozen, or waited long on the database), one statement proves the lease and
+renews the heartbeat first (``worker_start_proof``). A woken worker therefore never starts
+what was rescued from it meanwhile.
+
+Lost replies (issue 15, item 1): a statement may commit although its reply never arrives
+(the server went away in between). After the claimer reconnects, the worker hands back
+what the database gives it but it does not know (``execution_held``: a claim whose reply
+was lost). Each heartbeat reports what it holds and returns what the database no longer
+gives it (``lost_ids``): those are stopped, dropped from the buffer, or not started. An
+outcome write that lost its connection and then finds its lease gone first looks for its
+own earlier try's attempt row before calling the lease lost.
 """
 
 from __future__ import annotations
