@@ -6,6 +6,12 @@ one each. An idle worker's outcome is written at once: there is no batching dela
 Handing an outcome in does not wait for the write (:meth:`Completer.submit`): the slot
 that ran the execution takes its next one at once, and the writer calls back when the
 outcome is stored, was rejected (the lease was lost), or could not be written.
+
+A batch whose reply was lost (the connection broke: ConnectionFailed) may have committed.
+Its retry then finds those leases gone, as it would after a rescue; before calling an
+outcome rejected, the writer asks whether its own earlier try wrote it
+(``execution_finish_many_recorded``: the attempt row with this worker, the lease and the
+very finished_at it wrote), and if so calls it stored (issue 15, item 1).
 """
 
 from __future__ import annotations
@@ -97,11 +103,14 @@ class Completer:
     def _write_retrying(self, batch: list[tuple[dict[str, Any], Done]]) -> None:
         give_up = time.monotonic() + self.retry_seconds
         delay = 0.5
+        uncertain = False  # a try may have committed without our hearing of it
         while True:
             try:
-                self._write(batch)
+                self._write(batch, uncertain)
                 return
             except (ConnectionFailed, TransientError) as exc:
+                # TransientError rolled back (serialization, deadlock); a lost connection may not have
+                uncertain = uncertain or isinstance(exc, ConnectionFailed)
                 if time.monotonic() >= give_up or self.stopping.is_set():
                     _settle(batch, exc)
                     return
@@ -109,11 +118,24 @@ class Completer:
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)
 
-    def _write(self, batch: list[tuple[dict[str, Any], Done]]) -> None:
-        """Raises ConnectionFailed / TransientError for the whole batch; settles it otherwise."""
+    def _write(self, batch: list[tuple[dict[str, Any], Done]], uncertain: bool = False) -> None:
+        """Raises ConnectionFailed / TransientError for the whole batch; settles it otherwise.
+        ``uncertain``: an earlier try of this batch lost its connection and may have
+        committed; outcomes this try does not move are looked up before they are called
+        rejected."""
+        worker_id = self.worker_id()
         try:
-            row = self.db.one("execution_finish_many", worker_id=self.worker_id(),
+            row = self.db.one("execution_finish_many", worker_id=worker_id,
                               **finish_params([item for item, _ in batch]))
+            moved = set(row["moved"]) if row is not None else set()  # one row always (an aggregate)
+            missing = [item for item, _ in batch if item["id"] not in moved]
+            if uncertain and missing:
+                found = self.db.one("execution_finish_many_recorded", worker_id=worker_id, **finish_params(missing))
+                earlier = set(found["recorded"]) if found is not None else set()
+                if earlier:
+                    log.info("the outcome(s) of execution(s) %s were recorded by an earlier try whose reply was "
+                             "lost with its connection", sorted(earlier))
+                    moved |= earlier
         except (ConnectionFailed, TransientError):
             raise
         except (PgschedError, ValueError, TypeError) as exc:
@@ -122,14 +144,13 @@ class Completer:
                 return
             for one in batch:  # find the outcome the database refuses: each alone
                 try:
-                    self._write([one])
+                    self._write([one], uncertain)
                 except (ConnectionFailed, TransientError) as again:
                     _settle([one], again)
             return
         except BaseException as exc:  # never leave an outcome unsettled
             _settle(batch, exc)
             return
-        moved = set(row["moved"]) if row is not None else set()  # one row always (an aggregate)
         for item, done in batch:
             _call(done, item["id"] in moved)
 

@@ -287,15 +287,6 @@ def _die_with_worker(parent_pid: int) -> None:
         os._exit(137)  # 128 + SIGKILL: as if the signal had come
 
 
-def _child_setup(parent_pid: int) -> Callable[[], None]:
-    """The preexec_fn of a command's child: every step the child takes before exec."""
-
-    def setup() -> None:
-        _die_with_worker(parent_pid)
-
-    return setup
-
-
 @functools.cache
 def _setpriv() -> str | None:
     """setpriv(1), when it knows ``--pdeathsig`` (util-linux 2.33 and later); looked up once."""
@@ -309,21 +300,81 @@ def _setpriv() -> str | None:
     return path if "--pdeathsig" in usage else None
 
 
-def _spawn(argv: list[str], env: Mapping[str, str]) -> tuple[list[str], Callable[[], None] | None]:
-    """The argv and preexec function that start ``argv`` with PR_SET_PDEATHSIG set: under
-    setpriv when it is there and ``argv[0]`` can be found (else the OSError of a command
-    that cannot start says why, as without setpriv), else with :func:`_die_with_worker`."""
+# The start gate of a command spawned without a preexec function (one made subprocess fork
+# the whole worker instead of vfork: 4-5 times fewer spawns a second in a busy worker). A
+# POSIX shell, exec'd between setpriv and the command, is the child's last step before the
+# command: past the deadline ($1, CLOCK_BOOTTIME centiseconds as /proc/uptime counts them,
+# proc(5)) it writes one byte to the worker's pipe (descriptor $2) and exits without
+# starting the command; else it closes that descriptor and execs the command.
+_START_GATE = ('read up _ </proc/uptime; up=${up%.*}${up#*.}; '
+               'if [ "$up" -gt "$1" ]; then printf x >&"$2"; exit 125; fi; '
+               'eval "exec $2>&-"; shift 2; exec "$@"')
+
+
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
+
+
+class StartDeadlinePassed(Exception):
+    """The command was not started: its start deadline (``start_by``, CLOCK_MONOTONIC
+    seconds) had passed when the child was about to exec it (the worker was frozen, or
+    slow, between proving its lease and the fork). Nothing of the command ran."""
+
+
+class _LateStart(Exception):
+    """Raised in the child between fork and exec: subprocess reports it to the parent as
+    SubprocessError and the command never runs."""
+
+
+def _check_start_deadline(start_by: float | None) -> None:
+    """In the child, between fork and exec: refuse to exec once ``start_by`` (CLOCK_MONOTONIC
+    seconds, one clock for the whole host, so the parent's reading and the child's agree) has
+    passed. This is the last instant before the command starts: a worker stopped (SIGSTOP, a
+    paused VM) after its parent-side check but before the fork wakes past the deadline and
+    starts nothing; its lease may have been rescued meanwhile (issue 15, item 2)."""
+    if start_by is not None and time.monotonic() > start_by:
+        raise _LateStart()
+
+
+def _child_setup(parent_pid: int, start_by: float | None = None) -> Callable[[], None]:
+    """The preexec_fn of a command's child where setpriv(1) is missing: every step the child
+    takes before exec (die with the worker, then the start deadline)."""
+
+    def setup() -> None:
+        _die_with_worker(parent_pid)
+        _check_start_deadline(start_by)
+
+    return setup
+
+
+def _spawn(argv: list[str], env: Mapping[str, str], start_by: float | None = None,
+           gate_fd: int | None = None) -> tuple[list[str], Callable[[], None] | None]:
+    """The argv and preexec function that start ``argv`` with PR_SET_PDEATHSIG set, and,
+    given ``start_by``, not once it has passed: under setpriv when it is there and
+    ``argv[0]`` can be found (else the OSError of a command that cannot start says why, as
+    without setpriv), the deadline checked by the start gate (``gate_fd``: the write end of
+    the pipe it reports a refusal on); else both in a preexec function (:func:`_child_setup`)."""
     setpriv = _setpriv()
     if setpriv is not None and shutil.which(argv[0], path=env.get("PATH", os.defpath)):
-        return [setpriv, "--pdeathsig", "KILL", "--", *argv], None
-    return argv, _child_setup(os.getpid())
+        if start_by is None or gate_fd is None:
+            return [setpriv, "--pdeathsig", "KILL", "--", *argv], None
+        boot_by = start_by + time.clock_gettime(time.CLOCK_BOOTTIME) - time.monotonic()
+        return [setpriv, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", _START_GATE,
+                str(int(boot_by * 100)), str(gate_fd), *argv], None
+    return argv, _child_setup(os.getpid(), start_by)
 
 
 def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
                 timeout: float | None, sink: LogSink, kill_grace: float = 5.0,
                 on_tick: Callable[[], None] | None = None,
-                stop: StopSignal | None = None, stop_grace: float = 1.0) -> Outcome:
+                stop: StopSignal | None = None, stop_grace: float = 1.0,
+                start_by: float | None = None) -> Outcome:
     """Run ``argv`` to completion in its own process group.
+
+    ``start_by`` (CLOCK_MONOTONIC seconds, ``time.monotonic()``): the child checks it
+    between fork and exec and refuses to start the command once it has passed; then this
+    raises :class:`StartDeadlinePassed` and nothing ran.
 
     ``timeout`` (seconds, None = none) ends it by killing the group (SIGTERM, then SIGKILL
     after ``kill_grace`` s); a set ``stop`` event does the same with ``stop_grace``.
@@ -347,14 +398,26 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
     guard = guardian.active()
     if guard is not None:
         env.update(guard.mark)
-    args, setup = _spawn(argv, env)
+    gate_r = gate_w = None
+    if start_by is not None:
+        gate_r, gate_w = os.pipe()
     try:
+        args, setup = _spawn(argv, env, start_by, gate_w)
         proc = subprocess.Popen(args, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
-                                start_new_session=True, close_fds=True, preexec_fn=setup)
+                                start_new_session=True, close_fds=True, preexec_fn=setup,
+                                pass_fds=(gate_w,) if gate_w is not None else ())
+    except subprocess.SubprocessError as exc:  # the child's setup raised: it never exec'd
+        _close(gate_r)
+        if start_by is not None and time.monotonic() > start_by:
+            raise StartDeadlinePassed(f"start deadline passed before {argv[0]!r} was started") from exc
+        return Outcome("failed", error=f"could not start {argv[0]!r}: {exc}")
     except OSError as exc:  # shells: 127 command not found, 126 found but not executable
+        _close(gate_r)
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         return Outcome("failed", exit_code=code, error=f"could not start {argv[0]!r}: {exc.strerror or exc}")
+    finally:
+        _close(gate_w)  # the child's copy is the only one left: EOF once it execs or exits
     if guard is not None:
         guard.watch(proc.pid)  # its session id: start_new_session made it the leader
     pumps = [threading.Thread(target=_pump, args=(proc.stdout, "stdout", sink), daemon=True),
@@ -381,6 +444,15 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
         if on_tick:
             on_tick()
     code = proc.wait()
+    if gate_r is not None:
+        try:
+            refused = os.read(gate_r, 1) == b"x"  # b"": the gate let the command start
+        finally:
+            os.close(gate_r)
+        if refused:
+            for t in pumps:
+                t.join(1.0)
+            raise StartDeadlinePassed(f"start deadline passed before {argv[0]!r} was started")
     if guard is not None:  # what it left running carries the token
         guard.forget(proc.pid)
     # Output may still be held open by children the command left running: read until EOF,

@@ -41,11 +41,27 @@ heartbeat also watches that the claimer goes round its loop (:mod:`pgsched.liven
 claimer stalled past its limit is logged, reported in the worker row and its connection
 cut; still stalled one limit later, the worker exits with EXIT_CLAIMER_STALLED for its
 supervisor to start it again.
+
+A start is proven last (issue 15, item 2): right before a command's exec (in the child,
+between fork and exec) or a Python handler's first line, the worker must be able to show
+a heartbeat the database confirmed at most HEARTBEAT_STALE intervals ago; when it cannot
+(it was frozen, or waited long on the database), one statement proves the lease and
+renews the heartbeat first (``worker_start_proof``). A woken worker therefore never starts
+what was rescued from it meanwhile.
+
+Lost replies (issue 15, item 1): a statement may commit although its reply never arrives
+(the server went away in between). After the claimer reconnects, the worker hands back
+what the database gives it but it does not know (``execution_held``: a claim whose reply
+was lost). Each heartbeat reports what it holds and returns what the database no longer
+gives it (``lost_ids``): those are stopped, dropped from the buffer, or not started. An
+outcome write that lost its connection and then finds its lease gone first looks for its
+own earlier try's attempt row before calling the lease lost.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import inspect
 import json
 import logging
@@ -74,7 +90,7 @@ from .errors import ConnectionFailed, ConnectionSilent, PgschedError, TransientE
 from .guardian import Guardian
 from .liveness import BACK, GIVE_UP, STALLED, Liveness
 from .retry import backoff_seconds
-from .runner import LogSink, Outcome, run_command, storable_text
+from .runner import LogSink, Outcome, StartDeadlinePassed, run_command, storable_text
 from .watchdog import Watchdog
 
 _Completer = Completer  # its former name here
@@ -176,12 +192,17 @@ def _buffer_in_order(buffer: collections.deque[Row], rows: list[Row]) -> None:
 class _Slot:
     """One running execution: :meth:`end` stops it early (the handler sees ``is_set()``);
     ``reason`` says why (``cancel``, ``handback`` when the worker stops, ``lease_lost`` when
-    it was declared dead). No Event per execution: creating one showed in the profile."""
+    the database no longer gives it this worker: declared dead, or taken back). ``lease_id``
+    is its claim's; ``ended``: its handler is done and its outcome is being written (a
+    heartbeat's ``lost_ids`` then names it because its own write moved it). No Event per
+    execution: creating one showed in the profile."""
 
-    __slots__ = ("reason",)
+    __slots__ = ("reason", "lease_id", "ended")
 
-    def __init__(self) -> None:
+    def __init__(self, lease_id: int) -> None:
         self.reason: str | None = None
+        self.lease_id = lease_id
+        self.ended = False
 
     def end(self, reason: str) -> None:
         if self.reason is None:
@@ -216,7 +237,8 @@ class Worker:
         self._running = 0  # executions whose handler runs
         self._recording = 0  # executions whose handler is done and whose outcome is being written
         self._active: dict[int, _Slot] = {}
-        self._starting: set[int] = set()  # taken off the buffer by a slot, not in _active yet
+        self._starting: dict[int, int] = {}  # id -> lease: taken off the buffer by a slot, not in _active yet
+        self._revoked: set[tuple[int, int]] = set()  # (id, lease) of _starting that the database no longer gives us
         self._early_cancels: set[int] = set()  # cancels that came before their execution's slot
         self._maybe_more = True  # the queue may hold ready executions: the last claim was full, or a notification
         self._avg_run: float | None = None  # recent handler duration (s), for the prefetch
@@ -415,6 +437,7 @@ class Worker:
                         Session(conn, deadline).exec("worker_listen_cancel")
                         backoff = 0.5
                         self._maybe_more = True  # anything enqueued while we were not listening
+                        self._reconcile(Session(conn, deadline))
                         self._serve(conn, stop)
                 except (psycopg.Error, PgschedError) as exc:
                     if stop.is_set():
@@ -450,7 +473,8 @@ class Worker:
                 self._maybe_more = False  # a notification during the claim sets it again
                 try:
                     sent = time.monotonic()
-                    rows = tasks.claim(session, queues=self.config.queues, limit=want, worker_id=self.id)
+                    me = self.id  # the registration that claims (the heartbeat registers anew when declared dead)
+                    rows = tasks.claim(session, queues=self.config.queues, limit=want, worker_id=me)
                 except ConnectionFailed:
                     raise
                 except PgschedError as exc:
@@ -459,6 +483,8 @@ class Worker:
                     continue
                 if len(rows) == want:
                     self._maybe_more = True  # there may be more ready right now
+                for row in rows:
+                    row["claimed_by"] = me  # a fresh heartbeat of a later registration proves nothing of it
                 if rows:
                     self.clock.read(rows[0]["started_at"], sent, time.monotonic())  # the claim's now()
                     due.claimed()
@@ -477,6 +503,42 @@ class Worker:
                     pass
                 with self._lock:  # after the read: a poke from now on writes again
                     self._poked = False
+
+    def _reconcile(self, session: Session) -> None:
+        """After the claimer (re)connects: hand back what the database gives this worker
+        (``execution_held``) but the worker does not know it holds (buffered, being handed
+        back, starting, running, having its end written), matched by id and lease. Such an
+        execution was claimed by a statement whose reply was lost with the connection (the
+        server went away between the commit and the reply): left alone it would stay
+        'running' under a live worker that never runs it, and running it blind would start
+        it with nothing known of it but its id. The leader's rescue takes such executions
+        back too, after two heartbeats that leave them out (migration 0015); this is
+        at once and costs no attempt. Raises ConnectionFailed (the claimer reconnects and
+        reconciles again)."""
+        if self.id is None:
+            return
+        held = session.many("execution_held", worker_id=self.id)
+        if not held:
+            return
+        with self._lock:  # after the query: what settles meanwhile is handed back by lease, a no-op
+            known = {(r["id"], r["lease_id"]) for r in (*self._buffer, *self._unclaiming)}
+            known.update(self._starting.items())
+            known.update((i, slot.lease_id) for i, slot in self._active.items())
+        unknown = [r for r in held if (r["id"], r["lease_id"]) not in known]
+        if not unknown:
+            return
+        try:
+            back = give_back(session, unknown)
+        except ConnectionFailed:
+            raise
+        except PgschedError as exc:
+            log.warning("worker %s: could not hand back %d execution(s) claimed by a statement whose reply was "
+                        "lost (%s); tried again at the next reconnect, and the leader's rescue takes them back",
+                        self.id, len(unknown), exc)
+            return
+        log.warning("worker %s: handed back %d execution(s) %s that a claim whose reply was lost with the "
+                    "connection had given it; they run from the queue", self.id, len(back),
+                    sorted(r["id"] for r in back))
 
     def _look_up_due(self, session: Session, due: NextDue) -> None:
         """Ask when the earliest pending execution of this worker's queues is due
@@ -505,9 +567,12 @@ class Worker:
             log.warning("worker %s: could not hand back %d buffered execution(s) yet: %s", self.id,
                         len(self._unclaiming), exc)
             return
+        gone = len(self._unclaiming) - len(back)
         self._unclaiming.clear()
         log.info("worker %s: handed back %d buffered execution(s): handlers got slower than the prefetch "
-                 "was sized for", self.id, len(back))
+                 "was sized for%s", self.id, len(back),
+                 f" ({gone} more no longer held: handed back by an earlier try whose reply was lost, or taken "
+                 "back by the leader)" if gone > 0 else "")
 
     def _hand_back_buffer(self) -> None:
         """On stopping: slots take nothing more; what is buffered goes back to the queue as
@@ -552,9 +617,10 @@ class Worker:
                 if conn is None or conn.closed:
                     conn = connect(self.db.dsn, application_name="pgsched worker heartbeat", deadline=deadline)
                 session = Session(conn, deadline)
+                holding = self._holding()
                 sent = time.monotonic()
                 row = session.one("worker_heartbeat", id=self.id, running=self._running,
-                                  held=self._held(), **probe.send())
+                                  held=sorted({i for i, _ in holding}), **probe.send())
                 probe.received()
                 if row is not None:
                     self.clock.read(row["now"], sent, time.monotonic())
@@ -574,6 +640,9 @@ class Worker:
                 self._declared_dead()
                 continue
             self._confirm_alive(sent)
+            if row["lost_ids"]:
+                lost = set(row["lost_ids"])
+                self._lost({(i, lease) for i, lease in holding if i in lost})
             for execution_id in row["cancel_ids"]:
                 self.cancel(execution_id)
         if conn is not None:
@@ -614,9 +683,40 @@ class Worker:
         slot, running, or having its end written. The heartbeat reports them; the leader's
         rescue takes back one this worker holds in the database but leaves out of two
         reports in a row (a claim whose reply never arrived: migration 0015)."""
+        return [i for i, _ in self._holding()]
+
+    def _holding(self) -> list[tuple[int, int]]:
+        """(id, lease) of every execution this worker holds, as :meth:`_held`."""
         with self._lock:
-            return [*(r["id"] for r in self._buffer), *(r["id"] for r in self._unclaiming), *self._starting,
-                    *self._active]
+            return [*((r["id"], r["lease_id"]) for r in self._buffer),
+                    *((r["id"], r["lease_id"]) for r in self._unclaiming), *self._starting.items(),
+                    *((i, slot.lease_id) for i, slot in self._active.items())]
+
+    def _lost(self, lost: set[tuple[int, int]]) -> None:
+        """The heartbeat says the database no longer gives this worker these (id, lease)
+        that it held when the heartbeat was composed (``lost_ids``): taken back by the
+        leader's rescue, or moved by hand. A buffered one is dropped, one being handed back
+        is forgotten, one a slot is about to start is not started, and one whose handler
+        runs is stopped (``lease_lost``: nothing recorded, its outcome would be refused).
+        One whose outcome is being written, or was written since (no longer held here), is
+        left alone: its own write moved it. (One being handed back is left to the hand-back,
+        which its lost lease makes a no-op.)"""
+        with self._lock:
+            kept = [r for r in self._buffer if (r["id"], r["lease_id"]) not in lost]
+            dropped = len(self._buffer) - len(kept)
+            if dropped:
+                self._buffer.clear()
+                self._buffer.extend(kept)
+            revoked = {(i, lease) for i, lease in lost if self._starting.get(i) == lease}
+            self._revoked |= revoked
+            stopped = [(i, slot) for i, slot in self._active.items()
+                       if (i, slot.lease_id) in lost and not slot.ended and slot.reason is None]
+        for _, slot in stopped:
+            slot.end("lease_lost")
+        if dropped or revoked or stopped:
+            log.error("worker %s no longer holds execution(s) %s in the database (taken back while this worker "
+                      "held them): %d dropped from the buffer, %d not started, %d stopped; nothing is recorded "
+                      "for them here", self.id, sorted({i for i, _ in lost}), dropped, len(revoked), len(stopped))
 
     def _declared_dead(self) -> None:
         """The scheduler leader declared this worker dead (it missed heartbeats) and put
@@ -647,7 +747,7 @@ class Worker:
                 if self._closing:
                     return
                 row = self._buffer.popleft()
-                self._starting.add(row["id"])
+                self._starting[row["id"]] = row["lease_id"]
                 self._running += 1
                 if self._buffer and self._running < self.config.concurrency and self._spread():
                     self._ready.notify()
@@ -671,13 +771,17 @@ class Worker:
         sink = LogSink(self.config.max_output_lines, self.config.max_output_bytes, now=self.clock.now)
         began = time.monotonic()
         started = self.clock.at(began)
-        slot = _Slot()
+        slot = _Slot(row["lease_id"])
         with self._lock:
             self._active[row["id"]] = slot
-            self._starting.discard(row["id"])
+            self._starting.pop(row["id"], None)
+            revoked = (row["id"], row["lease_id"]) in self._revoked
+            self._revoked.discard((row["id"], row["lease_id"]))
             early = row["id"] in self._early_cancels
             self._early_cancels.discard(row["id"])
-        if early or row.get("cancel_requested_at") is not None:
+        if revoked:
+            slot.end("lease_lost")
+        elif early or row.get("cancel_requested_at") is not None:
             slot.end("cancel")
         elif self.hard_stop.is_set():
             slot.end("handback")
@@ -696,6 +800,9 @@ class Worker:
             outcome = Outcome("failed", error=f"internal error: {type(exc).__name__}: {exc}")
         if outcome is None:
             return False
+        if outcome is _NOT_STARTED:  # its start could not be proven: slot.reason says why
+            self._finish(row, sink, slot, started, Outcome("failed", error="stopped before it started"))
+            return True
         took = time.monotonic() - began
         self._avg_run = took if self._avg_run is None else 0.9 * self._avg_run + 0.1 * took
         self._finish(row, sink, slot, started, outcome)
@@ -726,6 +833,58 @@ class Worker:
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)
 
+    def _start_by(self, row: Row, slot: _Slot) -> float | None:
+        """Called last before a slot starts ``row``: the CLOCK_MONOTONIC instant (seconds)
+        until which it may start it, or None when it must not (``slot.reason`` set: its lease
+        is lost, the worker stops, or it was cancelled).
+
+        A worker may start an execution only while the leader cannot have declared it dead:
+        the last statement the database confirmed it alive by was sent at most HEARTBEAT_STALE
+        intervals ago (the leader waits worker_dead_after_heartbeats, 3). Checking that when a
+        slot takes a row off the buffer was not enough: a worker frozen (SIGSTOP) between that
+        and the start woke and started executions already rescued and run elsewhere. So this
+        is the last thing before the start, and the instant it returns is checked once more in
+        the command's child between fork and exec (runner.run_command's ``start_by``) or right
+        before a Python handler's first line. When the worker cannot show a fresh heartbeat,
+        the start is proven against the database first (``worker_start_proof``: the worker
+        alive and still holding the execution under this lease; its heartbeat renewed), and the
+        deadline counts from that statement's send time."""
+        limit = HEARTBEAT_STALE * self.config.heartbeat_interval
+        give_up = time.monotonic() + self.config.record_retry_seconds
+        delay = 0.5
+        while True:
+            with self._lock:
+                if slot.reason is None and row.get("claimed_by", self.id) != self.id:
+                    slot.end("lease_lost")  # claimed by a registration declared dead since: rescued
+                if slot.reason is not None:
+                    return None
+                start_by = self._alive_at + limit
+            if time.monotonic() <= start_by:
+                return start_by
+            self._wake_slot()
+            sent = time.monotonic()
+            try:
+                proof = self.db.one("worker_start_proof", worker_id=self.id, id=row["id"], lease_id=row["lease_id"])
+            except PgschedError as exc:
+                if (not isinstance(exc, (ConnectionFailed, TransientError)) or time.monotonic() >= give_up
+                        or self.hard_stop.is_set()):
+                    log.warning("execution %s: could not prove its lease before starting it (%s); handing it back",
+                                row["id"], exc)
+                    slot.end("handback")
+                    return None
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+                continue
+            assert proof is not None  # an aggregate row, always one
+            if not proof["held"]:
+                log.warning("execution %s attempt %s: not started: %s", row["id"], row["attempt"],
+                            "its claim is no longer held by this worker" if proof["alive"]
+                            else f"worker {self.id} was declared dead meanwhile (its executions rescued)")
+                slot.end("lease_lost")
+                return None
+            self.clock.read(proof["now"], sent, time.monotonic())
+            self._confirm_alive(sent)
+
     def _resume(self, row: Row, sink: LogSink, slot: _Slot, started: datetime, outcome: Outcome) -> None:
         """A new thread for an abandoned Python call: records it, then serves as the slot."""
         self._finish(row, sink, slot, started, outcome)
@@ -736,12 +895,13 @@ class Worker:
         it is written, perhaps later in the writer's thread)."""
         with self._lock:
             self._running -= 1
+            slot.ended = True  # from now on a heartbeat's lost_ids naming it may be its own write's doing
             if slot.reason != "lease_lost":
                 self._recording += 1
         self._poke()
         if slot.reason == "lease_lost":
-            log.warning("execution %s attempt %s stopped: this worker was declared dead and the execution "
-                        "was rescued; nothing recorded here", row["id"], row["attempt"])
+            log.warning("execution %s attempt %s stopped: this worker no longer holds its lease (declared dead, "
+                        "or the execution was taken back); nothing recorded here", row["id"], row["attempt"])
             with self._lock:
                 self._active.pop(row["id"], None)
             return
@@ -789,9 +949,17 @@ class Worker:
             if "upstream" in params and row.get("dag_run_id") is not None and not _takes(func, "upstream"):
                 params = {k: v for k, v in params.items() if k != "upstream"}
             assert self.watchdog is not None
-            return self.watchdog.call(func, params, timeout=row["timeout_seconds"], sink=sink, stop=slot,
-                                      on_tick=lambda: self._flush_logs(row, sink), grace=self.config.stop_grace,
-                                      on_abandon=lambda outcome: self._resume(row, sink, slot, started, outcome))
+            while True:
+                start_by = self._start_by(row, slot)
+                if start_by is None:
+                    return _NOT_STARTED
+                outcome = self.watchdog.call(_guarded(func, start_by), params, timeout=row["timeout_seconds"],
+                                             sink=sink, stop=slot, on_tick=lambda: self._flush_logs(row, sink),
+                                             grace=self.config.stop_grace,
+                                             on_abandon=lambda outcome: self._resume(row, sink, slot, started,
+                                                                                     outcome))
+                if outcome is None or outcome.result is not _NOT_STARTED:
+                    return outcome  # (the sentinel is returned only by the guard, never stored)
         if kind == "dag":  # never enqueued (enqueue_v1 refuses it); say so if one appears
             return Outcome("failed", error=f"task {row['task_name']!r} is a DAG: it starts DAG runs and is not run")
         env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
@@ -815,9 +983,18 @@ class Worker:
         else:
             argv = list(row["argv"])
         try:
-            return run_command(argv, env=env, stdin=row["stdin"], timeout=row["timeout_seconds"], sink=sink,
-                               kill_grace=self.config.kill_grace, on_tick=lambda: self._flush_logs(row, sink),
-                               stop=slot, stop_grace=self.config.stop_grace)
+            while True:
+                start_by = self._start_by(row, slot)
+                if start_by is None:
+                    return _NOT_STARTED
+                try:
+                    return run_command(argv, env=env, stdin=row["stdin"], timeout=row["timeout_seconds"],
+                                       sink=sink, kill_grace=self.config.kill_grace,
+                                       on_tick=lambda: self._flush_logs(row, sink), stop=slot,
+                                       stop_grace=self.config.stop_grace, start_by=start_by)
+                except StartDeadlinePassed:
+                    log.info("execution %s: not started yet: its start deadline passed before the command's "
+                             "exec (the worker was frozen or slow); proving its lease again", row["id"])
         finally:
             if params_file:
                 os.unlink(params_file)
@@ -883,14 +1060,23 @@ class Worker:
         try:
             give_up = time.monotonic() + self.config.record_retry_seconds
             delay = 0.5
+            uncertain = False  # a try lost its connection: it may have committed unheard
             while True:
                 try:
-                    final, retry_at, budget = self._store_outcome(row, outcome, finished, stopped, started)
-                    break
-                except _ClaimLost:
-                    self._claim_lost(row, outcome)
-                    return
+                    try:
+                        final, retry_at, budget = self._store_outcome(row, outcome, finished, stopped, started)
+                        break
+                    except _ClaimLost:
+                        earlier = self._earlier_try(row, outcome, finished, stopped, started) if uncertain else None
+                        if earlier is None:
+                            self._claim_lost(row, outcome)
+                            return
+                        final, retry_at, budget = earlier
+                        log.info("execution %s attempt %s: outcome %s was recorded by an earlier try whose reply "
+                                 "was lost with its connection", row["id"], row["attempt"], outcome.state)
+                        break
                 except (ConnectionFailed, TransientError) as exc:
+                    uncertain = uncertain or isinstance(exc, ConnectionFailed)
                     if time.monotonic() >= give_up:
                         log.error("execution %s: gave up recording outcome %s after %.0fs: %s", row["id"],
                                   outcome.state, self.config.record_retry_seconds, exc)
@@ -913,9 +1099,24 @@ class Worker:
         finally:
             settled()
 
+    def _earlier_try(self, row: Row, outcome: Outcome, finished: datetime, stopped: bool,
+                     started: datetime) -> tuple[str | None, datetime | None, float | None] | None:
+        """After a try of :meth:`_store_outcome` lost its connection and a later one found the
+        lease gone: whether the earlier try committed (``execution_attempt_recorded``: the
+        attempt row it wrote, with this worker, the lease and the very finished_at). Returns
+        what it decided (final state or None, the next attempt's run_at, the retry budget's
+        delay in seconds), or None when it did not commit (the execution was taken back).
+        Raises ConnectionFailed / TransientError."""
+        found = self.db.one("execution_attempt_recorded", id=row["id"], lease_id=row["lease_id"], worker_id=self.id,
+                            finished_at=finished, started_at=started, state="lost" if stopped else outcome.state)
+        if found is None:
+            return None
+        final = found["final"]
+        return final, None if final is not None else found["next_run_at"], found["budget_delay_seconds"]
+
     def _claim_lost(self, row: Row, outcome: Outcome) -> None:
         log.error("execution %s attempt %s: outcome %s rejected: lease %s is no longer held by worker %s "
-                  "(declared dead; the execution was rescued)", row["id"], row["attempt"], outcome.state,
+                  "(declared dead, or the execution taken back: the leader's rescue ran it elsewhere)", row["id"], row["attempt"], outcome.state,
                   row["lease_id"], self.id)
 
     def _recorded(self, row: Row, outcome: Outcome, started: datetime, finished: datetime, final: str | None,
@@ -1073,4 +1274,24 @@ def _storable(outcome: Outcome) -> Outcome:
 
 class _ClaimLost(Exception):
     """The execution was taken from this worker (rescued) before it finished."""
+
+
+# What _run_handler returns, and a guarded Python call returns, for an execution that was
+# not started (Worker._start_by said no, or its deadline passed at the call).
+_NOT_STARTED = Outcome("failed", error="not started")
+
+
+def _guarded(func: Callable[..., Any], start_by: float) -> Callable[..., Any]:
+    """``func``, called only while ``start_by`` (CLOCK_MONOTONIC seconds) has not passed:
+    the check is the last thing before the handler's first line, in the call itself (a
+    worker frozen after Worker._start_by would otherwise wake and start it late). Past it,
+    the call returns _NOT_STARTED and ``func`` never ran."""
+
+    @functools.wraps(func)  # its name stays the handler's (errors name it)
+    def call(**params: Any) -> Any:
+        if time.monotonic() > start_by:
+            return _NOT_STARTED
+        return func(**params)
+
+    return call
 

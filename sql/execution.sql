@@ -297,3 +297,44 @@ SELECT attempt, seq, stream, logged_at, line
  WHERE execution_id = %(id)s
  ORDER BY attempt DESC, seq DESC
  LIMIT %(limit)s
+
+-- name: execution_held :many
+-- The executions the database gives worker %(worker_id)s (running, its id), with their
+-- leases. After its claimer reconnects, the worker compares them with what it knows it
+-- holds (buffered, starting, running, having its end written): one it does not know was
+-- claimed by a statement whose reply never arrived (the server went away between the
+-- commit and the reply) and is handed back (execution_unclaim), never run blind. One
+-- descent of execution_worker_idx.
+SELECT id, lease_id FROM pgsched.execution WHERE worker_id = %(worker_id)s AND state = 'running'
+
+-- name: execution_finish_many_recorded :one
+-- Which outcomes of %(items)s (execution_finish_many's parameter, the same JSON) an earlier
+-- try of that statement committed although its reply was lost: their attempt row, written
+-- in that statement's transaction only, is there with this worker, the lease and the very
+-- finished_at and state the worker wrote (the rescue's 'lost' row has its own now() and
+-- state). Asked only after a try failed with a lost connection and its retry did not move
+-- them: the retry finds the lease gone either way. Returns the ids, as one array.
+WITH input AS (
+    SELECT (x->>0)::bigint AS id, (x->>1)::bigint AS lease_id, to_timestamp((x->>3)::float8) AS finished_at,
+           x->>7 AS attempt_state, to_timestamp((x->>8)::float8) AS started_at
+      FROM jsonb_array_elements(%(items)s::jsonb) AS x
+)
+SELECT coalesce(array_agg(i.id), '{}') AS recorded
+  FROM input i
+ WHERE EXISTS (SELECT 1 FROM pgsched.execution_attempt a
+                WHERE a.execution_id = i.id AND a.lease_id = i.lease_id AND a.worker_id = %(worker_id)s
+                  AND a.finished_at = i.finished_at AND a.state = i.attempt_state
+                  AND (i.started_at IS NULL OR a.started_at = i.started_at))
+
+-- name: execution_attempt_recorded :one
+-- Whether the worker's own earlier try of an outcome's transaction (worker._store_outcome)
+-- committed although its reply was lost: the attempt row it wrote, with this worker, the
+-- lease and the very finished_at and state (the rescue's 'lost' row has its own now()).
+-- next_run_at and budget_delay_seconds are what that try decided for a retry; final is the
+-- state it moved the execution to in history (NULL: it went back to the queue).
+SELECT a.next_run_at, a.budget_delay_seconds,
+       (SELECT h.state FROM pgsched.execution_history h
+         WHERE h.id = a.execution_id AND h.finished_at = a.finished_at) AS final
+  FROM pgsched.execution_attempt a
+ WHERE a.execution_id = %(id)s AND a.lease_id = %(lease_id)s AND a.worker_id = %(worker_id)s
+   AND a.finished_at = %(finished_at)s AND a.state = %(state)s AND a.started_at = %(started_at)s

