@@ -304,16 +304,11 @@ def _setpriv() -> str | None:
 # the whole worker instead of vfork: 4-5 times fewer spawns a second in a busy worker). A
 # POSIX shell, exec'd between setpriv and the command, is the child's last step before the
 # command: past the deadline ($1, CLOCK_BOOTTIME centiseconds as /proc/uptime counts them,
-# proc(5)) it writes one byte to the worker's pipe (descriptor $2) and exits without
-# starting the command; else it closes that descriptor and execs the command.
+# proc(5)) it prints the refusal line ($2, unique to this spawn, so no command's own output
+# can pass for it) and exits 125 without starting the command; else it execs the command.
 _START_GATE = ('read up _ </proc/uptime; up=${up%.*}${up#*.}; '
-               'if [ "$up" -gt "$1" ]; then printf x >&"$2"; exit 125; fi; '
-               'eval "exec $2>&-"; shift 2; exec "$@"')
-
-
-def _close(fd: int | None) -> None:
-    if fd is not None:
-        os.close(fd)
+               'if [ "$up" -gt "$1" ]; then printf "%s\\n" "$2"; exit 125; fi; shift 2; exec "$@"')
+GATE_REFUSED = 125
 
 
 class StartDeadlinePassed(Exception):
@@ -349,19 +344,19 @@ def _child_setup(parent_pid: int, start_by: float | None = None) -> Callable[[],
 
 
 def _spawn(argv: list[str], env: Mapping[str, str], start_by: float | None = None,
-           gate_fd: int | None = None) -> tuple[list[str], Callable[[], None] | None]:
+           refusal: str | None = None) -> tuple[list[str], Callable[[], None] | None]:
     """The argv and preexec function that start ``argv`` with PR_SET_PDEATHSIG set, and,
     given ``start_by``, not once it has passed: under setpriv when it is there and
     ``argv[0]`` can be found (else the OSError of a command that cannot start says why, as
-    without setpriv), the deadline checked by the start gate (``gate_fd``: the write end of
-    the pipe it reports a refusal on); else both in a preexec function (:func:`_child_setup`)."""
+    without setpriv), the deadline checked by the start gate (``refusal``: the line it prints
+    when it refuses); else both in a preexec function (:func:`_child_setup`)."""
     setpriv = _setpriv()
     if setpriv is not None and shutil.which(argv[0], path=env.get("PATH", os.defpath)):
-        if start_by is None or gate_fd is None:
+        if start_by is None or refusal is None:
             return [setpriv, "--pdeathsig", "KILL", "--", *argv], None
         boot_by = start_by + time.clock_gettime(time.CLOCK_BOOTTIME) - time.monotonic()
-        return [setpriv, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", _START_GATE,
-                str(int(boot_by * 100)), str(gate_fd), *argv], None
+        return [setpriv, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", _START_GATE, "pgsched-start-gate",
+                str(int(boot_by * 100)), refusal, *argv], None
     return argv, _child_setup(os.getpid(), start_by)
 
 
@@ -398,26 +393,19 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
     guard = guardian.active()
     if guard is not None:
         env.update(guard.mark)
-    gate_r = gate_w = None
-    if start_by is not None:
-        gate_r, gate_w = os.pipe()
+    refusal = f"pgsched: not started: its start deadline had passed ({mark})"
     try:
-        args, setup = _spawn(argv, env, start_by, gate_w)
+        args, setup = _spawn(argv, env, start_by, refusal)
         proc = subprocess.Popen(args, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
-                                start_new_session=True, close_fds=True, preexec_fn=setup,
-                                pass_fds=(gate_w,) if gate_w is not None else ())
+                                start_new_session=True, close_fds=True, preexec_fn=setup)
     except subprocess.SubprocessError as exc:  # the child's setup raised: it never exec'd
-        _close(gate_r)
         if start_by is not None and time.monotonic() > start_by:
             raise StartDeadlinePassed(f"start deadline passed before {argv[0]!r} was started") from exc
         return Outcome("failed", error=f"could not start {argv[0]!r}: {exc}")
     except OSError as exc:  # shells: 127 command not found, 126 found but not executable
-        _close(gate_r)
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         return Outcome("failed", exit_code=code, error=f"could not start {argv[0]!r}: {exc.strerror or exc}")
-    finally:
-        _close(gate_w)  # the child's copy is the only one left: EOF once it execs or exits
     if guard is not None:
         guard.watch(proc.pid)  # its session id: start_new_session made it the leader
     pumps = [threading.Thread(target=_pump, args=(proc.stdout, "stdout", sink), daemon=True),
@@ -444,14 +432,10 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
         if on_tick:
             on_tick()
     code = proc.wait()
-    if gate_r is not None:
-        try:
-            refused = os.read(gate_r, 1) == b"x"  # b"": the gate let the command start
-        finally:
-            os.close(gate_r)
-        if refused:
-            for t in pumps:
-                t.join(1.0)
+    if start_by is not None and code == GATE_REFUSED:
+        for t in pumps:  # the gate's one line, then EOF
+            t.join(1.0)
+        if sink.last_stdout == refusal:
             raise StartDeadlinePassed(f"start deadline passed before {argv[0]!r} was started")
     if guard is not None:  # what it left running carries the token
         guard.forget(proc.pid)

@@ -94,3 +94,33 @@ def test_a_timeout_or_stop_ends_what_left_the_process_group(tmp_path, ending):
     finally:
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def _sink() -> LogSink:
+    return LogSink(now=lambda: datetime.now(UTC))
+
+
+def test_the_start_gate_refuses_a_command_whose_start_deadline_passed(tmp_path):
+    """The deadline is checked in the child (between setpriv and the command): a command
+    whose deadline passed before its spawn never runs, and run_command says so."""
+    import time
+
+    from pgsched.runner import StartDeadlinePassed
+
+    ran = tmp_path / "ran"
+    with pytest.raises(StartDeadlinePassed):
+        run_command(["sh", "-c", f"touch {ran}"], env={"PATH": "/usr/bin:/bin"}, stdin=None, timeout=None,
+                    sink=_sink(), start_by=time.monotonic() - 0.05)
+    assert not ran.exists()
+    outcome = run_command(["sh", "-c", f"touch {ran}"], env={"PATH": "/usr/bin:/bin"}, stdin=None, timeout=None,
+                          sink=_sink(), start_by=time.monotonic() + 5)
+    assert outcome.state == "succeeded" and ran.exists()
+
+
+def test_a_command_that_exits_125_is_not_taken_for_a_refused_start():
+    import time
+
+    outcome = run_command(["sh", "-c", "echo 'pgsched: not started: its start deadline had passed'; exit 125"],
+                          env={"PATH": "/usr/bin:/bin"}, stdin=None, timeout=None, sink=_sink(),
+                          start_by=time.monotonic() + 5)
+    assert (outcome.state, outcome.exit_code) == ("failed", 125)
