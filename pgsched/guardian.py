@@ -111,7 +111,23 @@ class Guardian:
             guardian._spawn()
             os.environ[TOKEN_VAR] = guardian.token
             _active = guardian
+        threading.Thread(target=guardian._watch, daemon=True, name="pgsched-guardian-watch").start()
         return guardian
+
+    def _watch(self) -> None:
+        """Start the guardian again as soon as it exits while the worker runs (killed on its
+        own, OOM): a worker killed after its guardian must not leave its commands behind.
+        Waiting for it here finds that at once, not at the next command's start or end."""
+        while True:
+            proc = self._proc
+            if proc is None:
+                return
+            proc.wait()
+            with self._lock:
+                if self._stopped:
+                    return
+                if self._proc is proc:  # not already started again by _send
+                    self._respawn()
 
     def _spawn(self) -> None:
         read, write = os.pipe()
@@ -150,16 +166,22 @@ class Guardian:
             log.warning("the guardian is not reading (its pipe is full): %r not passed on; commands still "
                         "carry the worker's token", line.strip())
         except BrokenPipeError:
-            if not respawn:
-                return
-            assert self._proc is not None
-            log.warning("the guardian (pid %s) exited with %s; starting another", self._proc.pid, self._proc.poll())
+            if respawn:
+                self._respawn()
+
+    def _respawn(self) -> None:
+        """Under ``_lock``: the guardian exited; start another (it is told the sessions
+        still watched)."""
+        assert self._proc is not None
+        self._proc.poll()
+        log.warning("the guardian (pid %s) exited with %s; starting another", self._proc.pid, self._proc.returncode)
+        if self._pipe is not None:
             os.close(self._pipe)
             self._pipe = None
-            try:
-                self._spawn()
-            except OSError as exc:
-                log.error("could not start another guardian (%s): commands may outlive this worker", exc)
+        try:
+            self._spawn()
+        except OSError as exc:
+            log.error("could not start another guardian (%s): commands may outlive this worker", exc)
 
     def stop(self, grace: float) -> None:
         """The worker is stopping: the guardian ends what is left of the worker's processes

@@ -393,7 +393,9 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
     guard = guardian.active()
     if guard is not None:
         env.update(guard.mark)
-    refusal = f"pgsched: not started: its start deadline had passed ({mark})"
+    # a nonce of its own, never in the command's environment (the mark is): only the gate's
+    # argv holds it, and the command's exec replaces that, so no command can print it
+    refusal = f"pgsched: not started: its start deadline had passed ({secrets.token_hex(16)})"
     try:
         args, setup = _spawn(argv, env, start_by, refusal)
         proc = subprocess.Popen(args, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,

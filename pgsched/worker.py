@@ -718,6 +718,15 @@ class Worker:
                       "held them): %d dropped from the buffer, %d not started, %d stopped; nothing is recorded "
                       "for them here", self.id, sorted({i for i, _ in lost}), dropped, len(revoked), len(stopped))
 
+    def _forget(self, execution_id: int, slot: _Slot) -> None:
+        """Under ``_lock``: ``slot`` no longer runs ``execution_id``. Only that slot's entry
+        goes: a copy of the same execution claimed afresh since (rescued from this worker,
+        then claimed by it again) has its own slot under the same id, which the old slot's
+        end must not remove from what the heartbeat reports as held (the leader would take
+        the new copy back from a live worker, which would claim it again, and so on)."""
+        if self._active.get(execution_id) is slot:
+            del self._active[execution_id]
+
     def _declared_dead(self) -> None:
         """The scheduler leader declared this worker dead (it missed heartbeats) and put
         its executions back in the queue: stop running them (their outcomes would be
@@ -728,7 +737,21 @@ class Worker:
                   "elsewhere: stopping them here and registering again", self.id, lost or "(none)")
         with self._lock:
             self._buffer.clear()  # claimed under the old registration: rescued as well
+        with self._lock:
+            stopping = dict(self._active)
         self._end_all("lease_lost")
+        # Register again (and so claim again) only once what ran under the old registration
+        # has stopped: the rescued copies may come back to this very worker, and must not
+        # run beside the copies still being killed here.
+        give_up = time.monotonic() + self.config.stop_grace + self.config.kill_grace + 2.0
+        while time.monotonic() < give_up:
+            with self._lock:
+                if not any(self._active.get(i) is slot for i, slot in stopping.items()):
+                    break
+            time.sleep(0.02)
+        else:
+            log.warning("worker %s: %d execution(s) of the old registration still stopping; registering again "
+                        "anyway", self.id, sum(self._active.get(i) is slot for i, slot in stopping.items()))
         try:
             self._register()
             log.info("worker registered again as %s", self.id)
@@ -903,7 +926,7 @@ class Worker:
             log.warning("execution %s attempt %s stopped: this worker no longer holds its lease (declared dead, "
                         "or the execution was taken back); nothing recorded here", row["id"], row["attempt"])
             with self._lock:
-                self._active.pop(row["id"], None)
+                self._forget(row["id"], slot)
             return
         if slot.reason == "cancel":
             outcome = Outcome("cancelled", outcome.exit_code, "cancelled on request"
@@ -917,7 +940,7 @@ class Worker:
                     return
                 once.append(True)
                 self._recording -= 1
-                self._active.pop(row["id"], None)
+                self._forget(row["id"], slot)
             self._poke()
 
         try:
