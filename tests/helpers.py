@@ -148,3 +148,13 @@ def finished(sql: Any, ident: int, timeout: float = 30) -> dict:
     """The history row of execution ``ident``, once it has ended."""
     return wait_until(lambda: sql.execute("SELECT * FROM pgsched.execution_history WHERE id = %s",
                                           (ident,)).fetchone(), timeout=timeout, message=f"execution {ident} ends")
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie does not: init reaps orphans in its own time;
+    proc(5): field 3 of /proc/PID/stat is the state)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False

@@ -17,7 +17,7 @@ import pytest
 
 from pgsched.guardian import SCAN_INTERVAL
 
-from ..helpers import cli, finished, trigger, wait_until
+from ..helpers import alive, cli, finished, trigger, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -57,15 +57,6 @@ MODULE = textwrap.dedent('''
         note(d, "py.fork", pid)
         time.sleep(300)
 ''')
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie does not: init reaps orphans in its own time)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except FileNotFoundError:
-        return False
 
 
 def started_at(pid: int) -> int | None:

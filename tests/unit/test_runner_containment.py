@@ -16,7 +16,7 @@ import pytest
 
 from pgsched.runner import LogSink, _child_setup, _setpriv, run_command
 
-from ..helpers import REPO, wait_until
+from ..helpers import REPO, alive, wait_until
 
 RUNNER = textwrap.dedent('''
     import sys
@@ -29,14 +29,6 @@ RUNNER = textwrap.dedent('''
     run_command(["sh", "-c", 'echo $$ > "$0"; exec sleep 300', sys.argv[1]], env={}, stdin=None, timeout=None,
                 sink=LogSink(now=lambda: datetime.now(timezone.utc)))
 ''')
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.parametrize("how", ["setpriv", "preexec"])
