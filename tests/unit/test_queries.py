@@ -169,3 +169,10 @@ def test_a_binary_header_marks_the_query_binary():
     found = parse("-- name: a :exec binary\nSELECT 1\n-- name: b :one\nSELECT 2\n", "x.sql")
     assert (found["a"].binary, found["b"].binary) == (True, False)
     assert found["a"].cardinality == "exec"
+
+
+def test_every_query_is_named_after_its_file():
+    # sql/<entity>.sql holds the queries of that entity: a name says where its text is.
+    wrong = [f"{q.source}: {name!r} does not start with {q.source.split('.sql')[0]!r}_"
+             for name, q in registry().items() if not name.startswith(q.source.split(".sql")[0] + "_")]
+    assert wrong == []
