@@ -7,7 +7,7 @@
 SELECT x.tenant, t.name AS task, x.state, sum(x.executions)::bigint AS executions,
        sum(x.started)::bigint AS started, sum(x.retries)::bigint AS retries,
        sum(x.latency_sum)::float8 AS latency_sum, sum(x.duration_sum)::float8 AS duration_sum,
-       pgsched.stats_sum_v1(x.latency_le) AS latency_le, pgsched.stats_sum_v1(x.duration_le) AS duration_le
+       pgsched_internal.stats_sum_v1(x.latency_le) AS latency_le, pgsched_internal.stats_sum_v1(x.duration_le) AS duration_le
   FROM (SELECT tenant, task_id, state, executions, started, retries, latency_sum, duration_sum,
                latency_le, duration_le FROM pgsched.stats_total
         UNION ALL
@@ -61,4 +61,4 @@ SELECT 'webhooks_pending', '', count(*)::float8 FROM pgsched.webhook_delivery
  WHERE delivered_at IS NULL AND gave_up_at IS NULL
 
 -- name: metrics_task_limit :one
-SELECT coalesce((pgsched.setting_v1('metrics_task_limit'))::integer, 100) AS task_limit
+SELECT coalesce((pgsched_internal.setting_v1('metrics_task_limit'))::integer, 100) AS task_limit

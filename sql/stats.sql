@@ -4,7 +4,7 @@
 
 -- name: stats_rollup :one
 -- Recompute the roll-up's open hours and fold old ones (stats_rollup_v1).
-SELECT pgsched.stats_rollup_v1(%(keep_hours)s) AS written
+SELECT pgsched_internal.stats_rollup_v1(%(keep_hours)s) AS written
 
 -- name: stats_snapshot :exec
 -- The dashboard's queries read one snapshot, so that its numbers agree with each other.
