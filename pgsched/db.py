@@ -12,6 +12,10 @@ Timestamps go in and come out as timezone-aware ``datetime`` in UTC (the session
 zone is set to UTC on every connection). ``db.now()`` is the database's clock, the only one
 that decides when anything happens.
 
+An error of a named query carries a note (PEP 678) naming the query and its file and
+line, ``query 'task_pause' (sql/task.sql:36)``, on the psycopg error and on the pgsched
+error it is translated to (whose ``__cause__`` is the psycopg error).
+
 Every connection has TCP keepalives and a TCP user timeout (KEEPALIVES) unless its DSN sets
 them, so a server that vanished is noticed; a statement on a connection given a
 :class:`~pgsched.deadline.Deadline` is also cut when its reply does not come in time (a
@@ -80,11 +84,25 @@ def _translate(exc: psycopg.Error) -> Exception:
 
 @contextlib.contextmanager
 def translated() -> Iterator[None]:
-    """Re-raise psycopg errors inside the block as pgsched errors."""
+    """Re-raise psycopg errors inside the block as pgsched errors, with the psycopg error's
+    notes (the query that failed and its file and line) and the error itself as the
+    ``__cause__``."""
     try:
         yield
     except psycopg.Error as exc:
-        raise _translate(exc) from exc
+        translation = _translate(exc)
+        for note in getattr(exc, "__notes__", ()):
+            translation.add_note(note)
+        raise translation from exc
+
+
+def _note_query(exc: BaseException, query: queries.Query) -> None:
+    """Add to ``exc`` (keeping its type, so ``except psycopg.errors.X`` still catches it) a
+    note naming ``query`` and where its text is: ``query 'task_pause' (sql/task.sql:36)``.
+    Shown under a traceback (PEP 678); ``str(exc)``, the one line the CLI prints, is unchanged."""
+    note = f"query {query.name!r} (sql/{query.source})"
+    if note not in getattr(exc, "__notes__", ()):
+        exc.add_note(note)
 
 
 # Every session pgsched opens: instants in UTC, and dates in the ISO style, the only one
@@ -155,12 +173,16 @@ class Session:
         if query.cardinality != expect:
             raise TypeError(f"query {query_name!r} is :{query.cardinality}, called as :{expect}")
         with translated(), self._watch(self.conn):
-            cur = self.conn.execute(query.text, params, binary=query.binary)
-            if expect == "one":
-                return cur.fetchone()
-            if expect == "many":
-                return cur.fetchall()
-            return cur.rowcount
+            try:
+                cur = self.conn.execute(query.text, params, binary=query.binary)
+                if expect == "one":
+                    return cur.fetchone()
+                if expect == "many":
+                    return cur.fetchall()
+                return cur.rowcount
+            except psycopg.Error as exc:
+                _note_query(exc, query)
+                raise
 
     def one(self, query_name: str, /, **params: Any) -> Row | None:
         """Run a ``:one`` query; the row, or None when there is none."""

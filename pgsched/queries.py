@@ -6,6 +6,10 @@ row count is returned). Comment lines right after the header describe it. One st
 per query; parameters are ``%(name)s`` only (psycopg's named placeholders), so a literal
 percent sign is written ``%%``. The format follows River's sqlc headers and procrastinate's
 ``queries.sql``.
+
+``sql/schema.sql`` is not a query file: it is the schema dump that ``tests/schema_snapshot.py``
+writes (for reading; the migrations make the schema). The loader skips it explicitly, by
+name (SNAPSHOT), rather than by lacking headers, so that it can never be read as queries.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from .resources import resource_dir
 
 _HEADER = re.compile(r"^-- name: (?P<name>[a-z][a-z0-9_]*) :(?P<card>one|many|exec)(?P<binary> binary)?\s*$")
 _CARDINALITIES = ("one", "many", "exec")
+# The checked-in schema dump beside the query files (not queries; see the module docstring).
+SNAPSHOT = "schema.sql"
 
 
 @dataclass(frozen=True)
@@ -77,11 +83,14 @@ def parse(text: str, source: str) -> dict[str, Query]:
 
 @functools.cache
 def registry(folder: Path | None = None) -> dict[str, Query]:
-    """All queries of every ``*.sql`` file in ``folder`` (default: the shipped ``sql/``),
-    read once per process. Raises ValueError for a name defined in two files."""
+    """All queries of every ``*.sql`` file in ``folder`` (default: the shipped ``sql/``) but
+    the schema dump ``schema.sql`` (SNAPSHOT), read once per process. Raises ValueError for a
+    name defined in two files."""
     folder = folder or resource_dir("sql")
     queries: dict[str, Query] = {}
     for path in sorted(folder.glob("*.sql")):
+        if path.name == SNAPSHOT:
+            continue
         for name, query in parse(path.read_text(), path.name).items():
             if name in queries:
                 raise ValueError(f"query {name!r} is defined in {queries[name].source} and {query.source}")

@@ -157,7 +157,7 @@ def dashboard(db: Database, tenant: str = "default", *, now: datetime | None = N
 
 def roll_up(db: Database, keep_hours: int = 48) -> int:
     """Recompute the hourly roll-up's open hours from history and fold hours older than
-    ``keep_hours`` into the all-time totals (``pgsched.stats_rollup_v1``). Idempotent; run
+    ``keep_hours`` into the all-time totals (``pgsched_internal.stats_rollup_v1``). Idempotent; run
     each minute by the scheduler leader. Returns the hourly rows written."""
     row = db.one("stats_rollup", keep_hours=keep_hours)
     return int(row["written"]) if row else 0

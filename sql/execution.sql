@@ -132,7 +132,7 @@ UPDATE pgsched.execution SET start_confirmed_at = now()
 
 -- name: execution_retry_slot :one
 -- When a retry proposed for %(proposed)s may run under the retry budget (retry_slot_v1).
-SELECT pgsched.retry_slot_v1(%(proposed)s) AS run_at
+SELECT pgsched_internal.retry_slot_v1(%(proposed)s) AS run_at
 
 -- name: execution_retry :exec
 -- Put an attempt that this worker still holds back in the queue for a later attempt at

@@ -4,8 +4,8 @@
 -- name: health_thresholds :one
 -- Above these a clock offset (seconds, either way) or a snapshot's age (seconds) is warned
 -- about (settings clock_offset_warn_seconds, snapshot_age_warn_seconds).
-SELECT coalesce((pgsched.setting_v1('clock_offset_warn_seconds'))::float8, 1) AS clock_offset_warn_seconds,
-       coalesce((pgsched.setting_v1('snapshot_age_warn_seconds'))::float8, 300) AS snapshot_age_warn_seconds
+SELECT coalesce((pgsched_internal.setting_v1('clock_offset_warn_seconds'))::float8, 1) AS clock_offset_warn_seconds,
+       coalesce((pgsched_internal.setting_v1('snapshot_age_warn_seconds'))::float8, 300) AS snapshot_age_warn_seconds
 
 -- name: health_clock_offsets :many
 -- Live processes and their host's clock offset from the database (host - database,
@@ -17,7 +17,7 @@ SELECT 'worker' AS kind, w.id, w.name, w.hostname, w.pid, NULL::text AS role,
        w.last_heartbeat_at AS measured_at
   FROM pgsched.worker w
  WHERE w.state = 'running'
-   AND w.last_heartbeat_at > now() - coalesce((pgsched.setting_v1('worker_dead_after_heartbeats'))::float8, 3)
+   AND w.last_heartbeat_at > now() - coalesce((pgsched_internal.setting_v1('worker_dead_after_heartbeats'))::float8, 3)
                                      * w.heartbeat_interval * interval '1 second'
 UNION ALL
 SELECT 'scheduler', n.id, n.name, n.hostname, n.pid, n.role, n.clock_offset_seconds,

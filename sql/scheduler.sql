@@ -59,7 +59,7 @@ INSERT INTO pgsched.execution (tenant, task_id, scheduled_at, run_at, trigger, p
                                params, max_attempts, leader_epoch, idempotency_key)
 SELECT t.tenant, t.id, r.fire_at, r.fire_at, 'schedule', t.priority, t.queue, t.params,
        t.max_attempts, %(epoch)s,
-       CASE WHEN t.idempotent THEN pgsched.derived_key_v1(t.id, t.params, r.fire_at) END
+       CASE WHEN t.idempotent THEN pgsched_internal.derived_key_v1(t.id, t.params, r.fire_at) END
   FROM unnest(%(run_group)s::bigint[], %(run_at)s::timestamptz[]) AS r(n, fire_at)
   JOIN member m ON m.n = r.n
   JOIN pgsched.task t ON t.id = m.id
@@ -84,7 +84,7 @@ UPDATE pgsched.task t
 -- Fires of DAGs' tasks (kind 'dag') start DAG runs, one per (DAG, fire time) whoever sends
 -- it (dag_start_v1 returns NULL for a fire already started), and never one at or before
 -- the task's last_fire_at (as scheduler_fire).
-SELECT d.name, f.fire_at, pgsched.dag_start_v1(d.id, 'schedule', f.fire_at, NULL, %(epoch)s) AS run_id
+SELECT d.name, f.fire_at, pgsched_internal.dag_start_v1(d.id, 'schedule', f.fire_at, NULL, %(epoch)s) AS run_id
   FROM unnest(%(ids)s::bigint[], %(fire_at)s::timestamptz[]) AS f(id, fire_at)
   JOIN pgsched.dag d ON d.task_id = f.id AND d.deleted_at IS NULL
   JOIN pgsched.task t ON t.id = f.id
@@ -92,7 +92,7 @@ SELECT d.name, f.fire_at, pgsched.dag_start_v1(d.id, 'schedule', f.fire_at, NULL
 
 -- name: scheduler_dag_sweep :one
 -- Cancel live executions of DAG runs that are stopping (dag_sweep_v1).
-SELECT pgsched.dag_sweep_v1() AS cancelled
+SELECT pgsched_internal.dag_sweep_v1() AS cancelled
 
 -- name: scheduler_next_due :one
 -- When the earliest enabled task is due (the first entry of task_next_fire_idx), and in
@@ -140,7 +140,7 @@ SELECT name, value FROM pgsched.setting
 
 -- name: scheduler_rescue :many
 -- Declare silent workers dead and requeue what they ran (rescue_v1).
-SELECT execution_id, worker_id, outcome FROM pgsched.rescue_v1()
+SELECT execution_id, worker_id, outcome FROM pgsched_internal.rescue_v1()
 
 -- name: scheduler_rescue_drop_deleted :many
 -- Of the executions the rescue just put back as never claimed (%(ids)s: outcome
@@ -189,7 +189,7 @@ SELECT id, name, hostname, pid, started_at, last_seen_at, clock_offset_seconds, 
 -- Seconds a new leader waits before declaring workers dead: as long as the slowest running
 -- worker may stay silent. Workers could not heartbeat while the database was unreachable
 -- (the usual reason a leader is new), so they get one full window to be heard again.
-SELECT coalesce(max(heartbeat_interval), 0) * (pgsched.setting_v1('worker_dead_after_heartbeats'))::float8
+SELECT coalesce(max(heartbeat_interval), 0) * (pgsched_internal.setting_v1('worker_dead_after_heartbeats'))::float8
        AS seconds
   FROM pgsched.worker WHERE state = 'running'
 
@@ -255,4 +255,4 @@ SELECT pg_try_advisory_xact_lock(%(key)s) AS fenced
 -- name: scheduler_worker_prune :one
 -- Remove rows of workers stopped or dead for longer than worker_retention_days that hold
 -- nothing (worker_prune_v1, migration 0015).
-SELECT pgsched.worker_prune_v1() AS pruned
+SELECT pgsched_internal.worker_prune_v1() AS pruned

@@ -26,7 +26,7 @@ Parts:
   the medians (flat: about 1) and the buffers one claim touches.
 - ``fill-history``: ``--rows`` rows of finished executions put into
   ``pgsched.execution_history`` (daily partitions of the last ``--days`` days, made with
-  ``pgsched.partition_ensure_v1``), for the history-flatness drain that follows.
+  ``pgsched_internal.partition_ensure_v1``), for the history-flatness drain that follows.
 
 Exit status 1 when a measurement failed: nothing is printed for it.
 """
@@ -524,7 +524,7 @@ def part_fill_history(args: argparse.Namespace) -> None:
     try:
         with psycopg.connect(args.dsn, autocommit=True) as conn:
             today = datetime.now(UTC).date()
-            conn.execute("SELECT pgsched.partition_ensure_v1(%s, %s)", (today - timedelta(days=args.days - 1),
+            conn.execute("SELECT pgsched_internal.partition_ensure_v1(%s, %s)", (today - timedelta(days=args.days - 1),
                                                                           args.days + 4))
             task_id = scalar(conn, "SELECT id FROM pgsched.task WHERE name = 'bench-job' AND deleted_at IS NULL")
             midnight = datetime.combine(today, datetime.min.time(), UTC)

@@ -382,7 +382,7 @@ def test_a_worker_frozen_inside_a_transaction_does_not_keep_its_execution_from_t
                 assert tx.one("execution_cancel_requested", id=execution, lease_id=row["lease_id"]) is not None
                 sql.execute("UPDATE pgsched.worker SET last_heartbeat_at = now() - interval '1 hour' WHERE id = %s",
                             (worker,))
-                rescued = wait_until(lambda: sql.execute("SELECT * FROM pgsched.rescue_v1()").fetchall(),
+                rescued = wait_until(lambda: sql.execute("SELECT * FROM pgsched_internal.rescue_v1()").fetchall(),
                                      timeout=10, message="the frozen transaction ended and its execution rescued")
         assert [(r["execution_id"], r["outcome"]) for r in rescued] == [(execution, "requeued")]
     finally:

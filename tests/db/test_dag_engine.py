@@ -297,7 +297,7 @@ def test_continue_policy_runs_every_rule_that_wants_success_once_upstream_is_don
 
 
 def test_sql_trigger_rules_equal_the_python_reference_on_every_count(sql):
-    """pgsched.dag_decide_v1 against pgsched.dag.decide for every rule, policy and split of
+    """pgsched_internal.dag_decide_v1 against pgsched.dag.decide for every rule, policy and split of
     up to four upstream nodes across the four final states and 'not done yet'."""
     cases = []
     for total in range(0, 5):
@@ -309,7 +309,7 @@ def test_sql_trigger_rules_equal_the_python_reference_on_every_count(sql):
         for policy in dag_module.FAILURE_POLICIES:
             for case in cases:
                 rows.append((rule, policy, *case))
-    got = sql.execute("""SELECT pgsched.dag_decide_v1(u.rule, u.policy, u.total, u.s, u.f, u.k, u.uf) AS d
+    got = sql.execute("""SELECT pgsched_internal.dag_decide_v1(u.rule, u.policy, u.total, u.s, u.f, u.k, u.uf) AS d
                            FROM unnest(%s::text[], %s::text[], %s::int[], %s::int[], %s::int[], %s::int[], %s::int[])
                                 WITH ORDINALITY AS u(rule, policy, total, s, f, k, uf, i) ORDER BY i""",
                       [list(c) for c in zip(*rows, strict=True)]).fetchall()
@@ -330,7 +330,7 @@ def test_sql_trigger_rules_equal_the_python_reference_on_every_count(sql):
 def test_continue_makes_a_failure_count_as_a_success_for_one_success_in_sql_and_python(
         sql, upstream, decision):
     s, f, k, uf = upstream
-    got = sql.execute("SELECT pgsched.dag_decide_v1('one_success', 'continue', 3, %s, %s, %s, %s)"
+    got = sql.execute("SELECT pgsched_internal.dag_decide_v1('one_success', 'continue', 3, %s, %s, %s, %s)"
                       " AS d", [s, f, k, uf]).fetchone()["d"]
     reference = dag_module.decide("one_success", dag_module.Upstream(3, s, f, k, uf), "continue")
     assert (got, reference) == (decision, decision)
@@ -346,7 +346,7 @@ def test_the_rules_that_wait_for_success_are_airflows():
 def test_an_unknown_trigger_rule_is_refused_by_name_in_sql(sql):
     with pytest.raises(psycopg.errors.InvalidParameterValue,
                        match="trigger_rule: 'always' is not a trigger rule"):
-        sql.execute("SELECT pgsched.dag_decide_v1('always', 'continue', 1, 0, 0, 0, 0)")
+        sql.execute("SELECT pgsched_internal.dag_decide_v1('always', 'continue', 1, 0, 0, 0, 0)")
 
 
 # --- conditions ---------------------------------------------------------------------------
@@ -402,7 +402,7 @@ def test_a_condition_on_an_upstream_result_picks_the_branch(db, drive, kind, inv
     ({"field": "a.result.x", "exists": False}, None, True),
 ])
 def test_condition_tests(sql, condition, result, holds):
-    row = sql.execute("SELECT pgsched.dag_condition_v1(%s, %s) AS ok",
+    row = sql.execute("SELECT pgsched_internal.dag_condition_v1(%s, %s) AS ok",
                       [Jsonb(condition), Jsonb(result) if result is not None else None]).fetchone()
     assert row["ok"] is holds
 
@@ -498,7 +498,7 @@ def test_a_scheduled_dag_fires_one_run_per_fire_time(db, sql, drive):
     assert {r["name"] for r in sql.execute("SELECT t.name FROM pgsched.execution e JOIN pgsched.task t "
                                            "ON t.id = e.task_id")} == {"etl.extract_a", "etl.extract_b"}
     # a second scheduler inserting the same fire starts nothing
-    again = sql.execute("SELECT pgsched.dag_start_v1(%s, 'schedule', %s, NULL) AS r",
+    again = sql.execute("SELECT pgsched_internal.dag_start_v1(%s, 'schedule', %s, NULL) AS r",
                         [dag_row["id"], T0 + timedelta(hours=1)]).fetchone()
     assert again["r"] is None
     dagruns.pause(db, "etl")

@@ -180,7 +180,7 @@ def test_random_worker_kills_lose_nothing_and_run_nothing_twice(dsn, sql, start,
     assert max(runs.values()) == 1, [k for k, n in runs.items() if n > 1][:10]  # no attempt ran twice
     assert set(runs) <= {(e, a["attempt"]) for e, rows_ in attempts.items() for a in rows_}, \
         "a command ran for an attempt that has no attempt row"
-    dead_after = int(sql.execute("SELECT pgsched.setting_v1('max_lost_attempts') AS v").fetchone()["v"])
+    dead_after = int(sql.execute("SELECT pgsched_internal.setting_v1('max_lost_attempts') AS v").fetchone()["v"])
     problems = []
     for ident, h in history.items():
         tries = attempts.get(ident, [])
@@ -439,7 +439,7 @@ def test_a_partition_attached_while_a_worker_records_keeps_the_success(dsn, sql,
     wait_until(lambda: "started" in worker.output, message="worker up")
     with psycopg.connect(dsn, row_factory=dict_row) as maintenance:  # one open transaction
         # What the leader's maintenance runs (maintain_partitions) when today's partition is missing.
-        maintenance.execute("SELECT pgsched.partition_ensure_v1(((now() AT TIME ZONE 'UTC')::date - 1), 5)")
+        maintenance.execute("SELECT pgsched_internal.partition_ensure_v1(((now() AT TIME ZONE 'UTC')::date - 1), 5)")
         ident = json.loads(cli(dsn, "task", "trigger", "once-only", "--json").stdout)["execution_id"]
         wait_until(lambda: sql.execute(
             "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "

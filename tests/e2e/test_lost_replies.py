@@ -203,7 +203,7 @@ def test_a_worker_stops_and_drops_what_the_database_no_longer_gives_it(dsn, sql,
     with sql.transaction():
         sql.execute("UPDATE pgsched.worker SET held = '{}', held_prev_at = now(), held_at = now() WHERE id = %s",
                     (worker_id,))
-        taken = sql.execute("SELECT * FROM pgsched.rescue_v1()").fetchall()
+        taken = sql.execute("SELECT * FROM pgsched_internal.rescue_v1()").fetchall()
     assert len(taken) > 2 and {r["outcome"] for r in taken} == {"requeued"}
     taken_ids = {r["execution_id"] for r in taken}
     # at its next heartbeat the worker kills the two commands blocked at the closed gate

@@ -95,7 +95,7 @@ def test_registry_of_a_folder_refuses_a_name_defined_in_two_files(tmp_path: Path
 
 
 def test_registry_loads_every_query_of_every_sql_file():
-    files = sorted(SQL_DIR.glob("*.sql"))
+    files = sorted(p for p in SQL_DIR.glob("*.sql") if p.name != queries.SNAPSHOT)
     assert files, f"no .sql files in {SQL_DIR}"
     expected: dict[str, str] = {}
     for path in files:
@@ -169,3 +169,16 @@ def test_a_binary_header_marks_the_query_binary():
     found = parse("-- name: a :exec binary\nSELECT 1\n-- name: b :one\nSELECT 2\n", "x.sql")
     assert (found["a"].binary, found["b"].binary) == (True, False)
     assert found["a"].cardinality == "exec"
+
+
+def test_every_query_is_named_after_its_file():
+    # sql/<entity>.sql holds the queries of that entity: a name says where its text is.
+    wrong = [f"{q.source}: {name!r} does not start with {q.source.split('.sql')[0]!r}_"
+             for name, q in registry().items() if not name.startswith(q.source.split(".sql")[0] + "_")]
+    assert wrong == []
+
+
+def test_registry_skips_the_schema_dump(tmp_path: Path):
+    (tmp_path / "a.sql").write_text("-- name: a_one :one\nSELECT 1\n")
+    (tmp_path / queries.SNAPSHOT).write_text("--\n-- Name: x; Type: TABLE\n--\nCREATE TABLE x (id int);\n")
+    assert list(registry(tmp_path)) == ["a_one"]

@@ -1,0 +1,3068 @@
+-- The schema pgsched's migrations make, as pg_dump --schema-only shows it on PostgreSQL 18:
+-- every table, view, index, trigger and function body as it is now. For reading: the
+-- migrations (migrations/*.sql) are the only source of the schema, and this file is
+-- generated from them. Do not edit it; after adding a migration, regenerate it with
+--     .venv/bin/python -m tests.schema_snapshot
+-- (tests/db/test_schema_snapshot.py fails while it is stale; the daily history partitions,
+-- owners and privileges are left out). Not named queries: pgsched/queries.py skips it.
+
+--
+-- PostgreSQL database dump
+--
+
+SET statement_timeout = 0;
+SET lock_timeout = 0;
+SET idle_in_transaction_session_timeout = 0;
+SET transaction_timeout = 0;
+SET client_encoding = 'UTF8';
+SET standard_conforming_strings = on;
+SELECT pg_catalog.set_config('search_path', '', false);
+SET check_function_bodies = false;
+SET xmloption = content;
+SET client_min_messages = warning;
+SET row_security = off;
+
+--
+-- Name: pgsched; Type: SCHEMA; Schema: -; Owner: -
+--
+
+CREATE SCHEMA pgsched;
+
+--
+-- Name: SCHEMA pgsched; Type: COMMENT; Schema: -; Owner: -
+--
+
+COMMENT ON SCHEMA pgsched IS 'pgsched: tables and the public SQL API (docs/sql-api.md); a _v1 name never changes meaning';
+
+--
+-- Name: pgsched_internal; Type: SCHEMA; Schema: -; Owner: -
+--
+
+CREATE SCHEMA pgsched_internal;
+
+--
+-- Name: SCHEMA pgsched_internal; Type: COMMENT; Schema: -; Owner: -
+--
+
+COMMENT ON SCHEMA pgsched_internal IS 'pgsched engine internals: called by pgsched''s own processes and triggers, may change in any release';
+
+--
+-- Name: cancel_v1(bigint, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.cancel_v1(execution_id bigint, tenant text DEFAULT 'default'::text) RETURNS text
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    e pgsched.execution;
+BEGIN
+    SELECT * INTO e FROM pgsched.execution x
+     WHERE x.id = cancel_v1.execution_id AND x.tenant = cancel_v1.tenant FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM FROM pgsched.execution_history h
+         WHERE h.id = cancel_v1.execution_id AND h.tenant = cancel_v1.tenant;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'execution: no execution % in tenant %', cancel_v1.execution_id, quote_literal(cancel_v1.tenant)
+                USING ERRCODE = 'no_data_found';
+        END IF;
+        RETURN 'finished';
+    END IF;
+    IF e.state = 'pending' THEN
+        PERFORM pgsched_internal.finish_v1(e, 'cancelled', 'cancelled while pending');
+        RETURN 'cancelled';
+    END IF;
+    UPDATE pgsched.execution x SET cancel_requested_at = coalesce(x.cancel_requested_at, now())
+     WHERE x.id = e.id;
+    PERFORM pg_notify('pgsched_cancel', e.id::text);
+    RETURN 'cancelling';
+END $$;
+
+--
+-- Name: dag_cancel_v1(bigint, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.dag_cancel_v1(run_id bigint, tenant text DEFAULT 'default'::text) RETURNS text
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    r pgsched.dag_run;
+BEGIN
+    SELECT * INTO r FROM pgsched.dag_run x
+     WHERE x.id = dag_cancel_v1.run_id AND x.tenant = dag_cancel_v1.tenant FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'run: no DAG run % in tenant %', run_id, quote_literal(tenant) USING ERRCODE = 'no_data_found';
+    END IF;
+    IF r.state NOT IN ('running', 'failing', 'cancelling') THEN
+        RETURN 'finished';
+    END IF;
+    -- a run that fail_all is already stopping ends 'failed', as it would have
+    UPDATE pgsched.dag_run x SET state = CASE WHEN x.state = 'failing' THEN 'failing' ELSE 'cancelling' END,
+                                 error = coalesce(x.error, 'cancel requested')
+     WHERE x.id = r.id;
+    PERFORM pgsched_internal.dag_stop_v1(r.id, 'cancelled: the run was cancelled');
+    SELECT * INTO r FROM pgsched.dag_run x WHERE x.id = r.id;
+    IF r.remaining <= 0 THEN
+        RETURN pgsched_internal.dag_close_v1(r.id);
+    END IF;
+    RETURN r.state;
+END $$;
+
+--
+-- Name: dag_rerun_v1(bigint, text, boolean, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.dag_rerun_v1(run_id bigint, from_node text DEFAULT NULL::text, failed_only boolean DEFAULT false, tenant text DEFAULT 'default'::text) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    old pgsched.dag_run;
+    r pgsched.dag_run;
+    rerun_nodes text[];
+    keep_nodes text[];
+BEGIN
+    SELECT * INTO old FROM pgsched.dag_run x WHERE x.id = dag_rerun_v1.run_id AND x.tenant = dag_rerun_v1.tenant;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'run: no DAG run % in tenant %', run_id, quote_literal(tenant) USING ERRCODE = 'no_data_found';
+    END IF;
+    IF old.state IN ('running', 'failing', 'cancelling') THEN
+        RAISE EXCEPTION 'run: DAG run % is still %; wait for it to end or cancel it', old.id, old.state
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    PERFORM FROM pgsched.dag d WHERE d.id = old.dag_id AND d.deleted_at IS NULL FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'run: DAG run % belongs to a deleted DAG', old.id USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF from_node IS NOT NULL THEN
+        PERFORM FROM pgsched.dag_node_run n WHERE n.run_id = old.id AND n.node_id = from_node;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'from: % is not a node of DAG run %', quote_literal(from_node), old.id
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    -- Re-run: from_node, every node that failed, was cancelled or was not run because of a
+    -- failure (failed_only; a node skipped by its condition or rule is an outcome, not a
+    -- failure), and everything downstream of those (a node that succeeded on a failed
+    -- input runs again too).
+    WITH RECURSIVE again(node_id) AS (
+        SELECT n.node_id FROM pgsched.dag_node_run n
+         WHERE n.run_id = old.id
+           AND (n.node_id = from_node
+                OR (coalesce(failed_only, false) AND n.state IN ('failed', 'upstream_failed', 'cancelled'))
+                OR (from_node IS NULL AND NOT coalesce(failed_only, false)))
+        UNION
+        SELECT unnest(n.downstream) FROM pgsched.dag_node_run n JOIN again a ON a.node_id = n.node_id
+         WHERE n.run_id = old.id
+    )
+    SELECT array_agg(n.node_id) FILTER (WHERE n.node_id IN (SELECT node_id FROM again)),
+           array_agg(n.node_id) FILTER (WHERE n.node_id NOT IN (SELECT node_id FROM again))
+      INTO rerun_nodes, keep_nodes
+      FROM pgsched.dag_node_run n WHERE n.run_id = old.id;
+    rerun_nodes := coalesce(rerun_nodes, '{}');
+    keep_nodes := coalesce(keep_nodes, '{}');
+    IF cardinality(rerun_nodes) = 0 THEN
+        RAISE EXCEPTION 'run: nothing to re-run in DAG run % (no node failed)', old.id
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO pgsched.dag_run (tenant, dag_id, trigger, scheduled_at, params, failure_policy, nodes,
+                                 remaining, rerun_of)
+    VALUES (old.tenant, old.dag_id, 'rerun', clock_timestamp(), old.params, old.failure_policy, old.nodes,
+            cardinality(rerun_nodes), old.id)
+    RETURNING * INTO r;
+    INSERT INTO pgsched.dag_node_run (run_id, node_id, position, task_id, trigger_rule, condition, upstream,
+                                      downstream, state, execution_id, result, error, queued_at, started_at,
+                                      finished_at, kept)
+    SELECT r.id, n.node_id, n.position,
+           -- nodes that run again run their current definition (a fixed command), if any
+           CASE WHEN k THEN n.task_id ELSE coalesce(cur.task_id, n.task_id) END,
+           n.trigger_rule, n.condition, n.upstream, n.downstream,
+           CASE WHEN k THEN n.state ELSE 'waiting' END,
+           CASE WHEN k THEN n.execution_id END, CASE WHEN k THEN n.result END, CASE WHEN k THEN n.error END,
+           CASE WHEN k THEN n.queued_at END, CASE WHEN k THEN n.started_at END,
+           CASE WHEN k THEN n.finished_at END, k
+      FROM pgsched.dag_node_run n
+      CROSS JOIN LATERAL (SELECT n.node_id = ANY(keep_nodes) AS k) kk
+      LEFT JOIN pgsched.dag_node cur ON cur.dag_id = old.dag_id AND cur.node_id = n.node_id
+     WHERE n.run_id = old.id;
+    -- Roots to re-run start now; the kept nodes settle their downstream as if just finished.
+    PERFORM pgsched_internal.dag_enqueue_v1(r, ARRAY(
+        SELECT n.node_id FROM pgsched.dag_node_run n
+         WHERE n.run_id = r.id AND n.node_id = ANY(rerun_nodes) AND cardinality(n.upstream) = 0));
+    PERFORM pgsched_internal.dag_propagate_v1(r.id, keep_nodes, false);
+    RETURN r.id;
+END $$;
+
+--
+-- Name: dag_trigger_v1(text, jsonb, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.dag_trigger_v1(dag_name text, params jsonb DEFAULT NULL::jsonb, tenant text DEFAULT 'default'::text) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    target bigint;
+BEGIN
+    SELECT d.id INTO target FROM pgsched.dag d
+     WHERE d.tenant = dag_trigger_v1.tenant AND d.name = dag_trigger_v1.dag_name AND d.deleted_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'dag: no DAG named % in tenant %', quote_literal(dag_name), quote_literal(tenant)
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    RETURN pgsched_internal.dag_start_v1(target, 'manual', clock_timestamp(), dag_trigger_v1.params);
+END $$;
+
+--
+-- Name: dlq_purge_v1(interval, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.dlq_purge_v1(older_than interval DEFAULT '00:00:00'::interval, tenant text DEFAULT 'default'::text) RETURNS integer
+    LANGUAGE sql
+    AS $$
+    WITH doomed AS (
+        SELECT h.id, h.finished_at FROM pgsched.execution_history h
+         WHERE h.state = 'dead' AND h.tenant = dlq_purge_v1.tenant
+           AND h.finished_at < now() - dlq_purge_v1.older_than
+         ORDER BY h.id
+           FOR UPDATE SKIP LOCKED  -- rows a concurrent retry holds are being retried
+    ), gone AS (
+        DELETE FROM pgsched.execution_history h USING doomed d
+         WHERE h.id = d.id AND h.finished_at = d.finished_at
+        RETURNING 1)
+    SELECT count(*)::integer FROM gone;
+$$;
+
+--
+-- Name: dlq_retry_all_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.dlq_retry_all_v1(task_name text DEFAULT NULL::text, tenant text DEFAULT 'default'::text) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    n integer := 0;
+    dead_id bigint;
+BEGIN
+    FOR dead_id IN
+        SELECT h.id FROM pgsched.execution_history h JOIN pgsched.task k ON k.id = h.task_id
+         WHERE h.state = 'dead' AND h.tenant = dlq_retry_all_v1.tenant AND k.deleted_at IS NULL
+           AND h.dag_run_id IS NULL
+           AND (dlq_retry_all_v1.task_name IS NULL OR k.name = dlq_retry_all_v1.task_name)
+         ORDER BY h.id
+           FOR UPDATE OF h SKIP LOCKED  -- rows a concurrent purge or retry holds are theirs
+    LOOP
+        PERFORM pgsched.dlq_retry_v1(dead_id, dlq_retry_all_v1.tenant);
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END $$;
+
+--
+-- Name: dlq_retry_v1(bigint, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.dlq_retry_v1(execution_id bigint, tenant text DEFAULT 'default'::text) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    h pgsched.execution_history;
+    holder bigint;
+    max_tries integer;
+BEGIN
+    SELECT * INTO h FROM pgsched.execution_history x
+     WHERE x.id = dlq_retry_v1.execution_id AND x.tenant = dlq_retry_v1.tenant AND x.state = 'dead'
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'execution: % is not in the dead-letter queue of tenant %', dlq_retry_v1.execution_id,
+            quote_literal(dlq_retry_v1.tenant) USING ERRCODE = 'no_data_found';
+    END IF;
+    IF h.dag_run_id IS NOT NULL THEN
+        RAISE EXCEPTION 'execution: % is a node of DAG run %; re-run it with pgsched dag rerun % --failed-only',
+            h.id, h.dag_run_id, h.dag_run_id USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF h.idempotency_key IS NOT NULL THEN
+        SELECT x.id INTO holder FROM pgsched.execution x
+         WHERE x.tenant = h.tenant AND x.task_id = h.task_id AND x.idempotency_key = h.idempotency_key;
+        IF NOT FOUND THEN
+            SELECT x.id INTO holder FROM pgsched.execution_history x
+             WHERE x.tenant = h.tenant AND x.task_id = h.task_id AND x.idempotency_key = h.idempotency_key
+               AND x.state = 'succeeded'
+             LIMIT 1;
+        END IF;
+        IF holder IS NOT NULL THEN
+            UPDATE pgsched.execution_history x
+               SET state = 'skipped',
+                   error = format('idempotency key %s already taken by execution %s', quote_literal(h.idempotency_key), holder)
+             WHERE x.id = h.id AND x.finished_at = h.finished_at;
+            RETURN h.id;
+        END IF;
+    END IF;
+    SELECT k.max_attempts INTO max_tries FROM pgsched.task k WHERE k.id = h.task_id AND k.deleted_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'execution: % belongs to a deleted task; it stays in the dead-letter queue', h.id
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- queued again before its dead row goes: the insert trigger lets a scheduled fire at or
+    -- before its task's last_fire_at through only as the requeue of such a row (0010)
+    INSERT INTO pgsched.execution (id, tenant, task_id, scheduled_at, run_at, state, trigger,
+        priority, queue, params, idempotency_key, attempt, max_attempts, leader_epoch,
+        created_at, lost_attempts, backoff_from_attempt)
+    VALUES (h.id, h.tenant, h.task_id, h.scheduled_at, now(), 'pending', h.trigger, h.priority,
+            h.queue, h.params, h.idempotency_key, h.attempt, h.attempt + coalesce(max_tries, 1),
+            h.leader_epoch, h.created_at, 0, h.attempt);
+    DELETE FROM pgsched.execution_history x WHERE x.id = h.id AND x.finished_at = h.finished_at;
+    RETURN h.id;
+END $$;
+
+--
+-- Name: enqueue_many_v1(text, jsonb[], timestamp with time zone, integer, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.enqueue_many_v1(task_name text, params jsonb[], run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, priority integer DEFAULT NULL::integer, tenant text DEFAULT 'default'::text, trigger text DEFAULT 'api'::text) RETURNS SETOF bigint
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pgsched_internal.task_share_v1(task_name, tenant);
+    RETURN QUERY SELECT pgsched_internal.enqueue_many_v1(task_name, params, run_at, priority, tenant, trigger);
+END $$;
+
+--
+-- Name: enqueue_many_v2(text, jsonb, timestamp with time zone, integer, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.enqueue_many_v2(task_name text, params jsonb, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, priority integer DEFAULT NULL::integer, tenant text DEFAULT 'default'::text, trigger text DEFAULT 'api'::text) RETURNS SETOF bigint
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF params IS NULL OR jsonb_typeof(params) <> 'array' THEN
+        RAISE EXCEPTION 'params: % is not a JSON array of JSON objects', coalesce(left(params::text, 80), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY SELECT pgsched.enqueue_many_v1(
+        task_name,
+        ARRAY(SELECT p.value FROM jsonb_array_elements(params) WITH ORDINALITY AS p(value, i) ORDER BY p.i),
+        run_at, priority, tenant, trigger);
+END $$;
+
+--
+-- Name: enqueue_v1(text, jsonb, timestamp with time zone, integer, text, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.enqueue_v1(task_name text, params jsonb DEFAULT NULL::jsonb, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, priority integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, tenant text DEFAULT 'default'::text, trigger text DEFAULT 'api'::text) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pgsched_internal.task_share_v1(task_name, tenant);
+    RETURN pgsched_internal.enqueue_v1(task_name, params, run_at, priority, idempotency_key, tenant, trigger);
+END $$;
+
+--
+-- Name: enqueue_v2(text, jsonb, timestamp with time zone, integer, text, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.enqueue_v2(task_name text, params jsonb DEFAULT NULL::jsonb, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, priority integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, tenant text DEFAULT 'default'::text, trigger text DEFAULT 'api'::text) RETURNS TABLE(execution_id bigint, deduplicated boolean, dedup_reason text, succeeded_execution_id bigint)
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pgsched_internal.task_share_v1(task_name, tenant);
+    RETURN QUERY SELECT * FROM pgsched_internal.enqueue_v2(task_name, params, run_at, priority,
+                                                           idempotency_key, tenant, trigger);
+END $$;
+
+--
+-- Name: pause_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.pause_v1(task_name text, tenant text DEFAULT 'default'::text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE pgsched.task k SET enabled = false, updated_at = now()
+     WHERE k.tenant = pause_v1.tenant AND k.name = pause_v1.task_name AND k.deleted_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'task: no task named % in tenant %', quote_literal(task_name), quote_literal(tenant)
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    RETURN true;
+END $$;
+
+--
+-- Name: resume_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.resume_v1(task_name text, tenant text DEFAULT 'default'::text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE pgsched.task k
+       SET enabled = true, next_fire_at = CASE WHEN k.enabled OR k.schedule_kind = 'once' THEN k.next_fire_at END,
+           updated_at = now()
+     WHERE k.tenant = resume_v1.tenant AND k.name = resume_v1.task_name AND k.deleted_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'task: no task named % in tenant %', quote_literal(task_name), quote_literal(tenant)
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    RETURN true;
+END $$;
+
+--
+-- Name: trigger_v1(text, jsonb, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.trigger_v1(task_name text, params jsonb DEFAULT NULL::jsonb, tenant text DEFAULT 'default'::text) RETURNS bigint
+    LANGUAGE sql
+    AS $$
+    SELECT pgsched.enqueue_v1(task_name, params, NULL, NULL, NULL, tenant, 'manual');
+$$;
+
+--
+-- Name: execution_id_seq; Type: SEQUENCE; Schema: pgsched; Owner: -
+--
+
+CREATE SEQUENCE pgsched.execution_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+SET default_table_access_method = heap;
+
+--
+-- Name: execution; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.execution (
+    id bigint DEFAULT nextval('pgsched.execution_id_seq'::regclass) NOT NULL,
+    tenant text DEFAULT 'default'::text NOT NULL,
+    task_id bigint NOT NULL,
+    scheduled_at timestamp with time zone NOT NULL,
+    run_at timestamp with time zone NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    trigger text DEFAULT 'api'::text NOT NULL,
+    priority smallint DEFAULT 5 NOT NULL,
+    queue text DEFAULT 'default'::text NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    idempotency_key text,
+    attempt integer DEFAULT 0 NOT NULL,
+    max_attempts integer DEFAULT 1 NOT NULL,
+    worker_id bigint,
+    leader_epoch bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    lease_id bigint,
+    cancel_requested_at timestamp with time zone,
+    lost_attempts integer DEFAULT 0 NOT NULL,
+    budget_delay_seconds double precision,
+    dag_run_id bigint,
+    confirm_start boolean DEFAULT false NOT NULL,
+    start_confirmed_at timestamp with time zone,
+    backoff_from_attempt integer DEFAULT 0 NOT NULL,
+    CONSTRAINT execution_priority_check CHECK (((priority >= 1) AND (priority <= 10))),
+    CONSTRAINT execution_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'running'::text]))),
+    CONSTRAINT execution_trigger_check CHECK ((trigger = ANY (ARRAY['schedule'::text, 'manual'::text, 'api'::text, 'insert'::text, 'dag'::text])))
+)
+WITH (fillfactor='70', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0.02');
+
+--
+-- Name: dag_cancel_execution_v1(pgsched.execution, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.dag_cancel_execution_v1(e pgsched.execution, why text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF e.state = 'pending' THEN
+        PERFORM pgsched_internal.finish_v1(e, 'cancelled', why);
+    ELSIF e.cancel_requested_at IS NULL THEN
+        UPDATE pgsched.execution x SET cancel_requested_at = now() WHERE x.id = e.id;
+        PERFORM pg_notify('pgsched_cancel', e.id::text);
+    END IF;
+END $$;
+
+--
+-- Name: dag_close_v1(bigint); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.dag_close_v1(run_id bigint) RETURNS text
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    r pgsched.dag_run;
+    bad integer;
+    good integer;
+    final text;
+BEGIN
+    SELECT * INTO r FROM pgsched.dag_run x WHERE x.id = dag_close_v1.run_id;
+    IF r.state NOT IN ('running', 'failing', 'cancelling') THEN
+        RETURN r.state;
+    END IF;
+    SELECT count(*) FILTER (WHERE n.state IN ('failed', 'cancelled', 'upstream_failed')),
+           count(*) FILTER (WHERE n.state = 'succeeded')
+      INTO bad, good
+      FROM pgsched.dag_node_run n WHERE n.run_id = r.id;
+    final := CASE WHEN r.state = 'cancelling' THEN 'cancelled'
+                  WHEN r.state = 'failing' THEN 'failed'
+                  WHEN bad = 0 THEN 'succeeded'
+                  WHEN good > 0 THEN 'partially_succeeded'
+                  ELSE 'failed' END;
+    UPDATE pgsched.dag_run x SET state = final, finished_at = clock_timestamp() WHERE x.id = r.id;
+    PERFORM pg_notify('pgsched_dag', r.id || ' ' || final);
+    RETURN final;
+END $$;
+
+--
+-- Name: dag_condition_v1(jsonb, jsonb); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.dag_condition_v1(condition jsonb, result jsonb) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+DECLARE
+    path text[] := (string_to_array(condition->>'field', '.'))[3:];
+    v jsonb := result #> path;
+BEGIN
+    IF condition ? 'equals' THEN
+        RETURN coalesce(v = condition->'equals', false);
+    ELSIF condition ? 'not_equals' THEN
+        RETURN v IS DISTINCT FROM condition->'not_equals';
+    ELSIF condition ? 'in' THEN
+        RETURN v IS NOT NULL AND EXISTS (SELECT 1 FROM jsonb_array_elements(condition->'in') AS x(item) WHERE x.item = v);
+    ELSIF condition ? 'exists' THEN
+        RETURN (v IS NOT NULL AND v <> 'null'::jsonb) = (condition->>'exists')::boolean;
+    END IF;
+    RAISE EXCEPTION 'condition: % has no test (equals, not_equals, in, exists)', condition
+        USING ERRCODE = 'invalid_parameter_value';
+END $$;
+
+--
+-- Name: dag_decide_v1(text, text, integer, integer, integer, integer, integer); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.dag_decide_v1(rule text, policy text, total integer, succeeded integer, failed integer, skipped integer, upstream_failed integer) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+DECLARE
+    all_done boolean := succeeded + failed + skipped + upstream_failed = total;
+    failures integer := failed + upstream_failed;
+BEGIN
+    IF total = 0 THEN RETURN 'run'; END IF;
+    IF policy = 'continue'
+       AND rule IN ('all_success', 'one_success', 'none_failed', 'none_failed_min_one_success') THEN
+        -- downstream of a failure runs: a failure counts as a success for these rules
+        succeeded := succeeded + failed + upstream_failed;
+        failures := 0;
+    END IF;
+    CASE rule
+    WHEN 'all_success' THEN
+        IF failures > 0 THEN RETURN 'upstream_failed'; END IF;
+        IF skipped > 0 THEN RETURN 'skipped'; END IF;
+        RETURN CASE WHEN succeeded = total THEN 'run' ELSE 'wait' END;
+    WHEN 'all_failed' THEN
+        IF succeeded > 0 OR skipped > 0 THEN RETURN 'skipped'; END IF;
+        RETURN CASE WHEN all_done THEN 'run' ELSE 'wait' END;
+    WHEN 'all_done' THEN
+        RETURN CASE WHEN all_done THEN 'run' ELSE 'wait' END;
+    WHEN 'one_success' THEN
+        IF succeeded > 0 THEN RETURN 'run'; END IF;
+        IF NOT all_done THEN RETURN 'wait'; END IF;
+        RETURN CASE WHEN failures > 0 THEN 'upstream_failed' ELSE 'skipped' END;
+    WHEN 'one_failed' THEN
+        IF failures > 0 THEN RETURN 'run'; END IF;
+        RETURN CASE WHEN all_done THEN 'skipped' ELSE 'wait' END;
+    WHEN 'none_failed' THEN
+        IF failures > 0 THEN RETURN 'upstream_failed'; END IF;
+        RETURN CASE WHEN all_done THEN 'run' ELSE 'wait' END;
+    WHEN 'none_failed_min_one_success' THEN
+        IF failures > 0 THEN RETURN 'upstream_failed'; END IF;
+        IF NOT all_done THEN RETURN 'wait'; END IF;
+        RETURN CASE WHEN succeeded > 0 THEN 'run' ELSE 'skipped' END;
+    ELSE
+        NULL;  -- 0003 had no ELSE: an unknown rule raised CASE_NOT_FOUND, not the error below
+    END CASE;
+    RAISE EXCEPTION 'trigger_rule: % is not a trigger rule', quote_literal(rule)
+        USING ERRCODE = 'invalid_parameter_value';
+END $$;
+
+--
+-- Name: dag_run; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.dag_run (
+    id bigint NOT NULL,
+    tenant text DEFAULT 'default'::text NOT NULL,
+    dag_id bigint NOT NULL,
+    state text DEFAULT 'running'::text NOT NULL,
+    trigger text NOT NULL,
+    scheduled_at timestamp with time zone NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    failure_policy text NOT NULL,
+    nodes integer NOT NULL,
+    remaining integer NOT NULL,
+    rerun_of bigint,
+    leader_epoch bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    error text,
+    CONSTRAINT dag_run_state_check CHECK ((state = ANY (ARRAY['running'::text, 'failing'::text, 'cancelling'::text, 'succeeded'::text, 'failed'::text, 'partially_succeeded'::text, 'cancelled'::text]))),
+    CONSTRAINT dag_run_trigger_check CHECK ((trigger = ANY (ARRAY['schedule'::text, 'manual'::text, 'api'::text, 'rerun'::text])))
+);
+
+--
+-- Name: dag_enqueue_v1(pgsched.dag_run, text[]); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.dag_enqueue_v1(r pgsched.dag_run, ready text[]) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    made record;
+BEGIN
+    FOR made IN
+        INSERT INTO pgsched.execution (tenant, task_id, scheduled_at, run_at, trigger, priority,
+                                       queue, params, max_attempts, leader_epoch, dag_run_id)
+        SELECT t.tenant, t.id, clock_timestamp(), clock_timestamp(), 'dag', t.priority, t.queue,
+               t.params || r.params || CASE WHEN cardinality(n.upstream) = 0 THEN '{}'::jsonb ELSE
+                   jsonb_build_object('upstream', (
+                       SELECT coalesce(jsonb_object_agg(u.node_id, u.result), '{}'::jsonb)
+                         FROM unnest(n.upstream) AS up(node_id)
+                         JOIN pgsched.dag_node_run u ON u.run_id = r.id AND u.node_id = up.node_id
+                        WHERE u.state = 'succeeded'))
+               END,
+               t.max_attempts, r.leader_epoch, r.id
+          FROM unnest(ready) AS rd(node_id)
+          JOIN pgsched.dag_node_run n ON n.run_id = r.id AND n.node_id = rd.node_id
+          JOIN pgsched.task t ON t.id = n.task_id
+        RETURNING id, task_id
+    LOOP
+        UPDATE pgsched.dag_node_run n
+           SET state = 'queued', execution_id = made.id, queued_at = clock_timestamp()
+         WHERE n.run_id = r.id AND n.task_id = made.task_id;
+    END LOOP;
+END $$;
+
+--
+-- Name: dag_execution_finished_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.dag_execution_finished_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    r pgsched.dag_run;
+    node text;
+    node_state text := CASE NEW.state WHEN 'succeeded' THEN 'succeeded' WHEN 'skipped' THEN 'skipped'
+                                      WHEN 'cancelled' THEN 'cancelled' ELSE 'failed' END;
+BEGIN
+    SELECT * INTO r FROM pgsched.dag_run x WHERE x.id = NEW.dag_run_id FOR UPDATE;
+    IF NOT FOUND THEN RETURN NULL; END IF;
+    UPDATE pgsched.dag_node_run n
+       SET state = node_state, result = NEW.result, error = NEW.error, started_at = NEW.started_at,
+           finished_at = NEW.finished_at
+     WHERE n.run_id = r.id AND n.task_id = NEW.task_id AND n.execution_id = NEW.id AND n.state = 'queued'
+    RETURNING n.node_id INTO node;
+    IF node IS NULL THEN RETURN NULL; END IF;  -- already settled (a stopped run's node)
+    IF r.state = 'running' AND r.failure_policy = 'fail_all' AND node_state IN ('failed', 'cancelled') THEN
+        UPDATE pgsched.dag_run x SET state = 'failing',
+               error = format('node %s %s; fail_all stops the run', node, node_state)
+         WHERE x.id = r.id;
+        PERFORM pgsched_internal.dag_stop_v1(r.id, format('cancelled: node %s %s (failure policy fail_all)', node, node_state));
+    END IF;
+    PERFORM pgsched_internal.dag_propagate_v1(r.id, ARRAY[node], true);
+    RETURN NULL;
+END $$;
+
+--
+-- Name: dag_propagate_v1(bigint, text[], boolean); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.dag_propagate_v1(run_id bigint, settled text[], counted boolean) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    r pgsched.dag_run;
+    queue text[] := settled;
+    i integer := 1;
+    src pgsched.dag_node_run;
+    d pgsched.dag_node_run;
+    cond pgsched.dag_node_run;
+    down text;
+    decision text;
+    why text;
+    ready text[] := '{}';
+    done_now integer := CASE WHEN counted THEN cardinality(settled) ELSE 0 END;
+BEGIN
+    SELECT * INTO r FROM pgsched.dag_run x WHERE x.id = dag_propagate_v1.run_id;
+    WHILE r.state = 'running' AND i <= cardinality(queue) LOOP
+        SELECT * INTO src FROM pgsched.dag_node_run n
+         WHERE n.run_id = r.id AND n.node_id = queue[i];
+        i := i + 1;
+        FOREACH down IN ARRAY src.downstream LOOP
+            UPDATE pgsched.dag_node_run n
+               SET n_succeeded = n.n_succeeded + (src.state = 'succeeded')::integer,
+                   n_failed = n.n_failed + (src.state IN ('failed', 'cancelled'))::integer,
+                   n_skipped = n.n_skipped + (src.state = 'skipped')::integer,
+                   n_upstream_failed = n.n_upstream_failed + (src.state = 'upstream_failed')::integer
+             WHERE n.run_id = r.id AND n.node_id = down
+            RETURNING * INTO d;
+            CONTINUE WHEN d.state <> 'waiting';
+            decision := pgsched_internal.dag_decide_v1(d.trigger_rule, r.failure_policy, cardinality(d.upstream),
+                                              d.n_succeeded, d.n_failed, d.n_skipped, d.n_upstream_failed);
+            CONTINUE WHEN decision = 'wait';
+            why := NULL;
+            IF decision = 'run' AND d.condition IS NOT NULL THEN
+                -- The condition's node is a direct upstream node (validated): an eager rule
+                -- (one_success) may say run before it has ended; then wait for it.
+                SELECT u.* INTO cond FROM pgsched.dag_node_run u
+                 WHERE u.run_id = r.id AND u.node_id = split_part(d.condition->>'field', '.', 1);
+                CONTINUE WHEN cond.state IN ('waiting', 'queued');
+                IF NOT pgsched_internal.dag_condition_v1(d.condition, CASE WHEN cond.state = 'succeeded' THEN cond.result END) THEN
+                    decision := 'skipped';
+                    why := 'condition not met: ' || (d.condition - 'field')::text || ' on ' || (d.condition->>'field')
+                           || CASE WHEN cond.state <> 'succeeded' THEN format(' (%s %s)', cond.node_id, cond.state) ELSE '' END;
+                END IF;
+            ELSIF decision = 'skipped' THEN
+                why := format('trigger rule %s: upstream %s succeeded, %s failed, %s skipped, %s upstream_failed',
+                              d.trigger_rule, d.n_succeeded, d.n_failed, d.n_skipped, d.n_upstream_failed);
+            ELSIF decision = 'upstream_failed' THEN
+                why := format('trigger rule %s: %s upstream node(s) failed', d.trigger_rule,
+                              d.n_failed + d.n_upstream_failed);
+            END IF;
+            IF decision = 'run' THEN
+                ready := ready || down;
+            ELSE
+                UPDATE pgsched.dag_node_run n SET state = decision, finished_at = clock_timestamp(), error = why
+                 WHERE n.run_id = r.id AND n.node_id = down;
+                queue := queue || down;
+                done_now := done_now + 1;
+            END IF;
+        END LOOP;
+    END LOOP;
+    IF cardinality(ready) > 0 THEN
+        PERFORM pgsched_internal.dag_enqueue_v1(r, ready);
+    END IF;
+    UPDATE pgsched.dag_run x SET remaining = x.remaining - done_now WHERE x.id = r.id
+    RETURNING * INTO r;
+    IF r.remaining <= 0 THEN
+        PERFORM pgsched_internal.dag_close_v1(r.id);
+    END IF;
+END $$;
+
+--
+-- Name: dag_start_v1(bigint, text, timestamp with time zone, jsonb, bigint); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.dag_start_v1(dag_id bigint, how text, scheduled timestamp with time zone, run_params jsonb, epoch bigint DEFAULT NULL::bigint) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    d pgsched.dag;
+    r pgsched.dag_run;
+BEGIN
+    -- FOR SHARE: an apply of this DAG (which locks the row for update first) waits for
+    -- this start, or this start for it; either way the run copies one whole version.
+    SELECT * INTO d FROM pgsched.dag x WHERE x.id = dag_start_v1.dag_id AND x.deleted_at IS NULL FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'dag: no DAG with id %', dag_start_v1.dag_id USING ERRCODE = 'no_data_found';
+    END IF;
+    IF run_params IS NOT NULL AND jsonb_typeof(run_params) <> 'object' THEN
+        RAISE EXCEPTION 'params: % is not a JSON object', run_params USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO pgsched.dag_run AS x (tenant, dag_id, trigger, scheduled_at, params, failure_policy, nodes,
+                                      remaining, leader_epoch)
+    VALUES (d.tenant, d.id, how, scheduled, coalesce(run_params, '{}'::jsonb), d.failure_policy, 0, 0, epoch)
+    ON CONFLICT (dag_id, scheduled_at) WHERE trigger = 'schedule' DO NOTHING
+    RETURNING * INTO r;
+    IF r.id IS NULL THEN RETURN NULL; END IF;
+    -- Counts and roots come from the rows copied, never from a second read of the definition.
+    INSERT INTO pgsched.dag_node_run (run_id, node_id, position, task_id, trigger_rule, condition,
+                                      upstream, downstream)
+    SELECT r.id, n.node_id, n.position, n.task_id, n.trigger_rule, n.condition, n.upstream, n.downstream
+      FROM pgsched.dag_node n WHERE n.dag_id = d.id;
+    UPDATE pgsched.dag_run x SET nodes = c.n, remaining = c.n
+      FROM (SELECT count(*) AS n FROM pgsched.dag_node_run WHERE run_id = r.id) c
+     WHERE x.id = r.id
+    RETURNING x.* INTO r;
+    PERFORM pgsched_internal.dag_enqueue_v1(r, ARRAY(
+        SELECT n.node_id FROM pgsched.dag_node_run n WHERE n.run_id = r.id AND cardinality(n.upstream) = 0));
+    RETURN r.id;
+END $$;
+
+--
+-- Name: dag_stop_v1(bigint, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.dag_stop_v1(run_id bigint, why text) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    stopped integer;
+    e pgsched.execution;
+BEGIN
+    UPDATE pgsched.dag_node_run n SET state = 'cancelled', finished_at = clock_timestamp(), error = why
+     WHERE n.run_id = dag_stop_v1.run_id AND n.state = 'waiting';
+    GET DIAGNOSTICS stopped = ROW_COUNT;
+    UPDATE pgsched.dag_run x SET remaining = x.remaining - stopped WHERE x.id = dag_stop_v1.run_id;
+    FOR e IN
+        SELECT * FROM pgsched.execution x WHERE x.dag_run_id = dag_stop_v1.run_id
+           FOR UPDATE SKIP LOCKED
+    LOOP
+        PERFORM pgsched_internal.dag_cancel_execution_v1(e, why);
+    END LOOP;
+    RETURN stopped;
+END $$;
+
+--
+-- Name: dag_sweep_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.dag_sweep_v1() RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    e pgsched.execution;
+    n integer := 0;
+BEGIN
+    FOR e IN
+        SELECT x.* FROM pgsched.execution x
+         WHERE x.dag_run_id IN (SELECT r.id FROM pgsched.dag_run r WHERE r.state IN ('failing', 'cancelling'))
+           AND (x.state = 'pending' OR x.cancel_requested_at IS NULL)
+           FOR UPDATE OF x SKIP LOCKED
+    LOOP
+        PERFORM pgsched_internal.dag_cancel_execution_v1(e, 'cancelled: the DAG run is stopping');
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END $$;
+
+--
+-- Name: derived_key_v1(bigint, jsonb, timestamp with time zone); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.derived_key_v1(task_id bigint, run_params jsonb, scheduled timestamp with time zone) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT 'auto:' || task_id || ':' || md5(run_params::text || '@' ||
+           (extract(epoch FROM scheduled) * 1000000)::bigint);
+$$;
+
+--
+-- Name: enqueue_many_v1(text, jsonb[], timestamp with time zone, integer, text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.enqueue_many_v1(task_name text, params jsonb[], run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, priority integer DEFAULT NULL::integer, tenant text DEFAULT 'default'::text, trigger text DEFAULT 'api'::text) RETURNS SETOF bigint
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    t pgsched.task;
+    fire_at timestamptz := coalesce(enqueue_many_v1.run_at, clock_timestamp());
+    bad integer;
+BEGIN
+    SELECT * INTO t FROM pgsched.task k
+     WHERE k.tenant = enqueue_many_v1.tenant AND k.name = enqueue_many_v1.task_name AND k.deleted_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'task: no task named % in tenant %', quote_literal(enqueue_many_v1.task_name),
+            quote_literal(enqueue_many_v1.tenant) USING ERRCODE = 'no_data_found';
+    END IF;
+    IF t.handler_kind = 'dag' THEN
+        RAISE EXCEPTION 'task: % is a DAG; start a run with pgsched dag trigger or pgsched.dag_trigger_v1()',
+            quote_literal(enqueue_many_v1.task_name) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF enqueue_many_v1.priority IS NOT NULL AND enqueue_many_v1.priority NOT BETWEEN 1 AND 10 THEN
+        RAISE EXCEPTION 'priority: % is out of range 1-10', enqueue_many_v1.priority USING ERRCODE = 'check_violation';
+    END IF;
+    IF NOT isfinite(fire_at) OR fire_at < '1970-01-01 00:00:00+00' OR fire_at >= '9000-01-01 00:00:00+00' THEN
+        RAISE EXCEPTION 'run_at: % is outside 1970 to 9000', enqueue_many_v1.run_at USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF enqueue_many_v1.trigger IS NULL OR enqueue_many_v1.trigger NOT IN ('api', 'manual', 'insert') THEN
+        RAISE EXCEPTION 'trigger: % must be api, manual or insert', quote_nullable(enqueue_many_v1.trigger)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT min(i) INTO bad FROM unnest(enqueue_many_v1.params) WITH ORDINALITY AS p(value, i)
+     WHERE p.value IS NOT NULL AND jsonb_typeof(p.value) <> 'object';
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'params[%]: % is not a JSON object', bad - 1, enqueue_many_v1.params[bad]
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF t.idempotent THEN
+        RETURN QUERY SELECT pgsched.enqueue_v1(t.name, p.value, fire_at, enqueue_many_v1.priority, NULL, t.tenant,
+                                               enqueue_many_v1.trigger)
+                       FROM unnest(enqueue_many_v1.params) WITH ORDINALITY AS p(value, i) ORDER BY p.i;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH made AS (
+        INSERT INTO pgsched.execution AS e (tenant, task_id, scheduled_at, run_at, trigger, priority, queue,
+                                            params, max_attempts)
+        SELECT t.tenant, t.id, fire_at, fire_at, enqueue_many_v1.trigger,
+               coalesce(enqueue_many_v1.priority, t.priority), t.queue,
+               t.params || coalesce(p.value, '{}'::jsonb), t.max_attempts
+          FROM unnest(enqueue_many_v1.params) WITH ORDINALITY AS p(value, i)
+         ORDER BY p.i
+        RETURNING e.id
+    )
+    SELECT id FROM made ORDER BY id;  -- ids come from a sequence in insert order
+END $$;
+
+--
+-- Name: enqueue_v1(text, jsonb, timestamp with time zone, integer, text, text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.enqueue_v1(task_name text, params jsonb DEFAULT NULL::jsonb, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, priority integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, tenant text DEFAULT 'default'::text, trigger text DEFAULT 'api'::text) RETURNS bigint
+    LANGUAGE sql
+    AS $$
+    SELECT r.execution_id
+      FROM pgsched_internal.enqueue_v2(task_name, params, run_at, priority, idempotency_key,
+                                       tenant, trigger) r;
+$$;
+
+--
+-- Name: enqueue_v2(text, jsonb, timestamp with time zone, integer, text, text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.enqueue_v2(task_name text, params jsonb DEFAULT NULL::jsonb, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, priority integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, tenant text DEFAULT 'default'::text, trigger text DEFAULT 'api'::text) RETURNS TABLE(execution_id bigint, deduplicated boolean, dedup_reason text, succeeded_execution_id bigint)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    t pgsched.task;
+    new_id bigint;
+    found_id bigint;
+    fire_at timestamptz := coalesce(enqueue_v2.run_at, clock_timestamp());
+    run_params jsonb;
+    key text := enqueue_v2.idempotency_key;
+BEGIN
+    SELECT * INTO t FROM pgsched.task k
+     WHERE k.tenant = enqueue_v2.tenant AND k.name = enqueue_v2.task_name AND k.deleted_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'task: no task named % in tenant %', quote_literal(enqueue_v2.task_name), quote_literal(enqueue_v2.tenant)
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    IF t.handler_kind = 'dag' THEN
+        RAISE EXCEPTION 'task: % is a DAG; start a run with pgsched dag trigger or pgsched.dag_trigger_v1()',
+            quote_literal(enqueue_v2.task_name) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF enqueue_v2.priority IS NOT NULL AND enqueue_v2.priority NOT BETWEEN 1 AND 10 THEN
+        RAISE EXCEPTION 'priority: % is out of range 1-10', enqueue_v2.priority USING ERRCODE = 'check_violation';
+    END IF;
+    IF NOT isfinite(fire_at) OR fire_at < '1970-01-01 00:00:00+00' OR fire_at >= '9000-01-01 00:00:00+00' THEN
+        RAISE EXCEPTION 'run_at: % is outside 1970 to 9000', enqueue_v2.run_at USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF enqueue_v2.trigger IS NULL OR enqueue_v2.trigger NOT IN ('api', 'manual', 'insert') THEN
+        -- 'schedule' is the scheduler's alone: it is what makes a scheduled fire unique.
+        RAISE EXCEPTION 'trigger: % must be api, manual or insert', quote_nullable(enqueue_v2.trigger)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF enqueue_v2.params IS NOT NULL AND jsonb_typeof(enqueue_v2.params) <> 'object' THEN
+        RAISE EXCEPTION 'params: % is not a JSON object', enqueue_v2.params USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- as the CLI and the REST API check it: an empty key names nothing, and a long one would
+    -- fail on the unique index (a B-tree entry is at most about 2.7 kB) with PostgreSQL's error
+    IF key IS NOT NULL AND (key = '' OR length(key) > 200) THEN
+        RAISE EXCEPTION 'idempotency_key: % must be text of 1 to 200 characters',
+            quote_literal(left(key, 60) || CASE WHEN length(key) > 60 THEN '...' ELSE '' END)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    run_params := t.params || coalesce(enqueue_v2.params, '{}'::jsonb);
+    IF key IS NULL AND t.idempotent THEN
+        key := pgsched_internal.derived_key_v1(t.id, run_params, fire_at);
+    END IF;
+    -- scheduled_at is the instant asked for (clock_timestamp(), not the transaction's now(),
+    -- when none is); only schedule fires are unique on (task_id, scheduled_at).
+    IF key IS NULL THEN  -- nothing to conflict on: a plain INSERT, not a speculative one
+        INSERT INTO pgsched.execution AS e (tenant, task_id, scheduled_at, run_at, trigger, priority,
+                                            queue, params, max_attempts)
+        VALUES (t.tenant, t.id, fire_at, fire_at, enqueue_v2.trigger, coalesce(enqueue_v2.priority, t.priority),
+                t.queue, run_params, t.max_attempts)
+        RETURNING e.id INTO new_id;
+        RETURN QUERY SELECT new_id, false, NULL::text, NULL::bigint;
+        RETURN;
+    END IF;
+    -- Each statement sees what committed before it (READ COMMITTED): a lost race is seen
+    -- by the next round. Three rounds: a key whose executions keep ending unsucceeded
+    -- between two statements of this loop is not waited for for ever.
+    FOR tries IN 1..3 LOOP
+        SELECT e.id INTO found_id FROM pgsched.execution e
+         WHERE e.tenant = t.tenant AND e.task_id = t.id AND e.idempotency_key = key;
+        IF FOUND THEN
+            RETURN QUERY SELECT found_id, true, 'live'::text, NULL::bigint;
+            RETURN;
+        END IF;
+        SELECT h.id INTO found_id FROM pgsched.execution_history h
+         WHERE h.tenant = t.tenant AND h.task_id = t.id AND h.idempotency_key = key AND h.state = 'succeeded'
+         LIMIT 1;
+        IF FOUND THEN
+            new_id := pgsched_internal.record_skipped_v1(t, fire_at, enqueue_v2.trigger, run_params, key, found_id);
+            RETURN QUERY SELECT new_id, true, 'succeeded'::text, found_id;
+            RETURN;
+        END IF;
+        INSERT INTO pgsched.execution AS e (tenant, task_id, scheduled_at, run_at, trigger, priority,
+                                            queue, params, idempotency_key, max_attempts)
+        VALUES (t.tenant, t.id, fire_at, fire_at, enqueue_v2.trigger, coalesce(enqueue_v2.priority, t.priority),
+                t.queue, run_params, key, t.max_attempts)
+        ON CONFLICT (tenant, task_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+        RETURNING e.id INTO new_id;
+        IF new_id IS NOT NULL THEN
+            RETURN QUERY SELECT new_id, false, NULL::text, NULL::bigint;
+            RETURN;
+        END IF;
+        -- lost a race on the key to a concurrent enqueue, which has committed: look again
+    END LOOP;
+    RAISE EXCEPTION 'idempotency_key: % of task % was taken and released three times while '
+                    'this enqueue ran; try again', quote_literal(key), quote_literal(t.name)
+        USING ERRCODE = 'serialization_failure';
+END $$;
+
+--
+-- Name: execution_fire_changed_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.execution_fire_changed_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    fired timestamptz;
+BEGIN
+    SELECT k.last_fire_at INTO fired FROM pgsched.task k WHERE k.id = NEW.task_id;
+    IF NEW.scheduled_at <= fired THEN
+        RAISE EXCEPTION 'execution: task_id % already fired through % (last_fire_at); execution % cannot '
+                        'become its scheduled fire at %', NEW.task_id, fired, NEW.id, NEW.scheduled_at
+            USING ERRCODE = 'check_violation', TABLE = 'execution', COLUMN = 'scheduled_at';
+    END IF;
+    RETURN NEW;
+END $$;
+
+--
+-- Name: execution_inserted_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.execution_inserted_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    bad record;
+BEGIN
+    WITH wanted AS (SELECT n.task_id, min(n.scheduled_at) FILTER (WHERE n.trigger = 'schedule') AS first_fire
+                      FROM new_executions n GROUP BY n.task_id),
+         locked AS (SELECT k.id, k.name, k.last_fire_at FROM pgsched.task k
+                     WHERE k.id IN (SELECT w.task_id FROM wanted w)
+                       FOR KEY SHARE OF k)
+    SELECT w.task_id, w.first_fire, l.id IS NULL AS missing, l.name, l.last_fire_at INTO bad
+      FROM wanted w LEFT JOIN locked l ON l.id = w.task_id
+     WHERE l.id IS NULL OR w.first_fire <= l.last_fire_at
+     LIMIT 1;
+    IF FOUND AND bad.missing THEN
+        RAISE EXCEPTION 'execution: task_id % is not a task', bad.task_id
+            USING ERRCODE = 'foreign_key_violation', TABLE = 'execution', COLUMN = 'task_id';
+    ELSIF FOUND THEN  -- rare: looked at row by row, only now
+        SELECT k.name, k.last_fire_at, n.scheduled_at AS first_fire INTO bad
+          FROM new_executions n JOIN pgsched.task k ON k.id = n.task_id
+         WHERE n.trigger = 'schedule' AND n.scheduled_at <= k.last_fire_at
+           AND NOT EXISTS (SELECT FROM pgsched.execution_history h
+                            WHERE h.id = n.id AND h.task_id = n.task_id AND h.scheduled_at = n.scheduled_at
+                              AND h.created_at = n.created_at AND h.state = 'dead')
+         LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'execution: task % already fired through % (last_fire_at); a scheduled fire at % '
+                            'would run an instant that was dealt with', quote_literal(bad.name), bad.last_fire_at,
+                            bad.first_fire
+                USING ERRCODE = 'check_violation', TABLE = 'execution', COLUMN = 'scheduled_at';
+        END IF;
+    END IF;
+    PERFORM pg_notify('pgsched_execution', '');
+    RETURN NULL;
+END $$;
+
+--
+-- Name: execution_requeued_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.execution_requeued_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF EXISTS (SELECT FROM pgsched.execution_history h WHERE h.id = NEW.id AND h.state = 'dead') THEN
+        RAISE EXCEPTION 'execution: % is a scheduled fire of task_id % at % that is still in the dead-letter '
+                        'queue; retry it from there (pgsched dlq retry %)', NEW.id, NEW.task_id, NEW.scheduled_at,
+                        NEW.id
+            USING ERRCODE = 'check_violation', TABLE = 'execution', COLUMN = 'scheduled_at';
+    END IF;
+    RETURN NULL;
+END $$;
+
+--
+-- Name: execution_task_recheck_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.execution_task_recheck_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM FROM pgsched.task k WHERE k.id = NEW.task_id FOR KEY SHARE OF k;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'execution: task_id % is not a task', NEW.task_id
+            USING ERRCODE = 'foreign_key_violation', TABLE = 'execution', COLUMN = 'task_id';
+    END IF;
+    RETURN NULL;
+END $$;
+
+--
+-- Name: finish_v1(pgsched.execution, text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.finish_v1(e pgsched.execution, final_state text, why text) RETURNS void
+    LANGUAGE sql
+    AS $$
+    DELETE FROM pgsched.execution WHERE id = e.id;
+    INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state,
+        trigger, priority, queue, params, idempotency_key, attempt, max_attempts, worker_id,
+        leader_epoch, created_at, started_at, finished_at, error, lost_attempts, dag_run_id)
+    VALUES (e.id, e.tenant, e.task_id, e.scheduled_at, e.run_at, final_state, e.trigger,
+            e.priority, e.queue, e.params, e.idempotency_key, e.attempt, e.max_attempts,
+            e.worker_id, e.leader_epoch, e.created_at, e.started_at, clock_timestamp(), why,
+            e.lost_attempts, e.dag_run_id);
+$$;
+
+--
+-- Name: partition_drop_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.partition_drop_v1(partition_name text, parent text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $_$
+BEGIN
+    IF parent NOT IN ('execution_history', 'execution_attempt', 'execution_log')
+       OR partition_name !~ '_p[0-9]{8}$' THEN
+        RAISE EXCEPTION 'partition: % is not a daily partition of pgsched history', partition_name
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    EXECUTE format('LOCK TABLE pgsched.%I IN ACCESS EXCLUSIVE MODE', partition_name);
+    IF pgsched_internal.partition_is_live_v1(partition_name, parent) THEN
+        RETURN false;
+    END IF;
+    EXECUTE format('ALTER TABLE pgsched.%I DETACH PARTITION pgsched.%I', parent, partition_name);
+    EXECUTE format('DROP TABLE pgsched.%I', partition_name);
+    RETURN true;
+END $_$;
+
+--
+-- Name: partition_ensure_v1(date, integer); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.partition_ensure_v1(from_day date, days integer) RETURNS SETOF text
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    parent text;
+    key text;
+    d date;
+    part text;
+    lo timestamptz;
+    hi timestamptz;
+BEGIN
+    FOR parent, key IN VALUES ('execution_history', 'finished_at'),
+                              ('execution_attempt', 'started_at'),
+                              ('execution_log', 'logged_at') LOOP
+        FOR i IN 0 .. days - 1 LOOP
+            d := from_day + i;
+            part := parent || '_p' || to_char(d, 'YYYYMMDD');
+            CONTINUE WHEN to_regclass(format('pgsched.%I', part)) IS NOT NULL;
+            lo := d::timestamp AT TIME ZONE 'UTC';
+            hi := (d + 1)::timestamp AT TIME ZONE 'UTC';
+            EXECUTE format('CREATE TABLE pgsched.%I (LIKE pgsched.%I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)',
+                           part, parent);
+            EXECUTE format('WITH moved AS (DELETE FROM pgsched.%I WHERE %I >= %L AND %I < %L RETURNING *) '
+                           'INSERT INTO pgsched.%I SELECT * FROM moved',
+                           parent || '_default', key, lo, key, hi, part);
+            EXECUTE format('ALTER TABLE pgsched.%I ATTACH PARTITION pgsched.%I FOR VALUES FROM (%L) TO (%L)',
+                           parent, part, lo, hi);
+            RETURN NEXT part;
+        END LOOP;
+    END LOOP;
+END $$;
+
+--
+-- Name: partition_expired_v1(timestamp with time zone); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.partition_expired_v1(cutoff timestamp with time zone) RETURNS TABLE(partition_name text, parent text, live boolean)
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT c.relname::text AS name, p.relname::text AS parent_name
+          FROM pg_inherits i
+          JOIN pg_class c ON c.oid = i.inhrelid
+          JOIN pg_class p ON p.oid = i.inhparent
+          JOIN pg_namespace n ON n.oid = p.relnamespace
+         WHERE n.nspname = 'pgsched'
+           AND p.relname IN ('execution_history', 'execution_attempt', 'execution_log')
+           AND c.relname ~ '_p[0-9]{8}$'
+         ORDER BY c.relname
+    LOOP
+        CONTINUE WHEN (to_date(right(r.name, 8), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC' > cutoff;
+        partition_name := r.name;
+        parent := r.parent_name;
+        live := pgsched_internal.partition_is_live_v1(r.name, r.parent_name);
+        RETURN NEXT;
+    END LOOP;
+END $_$;
+
+--
+-- Name: partition_is_live_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.partition_is_live_v1(partition_name text, parent text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    live boolean;
+BEGIN
+    EXECUTE format('SELECT EXISTS (SELECT 1 FROM pgsched.%I x JOIN pgsched.execution e ON e.id = x.%I)',
+                   partition_name, CASE WHEN parent = 'execution_history' THEN 'id' ELSE 'execution_id' END)
+       INTO live;
+    RETURN live;
+END $$;
+
+--
+-- Name: task; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.task (
+    id bigint NOT NULL,
+    tenant text DEFAULT 'default'::text NOT NULL,
+    name text NOT NULL,
+    description text,
+    schedule_kind text DEFAULT 'none'::text NOT NULL,
+    schedule_expr text,
+    timezone text DEFAULT 'UTC'::text NOT NULL,
+    schedule_anchor timestamp with time zone,
+    handler_kind text NOT NULL,
+    command text,
+    argv text[],
+    python_target text,
+    env jsonb DEFAULT '{}'::jsonb NOT NULL,
+    stdin text,
+    run_as_user text,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    timeout_seconds double precision,
+    max_attempts integer DEFAULT 1 NOT NULL,
+    retry_policy text DEFAULT 'exponential'::text NOT NULL,
+    retry_base_seconds double precision DEFAULT 10 NOT NULL,
+    retry_max_seconds double precision DEFAULT 3600 NOT NULL,
+    priority smallint DEFAULT 5 NOT NULL,
+    queue text DEFAULT 'default'::text NOT NULL,
+    enabled boolean DEFAULT true NOT NULL,
+    next_fire_at timestamp with time zone,
+    last_fire_at timestamp with time zone,
+    source text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    deleted_at timestamp with time zone,
+    no_retry_exit_codes integer[] DEFAULT '{}'::integer[] NOT NULL,
+    no_retry_exceptions text[] DEFAULT '{}'::text[] NOT NULL,
+    misfire_policy text DEFAULT 'once'::text NOT NULL,
+    idempotent boolean DEFAULT false NOT NULL,
+    missed_fires bigint DEFAULT 0 NOT NULL,
+    tags text[] DEFAULT '{}'::text[] NOT NULL,
+    missed_fires_seen bigint DEFAULT 0 NOT NULL,
+    paused_at timestamp with time zone,
+    paused_by text,
+    pause_reason text,
+    CONSTRAINT task_check1 CHECK (((schedule_kind = 'none'::text) = (schedule_expr IS NULL))),
+    CONSTRAINT task_handler_check CHECK ((((handler_kind = 'shell'::text) AND (command IS NOT NULL)) OR ((handler_kind = 'argv'::text) AND (argv IS NOT NULL) AND (cardinality(argv) > 0)) OR ((handler_kind = 'python'::text) AND (python_target IS NOT NULL)) OR (handler_kind = 'dag'::text))),
+    CONSTRAINT task_handler_kind_check CHECK ((handler_kind = ANY (ARRAY['shell'::text, 'argv'::text, 'python'::text, 'dag'::text]))),
+    CONSTRAINT task_max_attempts_check CHECK ((max_attempts >= 1)),
+    CONSTRAINT task_misfire_policy_check CHECK ((misfire_policy = ANY (ARRAY['skip'::text, 'once'::text, 'all'::text]))),
+    CONSTRAINT task_next_fire_after_last CHECK ((next_fire_at > last_fire_at)),
+    CONSTRAINT task_pause_only_when_paused CHECK (((NOT enabled) OR ((paused_at IS NULL) AND (paused_by IS NULL) AND (pause_reason IS NULL)))),
+    CONSTRAINT task_paused_by_check CHECK ((paused_by = ANY (ARRAY['operator'::text, 'scheduler'::text]))),
+    CONSTRAINT task_priority_check CHECK (((priority >= 1) AND (priority <= 10))),
+    CONSTRAINT task_retry_base_seconds_check CHECK ((retry_base_seconds >= (0)::double precision)),
+    CONSTRAINT task_retry_max_seconds_check CHECK ((retry_max_seconds >= (0)::double precision)),
+    CONSTRAINT task_retry_policy_check CHECK ((retry_policy = ANY (ARRAY['fixed'::text, 'linear'::text, 'exponential'::text, 'exponential_jitter'::text]))),
+    CONSTRAINT task_schedule_kind_check CHECK ((schedule_kind = ANY (ARRAY['cron'::text, 'interval'::text, 'once'::text, 'none'::text]))),
+    CONSTRAINT task_timeout_seconds_check CHECK (((timeout_seconds IS NULL) OR (timeout_seconds > (0)::double precision)))
+);
+
+--
+-- Name: record_skipped_v1(pgsched.task, timestamp with time zone, text, jsonb, text, bigint); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.record_skipped_v1(t pgsched.task, scheduled timestamp with time zone, how text, run_params jsonb, key text, succeeded_id bigint) RETURNS bigint
+    LANGUAGE sql
+    AS $$
+    INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state,
+        trigger, priority, queue, params, idempotency_key, attempt, max_attempts, created_at,
+        finished_at, error)
+    VALUES (nextval('pgsched.execution_id_seq'), t.tenant, t.id, scheduled, scheduled, 'skipped',
+            how, t.priority, t.queue, run_params, key, 0, t.max_attempts, now(), clock_timestamp(),
+            format('idempotency key %s already succeeded in execution %s', quote_literal(key), succeeded_id))
+    RETURNING id;
+$$;
+
+--
+-- Name: rescue_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.rescue_v1() RETURNS TABLE(execution_id bigint, worker_id bigint, outcome text)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    e pgsched.execution;
+    holder_alive boolean;
+    dead_after integer := (pgsched_internal.setting_v1('worker_dead_after_heartbeats'))::integer;
+    max_lost integer := (pgsched_internal.setting_v1('max_lost_attempts'))::integer;
+    lost text;
+    why text;
+BEGIN
+    UPDATE pgsched.worker w SET state = 'dead', stopped_at = now(), running = 0
+     WHERE w.state = 'running'
+       AND w.last_heartbeat_at < now() - dead_after * w.heartbeat_interval * interval '1 second';
+    FOR e IN
+        SELECT x.*
+          FROM pgsched.execution x
+          LEFT JOIN pgsched.worker w ON w.id = x.worker_id
+         WHERE x.state = 'running'
+           AND (w.id IS NULL OR w.state <> 'running'
+                OR (w.held IS NOT NULL AND w.held_prev_at IS NOT NULL AND x.started_at < w.held_prev_at
+                    AND NOT (x.id = ANY (coalesce(w.held, '{}')))))
+           FOR UPDATE OF x SKIP LOCKED
+    LOOP
+        execution_id := e.id;
+        worker_id := e.worker_id;
+        holder_alive := EXISTS (SELECT 1 FROM pgsched.worker w WHERE w.id = e.worker_id AND w.state = 'running');
+        lost := CASE
+            WHEN holder_alive THEN format('worker %s, alive, no longer reports attempt %s as its own (a claim '
+                                          'whose reply it never received)', e.worker_id, e.attempt)
+            ELSE format('worker %s was lost (no heartbeat) while running attempt %s', e.worker_id, e.attempt)
+        END;
+        IF e.cancel_requested_at IS NOT NULL THEN
+            INSERT INTO pgsched.execution_attempt (execution_id, attempt, tenant, worker_id, state,
+                                                   started_at, finished_at, error, lease_id)
+            VALUES (e.id, e.attempt, e.tenant, e.worker_id, 'lost',
+                    coalesce(e.start_confirmed_at, e.started_at, now()), now(), lost, e.lease_id);
+            PERFORM pgsched_internal.finish_v1(e, 'cancelled', lost || '; cancel was requested');
+            outcome := 'cancelled';
+        ELSIF e.confirm_start AND e.start_confirmed_at IS NULL THEN
+            -- Its start had to be recorded before it ran, and was not: it never started.
+            UPDATE pgsched.execution x
+               SET state = 'pending', attempt = x.attempt - 1, worker_id = NULL, started_at = NULL,
+                   lease_id = NULL
+             WHERE x.id = e.id;
+            outcome := 'unclaimed';
+        ELSIF e.confirm_start THEN
+            e.lost_attempts := e.lost_attempts + 1;
+            why := format('%s (started at %s)', lost, e.start_confirmed_at);
+            INSERT INTO pgsched.execution_attempt (execution_id, attempt, tenant, worker_id, state,
+                                                   started_at, finished_at, error, lease_id)
+            VALUES (e.id, e.attempt, e.tenant, e.worker_id, 'lost', e.start_confirmed_at, now(), why,
+                    e.lease_id);
+            IF e.lost_attempts >= max_lost THEN
+                PERFORM pgsched_internal.finish_v1(e, 'dead', why || format('; lost %s times, so it is dead', e.lost_attempts));
+                outcome := 'dead';
+            ELSE
+                UPDATE pgsched.execution x
+                   SET state = 'pending', run_at = now(), worker_id = NULL, lease_id = NULL,
+                       started_at = NULL, start_confirmed_at = NULL, lost_attempts = e.lost_attempts,
+                       max_attempts = x.max_attempts + 1
+                 WHERE x.id = e.id;
+                outcome := 'requeued';
+            END IF;
+        ELSE
+            why := lost || ', whose start was not recorded: it may have waited unstarted in the worker''s '
+                   'buffer, so this loss does not count toward max_lost_attempts; its next worker records '
+                   'the start before running it';
+            INSERT INTO pgsched.execution_attempt (execution_id, attempt, tenant, worker_id, state,
+                                                   started_at, finished_at, error, lease_id)
+            VALUES (e.id, e.attempt, e.tenant, e.worker_id, 'lost', coalesce(e.started_at, now()), now(),
+                    why, e.lease_id);
+            UPDATE pgsched.execution x
+               SET state = 'pending', run_at = now(), worker_id = NULL, lease_id = NULL,
+                   started_at = NULL, start_confirmed_at = NULL, confirm_start = true,
+                   max_attempts = x.max_attempts + 1
+             WHERE x.id = e.id;
+            outcome := 'requeued';
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END $$;
+
+--
+-- Name: retry_slot_v1(timestamp with time zone); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.retry_slot_v1(proposed_at timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    started integer;
+    allowed integer;
+    slot timestamptz := proposed_at;
+    minute timestamptz;
+    used integer;
+BEGIN
+    PERFORM pg_advisory_xact_lock(8099569325639558147);  -- 0x7067736368656403: the retry budget
+    SELECT count(*) INTO started FROM pgsched.execution_attempt a
+     WHERE a.started_at > now() - interval '1 minute';
+    allowed := greatest((pgsched_internal.setting_v1('retry_budget_min_per_minute'))::integer,
+                        floor((pgsched_internal.setting_v1('retry_budget_ratio'))::float8 * started)::integer);
+    FOR i IN 1..60 LOOP
+        minute := date_trunc('minute', slot);
+        SELECT count(*) INTO used FROM pgsched.execution x
+         WHERE x.attempt > 0
+           AND ((x.state = 'pending' AND x.run_at >= minute AND x.run_at < minute + interval '1 minute')
+             OR (x.state = 'running' AND x.attempt > 1
+                 AND x.started_at >= minute AND x.started_at < minute + interval '1 minute'));
+        used := used + (SELECT count(*) FROM pgsched.execution_attempt a
+                         WHERE a.attempt > 1 AND a.started_at >= minute
+                           AND a.started_at < minute + interval '1 minute');
+        EXIT WHEN used < allowed;
+        slot := minute + interval '1 minute';
+    END LOOP;
+    RETURN slot;
+END $$;
+
+--
+-- Name: run_request_insert_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.run_request_insert_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    r record;
+BEGIN
+    IF NEW.task IS NULL THEN
+        RAISE EXCEPTION 'task: a run request needs a task name' USING ERRCODE = 'not_null_violation';
+    END IF;
+    SELECT * INTO r FROM pgsched.enqueue_v2(NEW.task, NEW.params, NEW.run_at, NEW.priority,
+                                            NEW.idempotency_key, coalesce(NEW.tenant, 'default'), 'insert');
+    NEW.execution_id := r.execution_id;
+    NEW.deduplicated := r.deduplicated;
+    NEW.dedup_reason := r.dedup_reason;
+    NEW.succeeded_execution_id := r.succeeded_execution_id;
+    RETURN NEW;
+END $$;
+
+--
+-- Name: setting_v1(text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.setting_v1(setting_name text) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT value FROM pgsched.setting WHERE name = setting_name;
+$$;
+
+--
+-- Name: stats_add_v1(bigint[], bigint[]); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.stats_add_v1(a bigint[], b bigint[]) RETURNS bigint[]
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT CASE WHEN a IS NULL THEN b WHEN b IS NULL THEN a ELSE
+        ARRAY(SELECT x + y FROM unnest(a, b) AS u(x, y)) END;
+$$;
+
+--
+-- Name: stats_rollup_v1(integer); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.stats_rollup_v1(keep_hours integer DEFAULT 48) RETURNS integer
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    since timestamptz;
+    final timestamptz;
+    lat text;
+    dur text;
+    written integer;
+BEGIN
+    PERFORM pg_advisory_xact_lock(8099569325639558148);  -- 0x7067736368656404: the roll-up
+    SELECT dirty_from INTO since FROM pgsched.stats_rollup_state;
+    since := coalesce(since, date_trunc('hour', now() - interval '24 hours'));
+    SELECT string_agg(format('count(*) FILTER (WHERE lat <= %s)', b), ', ' ORDER BY i)
+      INTO lat FROM pgsched.stats_bucket, unnest(bounds) WITH ORDINALITY AS u(b, i) WHERE kind = 'latency';
+    SELECT string_agg(format('count(*) FILTER (WHERE dur <= %s)', b), ', ' ORDER BY i)
+      INTO dur FROM pgsched.stats_bucket, unnest(bounds) WITH ORDINALITY AS u(b, i) WHERE kind = 'duration';
+    DELETE FROM pgsched.stats_hourly WHERE hour >= since;
+    EXECUTE format(
+        'INSERT INTO pgsched.stats_hourly (hour, tenant, task_id, state, executions, started, retries,
+                                           latency_sum, duration_sum, latency_le, duration_le)
+         SELECT date_trunc(''hour'', finished_at), tenant, task_id, state, count(*), count(lat),
+                coalesce(sum(greatest(attempt - 1, 0)), 0),
+                coalesce(sum(lat), 0), coalesce(sum(dur), 0), ARRAY[%s]::bigint[], ARRAY[%s]::bigint[]
+           FROM (SELECT finished_at, tenant, task_id, state, attempt,
+                        extract(epoch FROM started_at - run_at)::float8 AS lat,
+                        extract(epoch FROM finished_at - started_at)::float8 AS dur
+                   FROM pgsched.execution_history WHERE finished_at >= $1) h
+          GROUP BY 1, 2, 3, 4', lat, dur) USING since;
+    GET DIAGNOSTICS written = ROW_COUNT;
+    final := date_trunc('hour', now() - interval '5 minutes');
+    WITH closed AS (
+        SELECT tenant, task_id, state, sum(executions) AS executions, sum(started) AS started,
+               sum(retries) AS retries, sum(latency_sum) AS latency_sum, sum(duration_sum) AS duration_sum,
+               pgsched_internal.stats_sum_v1(latency_le) AS latency_le, pgsched_internal.stats_sum_v1(duration_le) AS duration_le
+          FROM pgsched.stats_hourly WHERE hour >= since AND hour < final
+         GROUP BY 1, 2, 3
+    )
+    INSERT INTO pgsched.stats_total AS t SELECT * FROM closed
+    ON CONFLICT (tenant, task_id, state) DO UPDATE
+       SET executions = t.executions + EXCLUDED.executions, started = t.started + EXCLUDED.started,
+           retries = t.retries + EXCLUDED.retries,
+           latency_sum = t.latency_sum + EXCLUDED.latency_sum,
+           duration_sum = t.duration_sum + EXCLUDED.duration_sum,
+           latency_le = pgsched_internal.stats_add_v1(t.latency_le, EXCLUDED.latency_le),
+           duration_le = pgsched_internal.stats_add_v1(t.duration_le, EXCLUDED.duration_le);
+    -- at least a day: the dashboard's last day reads these hours
+    DELETE FROM pgsched.stats_hourly
+     WHERE hour < date_trunc('hour', now()) - make_interval(hours => greatest(keep_hours, 24));
+    INSERT INTO pgsched.stats_rollup_state (singleton, dirty_from, rolled_at)
+    VALUES (true, greatest(final, since), now())
+    ON CONFLICT (singleton) DO UPDATE SET dirty_from = EXCLUDED.dirty_from, rolled_at = EXCLUDED.rolled_at;
+    RETURN written;
+END $_$;
+
+--
+-- Name: task_last_fire_forward_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.task_last_fire_forward_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'task %: last_fire_at cannot move back from % to % (the fires up to it were dealt with)',
+        quote_literal(OLD.name), OLD.last_fire_at, coalesce(NEW.last_fire_at::text, 'NULL')
+        USING ERRCODE = 'check_violation', TABLE = 'task', COLUMN = 'last_fire_at';
+END $$;
+
+--
+-- Name: task_notify_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.task_notify_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('pgsched_task', '');
+    RETURN NULL;
+END $$;
+
+--
+-- Name: task_pause_track_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.task_pause_track_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NEW.enabled THEN
+        NEW.paused_at := NULL;
+        NEW.paused_by := NULL;
+        NEW.pause_reason := NULL;
+    ELSIF NEW.deleted_at IS NULL THEN
+        NEW.paused_at := coalesce(NEW.paused_at, now());
+        NEW.paused_by := coalesce(NEW.paused_by, 'operator');
+    END IF;
+    RETURN NEW;
+END $$;
+
+--
+-- Name: task_referenced_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.task_referenced_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    named bigint;
+    changed boolean := true;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        IF TG_OP = 'DELETE' THEN  -- old_tasks exists only here: a statement is planned when run
+            changed := EXISTS (SELECT FROM old_tasks);
+        END IF;
+    END IF;
+    IF changed AND current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'task: rows are deleted, renumbered or truncated only in READ COMMITTED, not %: '
+                        'a stricter snapshot cannot see executions that name them (pgsched task delete '
+                        'soft-deletes a task instead)', current_setting('transaction_isolation')
+            USING ERRCODE = 'feature_not_supported', TABLE = 'task';
+    END IF;
+    IF TG_OP = 'TRUNCATE' THEN
+        SELECT e.task_id INTO named FROM pgsched.execution e LIMIT 1;
+    ELSIF TG_OP = 'UPDATE' THEN
+        SELECT e.task_id INTO named FROM pgsched.execution e WHERE e.task_id = OLD.id LIMIT 1;
+    ELSE
+        SELECT e.task_id INTO named FROM pgsched.execution e
+         WHERE e.task_id IN (SELECT o.id FROM old_tasks o) LIMIT 1;
+    END IF;
+    IF FOUND THEN
+        RAISE EXCEPTION 'task: % is still named by executions (soft-delete it: pgsched task delete)', named
+            USING ERRCODE = 'foreign_key_violation', TABLE = 'task', COLUMN = 'id';
+    END IF;
+    RETURN NULL;
+END $$;
+
+--
+-- Name: task_share_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.task_share_v1(task_name text, tenant text) RETURNS void
+    LANGUAGE sql
+    AS $$
+    SELECT NULL::void FROM (SELECT 1 FROM pgsched.task k
+                             WHERE k.tenant = task_share_v1.tenant AND k.name = task_share_v1.task_name
+                               AND k.deleted_at IS NULL
+                               FOR KEY SHARE) locked
+$$;
+
+--
+-- Name: webhook_execution_finished_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.webhook_execution_finished_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    a pgsched.task_alerting;
+    body jsonb;
+BEGIN
+    SELECT * INTO a FROM pgsched.task_alerting WHERE task_id = NEW.task_id;
+    IF NOT FOUND OR (a.on_failure IS NULL AND a.on_dlq IS NULL) THEN RETURN NULL; END IF;
+    body := jsonb_build_object(
+        'task', (SELECT name FROM pgsched.task WHERE id = NEW.task_id), 'tenant', NEW.tenant,
+        'execution_id', NEW.id, 'state', NEW.state, 'attempt', NEW.attempt,
+        'scheduled_at', NEW.scheduled_at, 'started_at', NEW.started_at, 'finished_at', NEW.finished_at,
+        'exit_code', NEW.exit_code, 'error', left(NEW.error, 2000));
+    IF a.on_failure IS NOT NULL THEN
+        INSERT INTO pgsched.webhook_delivery (tenant, task_id, event, url, payload)
+        VALUES (NEW.tenant, NEW.task_id, 'failure', a.on_failure, body || '{"event": "failure"}');
+    END IF;
+    IF NEW.state = 'dead' AND a.on_dlq IS NOT NULL THEN
+        INSERT INTO pgsched.webhook_delivery (tenant, task_id, event, url, payload)
+        VALUES (NEW.tenant, NEW.task_id, 'dlq', a.on_dlq, body || '{"event": "dlq"}');
+    END IF;
+    RETURN NULL;
+END $$;
+
+--
+-- Name: worker_prune_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.worker_prune_v1() RETURNS bigint
+    LANGUAGE sql
+    AS $$
+    WITH gone AS (
+        DELETE FROM pgsched.worker w
+         WHERE w.state <> 'running'
+           AND w.stopped_at < now() - (pgsched_internal.setting_v1('worker_retention_days'))::float8 * interval '1 day'
+           AND NOT EXISTS (SELECT 1 FROM pgsched.execution x WHERE x.worker_id = w.id AND x.state = 'running')
+        RETURNING 1
+    )
+    SELECT count(*) FROM gone
+$$;
+
+--
+-- Name: stats_sum_v1(bigint[]); Type: AGGREGATE; Schema: pgsched_internal; Owner: -
+--
+
+CREATE AGGREGATE pgsched_internal.stats_sum_v1(bigint[]) (
+    SFUNC = pgsched_internal.stats_add_v1,
+    STYPE = bigint[]
+);
+
+--
+-- Name: alert; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.alert (
+    id bigint NOT NULL,
+    tenant text NOT NULL,
+    task_id bigint NOT NULL,
+    kind text NOT NULL,
+    opened_at timestamp with time zone DEFAULT now() NOT NULL,
+    resolved_at timestamp with time zone,
+    details jsonb DEFAULT '{}'::jsonb NOT NULL,
+    CONSTRAINT alert_kind_check CHECK ((kind = ANY (ARRAY['missed_schedule'::text, 'failure_rate'::text])))
+);
+
+--
+-- Name: alert_id_seq; Type: SEQUENCE; Schema: pgsched; Owner: -
+--
+
+CREATE SEQUENCE pgsched.alert_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: alert_id_seq; Type: SEQUENCE OWNED BY; Schema: pgsched; Owner: -
+--
+
+ALTER SEQUENCE pgsched.alert_id_seq OWNED BY pgsched.alert.id;
+
+--
+-- Name: alert_state; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.alert_state (
+    singleton boolean DEFAULT true NOT NULL,
+    checked_at timestamp with time zone NOT NULL,
+    CONSTRAINT alert_state_singleton_check CHECK (singleton)
+);
+
+--
+-- Name: api_token; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.api_token (
+    id bigint NOT NULL,
+    tenant text DEFAULT 'default'::text NOT NULL,
+    role text NOT NULL,
+    name text DEFAULT ''::text NOT NULL,
+    token_sha256 bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_used_at timestamp with time zone,
+    revoked_at timestamp with time zone,
+    CONSTRAINT api_token_role_check CHECK ((role = ANY (ARRAY['viewer'::text, 'operator'::text, 'admin'::text]))),
+    CONSTRAINT api_token_token_sha256_check CHECK ((length(token_sha256) = 32))
+);
+
+--
+-- Name: api_token_id_seq; Type: SEQUENCE; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.api_token ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME pgsched.api_token_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: dag; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.dag (
+    id bigint NOT NULL,
+    tenant text DEFAULT 'default'::text NOT NULL,
+    name text NOT NULL,
+    description text,
+    failure_policy text DEFAULT 'skip_downstream'::text NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    task_id bigint NOT NULL,
+    definition jsonb NOT NULL,
+    source text,
+    version integer DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    deleted_at timestamp with time zone,
+    CONSTRAINT dag_failure_policy_check CHECK ((failure_policy = ANY (ARRAY['skip_downstream'::text, 'fail_all'::text, 'continue'::text])))
+);
+
+--
+-- Name: dag_id_seq; Type: SEQUENCE; Schema: pgsched; Owner: -
+--
+
+CREATE SEQUENCE pgsched.dag_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: dag_id_seq; Type: SEQUENCE OWNED BY; Schema: pgsched; Owner: -
+--
+
+ALTER SEQUENCE pgsched.dag_id_seq OWNED BY pgsched.dag.id;
+
+--
+-- Name: dag_node; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.dag_node (
+    dag_id bigint NOT NULL,
+    node_id text NOT NULL,
+    "position" integer NOT NULL,
+    task_id bigint NOT NULL,
+    trigger_rule text DEFAULT 'all_success'::text NOT NULL,
+    condition jsonb,
+    upstream text[] DEFAULT '{}'::text[] NOT NULL,
+    downstream text[] DEFAULT '{}'::text[] NOT NULL,
+    definition jsonb NOT NULL,
+    CONSTRAINT dag_node_trigger_rule_check CHECK ((trigger_rule = ANY (ARRAY['all_success'::text, 'all_done'::text, 'all_failed'::text, 'one_success'::text, 'one_failed'::text, 'none_failed'::text, 'none_failed_min_one_success'::text])))
+);
+
+--
+-- Name: dag_node_run; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.dag_node_run (
+    run_id bigint NOT NULL,
+    node_id text NOT NULL,
+    "position" integer NOT NULL,
+    task_id bigint NOT NULL,
+    state text DEFAULT 'waiting'::text NOT NULL,
+    trigger_rule text NOT NULL,
+    condition jsonb,
+    upstream text[] NOT NULL,
+    downstream text[] NOT NULL,
+    n_succeeded integer DEFAULT 0 NOT NULL,
+    n_failed integer DEFAULT 0 NOT NULL,
+    n_skipped integer DEFAULT 0 NOT NULL,
+    n_upstream_failed integer DEFAULT 0 NOT NULL,
+    execution_id bigint,
+    result jsonb,
+    error text,
+    queued_at timestamp with time zone,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    kept boolean DEFAULT false NOT NULL,
+    CONSTRAINT dag_node_run_state_check CHECK ((state = ANY (ARRAY['waiting'::text, 'queued'::text, 'succeeded'::text, 'failed'::text, 'skipped'::text, 'upstream_failed'::text, 'cancelled'::text])))
+)
+WITH (fillfactor='80');
+
+--
+-- Name: dag_run_id_seq; Type: SEQUENCE; Schema: pgsched; Owner: -
+--
+
+CREATE SEQUENCE pgsched.dag_run_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: dag_run_id_seq; Type: SEQUENCE OWNED BY; Schema: pgsched; Owner: -
+--
+
+ALTER SEQUENCE pgsched.dag_run_id_seq OWNED BY pgsched.dag_run.id;
+
+--
+-- Name: execution_history; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.execution_history (
+    id bigint NOT NULL,
+    tenant text DEFAULT 'default'::text NOT NULL,
+    task_id bigint NOT NULL,
+    scheduled_at timestamp with time zone NOT NULL,
+    run_at timestamp with time zone NOT NULL,
+    state text NOT NULL,
+    trigger text NOT NULL,
+    priority smallint NOT NULL,
+    queue text NOT NULL,
+    params jsonb NOT NULL,
+    idempotency_key text,
+    attempt integer NOT NULL,
+    max_attempts integer NOT NULL,
+    worker_id bigint,
+    leader_epoch bigint,
+    created_at timestamp with time zone NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone NOT NULL,
+    exit_code integer,
+    error text,
+    result jsonb,
+    lost_attempts integer DEFAULT 0 NOT NULL,
+    dag_run_id bigint,
+    CONSTRAINT execution_history_state_check CHECK ((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'timed_out'::text, 'cancelled'::text, 'skipped'::text, 'dead'::text])))
+)
+PARTITION BY RANGE (finished_at);
+
+--
+-- Name: execution_all; Type: VIEW; Schema: pgsched; Owner: -
+--
+
+CREATE VIEW pgsched.execution_all AS
+ SELECT execution.id,
+    execution.tenant,
+    execution.task_id,
+    execution.scheduled_at,
+    execution.run_at,
+    execution.state,
+    execution.trigger,
+    execution.priority,
+    execution.queue,
+    execution.params,
+    execution.idempotency_key,
+    execution.attempt,
+    execution.max_attempts,
+    execution.worker_id,
+    execution.leader_epoch,
+    execution.created_at,
+    execution.started_at,
+    NULL::timestamp with time zone AS finished_at,
+    NULL::integer AS exit_code,
+    NULL::text AS error,
+    NULL::jsonb AS result,
+    execution.lost_attempts,
+    execution.cancel_requested_at,
+    execution.budget_delay_seconds,
+    execution.dag_run_id
+   FROM pgsched.execution
+UNION ALL
+ SELECT execution_history.id,
+    execution_history.tenant,
+    execution_history.task_id,
+    execution_history.scheduled_at,
+    execution_history.run_at,
+    execution_history.state,
+    execution_history.trigger,
+    execution_history.priority,
+    execution_history.queue,
+    execution_history.params,
+    execution_history.idempotency_key,
+    execution_history.attempt,
+    execution_history.max_attempts,
+    execution_history.worker_id,
+    execution_history.leader_epoch,
+    execution_history.created_at,
+    execution_history.started_at,
+    execution_history.finished_at,
+    execution_history.exit_code,
+    execution_history.error,
+    execution_history.result,
+    execution_history.lost_attempts,
+    NULL::timestamp with time zone AS cancel_requested_at,
+    NULL::double precision AS budget_delay_seconds,
+    execution_history.dag_run_id
+   FROM pgsched.execution_history;
+
+--
+-- Name: execution_attempt; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.execution_attempt (
+    execution_id bigint NOT NULL,
+    attempt integer NOT NULL,
+    tenant text DEFAULT 'default'::text NOT NULL,
+    worker_id bigint,
+    state text NOT NULL,
+    started_at timestamp with time zone NOT NULL,
+    finished_at timestamp with time zone NOT NULL,
+    exit_code integer,
+    error text,
+    lease_id bigint,
+    error_type text,
+    next_run_at timestamp with time zone,
+    budget_delay_seconds double precision,
+    CONSTRAINT execution_attempt_state_check CHECK ((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'timed_out'::text, 'cancelled'::text, 'lost'::text])))
+)
+PARTITION BY RANGE (started_at);
+
+--
+-- Name: execution_attempt_default; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.execution_attempt_default (
+    execution_id bigint CONSTRAINT execution_attempt_execution_id_not_null NOT NULL,
+    attempt integer CONSTRAINT execution_attempt_attempt_not_null NOT NULL,
+    tenant text DEFAULT 'default'::text CONSTRAINT execution_attempt_tenant_not_null NOT NULL,
+    worker_id bigint,
+    state text CONSTRAINT execution_attempt_state_not_null NOT NULL,
+    started_at timestamp with time zone CONSTRAINT execution_attempt_started_at_not_null NOT NULL,
+    finished_at timestamp with time zone CONSTRAINT execution_attempt_finished_at_not_null NOT NULL,
+    exit_code integer,
+    error text,
+    lease_id bigint,
+    error_type text,
+    next_run_at timestamp with time zone,
+    budget_delay_seconds double precision,
+    CONSTRAINT execution_attempt_state_check CHECK ((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'timed_out'::text, 'cancelled'::text, 'lost'::text])))
+);
+
+--
+-- Name: execution_history_default; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.execution_history_default (
+    id bigint CONSTRAINT execution_history_id_not_null NOT NULL,
+    tenant text DEFAULT 'default'::text CONSTRAINT execution_history_tenant_not_null NOT NULL,
+    task_id bigint CONSTRAINT execution_history_task_id_not_null NOT NULL,
+    scheduled_at timestamp with time zone CONSTRAINT execution_history_scheduled_at_not_null NOT NULL,
+    run_at timestamp with time zone CONSTRAINT execution_history_run_at_not_null NOT NULL,
+    state text CONSTRAINT execution_history_state_not_null NOT NULL,
+    trigger text CONSTRAINT execution_history_trigger_not_null NOT NULL,
+    priority smallint CONSTRAINT execution_history_priority_not_null NOT NULL,
+    queue text CONSTRAINT execution_history_queue_not_null NOT NULL,
+    params jsonb CONSTRAINT execution_history_params_not_null NOT NULL,
+    idempotency_key text,
+    attempt integer CONSTRAINT execution_history_attempt_not_null NOT NULL,
+    max_attempts integer CONSTRAINT execution_history_max_attempts_not_null NOT NULL,
+    worker_id bigint,
+    leader_epoch bigint,
+    created_at timestamp with time zone CONSTRAINT execution_history_created_at_not_null NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone CONSTRAINT execution_history_finished_at_not_null NOT NULL,
+    exit_code integer,
+    error text,
+    result jsonb,
+    lost_attempts integer DEFAULT 0 CONSTRAINT execution_history_lost_attempts_not_null NOT NULL,
+    dag_run_id bigint,
+    CONSTRAINT execution_history_state_check CHECK ((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'timed_out'::text, 'cancelled'::text, 'skipped'::text, 'dead'::text])))
+);
+
+--
+-- Name: execution_log; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.execution_log (
+    execution_id bigint NOT NULL,
+    attempt integer NOT NULL,
+    tenant text DEFAULT 'default'::text NOT NULL,
+    seq integer NOT NULL,
+    stream text NOT NULL,
+    logged_at timestamp with time zone NOT NULL,
+    line text NOT NULL,
+    CONSTRAINT execution_log_stream_check CHECK ((stream = ANY (ARRAY['stdout'::text, 'stderr'::text, 'system'::text])))
+)
+PARTITION BY RANGE (logged_at);
+
+--
+-- Name: execution_log_default; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.execution_log_default (
+    execution_id bigint CONSTRAINT execution_log_execution_id_not_null NOT NULL,
+    attempt integer CONSTRAINT execution_log_attempt_not_null NOT NULL,
+    tenant text DEFAULT 'default'::text CONSTRAINT execution_log_tenant_not_null NOT NULL,
+    seq integer CONSTRAINT execution_log_seq_not_null NOT NULL,
+    stream text CONSTRAINT execution_log_stream_not_null NOT NULL,
+    logged_at timestamp with time zone CONSTRAINT execution_log_logged_at_not_null NOT NULL,
+    line text CONSTRAINT execution_log_line_not_null NOT NULL,
+    CONSTRAINT execution_log_stream_check CHECK ((stream = ANY (ARRAY['stdout'::text, 'stderr'::text, 'system'::text])))
+);
+
+--
+-- Name: leader; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.leader (
+    singleton boolean DEFAULT true NOT NULL,
+    tenant text DEFAULT 'default'::text NOT NULL,
+    epoch bigint NOT NULL,
+    holder text NOT NULL,
+    elected_at timestamp with time zone NOT NULL,
+    last_tick_at timestamp with time zone,
+    heartbeat_at timestamp with time zone,
+    CONSTRAINT leader_singleton_check CHECK (singleton)
+);
+
+--
+-- Name: lease_id_seq; Type: SEQUENCE; Schema: pgsched; Owner: -
+--
+
+CREATE SEQUENCE pgsched.lease_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: run_request; Type: VIEW; Schema: pgsched; Owner: -
+--
+
+CREATE VIEW pgsched.run_request AS
+ SELECT NULL::text AS task,
+    NULL::jsonb AS params,
+    NULL::timestamp with time zone AS run_at,
+    NULL::integer AS priority,
+    NULL::text AS idempotency_key,
+    'default'::text AS tenant,
+    NULL::bigint AS execution_id,
+    NULL::boolean AS deduplicated,
+    NULL::text AS dedup_reason,
+    NULL::bigint AS succeeded_execution_id
+  WHERE false;
+
+--
+-- Name: scheduler_node; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.scheduler_node (
+    id bigint NOT NULL,
+    name text NOT NULL,
+    hostname text NOT NULL,
+    pid integer NOT NULL,
+    role text DEFAULT 'standby'::text NOT NULL,
+    epoch bigint,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    stopped_at timestamp with time zone,
+    clock_offset_seconds double precision,
+    clock_round_trip_seconds double precision,
+    CONSTRAINT scheduler_node_role_check CHECK ((role = ANY (ARRAY['leader'::text, 'standby'::text, 'stopped'::text])))
+);
+
+--
+-- Name: scheduler_node_id_seq; Type: SEQUENCE; Schema: pgsched; Owner: -
+--
+
+CREATE SEQUENCE pgsched.scheduler_node_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: scheduler_node_id_seq; Type: SEQUENCE OWNED BY; Schema: pgsched; Owner: -
+--
+
+ALTER SEQUENCE pgsched.scheduler_node_id_seq OWNED BY pgsched.scheduler_node.id;
+
+--
+-- Name: schema_migration; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.schema_migration (
+    version integer NOT NULL,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: setting; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.setting (
+    name text NOT NULL,
+    value jsonb NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: stats_bucket; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.stats_bucket (
+    kind text NOT NULL,
+    bounds double precision[] NOT NULL,
+    CONSTRAINT stats_bucket_kind_check CHECK ((kind = ANY (ARRAY['latency'::text, 'duration'::text])))
+);
+
+--
+-- Name: stats_hourly; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.stats_hourly (
+    hour timestamp with time zone NOT NULL,
+    tenant text NOT NULL,
+    task_id bigint NOT NULL,
+    state text NOT NULL,
+    executions bigint NOT NULL,
+    started bigint NOT NULL,
+    retries bigint NOT NULL,
+    latency_sum double precision NOT NULL,
+    duration_sum double precision NOT NULL,
+    latency_le bigint[] NOT NULL,
+    duration_le bigint[] NOT NULL
+);
+
+--
+-- Name: stats_rollup_state; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.stats_rollup_state (
+    singleton boolean DEFAULT true NOT NULL,
+    dirty_from timestamp with time zone NOT NULL,
+    rolled_at timestamp with time zone NOT NULL,
+    CONSTRAINT stats_rollup_state_singleton_check CHECK (singleton)
+);
+
+--
+-- Name: stats_total; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.stats_total (
+    tenant text NOT NULL,
+    task_id bigint NOT NULL,
+    state text NOT NULL,
+    executions bigint NOT NULL,
+    started bigint NOT NULL,
+    retries bigint NOT NULL,
+    latency_sum double precision NOT NULL,
+    duration_sum double precision NOT NULL,
+    latency_le bigint[] NOT NULL,
+    duration_le bigint[] NOT NULL
+);
+
+--
+-- Name: task_alerting; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.task_alerting (
+    task_id bigint NOT NULL,
+    on_failure text,
+    on_dlq text,
+    on_missed text,
+    missed_after_seconds double precision,
+    failure_rate double precision,
+    failure_window_seconds double precision,
+    failure_min_executions integer,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT task_alerting_failure_min_executions_check CHECK ((failure_min_executions >= 1)),
+    CONSTRAINT task_alerting_failure_rate_check CHECK (((failure_rate >= (0)::double precision) AND (failure_rate <= (1)::double precision))),
+    CONSTRAINT task_alerting_failure_window_seconds_check CHECK ((failure_window_seconds > (0)::double precision)),
+    CONSTRAINT task_alerting_missed_after_seconds_check CHECK ((missed_after_seconds > (0)::double precision)),
+    CONSTRAINT task_alerting_on_dlq_check CHECK ((on_dlq ~ '^https?://'::text)),
+    CONSTRAINT task_alerting_on_failure_check CHECK ((on_failure ~ '^https?://'::text)),
+    CONSTRAINT task_alerting_on_missed_check CHECK ((on_missed ~ '^https?://'::text))
+);
+
+--
+-- Name: task_id_seq; Type: SEQUENCE; Schema: pgsched; Owner: -
+--
+
+CREATE SEQUENCE pgsched.task_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: task_id_seq; Type: SEQUENCE OWNED BY; Schema: pgsched; Owner: -
+--
+
+ALTER SEQUENCE pgsched.task_id_seq OWNED BY pgsched.task.id;
+
+--
+-- Name: web_key; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.web_key (
+    name text NOT NULL,
+    value text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT web_key_value_check CHECK ((length(value) >= 32))
+);
+
+--
+-- Name: web_user; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.web_user (
+    username text NOT NULL,
+    tenant text DEFAULT 'default'::text NOT NULL,
+    role text NOT NULL,
+    password_hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT web_user_role_check CHECK ((role = ANY (ARRAY['viewer'::text, 'operator'::text, 'admin'::text]))),
+    CONSTRAINT web_user_username_check CHECK (((length(username) >= 1) AND (length(username) <= 200)))
+);
+
+--
+-- Name: webhook_delivery; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.webhook_delivery (
+    id bigint NOT NULL,
+    tenant text NOT NULL,
+    task_id bigint,
+    event text NOT NULL,
+    url text NOT NULL,
+    payload jsonb NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    delivered_at timestamp with time zone,
+    gave_up_at timestamp with time zone,
+    last_error text,
+    CONSTRAINT webhook_delivery_event_check CHECK ((event = ANY (ARRAY['failure'::text, 'dlq'::text, 'missed_schedule'::text, 'failure_rate'::text])))
+);
+
+--
+-- Name: webhook_delivery_id_seq; Type: SEQUENCE; Schema: pgsched; Owner: -
+--
+
+CREATE SEQUENCE pgsched.webhook_delivery_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: webhook_delivery_id_seq; Type: SEQUENCE OWNED BY; Schema: pgsched; Owner: -
+--
+
+ALTER SEQUENCE pgsched.webhook_delivery_id_seq OWNED BY pgsched.webhook_delivery.id;
+
+--
+-- Name: worker; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.worker (
+    id bigint NOT NULL,
+    tenant text DEFAULT 'default'::text NOT NULL,
+    name text NOT NULL,
+    hostname text NOT NULL,
+    pid integer NOT NULL,
+    queues text[] NOT NULL,
+    concurrency integer NOT NULL,
+    heartbeat_interval double precision DEFAULT 5 NOT NULL,
+    state text DEFAULT 'running'::text NOT NULL,
+    running integer DEFAULT 0 NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_heartbeat_at timestamp with time zone DEFAULT now() NOT NULL,
+    stopped_at timestamp with time zone,
+    clock_offset_seconds double precision,
+    clock_round_trip_seconds double precision,
+    held bigint[],
+    held_at timestamp with time zone,
+    held_prev_at timestamp with time zone,
+    claimer_stalled_since timestamp with time zone,
+    CONSTRAINT worker_state_check CHECK ((state = ANY (ARRAY['running'::text, 'stopped'::text, 'dead'::text])))
+);
+
+--
+-- Name: worker_id_seq; Type: SEQUENCE; Schema: pgsched; Owner: -
+--
+
+CREATE SEQUENCE pgsched.worker_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: worker_id_seq; Type: SEQUENCE OWNED BY; Schema: pgsched; Owner: -
+--
+
+ALTER SEQUENCE pgsched.worker_id_seq OWNED BY pgsched.worker.id;
+
+--
+-- Name: execution_attempt_default; Type: TABLE ATTACH; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.execution_attempt ATTACH PARTITION pgsched.execution_attempt_default DEFAULT;
+
+--
+-- Name: execution_history_default; Type: TABLE ATTACH; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.execution_history ATTACH PARTITION pgsched.execution_history_default DEFAULT;
+
+--
+-- Name: execution_log_default; Type: TABLE ATTACH; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.execution_log ATTACH PARTITION pgsched.execution_log_default DEFAULT;
+
+--
+-- Name: alert id; Type: DEFAULT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.alert ALTER COLUMN id SET DEFAULT nextval('pgsched.alert_id_seq'::regclass);
+
+--
+-- Name: dag id; Type: DEFAULT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.dag ALTER COLUMN id SET DEFAULT nextval('pgsched.dag_id_seq'::regclass);
+
+--
+-- Name: dag_run id; Type: DEFAULT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.dag_run ALTER COLUMN id SET DEFAULT nextval('pgsched.dag_run_id_seq'::regclass);
+
+--
+-- Name: scheduler_node id; Type: DEFAULT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.scheduler_node ALTER COLUMN id SET DEFAULT nextval('pgsched.scheduler_node_id_seq'::regclass);
+
+--
+-- Name: task id; Type: DEFAULT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.task ALTER COLUMN id SET DEFAULT nextval('pgsched.task_id_seq'::regclass);
+
+--
+-- Name: webhook_delivery id; Type: DEFAULT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.webhook_delivery ALTER COLUMN id SET DEFAULT nextval('pgsched.webhook_delivery_id_seq'::regclass);
+
+--
+-- Name: worker id; Type: DEFAULT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.worker ALTER COLUMN id SET DEFAULT nextval('pgsched.worker_id_seq'::regclass);
+
+--
+-- Name: alert alert_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.alert
+    ADD CONSTRAINT alert_pkey PRIMARY KEY (id);
+
+--
+-- Name: alert_state alert_state_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.alert_state
+    ADD CONSTRAINT alert_state_pkey PRIMARY KEY (singleton);
+
+--
+-- Name: api_token api_token_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.api_token
+    ADD CONSTRAINT api_token_pkey PRIMARY KEY (id);
+
+--
+-- Name: api_token api_token_token_sha256_key; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.api_token
+    ADD CONSTRAINT api_token_token_sha256_key UNIQUE (token_sha256);
+
+--
+-- Name: dag_node dag_node_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.dag_node
+    ADD CONSTRAINT dag_node_pkey PRIMARY KEY (dag_id, node_id);
+
+--
+-- Name: dag_node_run dag_node_run_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.dag_node_run
+    ADD CONSTRAINT dag_node_run_pkey PRIMARY KEY (run_id, node_id);
+
+--
+-- Name: dag dag_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.dag
+    ADD CONSTRAINT dag_pkey PRIMARY KEY (id);
+
+--
+-- Name: dag_run dag_run_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.dag_run
+    ADD CONSTRAINT dag_run_pkey PRIMARY KEY (id);
+
+--
+-- Name: execution_attempt execution_attempt_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.execution_attempt
+    ADD CONSTRAINT execution_attempt_pkey PRIMARY KEY (execution_id, attempt, started_at);
+
+--
+-- Name: execution_attempt_default execution_attempt_default_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.execution_attempt_default
+    ADD CONSTRAINT execution_attempt_default_pkey PRIMARY KEY (execution_id, attempt, started_at);
+
+--
+-- Name: execution_history execution_history_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.execution_history
+    ADD CONSTRAINT execution_history_pkey PRIMARY KEY (id, finished_at);
+
+--
+-- Name: execution_history_default execution_history_default_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.execution_history_default
+    ADD CONSTRAINT execution_history_default_pkey PRIMARY KEY (id, finished_at);
+
+--
+-- Name: execution execution_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.execution
+    ADD CONSTRAINT execution_pkey PRIMARY KEY (id);
+
+--
+-- Name: leader leader_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.leader
+    ADD CONSTRAINT leader_pkey PRIMARY KEY (singleton);
+
+--
+-- Name: scheduler_node scheduler_node_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.scheduler_node
+    ADD CONSTRAINT scheduler_node_pkey PRIMARY KEY (id);
+
+--
+-- Name: schema_migration schema_migration_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.schema_migration
+    ADD CONSTRAINT schema_migration_pkey PRIMARY KEY (version);
+
+--
+-- Name: setting setting_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.setting
+    ADD CONSTRAINT setting_pkey PRIMARY KEY (name);
+
+--
+-- Name: stats_bucket stats_bucket_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.stats_bucket
+    ADD CONSTRAINT stats_bucket_pkey PRIMARY KEY (kind);
+
+--
+-- Name: stats_hourly stats_hourly_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.stats_hourly
+    ADD CONSTRAINT stats_hourly_pkey PRIMARY KEY (hour, tenant, task_id, state);
+
+--
+-- Name: stats_rollup_state stats_rollup_state_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.stats_rollup_state
+    ADD CONSTRAINT stats_rollup_state_pkey PRIMARY KEY (singleton);
+
+--
+-- Name: stats_total stats_total_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.stats_total
+    ADD CONSTRAINT stats_total_pkey PRIMARY KEY (tenant, task_id, state);
+
+--
+-- Name: task_alerting task_alerting_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.task_alerting
+    ADD CONSTRAINT task_alerting_pkey PRIMARY KEY (task_id);
+
+--
+-- Name: task task_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.task
+    ADD CONSTRAINT task_pkey PRIMARY KEY (id);
+
+--
+-- Name: web_key web_key_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.web_key
+    ADD CONSTRAINT web_key_pkey PRIMARY KEY (name);
+
+--
+-- Name: web_user web_user_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.web_user
+    ADD CONSTRAINT web_user_pkey PRIMARY KEY (username);
+
+--
+-- Name: webhook_delivery webhook_delivery_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.webhook_delivery
+    ADD CONSTRAINT webhook_delivery_pkey PRIMARY KEY (id);
+
+--
+-- Name: worker worker_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.worker
+    ADD CONSTRAINT worker_pkey PRIMARY KEY (id);
+
+--
+-- Name: alert_open_key; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE UNIQUE INDEX alert_open_key ON pgsched.alert USING btree (task_id, kind) WHERE (resolved_at IS NULL);
+
+--
+-- Name: alert_tenant_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX alert_tenant_idx ON pgsched.alert USING btree (tenant, opened_at DESC);
+
+--
+-- Name: api_token_tenant_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX api_token_tenant_idx ON pgsched.api_token USING btree (tenant, id);
+
+--
+-- Name: dag_node_run_task_key; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE UNIQUE INDEX dag_node_run_task_key ON pgsched.dag_node_run USING btree (run_id, task_id);
+
+--
+-- Name: dag_run_dag_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX dag_run_dag_idx ON pgsched.dag_run USING btree (dag_id, id DESC);
+
+--
+-- Name: dag_run_fire_key; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE UNIQUE INDEX dag_run_fire_key ON pgsched.dag_run USING btree (dag_id, scheduled_at) WHERE (trigger = 'schedule'::text);
+
+--
+-- Name: dag_run_open_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX dag_run_open_idx ON pgsched.dag_run USING btree (id) WHERE (state = ANY (ARRAY['running'::text, 'failing'::text, 'cancelling'::text]));
+
+--
+-- Name: dag_task_key; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE UNIQUE INDEX dag_task_key ON pgsched.dag USING btree (task_id);
+
+--
+-- Name: dag_tenant_name_key; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE UNIQUE INDEX dag_tenant_name_key ON pgsched.dag USING btree (tenant, name) WHERE (deleted_at IS NULL);
+
+--
+-- Name: execution_attempt_started_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_attempt_started_idx ON ONLY pgsched.execution_attempt USING btree (started_at);
+
+--
+-- Name: execution_attempt_default_started_at_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_attempt_default_started_at_idx ON pgsched.execution_attempt_default USING btree (started_at);
+
+--
+-- Name: execution_cancel_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_cancel_idx ON pgsched.execution USING btree (worker_id) WHERE ((state = 'running'::text) AND (cancel_requested_at IS NOT NULL));
+
+--
+-- Name: execution_dag_run_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_dag_run_idx ON pgsched.execution USING btree (dag_run_id) WHERE (dag_run_id IS NOT NULL);
+
+--
+-- Name: execution_fire_key; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE UNIQUE INDEX execution_fire_key ON pgsched.execution USING btree (task_id, scheduled_at) WHERE (trigger = 'schedule'::text);
+
+--
+-- Name: execution_history_dead_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_history_dead_idx ON ONLY pgsched.execution_history USING btree (finished_at) WHERE (state = 'dead'::text);
+
+--
+-- Name: execution_history_dead_tenant_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_history_dead_tenant_idx ON ONLY pgsched.execution_history USING btree (tenant, finished_at) WHERE (state = 'dead'::text);
+
+--
+-- Name: execution_history_finished_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_history_finished_idx ON ONLY pgsched.execution_history USING btree (finished_at DESC);
+
+--
+-- Name: execution_history_default_finished_at_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_history_default_finished_at_idx ON pgsched.execution_history_default USING btree (finished_at DESC);
+
+--
+-- Name: execution_history_default_finished_at_idx1; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_history_default_finished_at_idx1 ON pgsched.execution_history_default USING btree (finished_at) WHERE (state = 'dead'::text);
+
+--
+-- Name: execution_history_state_id_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_history_state_id_idx ON ONLY pgsched.execution_history USING btree (state, id) WHERE (state <> 'succeeded'::text);
+
+--
+-- Name: execution_history_default_state_id_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_history_default_state_id_idx ON pgsched.execution_history_default USING btree (state, id) WHERE (state <> 'succeeded'::text);
+
+--
+-- Name: execution_history_task_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_history_task_idx ON ONLY pgsched.execution_history USING btree (task_id, scheduled_at DESC);
+
+--
+-- Name: execution_history_default_task_id_scheduled_at_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_history_default_task_id_scheduled_at_idx ON pgsched.execution_history_default USING btree (task_id, scheduled_at DESC);
+
+--
+-- Name: execution_history_default_tenant_finished_at_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_history_default_tenant_finished_at_idx ON pgsched.execution_history_default USING btree (tenant, finished_at) WHERE (state = 'dead'::text);
+
+--
+-- Name: execution_history_succeeded_key_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_history_succeeded_key_idx ON ONLY pgsched.execution_history USING btree (tenant, task_id, idempotency_key) WHERE ((idempotency_key IS NOT NULL) AND (state = 'succeeded'::text));
+
+--
+-- Name: execution_history_default_tenant_task_id_idempotency_key_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_history_default_tenant_task_id_idempotency_key_idx ON pgsched.execution_history_default USING btree (tenant, task_id, idempotency_key) WHERE ((idempotency_key IS NOT NULL) AND (state = 'succeeded'::text));
+
+--
+-- Name: execution_history_worker_id_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_history_worker_id_idx ON ONLY pgsched.execution_history USING btree (worker_id, id);
+
+--
+-- Name: execution_history_default_worker_id_id_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_history_default_worker_id_id_idx ON pgsched.execution_history_default USING btree (worker_id, id);
+
+--
+-- Name: execution_log_execution_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_log_execution_idx ON ONLY pgsched.execution_log USING btree (execution_id, attempt, seq);
+
+--
+-- Name: execution_log_default_execution_id_attempt_seq_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_log_default_execution_id_attempt_seq_idx ON pgsched.execution_log_default USING btree (execution_id, attempt, seq);
+
+--
+-- Name: execution_ready_queue_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_ready_queue_idx ON pgsched.execution USING btree (queue, priority, run_at, id) WHERE (state = 'pending'::text);
+
+--
+-- Name: execution_retry_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_retry_idx ON pgsched.execution USING btree (run_at) WHERE ((state = 'pending'::text) AND (attempt > 0));
+
+--
+-- Name: execution_task_idempotency_key; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE UNIQUE INDEX execution_task_idempotency_key ON pgsched.execution USING btree (tenant, task_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+
+--
+-- Name: execution_worker_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_worker_idx ON pgsched.execution USING btree (worker_id) WHERE (state = 'running'::text);
+
+--
+-- Name: stats_hourly_task_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX stats_hourly_task_idx ON pgsched.stats_hourly USING btree (task_id, hour);
+
+--
+-- Name: task_missed_unseen_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX task_missed_unseen_idx ON pgsched.task USING btree (id) WHERE (missed_fires <> missed_fires_seen);
+
+--
+-- Name: task_next_fire_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX task_next_fire_idx ON pgsched.task USING btree (next_fire_at) WHERE (enabled AND (deleted_at IS NULL) AND (next_fire_at IS NOT NULL));
+
+--
+-- Name: task_tags_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX task_tags_idx ON pgsched.task USING gin (tags) WHERE (deleted_at IS NULL);
+
+--
+-- Name: task_tenant_name_key; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE UNIQUE INDEX task_tenant_name_key ON pgsched.task USING btree (tenant, name) WHERE (deleted_at IS NULL);
+
+--
+-- Name: task_unplanned_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX task_unplanned_idx ON pgsched.task USING btree (id) WHERE (enabled AND (deleted_at IS NULL) AND (next_fire_at IS NULL) AND (schedule_kind <> 'none'::text) AND ((schedule_kind <> 'once'::text) OR (last_fire_at IS NULL)));
+
+--
+-- Name: webhook_delivery_due_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX webhook_delivery_due_idx ON pgsched.webhook_delivery USING btree (next_attempt_at) WHERE ((delivered_at IS NULL) AND (gave_up_at IS NULL));
+
+--
+-- Name: execution_attempt_default_pkey; Type: INDEX ATTACH; Schema: pgsched; Owner: -
+--
+
+ALTER INDEX pgsched.execution_attempt_pkey ATTACH PARTITION pgsched.execution_attempt_default_pkey;
+
+--
+-- Name: execution_attempt_default_started_at_idx; Type: INDEX ATTACH; Schema: pgsched; Owner: -
+--
+
+ALTER INDEX pgsched.execution_attempt_started_idx ATTACH PARTITION pgsched.execution_attempt_default_started_at_idx;
+
+--
+-- Name: execution_history_default_finished_at_idx; Type: INDEX ATTACH; Schema: pgsched; Owner: -
+--
+
+ALTER INDEX pgsched.execution_history_finished_idx ATTACH PARTITION pgsched.execution_history_default_finished_at_idx;
+
+--
+-- Name: execution_history_default_finished_at_idx1; Type: INDEX ATTACH; Schema: pgsched; Owner: -
+--
+
+ALTER INDEX pgsched.execution_history_dead_idx ATTACH PARTITION pgsched.execution_history_default_finished_at_idx1;
+
+--
+-- Name: execution_history_default_pkey; Type: INDEX ATTACH; Schema: pgsched; Owner: -
+--
+
+ALTER INDEX pgsched.execution_history_pkey ATTACH PARTITION pgsched.execution_history_default_pkey;
+
+--
+-- Name: execution_history_default_state_id_idx; Type: INDEX ATTACH; Schema: pgsched; Owner: -
+--
+
+ALTER INDEX pgsched.execution_history_state_id_idx ATTACH PARTITION pgsched.execution_history_default_state_id_idx;
+
+--
+-- Name: execution_history_default_task_id_scheduled_at_idx; Type: INDEX ATTACH; Schema: pgsched; Owner: -
+--
+
+ALTER INDEX pgsched.execution_history_task_idx ATTACH PARTITION pgsched.execution_history_default_task_id_scheduled_at_idx;
+
+--
+-- Name: execution_history_default_tenant_finished_at_idx; Type: INDEX ATTACH; Schema: pgsched; Owner: -
+--
+
+ALTER INDEX pgsched.execution_history_dead_tenant_idx ATTACH PARTITION pgsched.execution_history_default_tenant_finished_at_idx;
+
+--
+-- Name: execution_history_default_tenant_task_id_idempotency_key_idx; Type: INDEX ATTACH; Schema: pgsched; Owner: -
+--
+
+ALTER INDEX pgsched.execution_history_succeeded_key_idx ATTACH PARTITION pgsched.execution_history_default_tenant_task_id_idempotency_key_idx;
+
+--
+-- Name: execution_history_default_worker_id_id_idx; Type: INDEX ATTACH; Schema: pgsched; Owner: -
+--
+
+ALTER INDEX pgsched.execution_history_worker_id_idx ATTACH PARTITION pgsched.execution_history_default_worker_id_id_idx;
+
+--
+-- Name: execution_log_default_execution_id_attempt_seq_idx; Type: INDEX ATTACH; Schema: pgsched; Owner: -
+--
+
+ALTER INDEX pgsched.execution_log_execution_idx ATTACH PARTITION pgsched.execution_log_default_execution_id_attempt_seq_idx;
+
+--
+-- Name: execution_history dag_execution_finished; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER dag_execution_finished AFTER INSERT ON pgsched.execution_history FOR EACH ROW WHEN ((new.dag_run_id IS NOT NULL)) EXECUTE FUNCTION pgsched_internal.dag_execution_finished_v1();
+
+--
+-- Name: execution execution_fire_changed; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER execution_fire_changed BEFORE UPDATE OF trigger, scheduled_at, task_id ON pgsched.execution FOR EACH ROW WHEN (((new.trigger = 'schedule'::text) AND ((old.trigger IS DISTINCT FROM new.trigger) OR (old.scheduled_at IS DISTINCT FROM new.scheduled_at) OR (old.task_id IS DISTINCT FROM new.task_id)))) EXECUTE FUNCTION pgsched_internal.execution_fire_changed_v1();
+
+--
+-- Name: execution execution_inserted; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER execution_inserted AFTER INSERT ON pgsched.execution REFERENCING NEW TABLE AS new_executions FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.execution_inserted_v1();
+
+--
+-- Name: execution execution_requeued; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE CONSTRAINT TRIGGER execution_requeued AFTER INSERT ON pgsched.execution DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (((new.trigger = 'schedule'::text) AND (new.created_at < now()))) EXECUTE FUNCTION pgsched_internal.execution_requeued_v1();
+
+--
+-- Name: execution execution_task_recheck; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER execution_task_recheck AFTER UPDATE OF task_id ON pgsched.execution FOR EACH ROW WHEN ((old.task_id IS DISTINCT FROM new.task_id)) EXECUTE FUNCTION pgsched_internal.execution_task_recheck_v1();
+
+--
+-- Name: run_request run_request_insert; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER run_request_insert INSTEAD OF INSERT ON pgsched.run_request FOR EACH ROW EXECUTE FUNCTION pgsched_internal.run_request_insert_v1();
+
+--
+-- Name: task task_last_fire_forward; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER task_last_fire_forward BEFORE UPDATE OF last_fire_at ON pgsched.task FOR EACH ROW WHEN (((old.last_fire_at IS NOT NULL) AND ((new.last_fire_at IS NULL) OR (new.last_fire_at < old.last_fire_at)))) EXECUTE FUNCTION pgsched_internal.task_last_fire_forward_v1();
+
+--
+-- Name: task task_notify_insert; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER task_notify_insert AFTER INSERT OR DELETE ON pgsched.task FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.task_notify_v1();
+
+--
+-- Name: task task_notify_update; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER task_notify_update AFTER UPDATE ON pgsched.task FOR EACH ROW WHEN (((old.enabled IS DISTINCT FROM new.enabled) OR ((new.next_fire_at IS NULL) AND new.enabled) OR (old.schedule_expr IS DISTINCT FROM new.schedule_expr) OR (old.deleted_at IS DISTINCT FROM new.deleted_at))) EXECUTE FUNCTION pgsched_internal.task_notify_v1();
+
+--
+-- Name: task task_pause_track_insert; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER task_pause_track_insert BEFORE INSERT ON pgsched.task FOR EACH ROW WHEN (((NOT new.enabled) OR (new.paused_at IS NOT NULL) OR (new.paused_by IS NOT NULL) OR (new.pause_reason IS NOT NULL))) EXECUTE FUNCTION pgsched_internal.task_pause_track_v1();
+
+--
+-- Name: task task_pause_track_update; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER task_pause_track_update BEFORE UPDATE OF enabled ON pgsched.task FOR EACH ROW WHEN ((old.enabled IS DISTINCT FROM new.enabled)) EXECUTE FUNCTION pgsched_internal.task_pause_track_v1();
+
+--
+-- Name: task task_referenced_delete; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER task_referenced_delete AFTER DELETE ON pgsched.task REFERENCING OLD TABLE AS old_tasks FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.task_referenced_v1();
+
+--
+-- Name: task task_referenced_truncate; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER task_referenced_truncate AFTER TRUNCATE ON pgsched.task FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.task_referenced_v1();
+
+--
+-- Name: task task_referenced_update; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER task_referenced_update AFTER UPDATE OF id ON pgsched.task FOR EACH ROW WHEN ((old.id IS DISTINCT FROM new.id)) EXECUTE FUNCTION pgsched_internal.task_referenced_v1();
+
+--
+-- Name: execution_history webhook_execution_finished; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER webhook_execution_finished AFTER INSERT ON pgsched.execution_history FOR EACH ROW WHEN ((new.state = ANY (ARRAY['failed'::text, 'timed_out'::text, 'dead'::text]))) EXECUTE FUNCTION pgsched_internal.webhook_execution_finished_v1();
+
+--
+-- Name: alert alert_task_id_fkey; Type: FK CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.alert
+    ADD CONSTRAINT alert_task_id_fkey FOREIGN KEY (task_id) REFERENCES pgsched.task(id);
+
+--
+-- Name: dag_node dag_node_dag_id_fkey; Type: FK CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.dag_node
+    ADD CONSTRAINT dag_node_dag_id_fkey FOREIGN KEY (dag_id) REFERENCES pgsched.dag(id);
+
+--
+-- Name: dag_node_run dag_node_run_run_id_fkey; Type: FK CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.dag_node_run
+    ADD CONSTRAINT dag_node_run_run_id_fkey FOREIGN KEY (run_id) REFERENCES pgsched.dag_run(id);
+
+--
+-- Name: dag_node dag_node_task_id_fkey; Type: FK CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.dag_node
+    ADD CONSTRAINT dag_node_task_id_fkey FOREIGN KEY (task_id) REFERENCES pgsched.task(id);
+
+--
+-- Name: dag_run dag_run_dag_id_fkey; Type: FK CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.dag_run
+    ADD CONSTRAINT dag_run_dag_id_fkey FOREIGN KEY (dag_id) REFERENCES pgsched.dag(id);
+
+--
+-- Name: dag_run dag_run_rerun_of_fkey; Type: FK CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.dag_run
+    ADD CONSTRAINT dag_run_rerun_of_fkey FOREIGN KEY (rerun_of) REFERENCES pgsched.dag_run(id);
+
+--
+-- Name: dag dag_task_id_fkey; Type: FK CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.dag
+    ADD CONSTRAINT dag_task_id_fkey FOREIGN KEY (task_id) REFERENCES pgsched.task(id);
+
+--
+-- Name: task_alerting task_alerting_task_id_fkey; Type: FK CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.task_alerting
+    ADD CONSTRAINT task_alerting_task_id_fkey FOREIGN KEY (task_id) REFERENCES pgsched.task(id);
+
+--
+-- PostgreSQL database dump complete
+--
