@@ -1,5 +1,5 @@
 """Missed fires: exact counts over any span (Schedule.walk, cron.walk) and what each misfire
-policy runs (scheduler.catch_up), against a plain fire-by-fire walk as the oracle."""
+policy runs (pgsched.scheduler.catch_up), against a plain fire-by-fire walk as the oracle."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from pgsched import cron
 from pgsched.schedule import Schedule
-from pgsched.scheduler import Misfire, catch_up
+from pgsched.scheduler.catch_up import Misfire, catch_up
 
 from ..helpers import utc
 
