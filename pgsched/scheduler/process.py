@@ -77,6 +77,8 @@ class Scheduler:
         self.epoch: int | None = None
         self.node_id: int | None = None
         self._probe = ClockProbe()  # this host's clock offset from the database, sent with _seen
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def services(self, epoch: int) -> list[IntervalService]:
         """The leader's services for term ``epoch``, not started: the webhook sender, the
@@ -88,7 +90,24 @@ class Scheduler:
                 WorkerPrune(db, clock, c.maintenance_interval),
                 Partitions(db, clock, c.retention_days, c.premake_days, c.maintenance_interval)]
 
+    def start(self) -> None:
+        """Run :meth:`run` in a daemon thread until :meth:`stop` (for a program that embeds
+        a scheduler; the CLI runs ``run(stop)`` itself). Does nothing while it runs."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self.run, args=(self._stop,), daemon=True, name="pgsched-scheduler")
+        self._thread.start()
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop what :meth:`start` started and wait up to ``timeout`` seconds for it (it
+        stands down and marks itself stopped). Safe to call twice, and before start."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
     def run(self, stop: threading.Event) -> None:
+        """Campaign and, while leading, tick, until ``stop`` is set."""
         self.node_id = None
         try:
             self._run(stop)

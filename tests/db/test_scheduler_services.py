@@ -124,3 +124,19 @@ def test_a_broken_pool_connection_fails_one_round_and_the_next_works(db, sql):
     sql.execute("SELECT pg_terminate_backend(%s)", [pid])
     waits = [service.round() for _ in range(3)]  # a broken connection fails at most one round
     assert waits[-1] == 3600.0 and service.failures == 0
+
+
+def test_a_scheduler_started_and_stopped_twice_leads_then_marks_itself_stopped(db, sql):
+    from pgsched.scheduler import Scheduler, SchedulerConfig
+
+    scheduler = Scheduler(db, SchedulerConfig(max_sleep=0.2, name="embedded"))
+    scheduler.stop()  # before start: nothing to stop
+    scheduler.start()
+    scheduler.start()
+    wait_until(lambda: sql.execute("SELECT role FROM pgsched.scheduler_node WHERE name = 'embedded'")
+               .fetchone() == {"role": "leader"}, message="the scheduler to lead")
+    scheduler.stop()
+    scheduler.stop()
+    assert scheduler.epoch is None
+    assert sql.execute("SELECT role FROM pgsched.scheduler_node WHERE name = 'embedded'").fetchone() == {
+        "role": "stopped"}
