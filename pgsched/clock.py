@@ -1,10 +1,14 @@
-"""Clocks, as one process sees them. Pure (no database).
+"""Clocks, as one process sees them. Pure (no database driver is imported here).
 
 PostgreSQL's clock is the only clock pgsched decides and records by (DESIGN.md, "Time";
 docs/architecture.md): a host's wall clock may be minutes off, so nothing pgsched records
 or decides comes from it. Most times are taken by ``now()`` in the statement that records
 them. Two things here bridge the host and the database:
 
+- :class:`Clock`: what every service that decides by time is given. ``ServerClock`` asks
+  the database (``SELECT now()``, one statement a reading) and is the one processes use;
+  ``FixedClock`` is set by hand, for tests; ``HostClock`` is this host's wall clock, only
+  for what needs no database at all (``pgsched cron next``: a preview of an expression).
 - :class:`DatabaseClock`: a worker records when a slot started an execution and when it
   ended, which it writes only later, with the outcome. Such instants are put on the
   database's time line from the last reading of ``now()`` (every claim, heartbeat and
@@ -24,13 +28,76 @@ them. Two things here bridge the host and the database:
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
 
 # How fast a host's monotonic clock and the database's clock may drift apart (seconds per
 # second: 500 ppm, the most an NTP-disciplined clock slews), so how fast a reading's error
 # bound grows with its age.
 DRIFT = 5e-4
+
+
+class Clock(Protocol):
+    """A source of the current instant: ``now()`` is an aware UTC ``datetime``."""
+
+    def now(self) -> datetime: ...
+
+
+class _Queries(Protocol):
+    def one(self, query_name: str, /, **params: Any) -> dict[str, Any] | None: ...
+
+
+class ServerClock:
+    """The database's clock: PostgreSQL's ``now()`` read through ``db`` (a
+    :class:`pgsched.db.Database` or a ``Session``; named query ``clock_now``), as an aware
+    UTC ``datetime``: the start of the current transaction (on a pool or an autocommit
+    connection, of the reading's own statement). Every instant that decides when something
+    fires, retries or counts as late comes from here or from ``now()`` in SQL, never from
+    the host's clock, which may be minutes off (DESIGN.md, "Time"). Each reading is one
+    round trip and raises what the statement raises (pgsched.errors)."""
+
+    def __init__(self, db: _Queries):
+        self.db = db
+
+    def now(self) -> datetime:
+        row = self.db.one("clock_now")
+        assert row is not None  # SELECT now() returns one row
+        return row["now"]
+
+
+class FixedClock:
+    """A clock that moves only when told: ``now()`` is ``at`` (aware) until ``set()`` or
+    ``advance(seconds)``; for tests of code that takes a :class:`Clock`. Thread-safe."""
+
+    def __init__(self, at: datetime):
+        if at.tzinfo is None:
+            raise ValueError(f"at: {at!r} has no time zone; give an aware instant")
+        self._at = at
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._at
+
+    def set(self, at: datetime) -> None:
+        with self._lock:
+            self._at = at
+
+    def advance(self, seconds: float) -> datetime:
+        """Move on by ``seconds``; returns the new instant."""
+        with self._lock:
+            self._at += timedelta(seconds=seconds)
+            return self._at
+
+
+class HostClock:
+    """This host's wall clock (aware UTC). Decides nothing pgsched records: only for
+    previews that have no database (``pgsched cron next``)."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
 
 
 class DatabaseClock:

@@ -39,6 +39,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from . import queries
+from .clock import ServerClock
 from .deadline import Deadline, above_server_timeout, unwatched
 from .errors import ConnectionFailed, ConnectionSilent, DatabaseError, NotFound, TransientError
 
@@ -201,10 +202,9 @@ class Session:
         start of the current transaction; on an autocommit connection or a pool, of this
         statement). Every instant that decides when something fires, retries or counts as
         late comes from here or from ``now()`` in SQL, never from the host's clock, which
-        may be minutes off (DESIGN.md, "Time")."""
-        row = self.one("clock_now")
-        assert row is not None  # SELECT now() returns one row
-        return row["now"]
+        may be minutes off (DESIGN.md, "Time"). The same as :class:`pgsched.clock.ServerClock`
+        on this session, which services are given."""
+        return ServerClock(self).now()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Session]:

@@ -1,6 +1,7 @@
 """``pgsched dev``: the newcomer's first command. Embedded PostgreSQL (unless a DSN is
 given), migrations, the example tasks from ``examples/``, and a scheduler and a worker in
-one process, printing what fires and how it ends."""
+one process, printing what fires and how it ends. What it prints and loads is here;
+:func:`pgsched.node.run_dev` builds and runs the process."""
 
 from __future__ import annotations
 
@@ -18,13 +19,12 @@ import click
 
 from . import dag, dagruns, migrate, tasks
 from .app import resolve
+from .clock import ServerClock
 from .db import Database, Row
 from .resources import resource_dir
 from .runner import Outcome, command_result
 from .schedule import parse_interval
-from .scheduler import Scheduler, SchedulerConfig
 from .tasks import TaskSpec
-from .worker import Worker, WorkerConfig
 
 _MARK = {"succeeded": "ok  ", "failed": "FAIL", "timed_out": "TIME", "cancelled": "STOP"}
 
@@ -77,32 +77,34 @@ def start_web(dsn: str, tenant: str, host: str, first_port: int) -> tuple[Callab
     return (lambda stop: serve_until(app, host, port, stop)), f"http://{host}:{port}/login?token={token}", port
 
 
-def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None], web: bool = True,
-            web_port: int = 8080) -> None:
-    """Set everything up, then run scheduler, worker and (``web``) the web admin on the
-    first free port from ``web_port`` until Ctrl-C."""
-    embedded = c._dsn is None
-    if embedded:
+def prepare(source: Any, *, examples: bool) -> str:
+    """The database of ``pgsched dev``: the embedded server started when ``source`` names
+    none (:class:`pgsched.node.Source`), migrations applied; returns its DSN."""
+    if source.embedded:
         from .embedded import data_dir
 
         click.echo(f"starting embedded PostgreSQL (data in {data_dir()}) ...")
-    dsn = c.dsn
+    dsn = source.dsn
     applied = migrate.migrate(dsn)
     click.echo(f"schema: {'applied ' + ', '.join(f'{m.version:04d}_{m.name}' for m in applied) if applied else 'up to date'}")
-    db = Database.connect(dsn, max_size=concurrency + 6)  # + the leader's webhook and statistics threads
-    now = db.now().replace(microsecond=0)  # the examples' one-shot fires 15 s after this, database time
+    return dsn
+
+
+def introduce(db: Database, source: Any, *, examples: bool) -> None:
+    """Load the examples (``examples``), list the tasks and say what to try next."""
+    now = ServerClock(db).now().replace(microsecond=0)  # the examples' one-shot fires 15 s after this
     if examples:
-        created = load_examples(db, c.tenant, now)
+        created = load_examples(db, source.tenant, now)
         click.echo(f"examples: {len(created)} task(s) created" if created else "examples: already loaded")
     # DAG nodes are tasks too (DAG.NODE); the DAG stands for them here (task_list leaves them out)
-    rows = db.many("task_list", tenant=c.tenant, search=None, limit=50, dag_nodes=False)
+    rows = db.many("task_list", tenant=source.tenant, search=None, limit=50, dag_nodes=False)
     click.echo(f"{len(rows)} task(s):")
     for r in rows:
         sched = f"{r['schedule_kind']} {r['schedule_expr'] or ''}".strip()
         nxt = r["next_fire_at"].astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ") if r["next_fire_at"] else "-"
         name = f"DAG {r['name']}" if r["handler_kind"] == "dag" else r["name"]
         click.echo(f"  {name:24} {sched:40} next {nxt}")
-    if embedded:
+    if source.embedded:
         exe = Path(sys.argv[0]) if Path(sys.argv[0]).name == "pgsched" else Path(sys.executable).with_name("pgsched")
         # the embedded server is found (and started) from the data folder: no DSN needed
         home = os.environ.get("PGSCHED_HOME")
@@ -110,36 +112,34 @@ def run_dev(c: Any, *, examples: bool, concurrency: int, run: Callable[..., None
         click.echo(f"\nin another terminal:  {cmd} task list")
         if examples:
             click.echo(f"run a DAG:            {cmd} dag trigger documents")
-    parts: list[tuple[str, Callable[..., None]]] = []
-    if web:
-        serve, link, port = start_web(dsn, c.tenant, "127.0.0.1", web_port)
-        parts.append(("web", serve))
-        if port != web_port:
-            click.echo(f"web admin:            port {web_port} is in use, so it listens on {port} "
-                       f"(the docs' examples say {web_port}; use {port})")
-        click.echo(f"web admin:            {link}\n"
-                   "                      (signs you in as a local admin; the link works until the next dev start)")
 
-    def on_finish(row: Row, outcome: Outcome, tail: list[str], final: str | None) -> None:
-        # a command's result is its last line of output, shown below already
-        echoed = bool(tail) and command_result(tail[-1]) == outcome.result
-        detail = outcome.error or (json.dumps(outcome.result) if outcome.result is not None and not echoed else "")
-        then = {None: ", will retry", "dead": ", to the dead-letter queue"}.get(final, "")
-        click.echo(f"{datetime.now().strftime('%H:%M:%S')}  {_MARK.get(outcome.state, outcome.state)} "
-                   f"{row['task_name']} (execution {row['id']}, attempt {row['attempt']}/{row['max_attempts']}"
-                   f"{then}) {detail}".rstrip())
-        for line in tail:
-            click.echo(f"          | {line}")
 
-    logging.getLogger("pgsched.worker").setLevel(logging.ERROR)  # on_finish reports executions
+def web_part(dsn: str, tenant: str, host: str, web_port: int) -> Callable[[Any], None]:
+    """The web admin's ``run(stop)`` (:func:`start_web`), with its sign-in link printed."""
+    serve, link, port = start_web(dsn, tenant, host, web_port)
+    if port != web_port:
+        click.echo(f"web admin:            port {web_port} is in use, so it listens on {port} "
+                   f"(the docs' examples say {web_port}; use {port})")
+    click.echo(f"web admin:            {link}\n"
+               "                      (signs you in as a local admin; the link works until the next dev start)")
+    return serve
 
-    scheduler = Scheduler(db, SchedulerConfig(max_sleep=1.0))
-    worker = Worker(db, WorkerConfig(queues=["default", "examples"], concurrency=concurrency,
-                                     poll_interval=1.0, kill_grace=2.0,
-                                     shutdown_timeout=5.0), on_finish=on_finish)
-    try:
-        run([("scheduler", scheduler.run), ("worker", worker.run), *parts], urgent=[worker.stop_now],
-            banner=f"scheduler, worker{' and web admin' if web else ''} running; Ctrl-C to stop\n")
-    finally:
-        db.close()
-    click.echo("stopped")
+
+def report_finish(row: Row, outcome: Outcome, tail: list[str], final: str | None) -> None:
+    """The worker's ``on_finish``: one line per finished attempt, with its output's tail.
+    The time shown is this host's local time of day, for the person watching (it decides
+    nothing)."""
+    # a command's result is its last line of output, shown below already
+    echoed = bool(tail) and command_result(tail[-1]) == outcome.result
+    detail = outcome.error or (json.dumps(outcome.result) if outcome.result is not None and not echoed else "")
+    then = {None: ", will retry", "dead": ", to the dead-letter queue"}.get(final, "")
+    click.echo(f"{datetime.now().strftime('%H:%M:%S')}  {_MARK.get(outcome.state, outcome.state)} "
+               f"{row['task_name']} (execution {row['id']}, attempt {row['attempt']}/{row['max_attempts']}"
+               f"{then}) {detail}".rstrip())
+    for line in tail:
+        click.echo(f"          | {line}")
+
+
+def quiet_worker_log() -> None:
+    """The worker's own log lines off below errors: :func:`report_finish` reports executions."""
+    logging.getLogger("pgsched.worker").setLevel(logging.ERROR)

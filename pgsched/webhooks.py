@@ -28,9 +28,10 @@ import urllib.parse
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from .clock import Clock, ServerClock
 from .db import Database, Row
-from .errors import PgschedError
 from .retry import backoff_seconds
+from .service import IntervalService
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ def send_due(db: Database, *, now: datetime | None = None, limit: int = 20,
     record each outcome. Returns the rows tried with ``error`` (None when delivered) and
     ``retry_at`` (None when delivered or given up)."""
     policy = policy or Policy.load(db)
-    now = now or db.now()  # the database's clock: deliveries are due by it
+    now = now or ServerClock(db).now()  # the database's clock: deliveries are due by it
     lease = policy.timeout * 2 + 30
     rows = db.many("webhook_claim", now=now, limit=limit, lease=lease)
     began = time.monotonic()
@@ -147,32 +148,24 @@ def send_due(db: Database, *, now: datetime | None = None, limit: int = 20,
     return rows
 
 
-class Sender:
-    """Sends due webhooks until stopped: ``start()`` runs a daemon thread; ``stop()``
-    ends it (safe to call twice). ``poll`` seconds between looks when nothing was due;
-    database errors are logged and retried, never raised."""
+class Sender(IntervalService):
+    """Sends due webhooks until stopped (:func:`send_due` at the clock's ``now``, default
+    the database's): again at once after a round that sent something, else after ``poll``
+    seconds. ``start()`` runs a daemon thread; ``stop()`` ends it (both safe to call
+    twice); a failed round is logged once and tried again, never raised."""
 
-    def __init__(self, db: Database, poll: float = 1.0):
+    name = "webhooks"
+    log = log
+    failure = "webhook sender: %s; retrying"
+    failure_level = logging.WARNING
+
+    def __init__(self, db: Database, poll: float = 1.0, clock: Clock | None = None):
+        super().__init__(clock or ServerClock(db), poll)
         self.db = db
         self.poll = poll
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="pgsched-webhooks", daemon=True)
-        self._thread.start()
+    def run_once(self, now: datetime) -> list[Row]:
+        return send_due(self.db, now=now)
 
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                sent = send_due(self.db)
-            except PgschedError as exc:
-                log.warning("webhook sender: %s; retrying", exc)
-                sent = []
-            if not sent:
-                self._stop.wait(self.poll)
+    def next_wait(self, result: object) -> float:
+        return 0.0 if result else self.poll

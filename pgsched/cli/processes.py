@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
-import os
-import signal
-import sys
-import threading
-from typing import Any
-
 import click
 
-from .. import health, tasks
+from .. import health
 from .. import migrate as migrations
-from ..errors import PgschedError
 from .output import fmt, print_json, table
 from .root import Context, Seconds, log_options, main, pass_ctx
-
-# Seconds a pooled statement of the scheduler may go without a reply before its socket is
-# cut (pgsched.deadline): above the statistics roll-up and partition maintenance of a busy
-# database, far below "for ever" (a connection gone silent would hang the tick).
-SCHEDULER_STATEMENT_DEADLINE = 60.0
 
 # --- processes ----------------------------------------------------------------------------
 
@@ -43,48 +30,6 @@ def migrate(c: Context, show_status: bool) -> None:
     else:
         click.echo("schema is up to date")
 
-def _run_until_signal(targets: list[tuple[str, Any]], urgent: list[Any] | None = None,
-                      banner: str | None = None) -> None:
-    """Run each ``run(stop)`` in a thread until SIGINT/SIGTERM. A second signal calls each
-    of ``urgent`` (stop waiting, hand work back) and exits within 10 seconds whatever is
-    left. Exits 1 if a part stopped on its own (a bug: its traceback is in the log).
-    ``banner`` (the "Ctrl-C to stop" line) is printed once the signals are handled, so a
-    Ctrl-C sent as soon as it shows stops cleanly instead of interrupting the start."""
-    stop = threading.Event()
-    signals = []
-
-    def handle(signum: int, _frame: Any) -> None:
-        signals.append(signum)
-        if len(signals) > 1:
-            click.echo("second signal: stopping now, handing running executions back", err=True)
-            for call in urgent or []:
-                call()
-            deadline = threading.Timer(10.0, lambda: os._exit(130))
-            deadline.daemon = True  # only a backstop: a clean exit must not wait for it
-            deadline.start()
-            return
-        click.echo(f"{signal.Signals(signum).name}: stopping (again to stop at once)", err=True)
-        stop.set()
-
-    signal.signal(signal.SIGINT, handle)
-    signal.signal(signal.SIGTERM, handle)
-    if banner:
-        click.echo(banner)
-    threads = [threading.Thread(target=run, args=(stop,), name=name, daemon=True) for name, run in targets]
-    for t in threads:
-        t.start()
-    died = False
-    while any(t.is_alive() for t in threads):
-        for t in threads:
-            t.join(0.2)
-        if not stop.is_set() and not all(t.is_alive() for t in threads):
-            died = True  # one part died: stop the rest rather than run half a process
-            click.echo("a part of this process stopped unexpectedly; stopping the rest", err=True)
-            stop.set()
-    if died:
-        sys.exit(1)
-
-
 @main.command()
 @log_options
 @click.option("--batch", default=1000, show_default=True, type=click.IntRange(1, 100_000),
@@ -104,17 +49,11 @@ def _run_until_signal(targets: list[tuple[str, Any]], urgent: list[Any] | None =
 def scheduler(c: Context, batch: int, max_sleep: float, retention_days: int, premake_days: int,
               leader_timeout: float, observe_interval: float) -> None:
     """Run a scheduler: fires due tasks while it is leader, stands by otherwise."""
-    from ..scheduler import Scheduler, SchedulerConfig
+    from ..node import SchedulerSettings, run_scheduler
 
-    config = SchedulerConfig(batch=batch, max_sleep=max_sleep, retention_days=retention_days,
-                             premake_days=premake_days, leader_timeout=leader_timeout,
-                             observe_interval=observe_interval)
-    # the tick's parallel batches, the webhook sender, the statistics/alerts and the rescue
-    # threads. A transaction left open while the scheduler is frozen ends once it counts as
-    # hung: its tasks' row locks do not outlive it, standby or not.
-    db = c.db(max_size=config.parallel + 4, application_name="pgsched scheduler",
-              idle_in_transaction_timeout=leader_timeout, statement_deadline=SCHEDULER_STATEMENT_DEADLINE)
-    _run_until_signal([("scheduler", Scheduler(db, config).run)])
+    run_scheduler(c, SchedulerSettings(batch=batch, max_sleep=max_sleep, retention_days=retention_days,
+                                       premake_days=premake_days, leader_timeout=leader_timeout,
+                                       observe_interval=observe_interval))
 
 
 @main.command()
@@ -161,34 +100,13 @@ def worker(c: Context, queues: tuple[str, ...], concurrency: int, poll_interval:
     """Run a worker: claims and runs executions from its queues. Python tasks
     ('module:function') are imported from the current folder, --pythonpath folders and
     PYTHONPATH."""
-    from ..worker import HEARTBEAT_STALE, PRIVATE_ENV, Worker, WorkerConfig
+    from ..node import WorkerSettings, run_worker
 
-    for queue in queues:
-        tasks.check_name("queue", queue)
-    for folder in reversed(("", *pythonpath)):  # "" is the current folder, as for `python -m`
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-    for module in imports:
-        try:
-            importlib.import_module(module)
-        except BaseException as exc:
-            raise PgschedError(f"import: {module!r} cannot be imported: {type(exc).__name__}: {exc}") from None
-    config = WorkerConfig(queues=list(queues), concurrency=concurrency, poll_interval=poll_interval,
-                          heartbeat_interval=heartbeat_interval, kill_grace=kill_grace,
-                          shutdown_timeout=shutdown_timeout, max_output_lines=max_output_lines,
-                          max_output_bytes=max_output_bytes, allowed_modules=imports, prefetch=prefetch,
-                          statement_deadline=statement_deadline)
-    # Executions use a connection only briefly (log flushes, the end of an attempt): a
-    # small pool serves many slots. Plus one listener connection. A transaction left open
-    # while the worker is frozen ends before the leader may declare the worker dead.
-    db = c.db(max_size=min(concurrency + 2, 10), idle_in_transaction_timeout=HEARTBEAT_STALE * heartbeat_interval,
-              application_name="pgsched worker", statement_deadline=statement_deadline or None)
-    # Tasks run under this process (Python tasks inside it): they get no pgsched settings,
-    # and PGSCHED_DSN may carry a password.
-    for name in PRIVATE_ENV:
-        os.environ.pop(name, None)
-    runner = Worker(db, config)
-    _run_until_signal([("worker", runner.run)], urgent=[runner.stop_now])
+    run_worker(c, WorkerSettings(queues=queues, concurrency=concurrency, poll_interval=poll_interval,
+                                 heartbeat_interval=heartbeat_interval, kill_grace=kill_grace,
+                                 shutdown_timeout=shutdown_timeout, max_output_lines=max_output_lines,
+                                 max_output_bytes=max_output_bytes, pythonpath=pythonpath, imports=imports,
+                                 prefetch=prefetch, statement_deadline=statement_deadline))
 
 
 @main.command()
@@ -209,10 +127,9 @@ def dev(ctx: click.Context, examples: bool, concurrency: int, web: bool, web_por
     is reused next time; other pgsched commands with the same PGSCHED_HOME use it too. The
     example tasks stay there and fire whenever a scheduler runs: delete them (pgsched task
     delete) or the data folder to start clean."""
-    from ..dev import run_dev
+    from ..node import DevSettings, run_dev
 
-    run_dev(ctx.obj, examples=examples, concurrency=concurrency, run=_run_until_signal, web=web,
-            web_port=web_port)
+    run_dev(ctx.obj, DevSettings(examples=examples, concurrency=concurrency, web=web, web_port=web_port))
 
 
 @main.command()

@@ -71,6 +71,7 @@ class Context:
 
     def __init__(self, dsn: str | None, tenant: str):
         self._dsn = dsn
+        self.embedded = dsn is None  # no DSN given: the embedded server's (started on first use)
         self.tenant = tenant
         self._db: Database | None = None
 

@@ -3,19 +3,16 @@ times in UTC and in the schedule's zone."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 
 import click
 
 from .. import tasks
+from ..clock import HostClock, ServerClock
 from ..schedule import Schedule, zone
 from .output import fmt, parse_when, print_json
 from .root import Context, main, pass_ctx
 from .tasks import task
-
-
-def _host_now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def _show(schedule: Schedule, after: datetime, count: int, as_json: bool) -> None:
@@ -48,7 +45,8 @@ def cron_next(expression: str, tz: str, after: str | None, count: int, as_json: 
     (e.g. '0 9 LW * *', '0 9 * * fri#3'); syntax and DST rules: docs/cron.md."""
     schedule = Schedule.parse("cron", expression, tz)
     # no database here (a preview of an expression): "now" is this host's clock
-    start = parse_when(after, "after", tz, now=_host_now) or _host_now()
+    host = HostClock()
+    start = parse_when(after, "after", tz, now=host.now) or host.now()
     _show(schedule, start, count, as_json)
 
 
@@ -61,5 +59,6 @@ def cron_next(expression: str, tz: str, after: str | None, count: int, as_json: 
 def task_next(c: Context, name: str, after: str | None, count: int, as_json: bool) -> None:
     """The next fire times of stored task NAME, in UTC and in its zone."""
     schedule = tasks.schedule_of(tasks.get(c.db(), name, c.tenant))
-    start = parse_when(after, "after", schedule.tz, now=c.db().now) or c.db().now()
+    clock = ServerClock(c.db())
+    start = parse_when(after, "after", schedule.tz, now=clock.now) or clock.now()
     _show(schedule, start, count, as_json)

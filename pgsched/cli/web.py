@@ -22,15 +22,9 @@ _tenant_option = click.option("--tenant", "tenant", default=None,
 @pass_ctx
 def web(c: Context, host: str, port: int) -> None:
     """Serve the web admin and the REST API (/api/v1/) until Ctrl-C."""
-    from ..web.app import create_app
-    from ..web.server import free_port, serve_until
-    from .processes import _run_until_signal
+    from ..node import WebSettings, run_web
 
-    app = create_app(c.db(max_size=8))
-    free_port(host, port, tries=1)  # a port in use is one line now, not a traceback from a thread
-    _run_until_signal([("web", lambda stop: serve_until(app, host, port, stop))],
-                      banner=f"pgsched web admin on http://{host}:{port}/ (API: /api/v1/, Ctrl-C to stop)")
-    click.echo("stopped")
+    run_web(c, WebSettings(host=host, port=port))
 
 
 @main.group()

@@ -1,5 +1,5 @@
 """Missed fires: exact counts over any span (Schedule.walk, cron.walk) and what each misfire
-policy runs (scheduler.catch_up), against a plain fire-by-fire walk as the oracle."""
+policy runs (pgsched.scheduler.catch_up), against a plain fire-by-fire walk as the oracle."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from pgsched import cron
 from pgsched.schedule import Schedule
-from pgsched.scheduler import Misfire, catch_up
+from pgsched.scheduler.catch_up import Misfire, catch_up
 
 from ..helpers import utc
 
@@ -119,3 +119,36 @@ def test_walk_counts_the_fires_next_to_a_clock_change_at_midnight(expr, tz, afte
     assert tuple(schedule.walk(after, until)) == one_by_one(schedule, after, until)
     decided = catch_up(schedule, "all", schedule.next_after(after), until, Misfire(cap=1000))
     assert len(decided.run) + decided.missed == one_by_one(schedule, after, until)[0]  # none lost
+
+
+def test_the_catch_up_module_is_pure():
+    """Neither it nor any pgsched module it imports, however indirectly, imports psycopg
+    or the database boundary (pgsched/__init__.py does, for the public API: not counted)."""
+    import ast
+    from pathlib import Path
+
+    import pgsched
+
+    root = Path(pgsched.__file__).parent
+    seen, todo, outside = set(), [root / "scheduler" / "catch_up.py"], set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                outside |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                outside.add((node.module or "").split(".")[0])
+            elif isinstance(node, ast.ImportFrom):
+                base = path.parent
+                for _ in range(node.level - 1):
+                    base = base.parent
+                names = [node.module] if node.module else [a.name for a in node.names]
+                for name in names:
+                    target = base.joinpath(*name.split("."))
+                    todo += [p for p in (target.with_suffix(".py"), target / "__init__.py") if p.exists()]
+    assert {p.relative_to(root).as_posix() for p in seen} == {"scheduler/catch_up.py", "errors.py",
+                                                              "schedule.py", "cron.py"}
+    assert not outside & {"psycopg", "psycopg_pool", "pgsched"}

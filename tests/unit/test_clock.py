@@ -62,3 +62,27 @@ def test_the_database_clock_keeps_its_best_reading_until_its_age_makes_it_worse(
     # a slow one does too, once the best reading is old enough for drift to matter more
     clock.read(t + timedelta(seconds=302.05), sent=402.0, received=402.08)  # 300 s on: 150 ms of drift
     assert clock.at(402.04) == t + timedelta(seconds=302.05)
+
+
+def test_a_server_clock_reads_now_through_the_clock_now_query():
+    from pgsched.clock import ServerClock
+
+    asked = []
+
+    class Queries:
+        def one(self, name, /, **params):
+            asked.append(name)
+            return {"now": datetime(2030, 1, 1, tzinfo=UTC)}
+
+    assert ServerClock(Queries()).now() == datetime(2030, 1, 1, tzinfo=UTC)
+    assert asked == ["clock_now"]
+
+
+def test_a_fixed_clock_moves_only_when_told():
+    from pgsched.clock import FixedClock
+
+    clock = FixedClock(datetime(2030, 1, 1, tzinfo=UTC))
+    assert clock.now() == clock.now() == datetime(2030, 1, 1, tzinfo=UTC)
+    assert clock.advance(1.5) == datetime(2030, 1, 1, 0, 0, 1, 500000, tzinfo=UTC)
+    clock.set(datetime(2031, 1, 1, tzinfo=UTC))
+    assert clock.now().year == 2031
