@@ -23,9 +23,9 @@ log = logging.getLogger("pgsched.scheduler")  # the name its log lines always ha
 
 def rescue(db: Database, epoch: int | None = None) -> list[dict]:
     """Declare workers silent for too long dead and put what they ran back in the queue
-    (``pgsched.rescue_v1``: every running execution without a live holder that reports
+    (``pgsched_internal.rescue_v1``: every running execution without a live holder that reports
     it, migration 0015), waking the workers in the same transaction when any is pending
-    again; cancel what is left running of stopping DAG runs (``pgsched.dag_sweep_v1``).
+    again; cancel what is left running of stopping DAG runs (``pgsched_internal.dag_sweep_v1``).
     Returns one row per execution: id, worker, outcome (requeued, unclaimed: back in the
     queue as if never claimed, because it surely never started, dropped: such an execution
     of a task deleted meanwhile, dead or cancelled; the rules are in migration 0008).

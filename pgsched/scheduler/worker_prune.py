@@ -15,7 +15,7 @@ log = logging.getLogger("pgsched.scheduler")  # the name its log lines always ha
 def prune_workers(db: Database) -> int:
     """Remove the rows of workers stopped or dead for longer than the
     ``worker_retention_days`` setting (7) that hold no running execution
-    (``pgsched.worker_prune_v1``); the rescue never needed them (migration 0015). Returns
+    (``pgsched_internal.worker_prune_v1``); the rescue never needed them (migration 0015). Returns
     how many were removed. Part of the leader's maintenance."""
     row = db.one("scheduler_worker_prune")
     pruned = int(row["pruned"]) if row else 0
