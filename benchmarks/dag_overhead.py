@@ -73,10 +73,10 @@ from psycopg.rows import dict_row
 from server import Server
 
 from pgsched import dag as dag_module
-from pgsched import dagruns
 from pgsched import migrate as migrations
 from pgsched.db import Database
 from pgsched.errors import PgschedError
+from pgsched.stores import dagruns
 
 TARGET = 1.5
 LOAD_AT_START = os.getloadavg()[0]

@@ -44,8 +44,9 @@ from typing import Any
 import yaml
 
 from .errors import PgschedError, ValidationError
+from .jsontext import check_json_object
 from .schedule import Schedule
-from .tasks import TaskSpec, check_json_object
+from .taskspec import TaskSpec
 
 # Airflow's trigger rules (airflow.utils.trigger_rule.TriggerRule), the ones pgsched runs.
 TRIGGER_RULES = ("all_success", "all_done", "all_failed", "one_success", "one_failed", "none_failed",

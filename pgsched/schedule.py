@@ -143,6 +143,13 @@ class Schedule:
         parse_once(expr, tz)
         return cls(kind, expr.strip(), tz)
 
+    def anchored_at(self, now: datetime) -> "Schedule":
+        """This schedule as planned at ``now`` (aware; the database's clock): an interval
+        is anchored at ``now`` in whole seconds, so its fires are ``anchor + k *
+        interval``; the other kinds have no anchor."""
+        anchor = now.replace(microsecond=0) if self.kind == "interval" else None
+        return Schedule(self.kind, self.expr, self.tz, anchor)
+
     def next_after(self, after: datetime) -> datetime | None:
         """The first fire time strictly after ``after`` (aware), in UTC; None if the
         schedule never fires again (``once`` in the past, ``none``). Raises ValidationError

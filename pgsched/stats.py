@@ -24,8 +24,8 @@ from typing import Any
 
 from .db import Database, Session
 from .schedule import zone
-from .tasks import get as get_task
-from .tasks import schedule_of
+from .stores.tasks import get as get_task
+from .taskspec import schedule_of
 
 FAILED = ("failed", "timed_out", "dead")
 

@@ -8,8 +8,9 @@ from typing import Any
 import click
 
 from .. import dag as dag_module
-from .. import dagruns, tasks
+from .. import taskspec
 from ..errors import PgschedError
+from ..stores import dagruns
 from .output import fmt, parse_json_object, print_fields, print_json, table
 from .root import Context, main, pass_ctx
 
@@ -122,11 +123,11 @@ def dag_show(c: Context, name: str, as_json: bool) -> None:
                   "schedule": _schedule(row["schedule_kind"], row["schedule_expr"], row["timezone"]),
                   "next_fire_at": row["next_fire_at"], "failure_policy": row["failure_policy"],
                   "version": row["version"], "source": row["source"], "updated_at": row["updated_at"]})
-    problem = tasks.schedule_problem(row) if row["schedule_kind"] != "none" else None
+    problem = taskspec.schedule_problem(row) if row["schedule_kind"] != "none" else None
     if problem:
         click.echo(f"  next fires cannot be computed: {problem}")
     elif row["enabled"] and row["schedule_kind"] != "none":
-        upcoming = tasks.schedule_of(row).upcoming(db.now(), 3)
+        upcoming = taskspec.schedule_of(row).upcoming(db.now(), 3)
         for t in upcoming:
             click.echo(f"  next {fmt(t)}   {t.astimezone(zoneinfo.ZoneInfo(row['timezone'])).isoformat()}")
     click.echo(f"nodes ({len(nodes)}):")

@@ -8,7 +8,8 @@ import time
 import click
 
 from ..errors import PgschedError
-from .output import fmt, json_default, print_fields, print_json, table
+from ..jsontext import json_default
+from .output import fmt, print_fields, print_json, table
 from .root import Context, main, pass_ctx
 
 # --- executions ------------------------------------------------------------------------

@@ -11,8 +11,9 @@ from typing import Any
 
 import click
 
-from .. import health, tasks
+from .. import health
 from .. import migrate as migrations
+from .. import taskspec as tasks  # check_name (the queue names a worker takes)
 from ..errors import PgschedError
 from .output import fmt, print_json, table
 from .root import Context, Seconds, log_options, main, pass_ctx

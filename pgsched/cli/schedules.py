@@ -7,8 +7,9 @@ from datetime import datetime, timezone
 
 import click
 
-from .. import tasks
+from .. import taskspec
 from ..schedule import Schedule, zone
+from ..stores import tasks
 from .output import fmt, parse_when, print_json
 from .root import Context, main, pass_ctx
 from .tasks import task
@@ -60,6 +61,6 @@ def cron_next(expression: str, tz: str, after: str | None, count: int, as_json: 
 @pass_ctx
 def task_next(c: Context, name: str, after: str | None, count: int, as_json: bool) -> None:
     """The next fire times of stored task NAME, in UTC and in its zone."""
-    schedule = tasks.schedule_of(tasks.get(c.db(), name, c.tenant))
+    schedule = taskspec.schedule_of(tasks.get(c.db(), name, c.tenant))
     start = parse_when(after, "after", schedule.tz, now=c.db().now) or c.db().now()
     _show(schedule, start, count, as_json)

@@ -12,10 +12,11 @@ from typing import Any
 
 import click
 
-from .. import alerts, importer, tasks
+from .. import alerts, importer, taskspec
 from ..errors import PgschedError, ValidationError
 from ..schedule import Schedule
-from ..tasks import TaskSpec
+from ..stores import tasks
+from ..taskspec import TaskSpec
 from .output import fmt, pairs, parse_json_object, parse_when, print_fields, print_json, table
 from .root import Context, main, pass_ctx
 
@@ -234,7 +235,7 @@ def task_list(c: Context, search: str | None, dag_nodes: bool, limit: int, as_js
     for r in rows:
         if r["paused_by"] == "scheduler":
             click.echo(f"warning: {r['name']}: {r['pause_reason']} (since {fmt(r['paused_at'])}); "
-                       f"{tasks.fix_hint(r)}")
+                       f"{taskspec.fix_hint(r)}")
 
 
 @task.command("show")
@@ -245,11 +246,11 @@ def task_show(c: Context, name: str, as_json: bool) -> None:
     """Show one task's definition and its next 5 fire times; for a paused task, why (and,
     when the scheduler paused it, how to fix it)."""
     row = tasks.get(c.db(), name, c.tenant)
-    sched = tasks.schedule_of(row)
-    problem = tasks.schedule_problem(row)
+    sched = taskspec.schedule_of(row)
+    problem = taskspec.schedule_problem(row)
     upcoming = sched.upcoming(c.db().now(), 5) if row["enabled"] and not problem else []
     hooks = {k: v for k, v in vars(alerts.alerting_of(c.db(), name, c.tenant)).items() if v is not None}
-    fix = tasks.fix_hint(row) if row["paused_by"] == "scheduler" or problem else None
+    fix = taskspec.fix_hint(row) if row["paused_by"] == "scheduler" or problem else None
     if as_json:
         print_json({**row, "upcoming": upcoming, "alerting": hooks, "schedule_problem": problem, "fix": fix})
         return

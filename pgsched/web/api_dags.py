@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .. import dagruns
+from ..stores import dagruns
 from .access import database, require
 from .api import MAX_ID, PREFIX, choice_arg, id_param, int_arg, page, reply, text_arg
 

@@ -14,10 +14,10 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from .. import tasks
-from ..cli.output import json_default
 from ..db import Database, Row
 from ..errors import NotFound
+from ..jsontext import json_default
+from ..stores import tasks
 from .access import database, require
 from .api import MAX_ID, PREFIX, choice_arg, id_param, int_arg, page, reply, text_arg, time_arg
 from .errors import ApiError

@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .. import dagruns
+from ..stores import dagruns
 from .access import database, require
 from .api import MAX_ID, int_arg
 from .graph import draw

@@ -17,9 +17,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .. import tasks
 from ..db import Database, Row
 from ..errors import ValidationError
+from ..stores import tasks
 from .access import database, require
 from .api import MAX_ID, choice_arg, int_arg, text_arg, time_arg
 from .api_executions import LIVE, STATES

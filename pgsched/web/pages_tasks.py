@@ -10,9 +10,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .. import stats, tasks
+from .. import stats, taskspec
 from ..errors import ValidationError
-from ..tasks import TaskSpec
+from ..stores import tasks
+from ..taskspec import TaskSpec
 from .access import database, require
 from .api import MAX_ID, choice_arg, int_arg, text_arg
 from .charts import trend
@@ -121,11 +122,11 @@ def _detail(request: Request, name: str, *, error: str | None = None, status_cod
     recent = stats.task_recent(db, name, who.tenant, limit=60)
     # A stored schedule this host cannot compute (a zone the tz database dropped) is shown
     # with the reason and the fix, never as an error page.
-    problem = tasks.schedule_problem(row) if row["schedule_kind"] != "none" else None
+    problem = taskspec.schedule_problem(row) if row["schedule_kind"] != "none" else None
     dag_part = row["handler_kind"] == "dag" or (row["source"] or "").startswith("dag:")
     return render(request, "web/task.html", {
         "task": row, "fires": stats.next_fires(row, 5, after=db.now()) if row["schedule_kind"] != "none" and not problem else [],
-        "problem": problem, "fix": tasks.fix_hint(row) if problem or row["paused_by"] == "scheduler" else None,
+        "problem": problem, "fix": taskspec.fix_hint(row) if problem or row["paused_by"] == "scheduler" else None,
         "zone_fixable": problem is not None and problem.startswith("timezone:") and not dag_part, "error": error,
         "page": keyset(request, history, PAGE_SIZE, "id"), "chart": trend(list(reversed(recent))),
         "notice": notice(request), "confirm_delete": request.query_params.get("confirm") == "delete",

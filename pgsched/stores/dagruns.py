@@ -1,4 +1,4 @@
-"""Stored DAGs and their runs: apply a validated :class:`~pgsched.dag.Dag`, list and show
+"""The DAG store: stored DAGs and their runs: apply a validated :class:`~pgsched.dag.Dag`, list and show
 DAGs, trigger, cancel and re-run runs, pause, resume and delete. Each operation is one
 transaction. The engine itself (what happens when a node ends) is SQL, in
 ``migrations/0003_dags.sql``.
@@ -18,11 +18,13 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from ..dag import Dag, Node
+from ..db import Database, Row, Session
+from ..errors import NotFound, ValidationError
+from ..jsontext import check_json_object
+from ..schedule import Schedule
+from ..taskspec import check_name
 from . import tasks
-from .dag import Dag, Node
-from .db import Database, Row, Session
-from .errors import NotFound, ValidationError
-from .schedule import Schedule
 
 RUN_OPEN_STATES = ("running", "failing", "cancelling")
 RUN_FINAL_STATES = ("succeeded", "failed", "partially_succeeded", "cancelled")
@@ -61,9 +63,8 @@ def _schedule_row(dag: Dag, now: datetime, enabled: bool, fired_through: datetim
     """The schedule columns of a DAG's task, planned from the database's ``now`` and never
     at or before ``fired_through`` (its task's ``last_fire_at``)."""
     s = dag.schedule
-    anchor = now.replace(microsecond=0) if s.kind == "interval" else None
-    planned = Schedule(s.kind, s.expr, s.tz, anchor)
-    return dict(schedule_kind=s.kind, schedule_expr=s.expr, timezone=s.tz, schedule_anchor=anchor,
+    planned = s.anchored_at(now)
+    return dict(schedule_kind=s.kind, schedule_expr=s.expr, timezone=s.tz, schedule_anchor=planned.anchor,
                 next_fire_at=planned.first_fire(now, fired_through) if enabled or s.kind == "once" else None)
 
 
@@ -88,7 +89,7 @@ def apply_all(db: Database, dags: list[tuple[Dag, str | None]], *, tenant: str =
               dry_run: bool = False, now: datetime | None = None) -> list[ApplyReport]:
     """:func:`apply` for several DAGs (each with its source file name) in ONE transaction:
     all are stored or none. Raises ValidationError for two DAGs of the same name."""
-    tasks.check_name("tenant", tenant)
+    check_name("tenant", tenant)
     seen: dict[str, str | None] = {}
     for d, source in dags:
         if d.name in seen:
@@ -216,7 +217,7 @@ def trigger(db: Database | Session, name: str, *, params: dict[str, Any] | None 
     are merged over every node's params. Returns the run id. Raises NotFound,
     ValidationError (params not a JSON object)."""
     if params is not None:
-        tasks.check_json_object("params", params)
+        check_json_object("params", params)
     row = db.one("dag_trigger", name=name, tenant=tenant, params=Jsonb(params) if params is not None else None)
     assert row is not None
     return int(row["run_id"])
