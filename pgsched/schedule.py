@@ -20,6 +20,7 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from enum import StrEnum
 from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -27,7 +28,17 @@ from . import cron
 from .errors import ValidationError
 
 UTC = timezone.utc
-KINDS = ("cron", "interval", "once", "none")
+class ScheduleKind(StrEnum):
+    """When a task fires (``task.schedule_kind``): see the module docstring; ``none``: only
+    when triggered."""
+
+    CRON = "cron"
+    INTERVAL = "interval"
+    ONCE = "once"
+    NONE = "none"
+
+
+KINDS = tuple(k.value for k in ScheduleKind)
 _INTERVAL_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MIN_INTERVAL = 1.0  # seconds; the scheduler's resolution

@@ -9,6 +9,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from .errors import ValidationError
@@ -16,12 +17,42 @@ from .jsontext import check_json_object
 from .retry import POLICIES
 from .schedule import Schedule, zone
 
-HANDLER_KINDS = ("shell", "argv", "python")
+
+class HandlerKind(StrEnum):
+    """What runs when a task runs (``task.handler_kind``): a ``shell`` command, an ``argv``
+    executed directly, a ``python`` function, or a ``dag`` (the schedule task of a DAG,
+    which starts a run; made only by the DAG store)."""
+
+    SHELL = "shell"
+    ARGV = "argv"
+    PYTHON = "python"
+    DAG = "dag"
+
+
+class MisfirePolicy(StrEnum):
+    """What fires missed while no scheduler ran become (``task.misfire_policy``): see
+    :class:`TaskSpec`."""
+
+    SKIP = "skip"
+    ONCE = "once"
+    ALL = "all"
+
+
+class PausedBy(StrEnum):
+    """Who paused a task (``task.paused_by``): an ``operator``, or the ``scheduler``
+    because it could not compute the task's schedule."""
+
+    OPERATOR = "operator"
+    SCHEDULER = "scheduler"
+
+
+# the kinds a TaskSpec may have (``dag`` tasks are the DAG store's)
+HANDLER_KINDS = tuple(k.value for k in HandlerKind if k is not HandlerKind.DAG)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}")
 _QUEUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _PYTHON_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _EXCEPTION = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*")
-MISFIRE_POLICIES = ("skip", "once", "all")
+MISFIRE_POLICIES = tuple(p.value for p in MisfirePolicy)
 MAX_ATTEMPTS = 1000
 MAX_SECONDS = 366 * 86400.0  # timeouts and retry delays: at most a year
 

@@ -10,6 +10,7 @@ import click
 from .. import dag as dag_module
 from .. import taskspec
 from ..errors import PgschedError
+from ..lifecycle import RUN_FINAL_STATES, RUN_OPEN_STATES
 from ..stores import dagruns
 from .output import fmt, parse_json_object, print_fields, print_json, table
 from .root import Context, main, pass_ctx
@@ -160,7 +161,7 @@ def dag_trigger(c: Context, name: str, params: str | None, as_json: bool) -> Non
 
 @dag.command("runs")
 @click.argument("name")
-@click.option("--state", type=click.Choice(dagruns.RUN_OPEN_STATES + dagruns.RUN_FINAL_STATES))
+@click.option("--state", type=click.Choice(RUN_OPEN_STATES + RUN_FINAL_STATES))
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx

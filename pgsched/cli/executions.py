@@ -9,6 +9,7 @@ import click
 
 from ..errors import PgschedError
 from ..jsontext import json_default
+from ..lifecycle import ExecutionState
 from .output import fmt, print_fields, print_json, table
 from .root import Context, main, pass_ctx
 
@@ -18,10 +19,14 @@ from .root import Context, main, pass_ctx
 def execution() -> None:
     """List, inspect and cancel executions; read their logs."""
 
+# the states ``execution list --state`` offers
+LISTED_STATES = [s.value for s in (ExecutionState.PENDING, ExecutionState.RUNNING, ExecutionState.SUCCEEDED,
+                                   ExecutionState.DEAD, ExecutionState.CANCELLED, ExecutionState.SKIPPED)]
+
 
 @execution.command("list")
 @click.option("--task", "task_name", help="Only this task's executions.")
-@click.option("--state", type=click.Choice(["pending", "running", "succeeded", "dead", "cancelled", "skipped"]),
+@click.option("--state", type=click.Choice(LISTED_STATES),
               help="Only executions in this state (dead: failed for good, the dead-letter queue).")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")

@@ -14,9 +14,10 @@ import click
 
 from .. import alerts, importer, taskspec
 from ..errors import PgschedError, ValidationError
+from ..retry import POLICIES
 from ..schedule import Schedule
 from ..stores import tasks
-from ..taskspec import TaskSpec
+from ..taskspec import MISFIRE_POLICIES, TaskSpec
 from .output import fmt, pairs, parse_json_object, parse_when, print_fields, print_json, table
 from .root import Context, main, pass_ctx
 
@@ -49,7 +50,7 @@ def _definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable
         click.option("--stdin", help="Text given to the command on standard input."),
         click.option("--timeout", type=float, help="Seconds an attempt may run (default: no limit)."),
         click.option("--max-attempts", type=int, **default(1)),
-        click.option("--retry-policy", type=click.Choice(["fixed", "linear", "exponential", "exponential_jitter"]),
+        click.option("--retry-policy", type=click.Choice(list(POLICIES)),
                      **default("exponential")),
         click.option("--retry-base", type=float, **default(10.0), help="Base retry delay (seconds)."),
         click.option("--retry-max", type=float, **default(3600.0), help="Longest retry delay (seconds)."),
@@ -58,7 +59,7 @@ def _definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable
         click.option("--description"),
         click.option("--tags", help="Comma list of tags to find the task by (e.g. etl,nightly)"
                      + ("." if create else "; replaces the task's tags ('' removes them).")),
-        click.option("--misfire", "misfire_policy", type=click.Choice(["skip", "once", "all"]), **default("once"),
+        click.option("--misfire", "misfire_policy", type=click.Choice(list(MISFIRE_POLICIES)), **default("once"),
                      help="Fires missed while no scheduler ran: skip them, run once, or run all (capped)."),
         click.option("--no-retry-exit-codes", help="Comma list of exit codes that are not retried (e.g. 2,64)."),
         click.option("--no-retry-exceptions",

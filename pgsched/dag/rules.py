@@ -5,14 +5,37 @@ is proven equal to :func:`decide` on every combination (tests/db/test_dag_engine
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
-# Airflow's trigger rules (airflow.utils.trigger_rule.TriggerRule), the ones pgsched runs.
-TRIGGER_RULES = ("all_success", "all_done", "all_failed", "one_success", "one_failed", "none_failed",
-                 "none_failed_min_one_success")
-FAILURE_POLICIES = ("skip_downstream", "fail_all", "continue")
+
+class TriggerRule(StrEnum):
+    """When a node runs, given how its upstream nodes ended: Airflow's trigger rules
+    (airflow.utils.trigger_rule.TriggerRule), the ones pgsched runs (``dag_node.trigger_rule``)."""
+
+    ALL_SUCCESS = "all_success"
+    ALL_DONE = "all_done"
+    ALL_FAILED = "all_failed"
+    ONE_SUCCESS = "one_success"
+    ONE_FAILED = "one_failed"
+    NONE_FAILED = "none_failed"
+    NONE_FAILED_MIN_ONE_SUCCESS = "none_failed_min_one_success"
+
+
+class FailurePolicy(StrEnum):
+    """What a node's failure does to the rest of its run (``dag.failure_policy``): see
+    :func:`decide`."""
+
+    SKIP_DOWNSTREAM = "skip_downstream"
+    FAIL_ALL = "fail_all"
+    CONTINUE = "continue"
+
+
+TRIGGER_RULES = tuple(r.value for r in TriggerRule)
+FAILURE_POLICIES = tuple(p.value for p in FailurePolicy)
 # The rules that wait for upstream success (Airflow's meaning): under the ``continue``
 # policy a failed upstream node counts as a success for each of them (see decide).
-SUCCESS_RULES = ("all_success", "one_success", "none_failed", "none_failed_min_one_success")
+SUCCESS_RULES = tuple(r.value for r in (TriggerRule.ALL_SUCCESS, TriggerRule.ONE_SUCCESS, TriggerRule.NONE_FAILED,
+                                         TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS))
 
 
 @dataclass(frozen=True)

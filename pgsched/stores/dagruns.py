@@ -26,9 +26,6 @@ from ..schedule import Schedule
 from ..taskspec import check_name
 from . import tasks
 
-RUN_OPEN_STATES = ("running", "failing", "cancelling")
-RUN_FINAL_STATES = ("succeeded", "failed", "partially_succeeded", "cancelled")
-
 
 @dataclass
 class ApplyReport:

@@ -6,11 +6,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..lifecycle import DagRunState
 from ..stores import dagruns
 from .access import database, require
 from .api import MAX_ID, PREFIX, choice_arg, id_param, int_arg, page, reply, text_arg
 
-RUN_STATES = ("running", "failing", "cancelling", "succeeded", "failed", "partially_succeeded", "cancelled")
+RUN_STATES = tuple(s.value for s in DagRunState)
 
 
 def dag_run_list(request: Request) -> Response:

@@ -17,13 +17,14 @@ from starlette.routing import Route
 from ..db import Database, Row
 from ..errors import NotFound
 from ..jsontext import json_default
+from ..lifecycle import LIVE_STATES, ExecutionState
 from ..stores import tasks
 from .access import database, require
 from .api import MAX_ID, PREFIX, choice_arg, id_param, int_arg, page, reply, text_arg, time_arg
 from .errors import ApiError
 
-STATES = ("pending", "running", "succeeded", "failed", "timed_out", "cancelled", "skipped", "dead")
-LIVE = ("pending", "running")
+STATES = tuple(s.value for s in ExecutionState)
+LIVE = LIVE_STATES
 LOG_POLL_SECONDS = 0.5    # how often a followed log looks for new lines
 LOG_KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies from closing the stream
 LOG_MAX_SECONDS = 6 * 3600.0  # a stream ends after this long; the client reconnects with Last-Event-ID

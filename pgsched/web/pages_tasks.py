@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from .. import stats, taskspec
 from ..errors import ValidationError
+from ..schedule import ScheduleKind
 from ..stores import tasks
 from ..taskspec import TaskSpec
 from .access import database, require
@@ -21,7 +22,8 @@ from .pages import PAGE_SIZE, done, field, keyset, notice
 from .pages_executions import executions
 from .rendering import render
 
-SCHEDULE_KINDS = ("none", "cron", "interval", "once")
+# the order the form offers them in
+SCHEDULE_KINDS = tuple(k.value for k in (ScheduleKind.NONE, ScheduleKind.CRON, ScheduleKind.INTERVAL, ScheduleKind.ONCE))
 
 
 def _filters(request: Request) -> dict[str, str | None]:
