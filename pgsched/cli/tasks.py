@@ -222,7 +222,7 @@ def task_update(c: Context, name: str, as_json: bool, **options: Any) -> None:
 @pass_ctx
 def task_list(c: Context, search: str | None, dag_nodes: bool, limit: int, as_json: bool) -> None:
     """List tasks with their schedule and next fire time (UTC)."""
-    rows = c.db().many("task_list", tenant=c.tenant, search=search, limit=limit, dag_nodes=dag_nodes)
+    rows = tasks.list_tasks(c.db(), c.tenant, search=search, limit=limit, dag_nodes=dag_nodes)
     if as_json:
         print_json(rows)
         return

@@ -244,6 +244,13 @@ def runs(db: Database | Session, name: str, *, state: str | None = None, limit: 
     return db.many("dag_runs", name=name, tenant=tenant, state=state, limit=limit)
 
 
+def run_page(db: Database | Session, tenant: str, *, dag: str | None = None, state: str | None = None,
+             before: int | None = None, limit: int = 50) -> list[Row]:
+    """Up to ``limit`` runs of ``tenant``'s DAGs, newest first, below id ``before``: of DAG
+    ``dag``, in ``state``, each filter optional."""
+    return db.many("api_dag_run_list", tenant=tenant, dag=dag, state=state, before=before, limit=limit)
+
+
 def run(db: Database | Session, run_id: int, tenant: str = "default") -> tuple[Row, list[Row]]:
     """A run and its nodes (file order; a node a worker is running shows ``running``).
     Raises NotFound."""

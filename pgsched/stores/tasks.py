@@ -121,6 +121,29 @@ def get(db: Database | Session, name: str, tenant: str = "default") -> Row:
     return row
 
 
+def list_tasks(db: Database | Session, tenant: str, *, search: str | None = None, limit: int = 500,
+               dag_nodes: bool = False) -> list[Row]:
+    """Live tasks of ``tenant`` by name (those whose name contains ``search``); the tasks of
+    DAG nodes (``DAG.NODE``) only with ``dag_nodes`` (a DAG's own task is always listed)."""
+    return db.many("task_list", tenant=tenant, search=search, limit=limit, dag_nodes=dag_nodes)
+
+
+def page(db: Database | Session, tenant: str, *, name: str | None = None, tag: str | None = None,
+         state: str | None = None, queue: str | None = None, after: str | None = None,
+         limit: int = 50) -> list[Row]:
+    """Up to ``limit`` live tasks of ``tenant`` by name, after the name ``after``: whose name
+    contains ``name``, with tag ``tag``, ``state`` ``active`` or ``paused``, on ``queue``,
+    each filter optional. DAG nodes' tasks are left out, as in :func:`list_tasks`."""
+    return db.many("api_task_list", tenant=tenant, name=name, tag=tag, state=state, queue=queue, after=after,
+                   limit=limit)
+
+
+def choices(db: Database | Session, tenant: str) -> tuple[list[str], list[str]]:
+    """The queues and the tags ``tenant``'s live tasks use, sorted (the task filters' options)."""
+    row = db.one("page_task_choices", tenant=tenant) or {}
+    return list(row.get("queues") or []), list(row.get("tags") or [])
+
+
 def pause(db: Database, name: str, tenant: str = "default") -> None:
     """Stop the task's schedule (pgsched.pause_v1). Raises NotFound."""
     db.one("task_pause", name=name, tenant=tenant)

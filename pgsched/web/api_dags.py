@@ -18,8 +18,8 @@ def dag_run_list(request: Request) -> Response:
     who = require(request, "viewer")
     limit = int_arg(request, "limit", 50, 1, 1000)
     assert limit is not None
-    rows = database(request).many(
-        "api_dag_run_list", tenant=who.tenant, dag=text_arg(request, "dag"),
+    rows = dagruns.run_page(
+        database(request), who.tenant, dag=text_arg(request, "dag"),
         state=choice_arg(request, "state", RUN_STATES), before=int_arg(request, "cursor", None, 1, MAX_ID),
         limit=limit + 1)
     return page(rows, limit, "id")

@@ -12,7 +12,7 @@ from starlette.routing import Route
 
 from .. import taskspec
 from ..errors import ValidationError
-from ..stores import tasks
+from ..stores import executions, tasks
 from .access import database, require
 from .api import (
     PREFIX,
@@ -64,8 +64,8 @@ def task_list(request: Request) -> Response:
     who = require(request, "viewer")
     limit = int_arg(request, "limit", 50, 1, 1000)
     assert limit is not None
-    rows = database(request).many(
-        "api_task_list", tenant=who.tenant, name=text_arg(request, "name"), tag=text_arg(request, "tag"),
+    rows = tasks.page(
+        database(request), who.tenant, name=text_arg(request, "name"), tag=text_arg(request, "tag"),
         state=choice_arg(request, "state", ("active", "paused")), queue=text_arg(request, "queue"),
         after=text_arg(request, "cursor"), limit=limit + 1)
     return page(rows, limit, "name")
@@ -139,9 +139,8 @@ def task_executions(request: Request) -> Response:
     tasks.get(db, _name(request), who.tenant)  # 404 for a task that is not there
     limit = int_arg(request, "limit", 50, 1, 1000)
     assert limit is not None
-    rows = db.many("api_execution_list", tenant=who.tenant, task=_name(request), state=None, worker=None,
-                   before=int_arg(request, "cursor", None, 1, 2**63 - 1), limit=limit + 1,
-                   **{"from": None, "to": None})
+    rows = executions.page(db, who.tenant, task=_name(request),
+                           before=int_arg(request, "cursor", None, 1, 2**63 - 1), limit=limit + 1)
     return page(rows, limit, "id")
 
 

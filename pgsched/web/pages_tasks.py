@@ -36,12 +36,11 @@ def _list(request: Request, *, error: str | None = None, draft: dict[str, str] |
     who = require(request, "viewer")
     db = database(request)
     filters = _filters(request)
-    rows = db.many("api_task_list", tenant=who.tenant, after=text_arg(request, "after"), limit=PAGE_SIZE + 1,
-                   **filters)
-    choices = db.one("page_task_choices", tenant=who.tenant) or {}
+    rows = tasks.page(db, who.tenant, after=text_arg(request, "after"), limit=PAGE_SIZE + 1, **filters)
+    queues, tags = tasks.choices(db, who.tenant)
     return render(request, "web/tasks.html", {
         "page": keyset(request, rows, PAGE_SIZE, "name", "after"), "filters": filters,
-        "queues": choices.get("queues") or [], "tags": choices.get("tags") or [],
+        "queues": queues, "tags": tags,
         "notice": notice(request), "error": error, "draft": draft or {}, "kinds": SCHEDULE_KINDS,
     }, status_code=status_code)
 
