@@ -53,6 +53,7 @@ from .db import Database, Row, Session, connect
 from .deadline import Deadline
 from .errors import PgschedError, TransientError
 from .schedule import Schedule
+from .taskspec import schedule_of as _schedule
 
 log = logging.getLogger(__name__)
 
@@ -102,10 +103,6 @@ class SchedulerConfig:
     parallel: int = 4
     observe_interval: float = 60.0
     name: str | None = None
-
-
-def _schedule(row: dict) -> Schedule:
-    return Schedule(row["schedule_kind"], row["schedule_expr"], row["timezone"], row["schedule_anchor"])
 
 
 def _plan(row: dict, compute: Callable[[Schedule], datetime | None]) -> tuple[datetime | None, str | None]:
