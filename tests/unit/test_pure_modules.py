@@ -9,8 +9,12 @@ import sys
 
 import pytest
 
-PURE = ["pgsched", "pgsched.taskspec", "pgsched.schedule", "pgsched.cron", "pgsched.retry", "pgsched.dag",
-        "pgsched.crontab", "pgsched.jsontext", "pgsched.errors"]
+PURE = ["pgsched", "pgsched.taskspec", "pgsched.schedule", "pgsched.retry", "pgsched.crontab", "pgsched.jsontext",
+        "pgsched.errors", "pgsched.lifecycle", "pgsched.roles",
+        "pgsched.cron", "pgsched.cron.fields", "pgsched.cron.days", "pgsched.cron.dst", "pgsched.cron.fires",
+        "pgsched.cron.walk", "pgsched.cron.expression",
+        "pgsched.dag", "pgsched.dag.definition", "pgsched.dag.loading", "pgsched.dag.validation",
+        "pgsched.dag.graph", "pgsched.dag.rules"]
 FORBIDDEN = ("psycopg", "psycopg_pool", "starlette", "jinja2", "click")
 
 
