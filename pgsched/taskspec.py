@@ -188,7 +188,8 @@ UPDATABLE = frozenset(f for f in TaskSpec.__dataclass_fields__
                       if f not in ("name", "tenant", "run_as_user", "source", "enabled"))
 # the fields whose change re-plans the next fire, and the field each handler kind needs
 SCHEDULE_FIELDS = ("schedule_kind", "schedule", "timezone")
-HANDLER_FIELDS = {"shell": "command", "argv": "argv", "python": "python_target"}
+HANDLER_FIELDS = {HandlerKind.SHELL.value: "command", HandlerKind.ARGV.value: "argv",
+                  HandlerKind.PYTHON.value: "python_target"}
 
 
 def spec_of(row: Mapping[str, Any]) -> TaskSpec:
@@ -215,13 +216,13 @@ def schedule_problem(row: Mapping[str, Any]) -> str | None:
 
 def fix_hint(row: Mapping[str, Any]) -> str:
     """How an operator fixes a task paused by the scheduler (one sentence, for every face)."""
-    if row["handler_kind"] == "dag" or (row["source"] or "").startswith("dag:"):
+    if row["handler_kind"] == HandlerKind.DAG or (row["source"] or "").startswith("dag:"):
         dag = row["source"][4:] if (row["source"] or "").startswith("dag:") else row["name"]
         return f"fix the schedule in DAG {dag!r}'s file and apply it (pgsched dag apply FILE)"
     what = ("--tz ZONE (e.g. --tz Europe/Berlin)" if _bad_zone(row["timezone"])
             else "--cron EXPR, --every INTERVAL or --at INSTANT")
     return (f"give it a schedule that works: pgsched task update {row['name']} {what}, or PATCH "
-            f"/api/v1/tasks/{row['name']}" + ("" if row["enabled"] or row["paused_by"] != "scheduler"
+            f"/api/v1/tasks/{row['name']}" + ("" if row["enabled"] or row["paused_by"] != PausedBy.SCHEDULER
                                               else "; that resumes it"))
 
 
@@ -237,7 +238,7 @@ def not_a_dag_part(row: Mapping[str, Any], done: str, command: str) -> None:
     """Raise ValidationError when the task belongs to a DAG (its schedule task, or a
     node's): those change with the DAG (``pgsched dag apply`` / ``dag delete``)."""
     owner = row["source"][4:] if (row["source"] or "").startswith("dag:") else None
-    if row["handler_kind"] == "dag" or owner:
+    if row["handler_kind"] == HandlerKind.DAG or owner:
         dag = owner or row["name"]
         raise ValidationError("name", row["name"], f"belongs to DAG {dag!r}: it is {done} with the DAG "
                               f"(pgsched dag {command}{' FILE' if command == 'apply' else ' ' + dag})")

@@ -22,6 +22,7 @@ from ..taskspec import (
     SCHEDULE_FIELDS,
     UPDATABLE,
     Enqueued,
+    PausedBy,
     TaskSpec,
     not_a_dag_part,
     spec_of,
@@ -101,7 +102,7 @@ def update(db: Database, name: str, changes: dict[str, Any], *, tenant: str = "d
             setattr(spec, key, value)
         schedule = spec.validate()
         replanned = any(getattr(spec, f) != getattr(spec_of(row), f) for f in SCHEDULE_FIELDS)
-        if replanned and row["paused_by"] == "scheduler":
+        if replanned and row["paused_by"] == PausedBy.SCHEDULER:
             spec.enabled = True  # the fix of a schedule the scheduler could not compute resumes it
         values = insert_values(spec, schedule, now or tx.now(), row["last_fire_at"])
         if not replanned:
