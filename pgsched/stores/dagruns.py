@@ -60,9 +60,9 @@ def _schedule_row(dag: Dag, now: datetime, enabled: bool, fired_through: datetim
     """The schedule columns of a DAG's task, planned from the database's ``now`` and never
     at or before ``fired_through`` (its task's ``last_fire_at``)."""
     s = dag.schedule
-    planned = s.anchored_at(now)
-    return dict(schedule_kind=s.kind, schedule_expr=s.expr, timezone=s.tz, schedule_anchor=planned.anchor,
-                next_fire_at=planned.first_fire(now, fired_through) if enabled or s.kind == "once" else None)
+    plan = s.plan(now, fired_through, enabled=enabled)
+    return dict(schedule_kind=s.kind, schedule_expr=s.expr, timezone=s.tz, schedule_anchor=plan.anchor,
+                next_fire_at=plan.next_fire_at)
 
 
 def apply(db: Database, dag: Dag, *, tenant: str = "default", source: str | None = None,

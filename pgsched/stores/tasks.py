@@ -35,13 +35,10 @@ def insert_values(spec: TaskSpec, schedule: Schedule, now: datetime,
     (the database's clock) and never at or before ``fired_through`` (the stored
     task's ``last_fire_at``, when it is re-planned)."""
     values = asdict(spec)
-    planned = schedule.anchored_at(now)
+    plan = schedule.plan(now, fired_through, enabled=spec.enabled)
     values.update(
-        schedule_kind=schedule.kind, schedule_expr=schedule.expr, schedule_anchor=planned.anchor,
-        params=Jsonb(spec.params), env=Jsonb(spec.env),
-        # a paused task is planned when it resumes (from then: missed fires are skipped),
-        # but a one-shot's plan is its instant whatever the time: kept through the pause
-        next_fire_at=planned.first_fire(now, fired_through) if spec.enabled or schedule.kind == "once" else None,
+        schedule_kind=schedule.kind, schedule_expr=schedule.expr, schedule_anchor=plan.anchor,
+        params=Jsonb(spec.params), env=Jsonb(spec.env), next_fire_at=plan.next_fire_at,
     )
     del values["schedule"]
     return values
