@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from .db import Database, Row, Session
 from .errors import ValidationError
-from .tasks import get as get_task
+from .stores.tasks import get as get_task
 
 log = logging.getLogger(__name__)
 

@@ -27,10 +27,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import alerts, migrate, tasks
+from . import alerts, migrate
 from .db import Database
 from .errors import ValidationError
-from .tasks import TaskSpec
+from .stores import tasks
+from .taskspec import TaskSpec
 
 REGISTERED = "__pgsched_task__"
 
@@ -158,7 +159,7 @@ class App:
         zone or target differs from its declaration is logged as a warning (change it with
         ``pgsched task update``). Declared DAGs are applied (``pgsched dag apply``: created
         or updated to match); those created are returned as ``DAG name``."""
-        from . import dagruns
+        from .stores import dagruns
 
         created = []
         for parsed in self.dags.values():

@@ -17,14 +17,15 @@ from typing import Any
 
 import click
 
-from . import dag, dagruns, migrate, tasks
+from . import dag, migrate
 from .app import resolve
 from .clock import ServerClock
 from .db import Database, Row
 from .resources import resource_dir
 from .runner import Outcome, command_result
 from .schedule import parse_interval
-from .tasks import TaskSpec
+from .stores import dagruns, tasks
+from .taskspec import TaskSpec
 
 _MARK = {"succeeded": "ok  ", "failed": "FAIL", "timed_out": "TIME", "cancelled": "STOP"}
 

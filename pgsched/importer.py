@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import tasks
 from .crontab import DEFAULT_ENV, CrontabEntry, parse_crontab
 from .db import Database
 from .errors import PgschedError
-from .tasks import TaskSpec
+from .stores import tasks
+from .taskspec import TaskSpec
 
 
 @dataclass

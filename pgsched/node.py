@@ -89,7 +89,7 @@ class SchedulerSettings:
 
 @dataclass(frozen=True)
 class WorkerSettings:
-    """``pgsched worker``: ``queues`` served (names as ``tasks.check_name`` allows);
+    """``pgsched worker``: ``queues`` served (names as ``taskspec.check_name`` allows);
     ``concurrency`` slots (1-1024); ``poll_interval`` (0.05-3600 s), ``heartbeat_interval``
     (0.5-3600 s), ``kill_grace`` (0-3600 s), ``shutdown_timeout`` (0-86,400 s) and
     ``statement_deadline`` (0-3600 s; 0: none) as the options say; ``max_output_lines``
@@ -111,7 +111,7 @@ class WorkerSettings:
     statement_deadline: float = 30.0
 
     def validate(self) -> None:
-        from .tasks import check_name
+        from .taskspec import check_name
 
         if not self.queues:
             raise ValidationError("queues", self.queues, "must name at least one queue")

@@ -10,8 +10,19 @@ delay is capped at ``cap``. Seconds throughout.
 from __future__ import annotations
 
 import random
+from enum import StrEnum
 
-POLICIES = ("fixed", "linear", "exponential", "exponential_jitter")
+
+class RetryPolicy(StrEnum):
+    """How the delay grows from attempt to attempt (``task.retry_policy``): see above."""
+
+    FIXED = "fixed"
+    LINEAR = "linear"
+    EXPONENTIAL = "exponential"
+    EXPONENTIAL_JITTER = "exponential_jitter"
+
+
+POLICIES = tuple(p.value for p in RetryPolicy)
 
 
 def backoff_seconds(policy: str, attempt: int, base: float, cap: float,

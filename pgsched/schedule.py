@@ -20,6 +20,7 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from enum import StrEnum
 from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -27,7 +28,17 @@ from . import cron
 from .errors import ValidationError
 
 UTC = timezone.utc
-KINDS = ("cron", "interval", "once", "none")
+class ScheduleKind(StrEnum):
+    """When a task fires (``task.schedule_kind``): see the module docstring; ``none``: only
+    when triggered."""
+
+    CRON = "cron"
+    INTERVAL = "interval"
+    ONCE = "once"
+    NONE = "none"
+
+
+KINDS = tuple(k.value for k in ScheduleKind)
 _INTERVAL_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MIN_INTERVAL = 1.0  # seconds; the scheduler's resolution
@@ -114,6 +125,14 @@ class Span(NamedTuple):
     next: datetime | None
 
 
+class Plan(NamedTuple):
+    """What :meth:`Schedule.plan` gives a task: ``anchor`` (UTC, interval schedules only)
+    and ``next_fire_at`` (UTC; None: nothing planned)."""
+
+    anchor: datetime | None
+    next_fire_at: datetime | None
+
+
 @dataclass(frozen=True)
 class Schedule:
     """A parsed schedule. ``kind`` is one of :data:`KINDS`; ``expr`` the stored text;
@@ -142,6 +161,24 @@ class Schedule:
             return cls(kind, expr.strip(), tz, anchor)
         parse_once(expr, tz)
         return cls(kind, expr.strip(), tz)
+
+    def anchored_at(self, now: datetime) -> "Schedule":
+        """This schedule as planned at ``now`` (aware; the database's clock): an interval
+        is anchored at ``now`` in whole seconds, so its fires are ``anchor + k *
+        interval``; the other kinds have no anchor."""
+        anchor = now.replace(microsecond=0) if self.kind == "interval" else None
+        return Schedule(self.kind, self.expr, self.tz, anchor)
+
+    def plan(self, now: datetime, fired_through: datetime | None = None, *, enabled: bool = True) -> Plan:
+        """What a task with this schedule stores when it is planned (created, updated, its
+        DAG applied) at the database's ``now``: the anchor (:meth:`anchored_at`) and the
+        first fire (:meth:`first_fire`, never at or before ``fired_through``). A paused
+        task (not ``enabled``) has no next fire: it is planned when it resumes, from then,
+        so missed fires are skipped; but a one-shot's plan is its instant whatever the
+        time, kept through the pause."""
+        planned = self.anchored_at(now)
+        fire = planned.first_fire(now, fired_through) if enabled or self.kind == "once" else None
+        return Plan(planned.anchor, fire)
 
     def next_after(self, after: datetime) -> datetime | None:
         """The first fire time strictly after ``after`` (aware), in UTC; None if the

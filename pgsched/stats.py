@@ -23,11 +23,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .db import Database, Session
+from .lifecycle import ExecutionState
 from .schedule import zone
-from .tasks import get as get_task
-from .tasks import schedule_of
+from .stores.tasks import get as get_task
+from .taskspec import schedule_of
 
-FAILED = ("failed", "timed_out", "dead")
+FAILED = tuple(s.value for s in (ExecutionState.FAILED, ExecutionState.TIMED_OUT, ExecutionState.DEAD))
 
 
 @dataclass

@@ -61,9 +61,10 @@ import psycopg
 from psycopg.rows import dict_row
 
 from pgsched import migrate as migrations
-from pgsched import queries, tasks
+from pgsched import queries
 from pgsched.claims import TaskDefinitions
 from pgsched.db import Database, Session
+from pgsched.stores import tasks
 
 SYSTEM = "pgsched"
 BenchFailed = common.BenchFailed

@@ -8,8 +8,10 @@ from typing import Any
 import click
 
 from .. import dag as dag_module
-from .. import dagruns, tasks
+from .. import taskspec
 from ..errors import PgschedError
+from ..lifecycle import RUN_FINAL_STATES, RUN_OPEN_STATES
+from ..stores import dagruns
 from .output import fmt, parse_json_object, print_fields, print_json, table
 from .root import Context, main, pass_ctx
 
@@ -122,11 +124,11 @@ def dag_show(c: Context, name: str, as_json: bool) -> None:
                   "schedule": _schedule(row["schedule_kind"], row["schedule_expr"], row["timezone"]),
                   "next_fire_at": row["next_fire_at"], "failure_policy": row["failure_policy"],
                   "version": row["version"], "source": row["source"], "updated_at": row["updated_at"]})
-    problem = tasks.schedule_problem(row) if row["schedule_kind"] != "none" else None
+    problem = taskspec.schedule_problem(row) if row["schedule_kind"] != "none" else None
     if problem:
         click.echo(f"  next fires cannot be computed: {problem}")
     elif row["enabled"] and row["schedule_kind"] != "none":
-        upcoming = tasks.schedule_of(row).upcoming(db.now(), 3)
+        upcoming = taskspec.schedule_of(row).upcoming(db.now(), 3)
         for t in upcoming:
             click.echo(f"  next {fmt(t)}   {t.astimezone(zoneinfo.ZoneInfo(row['timezone'])).isoformat()}")
     click.echo(f"nodes ({len(nodes)}):")
@@ -159,7 +161,7 @@ def dag_trigger(c: Context, name: str, params: str | None, as_json: bool) -> Non
 
 @dag.command("runs")
 @click.argument("name")
-@click.option("--state", type=click.Choice(dagruns.RUN_OPEN_STATES + dagruns.RUN_FINAL_STATES))
+@click.option("--state", type=click.Choice(RUN_OPEN_STATES + RUN_FINAL_STATES))
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx

@@ -9,6 +9,8 @@ import click
 
 from ..errors import PgschedError, ValidationError
 from ..schedule import parse_interval
+from ..stores import dlq as dlq_store
+from ..stores import executions
 from .executions import execution, execution_show
 from .output import print_json, table
 from .root import Context, main, pass_ctx
@@ -27,7 +29,7 @@ def dlq() -> None:
 @pass_ctx
 def dlq_list(c: Context, task_name: str | None, limit: int, as_json: bool) -> None:
     """Dead executions, newest first."""
-    rows = c.db().many("dlq_list", tenant=c.tenant, task=task_name, limit=limit)
+    rows = dlq_store.recent(c.db(), c.tenant, task=task_name, limit=limit)
     if as_json:
         print_json(rows)
         return
@@ -53,18 +55,17 @@ def dlq_retry(c: Context, execution_id: int | None, retry_all: bool, task_name: 
         raise PgschedError("dlq retry: --task goes with --all")
     db = c.db()
     if retry_all:
-        row = db.one("dlq_retry_all", task=task_name, tenant=c.tenant)
-        assert row is not None
+        retried = dlq_store.retry_all(db, c.tenant, task_name)
         if as_json:
-            print_json({"retried": row["retried"]})
+            print_json({"retried": retried})
         else:
-            click.echo(f"retried {row['retried']} dead execution(s)" + (f" of {task_name}" if task_name else ""))
+            click.echo(f"retried {retried} dead execution(s)" + (f" of {task_name}" if task_name else ""))
         return
-    row = db.one("dlq_retry", id=execution_id, tenant=c.tenant)
-    assert row is not None
-    state = db.one("execution_get", id=execution_id, tenant=c.tenant)
+    assert execution_id is not None
+    dlq_store.retry(db, execution_id, c.tenant)
+    state = executions.find(db, execution_id, c.tenant)
     if as_json:
-        print_json({"id": row["id"], "state": state["state"] if state else None})
+        print_json({"id": execution_id, "state": state["state"] if state else None})
     elif state is not None and state["state"] == "skipped":
         click.echo(f"execution {execution_id} skipped: {state['error']}")
     else:
@@ -92,12 +93,11 @@ def dlq_purge(c: Context, older_than: str | None, purge_all: bool, as_json: bool
         # user who typed "--older-than 7" meant, and nothing deleted comes back
         raise ValidationError("older_than", older_than, "needs a unit: 30s, 15m, 12h or 7d")
     seconds = 0.0 if no_filter else parse_interval(older_than or "", "older_than")
-    row = c.db().one("dlq_purge", seconds=seconds, tenant=c.tenant)
-    assert row is not None
+    purged = dlq_store.purge(c.db(), c.tenant, seconds)
     if as_json:
-        print_json({"purged": row["purged"]})
+        print_json({"purged": purged})
     else:
-        click.echo(f"purged {row['purged']} dead execution(s)")
+        click.echo(f"purged {purged} dead execution(s)")
 
 
 @execution.command("cancel")
@@ -111,17 +111,15 @@ def execution_cancel(c: Context, execution_id: int, wait: float, as_json: bool) 
     stopped by the worker holding it (its process group killed; a Python task interrupted)
     and recorded 'cancelled'. An execution that already ended is left as it is."""
     db = c.db()
-    row = db.one("execution_cancel", id=execution_id, tenant=c.tenant)
-    assert row is not None
-    outcome = row["outcome"]
+    outcome = executions.cancel(db, execution_id, c.tenant)
     deadline = time.monotonic() + wait
     while outcome == "cancelling" and time.monotonic() < deadline:
         time.sleep(0.1)
-        current = db.one("execution_get", id=execution_id, tenant=c.tenant)
+        current = executions.find(db, execution_id, c.tenant)
         if current is not None and current["finished_at"] is not None:
             outcome = current["state"]
     if outcome == "finished":
-        current = db.one("execution_get", id=execution_id, tenant=c.tenant)
+        current = executions.find(db, execution_id, c.tenant)
         outcome = f"already {current['state'] if current else 'gone'}"
     if as_json:
         print_json({"id": execution_id, "state": outcome})

@@ -7,8 +7,10 @@ import time
 
 import click
 
-from ..errors import PgschedError
-from .output import fmt, json_default, print_fields, print_json, table
+from ..jsontext import json_default
+from ..lifecycle import ExecutionState
+from ..stores import executions
+from .output import fmt, print_fields, print_json, table
 from .root import Context, main, pass_ctx
 
 # --- executions ------------------------------------------------------------------------
@@ -17,17 +19,21 @@ from .root import Context, main, pass_ctx
 def execution() -> None:
     """List, inspect and cancel executions; read their logs."""
 
+# the states ``execution list --state`` offers
+LISTED_STATES = [s.value for s in (ExecutionState.PENDING, ExecutionState.RUNNING, ExecutionState.SUCCEEDED,
+                                   ExecutionState.DEAD, ExecutionState.CANCELLED, ExecutionState.SKIPPED)]
+
 
 @execution.command("list")
 @click.option("--task", "task_name", help="Only this task's executions.")
-@click.option("--state", type=click.Choice(["pending", "running", "succeeded", "dead", "cancelled", "skipped"]),
+@click.option("--state", type=click.Choice(LISTED_STATES),
               help="Only executions in this state (dead: failed for good, the dead-letter queue).")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def execution_list(c: Context, task_name: str | None, state: str | None, limit: int, as_json: bool) -> None:
     """Executions, newest first."""
-    rows = c.db().many("execution_list", tenant=c.tenant, task=task_name, state=state, limit=limit)
+    rows = executions.recent(c.db(), c.tenant, task=task_name, state=state, limit=limit)
     if as_json:
         print_json(rows)
         return
@@ -41,10 +47,8 @@ def execution_list(c: Context, task_name: str | None, state: str | None, limit: 
 def execution_show(c: Context, execution_id: int, as_json: bool) -> None:
     """One execution with its attempts."""
     db = c.db()
-    row = db.one("execution_get", id=execution_id, tenant=c.tenant)
-    if row is None:
-        raise PgschedError(f"execution: no execution {execution_id} in tenant {c.tenant!r}")
-    attempts = db.many("execution_attempts", id=execution_id)
+    row = executions.get(db, execution_id, c.tenant)
+    attempts = executions.attempts(db, execution_id)
     if as_json:
         print_json({**row, "attempts": attempts})
         return
@@ -66,16 +70,14 @@ LOG_BATCH = 1000  # log lines read at a time
 def execution_logs(c: Context, execution_id: int, follow: bool, as_json: bool) -> None:
     """Captured stdout/stderr of an execution, with times."""
     db = c.db()
-    if db.one("execution_get", id=execution_id, tenant=c.tenant) is None:
-        raise PgschedError(f"execution: no execution {execution_id} in tenant {c.tenant!r}")
+    executions.get(db, execution_id, c.tenant)
     after = (0, 0)
     while True:
         # The state is read before the lines: a line flushed in between is printed on the
         # next pass, never lost.
-        current = db.one("execution_get", id=execution_id, tenant=c.tenant)
+        current = executions.find(db, execution_id, c.tenant)
         while True:  # a batch at a time: a log of millions of lines is never held whole
-            lines = db.many("execution_log_page", id=execution_id, after_attempt=after[0], after_seq=after[1],
-                            limit=LOG_BATCH)
+            lines = executions.log_page(db, execution_id, after, LOG_BATCH)
             for line in lines:
                 after = (line["attempt"], line["seq"])
                 if as_json:

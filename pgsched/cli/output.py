@@ -11,13 +11,8 @@ from typing import Any
 import click
 
 from ..errors import ValidationError
+from ..jsontext import json_default
 from ..schedule import parse_interval, parse_once
-
-
-def json_default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return str(value)
 
 
 def print_json(data: Any) -> None:

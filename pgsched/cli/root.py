@@ -123,7 +123,7 @@ def main(ctx: click.Context, dsn: str | None, tenant: str, log_level: str, log_f
     setup_logging(log_level, log_format)
     ctx.meta["pgsched.logs"] = {"level": log_level, "format": log_format}
     if ctx.invoked_subcommand is not None and not ctx.resilient_parsing:
-        from ..tasks import check_name
+        from ..taskspec import check_name
 
         check_name("tenant", tenant)  # a mistyped tenant is an error, not an empty listing
     ctx.obj = Context(dsn or None, tenant)  # PGSCHED_DSN= (empty) means unset

@@ -12,10 +12,12 @@ from typing import Any
 
 import click
 
-from .. import alerts, importer, tasks
+from .. import alerts, importer, taskspec
 from ..errors import PgschedError, ValidationError
+from ..retry import POLICIES
 from ..schedule import Schedule
-from ..tasks import TaskSpec
+from ..stores import tasks
+from ..taskspec import MISFIRE_POLICIES, TaskSpec
 from .output import fmt, pairs, parse_json_object, parse_when, print_fields, print_json, table
 from .root import Context, main, pass_ctx
 
@@ -48,7 +50,7 @@ def _definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable
         click.option("--stdin", help="Text given to the command on standard input."),
         click.option("--timeout", type=float, help="Seconds an attempt may run (default: no limit)."),
         click.option("--max-attempts", type=int, **default(1)),
-        click.option("--retry-policy", type=click.Choice(["fixed", "linear", "exponential", "exponential_jitter"]),
+        click.option("--retry-policy", type=click.Choice(list(POLICIES)),
                      **default("exponential")),
         click.option("--retry-base", type=float, **default(10.0), help="Base retry delay (seconds)."),
         click.option("--retry-max", type=float, **default(3600.0), help="Longest retry delay (seconds)."),
@@ -57,7 +59,7 @@ def _definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable
         click.option("--description"),
         click.option("--tags", help="Comma list of tags to find the task by (e.g. etl,nightly)"
                      + ("." if create else "; replaces the task's tags ('' removes them).")),
-        click.option("--misfire", "misfire_policy", type=click.Choice(["skip", "once", "all"]), **default("once"),
+        click.option("--misfire", "misfire_policy", type=click.Choice(list(MISFIRE_POLICIES)), **default("once"),
                      help="Fires missed while no scheduler ran: skip them, run once, or run all (capped)."),
         click.option("--no-retry-exit-codes", help="Comma list of exit codes that are not retried (e.g. 2,64)."),
         click.option("--no-retry-exceptions",
@@ -220,7 +222,7 @@ def task_update(c: Context, name: str, as_json: bool, **options: Any) -> None:
 @pass_ctx
 def task_list(c: Context, search: str | None, dag_nodes: bool, limit: int, as_json: bool) -> None:
     """List tasks with their schedule and next fire time (UTC)."""
-    rows = c.db().many("task_list", tenant=c.tenant, search=search, limit=limit, dag_nodes=dag_nodes)
+    rows = tasks.list_tasks(c.db(), c.tenant, search=search, limit=limit, dag_nodes=dag_nodes)
     if as_json:
         print_json(rows)
         return
@@ -234,7 +236,7 @@ def task_list(c: Context, search: str | None, dag_nodes: bool, limit: int, as_js
     for r in rows:
         if r["paused_by"] == "scheduler":
             click.echo(f"warning: {r['name']}: {r['pause_reason']} (since {fmt(r['paused_at'])}); "
-                       f"{tasks.fix_hint(r)}")
+                       f"{taskspec.fix_hint(r)}")
 
 
 @task.command("show")
@@ -245,11 +247,11 @@ def task_show(c: Context, name: str, as_json: bool) -> None:
     """Show one task's definition and its next 5 fire times; for a paused task, why (and,
     when the scheduler paused it, how to fix it)."""
     row = tasks.get(c.db(), name, c.tenant)
-    sched = tasks.schedule_of(row)
-    problem = tasks.schedule_problem(row)
+    sched = taskspec.schedule_of(row)
+    problem = taskspec.schedule_problem(row)
     upcoming = sched.upcoming(c.db().now(), 5) if row["enabled"] and not problem else []
     hooks = {k: v for k, v in vars(alerts.alerting_of(c.db(), name, c.tenant)).items() if v is not None}
-    fix = tasks.fix_hint(row) if row["paused_by"] == "scheduler" or problem else None
+    fix = taskspec.fix_hint(row) if row["paused_by"] == "scheduler" or problem else None
     if as_json:
         print_json({**row, "upcoming": upcoming, "alerting": hooks, "schedule_problem": problem, "fix": fix})
         return

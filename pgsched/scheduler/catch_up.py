@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from ..errors import PgschedError
 from ..schedule import Schedule
+from ..taskspec import schedule_of
 
 
 @dataclass(frozen=True)
@@ -64,12 +65,6 @@ def catch_up(schedule: Schedule, policy: str, due_at: datetime, now: datetime, m
     else:
         run = [latest]
     return CatchUp(run, span.next, due - len(run), latest)
-
-
-def schedule_of(row: Mapping[str, Any]) -> Schedule:
-    """The schedule of a task row (``schedule_kind``, ``schedule_expr``, ``timezone``,
-    ``schedule_anchor``)."""
-    return Schedule(row["schedule_kind"], row["schedule_expr"], row["timezone"], row["schedule_anchor"])
 
 
 def plan(row: Mapping[str, Any], compute: Callable[[Schedule], datetime | None]) -> tuple[datetime | None, str | None]:

@@ -16,7 +16,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from ..cli.output import json_default
+from ..jsontext import json_default
 from .access import body
 from .errors import ApiError
 

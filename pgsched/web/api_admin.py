@@ -13,9 +13,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .. import stats
-from ..db import Database
 from ..errors import NotFound
 from ..scheduler import LEADER_LOCK_KEY
+from ..stores import dlq
 from .access import database, require
 from .api import PREFIX, bounded_int, id_param, int_arg, json_object, only_fields, reply, text_arg
 from .credentials import check_role, create_token, list_tokens, revoke_token
@@ -39,7 +39,8 @@ def metrics_summary(request: Request) -> Response:
 def dlq_list(request: Request) -> Response:
     who = require(request, "viewer")
     limit = int_arg(request, "limit", 50, 1, 1000)
-    rows = database(request).many("dlq_list", tenant=who.tenant, task=text_arg(request, "task"), limit=limit)
+    assert limit is not None
+    rows = dlq.recent(database(request), who.tenant, task=text_arg(request, "task"), limit=limit)
     return reply({"items": rows})
 
 
@@ -57,50 +58,23 @@ def dlq_retry_all(request: Request) -> Response:
     if task is not None and (not isinstance(task, str) or len(task) > 200 or "\x00" in task):
         raise ApiError(422, f"task: {task!r} must be a task name", field="task")
     try:
-        return reply({"retried": retry_all_confirmed(database(request), who.tenant, task, expected)})
-    except CountChanged as exc:
+        return reply({"retried": dlq.retry_all_confirmed(database(request), who.tenant, task, expected)})
+    except dlq.CountChanged as exc:
         raise ApiError(409, f"expected_count: {expected} does not match the {exc.dead} dead executions "
                        "now in the dead-letter queue; look again and confirm", field="expected_count") from None
-
-
-class CountChanged(Exception):
-    """The dead-letter queue does not hold the number of executions confirmed; ``dead`` is
-    how many it holds now. Nothing was retried."""
-
-    def __init__(self, dead: int):
-        super().__init__(f"{dead} dead executions now")
-        self.dead = dead
-
-
-def retry_all_confirmed(db: Database, tenant: str, task: str | None, expected: int) -> int:
-    """Retry every dead execution of ``tenant`` (of task ``task``) in one transaction, only
-    if there are exactly ``expected`` of them; return how many were retried. Raises
-    CountChanged otherwise (rolled back: nothing retried).
-
-    The count locks the rows it counts, but a row that dies between the count and the
-    retry is not among them and the retry (a statement of its own, with its own snapshot)
-    would take it too: the retried number is checked as well."""
-    with db.transaction() as tx:
-        dead = (tx.one("api_dlq_count", tenant=tenant, task=task) or {"dead": 0})["dead"]
-        if dead == expected:
-            retried = (tx.one("dlq_retry_all", task=task, tenant=tenant) or {"retried": 0})["retried"]
-            if retried == expected:
-                return int(retried)
-            dead = retried
-        raise CountChanged(dead)
 
 
 def dlq_retry(request: Request) -> Response:
     who = require(request, "operator")
     execution_id = id_param(request)
-    database(request).one("dlq_retry", id=execution_id, tenant=who.tenant)
+    dlq.retry(database(request), execution_id, who.tenant)
     return reply({"id": execution_id, "outcome": "requeued"}, 202)
 
 
 def dlq_delete(request: Request) -> Response:
     who = require(request, "operator")
     execution_id = id_param(request)
-    if database(request).one("api_dlq_delete", id=execution_id, tenant=who.tenant) is None:
+    if not dlq.delete(database(request), execution_id, who.tenant):
         raise NotFound(f"execution: {execution_id} is not in the dead-letter queue of tenant {who.tenant!r}")
     return reply({"id": execution_id, "deleted": True})
 

@@ -14,27 +14,21 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from .. import tasks
-from ..cli.output import json_default
 from ..db import Database, Row
-from ..errors import NotFound
+from ..errors import ValidationError
+from ..jsontext import json_default
+from ..lifecycle import LIVE_STATES, ExecutionState
+from ..stores import executions
 from .access import database, require
 from .api import MAX_ID, PREFIX, choice_arg, id_param, int_arg, page, reply, text_arg, time_arg
 from .errors import ApiError
 
-STATES = ("pending", "running", "succeeded", "failed", "timed_out", "cancelled", "skipped", "dead")
-LIVE = ("pending", "running")
+STATES = tuple(s.value for s in ExecutionState)
+LIVE = LIVE_STATES
 LOG_POLL_SECONDS = 0.5    # how often a followed log looks for new lines
 LOG_KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies from closing the stream
 LOG_MAX_SECONDS = 6 * 3600.0  # a stream ends after this long; the client reconnects with Last-Event-ID
 LOG_BATCH = 1000  # log lines read at a time: a log of a million lines is never held whole
-
-
-def _get(db: Database, execution_id: int, tenant: str) -> Row:
-    row = db.one("execution_get", id=execution_id, tenant=tenant)
-    if row is None:
-        raise NotFound(f"execution: no execution {execution_id} in tenant {tenant!r}")
-    return row
 
 
 def execution_list(request: Request) -> Response:
@@ -42,27 +36,25 @@ def execution_list(request: Request) -> Response:
     limit = int_arg(request, "limit", 50, 1, 1000)
     assert limit is not None
     start, end = time_arg(request, "from"), time_arg(request, "to")
-    rows = database(request).many(
-        "api_execution_list", tenant=who.tenant, task=text_arg(request, "task"),
+    rows = executions.page(
+        database(request), who.tenant, task=text_arg(request, "task"),
         state=choice_arg(request, "state", STATES), worker=int_arg(request, "worker", None, 1, MAX_ID),
-        before=int_arg(request, "cursor", None, 1, MAX_ID), limit=limit + 1, **{"from": start, "to": end})
+        before=int_arg(request, "cursor", None, 1, MAX_ID), limit=limit + 1, start=start, end=end)
     return page(rows, limit, "id")
 
 
 def execution_get(request: Request) -> Response:
     who = require(request, "viewer")
     db = database(request)
-    row = _get(db, id_param(request), who.tenant)
-    return reply({**row, "attempts": db.many("execution_attempts", id=row["id"])})
+    row = executions.get(db, id_param(request), who.tenant)
+    return reply({**row, "attempts": executions.attempts(db, row["id"])})
 
 
 def _read(db: Database, execution_id: int, tenant: str, after: tuple[int, int]) -> tuple[str | None, list[Row]]:
     """The execution's state (None when it was removed) and its log lines after ``after``."""
     # the state is read before the lines: a line written in between comes next pass
-    row = db.one("execution_get", id=execution_id, tenant=tenant)
-    return (row["state"] if row else None,
-            db.many("execution_log_page", id=execution_id, after_attempt=after[0], after_seq=after[1],
-                    limit=LOG_BATCH))
+    row = executions.find(db, execution_id, tenant)
+    return (row["state"] if row else None, executions.log_page(db, execution_id, after, LOG_BATCH))
 
 
 async def _events(db: Database, execution_id: int, tenant: str, after: tuple[int, int],
@@ -111,7 +103,7 @@ def _resume_point(request: Request) -> tuple[int, int]:
 def execution_logs(request: Request) -> Response:
     who = require(request, "viewer")
     db = database(request)
-    row = _get(db, id_param(request), who.tenant)
+    row = executions.get(db, id_param(request), who.tenant)
     follow = request.query_params.get("follow", "true") not in ("false", "0", "no")
     return StreamingResponse(_events(db, row["id"], who.tenant, _resume_point(request), follow,
                                      request.app.state.closing),
@@ -121,10 +113,9 @@ def execution_logs(request: Request) -> Response:
 def execution_cancel(request: Request) -> Response:
     who = require(request, "operator")
     execution_id = id_param(request)
-    row = database(request).one("execution_cancel", id=execution_id, tenant=who.tenant)
-    assert row is not None
+    outcome = executions.cancel(database(request), execution_id, who.tenant)
     # cancelled (it was pending), cancelling (the worker is told), finished (it had ended)
-    return reply({"id": execution_id, "outcome": row["outcome"]}, 202 if row["outcome"] == "cancelling" else 200)
+    return reply({"id": execution_id, "outcome": outcome}, 202 if outcome == "cancelling" else 200)
 
 
 def execution_retry(request: Request) -> Response:
@@ -132,18 +123,12 @@ def execution_retry(request: Request) -> Response:
     has ended runs again as a new execution with the same params."""
     who = require(request, "operator")
     db = database(request)
-    row = _get(db, id_param(request), who.tenant)
-    if row["state"] in LIVE:
-        raise ApiError(409, f"execution: {row['id']} is {row['state']}; only an ended execution is retried",
-                       field="id")
-    if row["trigger"] == "dag" and row["state"] != "dead":
-        raise ApiError(409, f"execution: {row['id']} is a node of a DAG run; rerun the run instead "
-                       "(pgsched dag rerun)", field="id")
-    if row["state"] == "dead":
-        db.one("dlq_retry", id=row["id"], tenant=who.tenant)
-        return reply({"id": row["id"], "execution_id": row["id"], "outcome": "requeued"}, 202)
-    new = tasks.trigger(db, row["task_name"], params=row["params"], tenant=who.tenant, how="api")
-    return reply({"id": row["id"], "execution_id": new, "outcome": "new_execution"}, 202)
+    row = executions.get(db, id_param(request), who.tenant)
+    try:
+        done = executions.retry(db, row, who.tenant, how="api")
+    except ValidationError as exc:  # live, or a DAG node: a conflict with its state
+        raise ApiError(409, str(exc), field="id") from None
+    return reply({"id": row["id"], "execution_id": done.execution_id, "outcome": done.outcome}, 202)
 
 
 E = PREFIX + "/executions"

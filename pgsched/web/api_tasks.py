@@ -10,8 +10,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .. import tasks
+from .. import taskspec
 from ..errors import ValidationError
+from ..stores import executions, tasks
 from .access import database, require
 from .api import (
     PREFIX,
@@ -28,7 +29,7 @@ from .errors import ApiError
 
 # What a client may set: every definition field but the tenant (the caller's), the crontab
 # provenance (source, run_as_user: only `pgsched import-crontab` sets them).
-CREATABLE = frozenset(f.name for f in fields(tasks.TaskSpec)) - {"tenant", "source", "run_as_user"}
+CREATABLE = frozenset(f.name for f in fields(taskspec.TaskSpec)) - {"tenant", "source", "run_as_user"}
 _TYPES: dict[str, tuple[type, ...]] = {
     "name": (str,), "handler_kind": (str,), "command": (str, type(None)), "argv": (list, type(None)),
     "python_target": (str, type(None)), "schedule_kind": (str,), "schedule": (str, type(None)),
@@ -63,8 +64,8 @@ def task_list(request: Request) -> Response:
     who = require(request, "viewer")
     limit = int_arg(request, "limit", 50, 1, 1000)
     assert limit is not None
-    rows = database(request).many(
-        "api_task_list", tenant=who.tenant, name=text_arg(request, "name"), tag=text_arg(request, "tag"),
+    rows = tasks.page(
+        database(request), who.tenant, name=text_arg(request, "name"), tag=text_arg(request, "tag"),
         state=choice_arg(request, "state", ("active", "paused")), queue=text_arg(request, "queue"),
         after=text_arg(request, "cursor"), limit=limit + 1)
     return page(rows, limit, "name")
@@ -77,7 +78,7 @@ def task_create(request: Request) -> Response:
     if "name" not in data:
         raise ApiError(422, "name: is required", field="name")
     _check_types(data)
-    row = tasks.create(database(request), tasks.TaskSpec(**data, tenant=who.tenant))
+    row = tasks.create(database(request), taskspec.TaskSpec(**data, tenant=who.tenant))
     assert row is not None
     return reply(_public(row), 201)
 
@@ -90,7 +91,7 @@ def task_get(request: Request) -> Response:
 def task_update(request: Request) -> Response:
     who = require(request, "operator")
     data = json_object(request)
-    only_fields(data, tasks.UPDATABLE)
+    only_fields(data, taskspec.UPDATABLE)
     _check_types(data)
     return reply(_public(tasks.update(database(request), _name(request), data, tenant=who.tenant)))
 
@@ -117,7 +118,7 @@ def task_trigger(request: Request) -> Response:
     run_at = instant("run_at", data["run_at"]) if data.get("run_at") is not None else None
     done = tasks.enqueue(database(request), _name(request), params=params, run_at=run_at,
                          priority=priority, idempotency_key=key, tenant=who.tenant, how="api")
-    return reply(asdict(done), 202)  # deduplicated, dedup_reason: what the key did (tasks.Enqueued)
+    return reply(asdict(done), 202)  # deduplicated, dedup_reason: what the key did (taskspec.Enqueued)
 
 
 def task_pause(request: Request) -> Response:
@@ -138,9 +139,8 @@ def task_executions(request: Request) -> Response:
     tasks.get(db, _name(request), who.tenant)  # 404 for a task that is not there
     limit = int_arg(request, "limit", 50, 1, 1000)
     assert limit is not None
-    rows = db.many("api_execution_list", tenant=who.tenant, task=_name(request), state=None, worker=None,
-                   before=int_arg(request, "cursor", None, 1, 2**63 - 1), limit=limit + 1,
-                   **{"from": None, "to": None})
+    rows = executions.page(db, who.tenant, task=_name(request),
+                           before=int_arg(request, "cursor", None, 1, 2**63 - 1), limit=limit + 1)
     return page(rows, limit, "id")
 
 

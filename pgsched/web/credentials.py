@@ -23,9 +23,9 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 from ..db import Database, Row, Session
 from ..errors import NotFound, ValidationError
-from ..tasks import _NAME, check_name
+from ..roles import ROLES
+from ..taskspec import _NAME, check_name
 
-ROLES = ("viewer", "operator", "admin")
 TOKEN_PREFIX = "pgs_"  # makes a leaked token easy to recognise (secret scanners, logs)
 _hasher = PasswordHasher()
 

@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .. import dagruns
+from ..stores import dagruns
 from .access import database, require
 from .api import MAX_ID, int_arg
 from .graph import draw
@@ -26,8 +26,8 @@ def dag_detail(request: Request) -> Response:
     who = require(request, "viewer")
     db = database(request)
     dag = dagruns.get(db, str(request.path_params["name"]), who.tenant)
-    rows = db.many("api_dag_run_list", tenant=who.tenant, dag=dag["name"], state=None,
-                   before=int_arg(request, "before", None, 1, MAX_ID), limit=PAGE_SIZE + 1)
+    rows = dagruns.run_page(db, who.tenant, dag=dag["name"], before=int_arg(request, "before", None, 1, MAX_ID),
+                            limit=PAGE_SIZE + 1)
     return render(request, "web/dag.html", {
         "dag": dag, "nodes": dagruns.nodes(db, dag["id"]), "page": keyset(request, rows, PAGE_SIZE, "id"),
         "notice": notice(request)})
@@ -37,7 +37,7 @@ def dag_run(request: Request) -> Response:
     who = require(request, "viewer")
     db = database(request)
     run, nodes = dagruns.run(db, path_id(request, "run"), who.tenant)
-    history = db.many("api_dag_run_list", tenant=who.tenant, dag=run["dag_name"], state=None, before=None, limit=10)
+    history = dagruns.run_page(db, who.tenant, dag=run["dag_name"], limit=10)
     return render(request, "web/dag_run.html", {"run": run, "nodes": nodes, "drawing": draw(nodes),
                                                  "history": history, "notice": notice(request)})
 

@@ -10,11 +10,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .. import alerts, health, stats
+from ..lifecycle import ExecutionState
 from .access import database, require
 from .rendering import render
 
 # Final states in the order the dashboard lists them.
-FINAL_STATES = ("succeeded", "failed", "timed_out", "dead", "cancelled", "skipped")
+# the order the dashboard shows them in
+FINAL_STATES = tuple(s.value for s in (ExecutionState.SUCCEEDED, ExecutionState.FAILED, ExecutionState.TIMED_OUT,
+                                       ExecutionState.DEAD, ExecutionState.CANCELLED, ExecutionState.SKIPPED))
 
 
 def dashboard(request: Request) -> Response:

@@ -14,9 +14,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..errors import NotFound
+from ..stores import dlq
 from .access import database, require
 from .api import MAX_ID, int_arg, text_arg
-from .api_admin import CountChanged, retry_all_confirmed
 from .pages import PAGE_SIZE, done, field, int_field, keyset, notice, path_id
 from .rendering import render
 
@@ -25,9 +25,8 @@ def dlq_list(request: Request) -> Response:
     who = require(request, "viewer")
     db = database(request)
     task = text_arg(request, "task")
-    rows = db.many("page_dlq_list", tenant=who.tenant, task=task, limit=PAGE_SIZE + 1,
-                   before=int_arg(request, "before", None, 1, MAX_ID))
-    retryable = (db.one("page_dlq_count", tenant=who.tenant, task=task) or {"dead": 0})["dead"]
+    rows = dlq.page(db, who.tenant, task=task, limit=PAGE_SIZE + 1, before=int_arg(request, "before", None, 1, MAX_ID))
+    retryable = dlq.count(db, who.tenant, task)
     return render(request, "web/dlq.html", {"page": keyset(request, rows, PAGE_SIZE, "id"), "task": task,
                                             "retryable": retryable, "notice": notice(request)})
 
@@ -41,7 +40,7 @@ def _confirm(request: Request, task: str | None, count: int, error: str | None =
 def dlq_retry_all_confirm(request: Request) -> Response:
     who = require(request, "operator")
     task = text_arg(request, "task")
-    count = (database(request).one("page_dlq_count", tenant=who.tenant, task=task) or {"dead": 0})["dead"]
+    count = dlq.count(database(request), who.tenant, task)
     return _confirm(request, task, count)
 
 
@@ -50,8 +49,8 @@ def dlq_retry_all(request: Request) -> Response:
     task = field(request, "task", required=False, max_length=200) or None
     expected = int_field(request, "count", 0, 10_000_000)
     try:
-        retried = retry_all_confirmed(database(request), who.tenant, task, expected)
-    except CountChanged as exc:
+        retried = dlq.retry_all_confirmed(database(request), who.tenant, task, expected)
+    except dlq.CountChanged as exc:
         return _confirm(request, task, exc.dead, status_code=409, error=(
             f"count: you confirmed {expected}, but {exc.dead} dead execution(s) are in the queue now; "
             "nothing was retried. Confirm the new count to go on."))
@@ -61,14 +60,14 @@ def dlq_retry_all(request: Request) -> Response:
 def dlq_retry(request: Request) -> Response:
     who = require(request, "operator")
     execution_id = path_id(request, "execution")
-    database(request).one("dlq_retry", id=execution_id, tenant=who.tenant)
+    dlq.retry(database(request), execution_id, who.tenant)
     return done("/dlq", "requeued", execution_id)
 
 
 def dlq_delete(request: Request) -> Response:
     who = require(request, "operator")
     execution_id = path_id(request, "execution")
-    if database(request).one("api_dlq_delete", id=execution_id, tenant=who.tenant) is None:
+    if not dlq.delete(database(request), execution_id, who.tenant):
         raise NotFound(f"execution: {execution_id} is not in the dead-letter queue of tenant {who.tenant!r}")
     return done("/dlq", "removed")
 

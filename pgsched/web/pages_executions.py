@@ -12,18 +12,17 @@ its run is rerun instead).
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .. import tasks
 from ..db import Database, Row
-from ..errors import ValidationError
+from ..stores import executions as execution_store
 from .access import database, require
 from .api import MAX_ID, choice_arg, int_arg, text_arg, time_arg
 from .api_executions import LIVE, STATES
-from .api_executions import _get as execution_of
 from .pages import PAGE_SIZE, done, keyset, notice, path_id
 from .rendering import render
 
@@ -50,49 +49,40 @@ def executions(db: Database, tenant: str, *, task: str | None = None, state: str
     optionally of the task called ``task``, in ``state``, run by ``worker``, scheduled in
     [``start``, ``end``). A task filter goes by the tasks' ids: a task with few
     executions is then found through its index, not by walking every id."""
-    common = {"tenant": tenant, "state": state, "worker": worker, "before": before, "limit": PAGE_SIZE + 1,
-              "from": start, "to": end}
+    common: dict[str, Any] = {"state": state, "worker": worker, "before": before, "limit": PAGE_SIZE + 1,
+                              "start": start, "end": end}
     if task is None:
-        return db.many("api_execution_list", task=None, **common)
-    ids = (db.one("page_task_ids", tenant=tenant, name=task) or {}).get("ids") or []
-    return db.many("page_task_executions", task_ids=ids, **common) if ids else []
+        return execution_store.page(db, tenant, **common)
+    return execution_store.page_by_task_ids(db, tenant, task, **common)
 
 
 def execution_detail(request: Request) -> Response:
     who = require(request, "viewer")
     db = database(request)
-    row = execution_of(db, path_id(request, "execution"), who.tenant)
+    row = execution_store.get(db, path_id(request, "execution"), who.tenant)
     ended = row["state"] not in LIVE
     # the end of the log, newest first (one more line tells whether earlier ones were left out)
-    log = db.many("execution_log_tail", id=row["id"], limit=LOG_LINES + 1)
+    log = execution_store.log_tail(db, row["id"], LOG_LINES + 1)
     return render(request, "web/execution.html", {
-        "retryable": row["state"] == "dead" or (ended and row["trigger"] != "dag"),
-        "e": row, "attempts": db.many("execution_attempts", id=row["id"]), "live": not ended,
+        "retryable": execution_store.retryable(row),
+        "e": row, "attempts": execution_store.attempts(db, row["id"]), "live": not ended,
         "log": log[:LOG_LINES][::-1], "log_cut": len(log) > LOG_LINES, "notice": notice(request)})
 
 
 def execution_cancel(request: Request) -> Response:
     who = require(request, "operator")
     execution_id = path_id(request, "execution")
-    row = database(request).one("execution_cancel", id=execution_id, tenant=who.tenant)
-    assert row is not None
-    return done(f"/executions/{execution_id}", str(row["outcome"]))
+    return done(f"/executions/{execution_id}", execution_store.cancel(database(request), execution_id, who.tenant))
 
 
 def execution_retry(request: Request) -> Response:
     who = require(request, "operator")
     db = database(request)
-    row = execution_of(db, path_id(request, "execution"), who.tenant)
-    if row["state"] in LIVE:
-        raise ValidationError("execution", row["id"], f"is {row['state']}; only an ended execution is retried")
-    if row["trigger"] == "dag" and row["state"] != "dead":
-        raise ValidationError("execution", row["id"], "is a node of a DAG run; rerun the run instead "
-                              "(pgsched dag rerun)")
-    if row["state"] == "dead":
-        db.one("dlq_retry", id=row["id"], tenant=who.tenant)
+    row = execution_store.get(db, path_id(request, "execution"), who.tenant)
+    retried = execution_store.retry(db, row, who.tenant, how="manual")  # ValidationError: shown on the page
+    if retried.outcome == "requeued":
         return done(f"/executions/{row['id']}", "requeued", row["id"])
-    new = tasks.trigger(db, row["task_name"], params=row["params"], tenant=who.tenant, how="manual")
-    return done(f"/executions/{new}", "retried")
+    return done(f"/executions/{retried.execution_id}", "retried")
 
 
 routes = [

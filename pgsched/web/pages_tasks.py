@@ -10,9 +10,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .. import stats, tasks
+from .. import stats, taskspec
 from ..errors import ValidationError
-from ..tasks import TaskSpec
+from ..schedule import ScheduleKind
+from ..stores import tasks
+from ..taskspec import TaskSpec
 from .access import database, require
 from .api import MAX_ID, choice_arg, int_arg, text_arg
 from .charts import trend
@@ -20,7 +22,8 @@ from .pages import PAGE_SIZE, done, field, keyset, notice
 from .pages_executions import executions
 from .rendering import render
 
-SCHEDULE_KINDS = ("none", "cron", "interval", "once")
+# the order the form offers them in
+SCHEDULE_KINDS = tuple(k.value for k in (ScheduleKind.NONE, ScheduleKind.CRON, ScheduleKind.INTERVAL, ScheduleKind.ONCE))
 
 
 def _filters(request: Request) -> dict[str, str | None]:
@@ -33,12 +36,11 @@ def _list(request: Request, *, error: str | None = None, draft: dict[str, str] |
     who = require(request, "viewer")
     db = database(request)
     filters = _filters(request)
-    rows = db.many("api_task_list", tenant=who.tenant, after=text_arg(request, "after"), limit=PAGE_SIZE + 1,
-                   **filters)
-    choices = db.one("page_task_choices", tenant=who.tenant) or {}
+    rows = tasks.page(db, who.tenant, after=text_arg(request, "after"), limit=PAGE_SIZE + 1, **filters)
+    queues, tags = tasks.choices(db, who.tenant)
     return render(request, "web/tasks.html", {
         "page": keyset(request, rows, PAGE_SIZE, "name", "after"), "filters": filters,
-        "queues": choices.get("queues") or [], "tags": choices.get("tags") or [],
+        "queues": queues, "tags": tags,
         "notice": notice(request), "error": error, "draft": draft or {}, "kinds": SCHEDULE_KINDS,
     }, status_code=status_code)
 
@@ -121,11 +123,11 @@ def _detail(request: Request, name: str, *, error: str | None = None, status_cod
     recent = stats.task_recent(db, name, who.tenant, limit=60)
     # A stored schedule this host cannot compute (a zone the tz database dropped) is shown
     # with the reason and the fix, never as an error page.
-    problem = tasks.schedule_problem(row) if row["schedule_kind"] != "none" else None
+    problem = taskspec.schedule_problem(row) if row["schedule_kind"] != "none" else None
     dag_part = row["handler_kind"] == "dag" or (row["source"] or "").startswith("dag:")
     return render(request, "web/task.html", {
         "task": row, "fires": stats.next_fires(row, 5, after=db.now()) if row["schedule_kind"] != "none" and not problem else [],
-        "problem": problem, "fix": tasks.fix_hint(row) if problem or row["paused_by"] == "scheduler" else None,
+        "problem": problem, "fix": taskspec.fix_hint(row) if problem or row["paused_by"] == "scheduler" else None,
         "zone_fixable": problem is not None and problem.startswith("timezone:") and not dag_part, "error": error,
         "page": keyset(request, history, PAGE_SIZE, "id"), "chart": trend(list(reversed(recent))),
         "notice": notice(request), "confirm_delete": request.query_params.get("confirm") == "delete",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 from pgsched import dag as dag_module
-from pgsched import dagruns, tasks
-from pgsched.tasks import TaskSpec
+from pgsched.stores import dagruns, tasks
+from pgsched.taskspec import TaskSpec
 
 from ..helpers import wait_until
 from .conftest import Stack, Visitor

@@ -9,8 +9,8 @@ import re
 
 import psycopg
 
-from pgsched import tasks
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 
 from ..helpers import Process, clock_off, wait_until
 from .conftest import Stack, Visitor

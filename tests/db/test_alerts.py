@@ -13,11 +13,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import psycopg
 import pytest
 
-from pgsched import alerts, tasks, webhooks
+from pgsched import alerts, webhooks
 from pgsched.claims import TaskDefinitions
 from pgsched.db import Database
 from pgsched.errors import ValidationError
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 from tests.db.test_stats import seed
 from tests.helpers import cli, wait_until
 

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 from click.testing import CliRunner
 
-from pgsched import tasks
 from pgsched.cli import executions, main
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 
 
 def test_a_long_log_is_printed_whole_in_order(db, dsn, monkeypatch):

@@ -12,11 +12,13 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from pgsched import App, dagruns, scheduler, tasks
+from pgsched import App, scheduler
 from pgsched import dag as dag_module
 from pgsched.app import resolve
 from pgsched.claims import TaskDefinitions
 from pgsched.errors import PgschedError, ValidationError
+from pgsched.stores import dagruns, tasks
+from pgsched.taskspec import TaskSpec
 
 from ..helpers import wait_until
 from .test_claim import register
@@ -611,12 +613,12 @@ def test_apply_is_idempotent_and_reports_changes_node_by_node(db, sql):
 
 
 def test_apply_refuses_names_held_by_other_tasks_and_writes_nothing(db, sql):
-    tasks.create(db, tasks.TaskSpec(name="etl.merge", command="true"))
+    tasks.create(db, TaskSpec(name="etl.merge", command="true"))
     with pytest.raises(ValidationError, match=r"nodes\[merge\].id.*'etl.merge'"):
         apply(db, ETL)
     assert sql.execute("SELECT count(*) AS n FROM pgsched.dag").fetchone()["n"] == 0
     assert sql.execute("SELECT count(*) AS n FROM pgsched.task").fetchone()["n"] == 1
-    tasks.create(db, tasks.TaskSpec(name="etl", command="true"))
+    tasks.create(db, TaskSpec(name="etl", command="true"))
     with pytest.raises(ValidationError, match="name: 'etl' is the name of an existing task"):
         apply(db, ETL | {"nodes": ETL["nodes"][:2]})
 
@@ -757,7 +759,7 @@ def test_cancel_of_a_run_that_fail_all_is_stopping_still_ends_it_failed(db, driv
 
 
 def test_apply_all_applies_every_dag_or_none(db, sql):
-    tasks.create(db, tasks.TaskSpec(name="second.x", command="true"))
+    tasks.create(db, TaskSpec(name="second.x", command="true"))
     first = dag_module.parse({"name": "first", "nodes": [{"id": "x", "command": "true"}]})
     second = dag_module.parse({"name": "second", "nodes": [{"id": "x", "command": "true"}]})
     with pytest.raises(ValidationError, match="second.x"):

@@ -10,8 +10,9 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from pgsched import scheduler, tasks
+from pgsched import scheduler
 from pgsched.claims import give_back
+from pgsched.stores import tasks
 
 from ..helpers import notifications_until_marker
 from .test_claim import claim, make_task, register

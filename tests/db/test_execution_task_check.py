@@ -14,8 +14,8 @@ import psycopg
 import pytest
 from psycopg import errors as pg_errors
 
-from pgsched import tasks
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
 

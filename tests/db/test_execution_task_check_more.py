@@ -12,8 +12,9 @@ import psycopg
 import pytest
 from psycopg import errors as pg_errors
 
-from pgsched import migrate, tasks
-from pgsched.tasks import TaskSpec
+from pgsched import migrate
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 
 from ..helpers import notifications_until_marker
 
@@ -156,7 +157,8 @@ def test_the_cli_soft_delete_still_works_for_a_task_with_executions(db, sql, dsn
 
 def test_scheduler_fires_and_dag_nodes_wake_the_workers(db, sql, listener):
     from pgsched import dag as dag_module
-    from pgsched import dagruns, scheduler
+    from pgsched import scheduler
+    from pgsched.stores import dagruns
 
     from .test_dag_engine import Driver
 

@@ -12,9 +12,10 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from pgsched import migrate, tasks
+from pgsched import migrate
 from pgsched.errors import ValidationError
-from pgsched.tasks import Enqueued, TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import Enqueued, TaskSpec
 
 from ..helpers import wait_until
 from .test_claim import claim, finish, register

@@ -8,9 +8,10 @@ from collections import defaultdict
 import psycopg
 from prometheus_client.parser import text_string_to_metric_families
 
-from pgsched import alerts, metrics, stats, tasks
+from pgsched import alerts, metrics, stats
 from pgsched.db import Database
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 from tests.db.test_stats import seed
 
 

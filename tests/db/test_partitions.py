@@ -10,9 +10,10 @@ import psycopg
 import psycopg.sql
 import pytest
 
-from pgsched import scheduler, tasks
+from pgsched import scheduler
 from pgsched.scheduler import maintain_partitions
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 
 PARENTS = ("execution_history", "execution_attempt", "execution_log")
 NOW = datetime(2030, 3, 10, 12, 0, tzinfo=UTC)

@@ -10,9 +10,10 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from pgsched import scheduler, tasks
+from pgsched import scheduler
 from pgsched.errors import ValidationError
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 
 T0 = datetime(2026, 1, 15, 10, 0, tzinfo=UTC)
 DROPPED = ("US/Pacific-New", "Mars/Olympus")  # a zone tzdata dropped in 2020, one it never had

@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from pgsched import scheduler, tasks
+from pgsched import scheduler
 from pgsched.errors import NotFound
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 
 from ..helpers import notifications_until_marker
 from .test_claim import claim, finish, register

@@ -5,8 +5,9 @@ on the database's clock."""
 
 from __future__ import annotations
 
-from pgsched import scheduler, tasks
-from pgsched.tasks import TaskSpec
+from pgsched import scheduler
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 
 from .test_claim import claim, register
 

@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from pgsched import scheduler, tasks
-from pgsched.tasks import TaskSpec
+from pgsched import scheduler
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 
 from ..helpers import notifications_until_marker, wait_until
 

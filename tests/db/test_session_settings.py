@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from datetime import UTC
 
-from pgsched import tasks
 from pgsched.db import Database, connect
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 
 
 def test_a_database_set_to_another_datestyle_and_time_zone_works(dsn, sql):

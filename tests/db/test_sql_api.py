@@ -10,9 +10,9 @@ import pytest
 from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 
-from pgsched import tasks
 from pgsched.errors import NotFound, ValidationError
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 
 from ..helpers import notifications_until_marker
 

@@ -6,7 +6,8 @@ start."""
 
 from __future__ import annotations
 
-from pgsched import scheduler, tasks
+from pgsched import scheduler
+from pgsched.stores import tasks
 
 from .test_claim import claim, register
 from .test_reliability_sql import T0, attempts, running, silence

@@ -6,9 +6,10 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from pgsched import stats, tasks
+from pgsched import stats
 from pgsched.db import Database
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 from tests.helpers import utc
 
 STATES = ("succeeded", "succeeded", "succeeded", "failed", "timed_out", "dead", "cancelled")
@@ -164,7 +165,7 @@ def test_tasks_are_counted_as_the_task_list_shows_them(db: Database, sql: psycop
     """A DAG counts as one task (its schedule task); its node tasks are not tasks of their
     own on the dashboard, as in `task list` and the Tasks page."""
     from pgsched import dag as dag_module
-    from pgsched import dagruns
+    from pgsched.stores import dagruns
 
     tasks.create(db, TaskSpec(name="plain", command="true"))
     dagruns.apply(db, dag_module.parse({"name": "etl", "nodes": [

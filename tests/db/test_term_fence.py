@@ -11,9 +11,10 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from pgsched import scheduler, tasks
+from pgsched import scheduler
 from pgsched.db import Session, connect
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 
 
 @pytest.fixture

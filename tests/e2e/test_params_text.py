@@ -11,8 +11,8 @@ import textwrap
 
 import pytest
 
-from pgsched import tasks
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 
 from ..helpers import finished, wait_until
 

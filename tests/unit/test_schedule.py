@@ -419,3 +419,15 @@ def test_wildcard_jobs_do_not_run_in_a_skipped_hour_but_fixed_time_jobs_run_afte
         utc(2025, 3, 30, 1, 0),   # right after the jump: 03:00 CEST
         utc(2025, 3, 31, 0, 30),  # 02:30 CEST
     ]
+
+
+def test_a_plan_anchors_an_interval_at_now_and_keeps_a_paused_one_shot():
+    now = datetime(2026, 3, 1, 12, 0, 0, 750_000, tzinfo=timezone.utc)
+    every = Schedule.parse("interval", "90s")
+    assert every.plan(now) == (now.replace(microsecond=0), now.replace(microsecond=0) + timedelta(seconds=90))
+    assert every.plan(now, enabled=False) == (now.replace(microsecond=0), None)  # planned when it resumes
+    once = Schedule.parse("once", "2026-02-01T00:00:00Z")
+    instant = datetime(2026, 2, 1, tzinfo=timezone.utc)
+    assert once.plan(now, enabled=False) == (None, instant)  # its instant, even past and paused
+    assert once.plan(now, fired_through=instant) == (None, None)  # it already ran
+    assert Schedule.parse("cron", "0 * * * *").plan(now).anchor is None

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from pgsched import tasks
 from pgsched.scheduler import LEADER_LOCK_KEY
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 
 from ..conftest import dsn_for
 from ..db.test_claim import claim, finish, register
@@ -257,7 +257,8 @@ def test_logs_stream_as_server_sent_events_until_the_execution_ends(api, db):
 
 
 def test_dag_runs(api, db):
-    from pgsched import dag, dagruns
+    from pgsched import dag
+    from pgsched.stores import dagruns
 
     definition = dag.parse({"name": "pipe", "nodes": [{"id": "a", "command": "true"},
                                                       {"id": "b", "command": "true", "depends_on": ["a"]}]})

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pgsched import tasks
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 from pgsched.web.openapi import document
 
 from ..db.test_claim import claim, finish, register

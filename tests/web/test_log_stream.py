@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 import httpx2 as httpx
 import pytest
 
-from pgsched import tasks
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 from pgsched.web import api_executions, pages_executions
 from pgsched.web.app import create_app
 from pgsched.web.server import free_port, serve_until

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from pgsched import stats, tasks
+from pgsched import stats
 from pgsched.db import Database
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 from tests.db.test_stats import seed
 
 

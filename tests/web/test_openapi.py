@@ -44,8 +44,8 @@ EXAMPLES_PER_OPERATION = 12
 
 
 def test_schemathesis_finds_no_server_error(app, db, token_for):
-    from pgsched import tasks
-    from pgsched.tasks import TaskSpec
+    from pgsched.stores import tasks
+    from pgsched.taskspec import TaskSpec
 
     tasks.create(db, TaskSpec(name="fuzzed", command="true"))
     tasks.trigger(db, "fuzzed")

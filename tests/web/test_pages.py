@@ -10,8 +10,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from pgsched import dag as dag_module
-from pgsched import dagruns, tasks
-from pgsched.tasks import TaskSpec
+from pgsched.stores import dagruns, tasks
+from pgsched.taskspec import TaskSpec
 
 from .conftest import csrf_of, sign_in
 from .test_api import dead

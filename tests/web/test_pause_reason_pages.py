@@ -9,8 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pgsched import scheduler, tasks
-from pgsched.tasks import TaskSpec
+from pgsched import scheduler
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 
 from .conftest import csrf_of
 from .test_pages import signed  # noqa: F401  (a fixture)

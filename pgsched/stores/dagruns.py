@@ -1,4 +1,4 @@
-"""Stored DAGs and their runs: apply a validated :class:`~pgsched.dag.Dag`, list and show
+"""The DAG store: stored DAGs and their runs: apply a validated :class:`~pgsched.dag.Dag`, list and show
 DAGs, trigger, cancel and re-run runs, pause, resume and delete. Each operation is one
 transaction. The engine itself (what happens when a node ends) is SQL, in
 ``migrations/0003_dags.sql``.
@@ -18,14 +18,13 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from ..dag import Dag, Node
+from ..db import Database, Row, Session
+from ..errors import NotFound, ValidationError
+from ..jsontext import check_json_object
+from ..schedule import Schedule
+from ..taskspec import check_name
 from . import tasks
-from .dag import Dag, Node
-from .db import Database, Row, Session
-from .errors import NotFound, ValidationError
-from .schedule import Schedule
-
-RUN_OPEN_STATES = ("running", "failing", "cancelling")
-RUN_FINAL_STATES = ("succeeded", "failed", "partially_succeeded", "cancelled")
 
 
 @dataclass
@@ -61,10 +60,9 @@ def _schedule_row(dag: Dag, now: datetime, enabled: bool, fired_through: datetim
     """The schedule columns of a DAG's task, planned from the database's ``now`` and never
     at or before ``fired_through`` (its task's ``last_fire_at``)."""
     s = dag.schedule
-    anchor = now.replace(microsecond=0) if s.kind == "interval" else None
-    planned = Schedule(s.kind, s.expr, s.tz, anchor)
-    return dict(schedule_kind=s.kind, schedule_expr=s.expr, timezone=s.tz, schedule_anchor=anchor,
-                next_fire_at=planned.first_fire(now, fired_through) if enabled or s.kind == "once" else None)
+    plan = s.plan(now, fired_through, enabled=enabled)
+    return dict(schedule_kind=s.kind, schedule_expr=s.expr, timezone=s.tz, schedule_anchor=plan.anchor,
+                next_fire_at=plan.next_fire_at)
 
 
 def apply(db: Database, dag: Dag, *, tenant: str = "default", source: str | None = None,
@@ -88,7 +86,7 @@ def apply_all(db: Database, dags: list[tuple[Dag, str | None]], *, tenant: str =
               dry_run: bool = False, now: datetime | None = None) -> list[ApplyReport]:
     """:func:`apply` for several DAGs (each with its source file name) in ONE transaction:
     all are stored or none. Raises ValidationError for two DAGs of the same name."""
-    tasks.check_name("tenant", tenant)
+    check_name("tenant", tenant)
     seen: dict[str, str | None] = {}
     for d, source in dags:
         if d.name in seen:
@@ -216,7 +214,7 @@ def trigger(db: Database | Session, name: str, *, params: dict[str, Any] | None 
     are merged over every node's params. Returns the run id. Raises NotFound,
     ValidationError (params not a JSON object)."""
     if params is not None:
-        tasks.check_json_object("params", params)
+        check_json_object("params", params)
     row = db.one("dag_trigger", name=name, tenant=tenant, params=Jsonb(params) if params is not None else None)
     assert row is not None
     return int(row["run_id"])
@@ -244,6 +242,13 @@ def runs(db: Database | Session, name: str, *, state: str | None = None, limit: 
     """Runs of DAG ``name``, newest first, with node counts by state. Raises NotFound."""
     get(db, name, tenant)
     return db.many("dag_runs", name=name, tenant=tenant, state=state, limit=limit)
+
+
+def run_page(db: Database | Session, tenant: str, *, dag: str | None = None, state: str | None = None,
+             before: int | None = None, limit: int = 50) -> list[Row]:
+    """Up to ``limit`` runs of ``tenant``'s DAGs, newest first, below id ``before``: of DAG
+    ``dag``, in ``state``, each filter optional."""
+    return db.many("api_dag_run_list", tenant=tenant, dag=dag, state=state, before=before, limit=limit)
 
 
 def run(db: Database | Session, run_id: int, tenant: str = "default") -> tuple[Row, list[Row]]:

@@ -1,0 +1,266 @@
+"""What a task is, before and apart from the database: :class:`TaskSpec` and its
+validation, the fields an update may change, and what the faces say about a stored task's
+schedule. Pure (no database): the task store, :mod:`pgsched.stores.tasks`, stores them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .errors import ValidationError
+from .jsontext import check_json_object
+from .retry import POLICIES
+from .schedule import Schedule, zone
+
+
+class HandlerKind(StrEnum):
+    """What runs when a task runs (``task.handler_kind``): a ``shell`` command, an ``argv``
+    executed directly, a ``python`` function, or a ``dag`` (the schedule task of a DAG,
+    which starts a run; made only by the DAG store)."""
+
+    SHELL = "shell"
+    ARGV = "argv"
+    PYTHON = "python"
+    DAG = "dag"
+
+
+class MisfirePolicy(StrEnum):
+    """What fires missed while no scheduler ran become (``task.misfire_policy``): see
+    :class:`TaskSpec`."""
+
+    SKIP = "skip"
+    ONCE = "once"
+    ALL = "all"
+
+
+class PausedBy(StrEnum):
+    """Who paused a task (``task.paused_by``): an ``operator``, or the ``scheduler``
+    because it could not compute the task's schedule."""
+
+    OPERATOR = "operator"
+    SCHEDULER = "scheduler"
+
+
+# the kinds a TaskSpec may have (``dag`` tasks are the DAG store's)
+HANDLER_KINDS = tuple(k.value for k in HandlerKind if k is not HandlerKind.DAG)
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}")
+_QUEUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_PYTHON_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+_EXCEPTION = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*")
+MISFIRE_POLICIES = tuple(p.value for p in MisfirePolicy)
+MAX_ATTEMPTS = 1000
+MAX_SECONDS = 366 * 86400.0  # timeouts and retry delays: at most a year
+
+
+def check_name(field: str, value: object, pattern: re.Pattern[str] = _QUEUE) -> None:
+    """Raise ValidationError unless ``value`` is a string matching ``pattern`` whole."""
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        rule = ("1-200 characters: letters, digits and . _ : @ / - (starting with a letter or digit)"
+                if pattern is _NAME else "1-64 characters: letters, digits and . _ - (starting with a letter or digit)")
+        raise ValidationError(field, value, f"must be {rule}")
+
+
+def check_seconds(field: str, value: object, *, allow_zero: bool = True) -> None:
+    """Raise ValidationError unless ``value`` is a finite number of seconds within a year."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not (0 <= value <= MAX_SECONDS) or (value == 0 and not allow_zero):  # type: ignore[operator]
+        raise ValidationError(field, value, f"must be a number of seconds from {0 if allow_zero else 'above 0'} "
+                              f"to {MAX_SECONDS:g}")
+
+
+@dataclass
+class TaskSpec:
+    """What a task is, before it is stored.
+
+    - ``handler_kind``: ``shell`` (``command`` run by ``/bin/sh -c``, or the ``SHELL`` in
+      ``env``), ``argv`` (``argv`` executed directly, no shell) or ``python``
+      (``python_target`` = ``"package.module:function"``, a function registered with
+      ``@app.task``).
+    - ``schedule_kind`` / ``schedule``: see :mod:`pgsched.schedule`; ``timezone`` an IANA name.
+    - ``timeout_seconds``: wall-clock limit per attempt (None = none).
+    - ``max_attempts``, ``retry_policy``, ``retry_base_seconds``, ``retry_max_seconds``:
+      see :mod:`pgsched.retry`. ``priority``: 1 (most urgent) to 10; default 5.
+    - ``no_retry_exit_codes`` (commands) and ``no_retry_exceptions`` (Python exception
+      class names, e.g. ``ValueError``): an attempt that ends so is not retried; the
+      execution goes straight to the dead-letter queue.
+    - ``misfire_policy``: what a fire missed while no scheduler ran becomes: ``skip``
+      (nothing), ``once`` (one catch-up run, the default) or ``all`` (every missed fire,
+      capped by the ``misfire_all_cap`` setting).
+    - ``idempotent``: runs given no idempotency key get one derived from task, params and
+      scheduled time, so a run whose key already succeeded is skipped.
+    - ``tags``: labels to find the task by (at most 20, each like a queue name).
+    """
+
+    name: str
+    handler_kind: str = "shell"
+    command: str | None = None
+    argv: list[str] | None = None
+    python_target: str | None = None
+    schedule_kind: str = "none"
+    schedule: str | None = None
+    timezone: str = "UTC"
+    params: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    stdin: str | None = None
+    run_as_user: str | None = None
+    timeout_seconds: float | None = None
+    max_attempts: int = 1
+    retry_policy: str = "exponential"
+    retry_base_seconds: float = 10.0
+    retry_max_seconds: float = 3600.0
+    priority: int = 5
+    queue: str = "default"
+    no_retry_exit_codes: list[int] = field(default_factory=list)
+    no_retry_exceptions: list[str] = field(default_factory=list)
+    misfire_policy: str = "once"
+    idempotent: bool = False
+    tenant: str = "default"
+    enabled: bool = True
+    description: str | None = None
+    source: str | None = None
+    tags: list[str] = field(default_factory=list)
+
+    def validate(self) -> Schedule:
+        """Check every field; return the parsed schedule. Raises ValidationError naming
+        the first bad field and its value."""
+        check_name("name", self.name, _NAME)
+        if self.handler_kind not in HANDLER_KINDS:
+            raise ValidationError("handler_kind", self.handler_kind, f"must be one of {', '.join(HANDLER_KINDS)}")
+        if self.handler_kind == "shell" and self.command is not None and not isinstance(self.command, str):
+            raise ValidationError("command", self.command, f"must be text, not {type(self.command).__name__} "
+                                  "(in YAML, quote commands such as true, 42 or yes)")
+        if self.handler_kind == "shell" and not (isinstance(self.command, str) and self.command.strip()):
+            raise ValidationError("command", self.command, "is required for a shell task")
+        if self.handler_kind == "shell" and "\x00" in (self.command or ""):
+            raise ValidationError("command", self.command, "contains a NUL character")
+        if self.handler_kind == "argv" and not (isinstance(self.argv, list) and self.argv
+                                                and all(isinstance(a, str) and "\x00" not in a for a in self.argv)):
+            raise ValidationError("argv", self.argv, "must be a non-empty list of strings")
+        if self.handler_kind == "python" and not (isinstance(self.python_target, str)
+                                                  and _PYTHON_TARGET.fullmatch(self.python_target)):
+            raise ValidationError("python_target", self.python_target, "must look like 'package.module:function'")
+        check_json_object("params", self.params)
+        if not isinstance(self.env, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\x00" not in k + v
+                for k, v in self.env.items()):
+            raise ValidationError("env", self.env, "must map names (no '=') to string values, without NUL characters")
+        if self.stdin is not None and (not isinstance(self.stdin, str) or "\x00" in self.stdin):
+            raise ValidationError("stdin", self.stdin, "must be text without NUL characters")
+        if self.timeout_seconds is not None:
+            check_seconds("timeout_seconds", self.timeout_seconds, allow_zero=False)
+        if not isinstance(self.max_attempts, int) or not 1 <= self.max_attempts <= MAX_ATTEMPTS:
+            raise ValidationError("max_attempts", self.max_attempts, f"must be an integer from 1 to {MAX_ATTEMPTS}")
+        if self.retry_policy not in POLICIES:
+            raise ValidationError("retry_policy", self.retry_policy, f"must be one of {', '.join(POLICIES)}")
+        check_seconds("retry_base_seconds", self.retry_base_seconds)
+        check_seconds("retry_max_seconds", self.retry_max_seconds)
+        if isinstance(self.priority, bool) or not isinstance(self.priority, int) or not 1 <= self.priority <= 10:
+            raise ValidationError("priority", self.priority, "must be an integer from 1 (most urgent) to 10")
+        check_name("queue", self.queue)
+        check_name("tenant", self.tenant)
+        if not isinstance(self.no_retry_exit_codes, list) or not all(
+                isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in self.no_retry_exit_codes):
+            raise ValidationError("no_retry_exit_codes", self.no_retry_exit_codes,
+                                  "must be a list of exit codes from 0 to 255")
+        if not isinstance(self.no_retry_exceptions, list) or not all(
+                isinstance(n, str) and _EXCEPTION.fullmatch(n) for n in self.no_retry_exceptions):
+            raise ValidationError("no_retry_exceptions", self.no_retry_exceptions,
+                                  "must be a list of exception class names like 'ValueError' or 'mymod.Error'")
+        if self.misfire_policy not in MISFIRE_POLICIES:
+            raise ValidationError("misfire_policy", self.misfire_policy, f"must be one of {', '.join(MISFIRE_POLICIES)}")
+        if not isinstance(self.idempotent, bool):
+            raise ValidationError("idempotent", self.idempotent, "must be true or false")
+        if not isinstance(self.tags, list) or len(self.tags) > 20:
+            raise ValidationError("tags", self.tags, "must be a list of at most 20 tags")
+        for tag in self.tags:
+            check_name("tags", tag)
+        return Schedule.parse(self.schedule_kind, self.schedule, self.timezone)
+
+
+# What ``update`` may change: every definition field but the identity (name, tenant), the
+# crontab provenance (run_as_user, source) and the paused state (pause/resume own it).
+UPDATABLE = frozenset(f for f in TaskSpec.__dataclass_fields__
+                      if f not in ("name", "tenant", "run_as_user", "source", "enabled"))
+# the fields whose change re-plans the next fire, and the field each handler kind needs
+SCHEDULE_FIELDS = ("schedule_kind", "schedule", "timezone")
+HANDLER_FIELDS = {HandlerKind.SHELL.value: "command", HandlerKind.ARGV.value: "argv",
+                  HandlerKind.PYTHON.value: "python_target"}
+
+
+def spec_of(row: Mapping[str, Any]) -> TaskSpec:
+    """The :class:`TaskSpec` a stored task row was made from."""
+    values = {f: row[f] for f in TaskSpec.__dataclass_fields__ if f != "schedule"}
+    return TaskSpec(**values, schedule=row["schedule_expr"])
+
+
+def schedule_of(row: Mapping[str, Any]) -> Schedule:
+    """The :class:`Schedule` of a stored task row."""
+    return Schedule(row["schedule_kind"], row["schedule_expr"], row["timezone"], row["schedule_anchor"])
+
+
+def schedule_problem(row: Mapping[str, Any]) -> str | None:
+    """Why the fire times of a stored task row cannot be computed on this host (its zone
+    is not in the tz database, its stored schedule no longer parses), or None. Faces show
+    this instead of upcoming fires."""
+    try:
+        Schedule.parse(row["schedule_kind"], row["schedule_expr"], row["timezone"])
+    except ValidationError as exc:
+        return str(exc)
+    return None
+
+
+def fix_hint(row: Mapping[str, Any]) -> str:
+    """How an operator fixes a task paused by the scheduler (one sentence, for every face)."""
+    if row["handler_kind"] == HandlerKind.DAG or (row["source"] or "").startswith("dag:"):
+        dag = row["source"][4:] if (row["source"] or "").startswith("dag:") else row["name"]
+        return f"fix the schedule in DAG {dag!r}'s file and apply it (pgsched dag apply FILE)"
+    what = ("--tz ZONE (e.g. --tz Europe/Berlin)" if _bad_zone(row["timezone"])
+            else "--cron EXPR, --every INTERVAL or --at INSTANT")
+    return (f"give it a schedule that works: pgsched task update {row['name']} {what}, or PATCH "
+            f"/api/v1/tasks/{row['name']}" + ("" if row["enabled"] or row["paused_by"] != PausedBy.SCHEDULER
+                                              else "; that resumes it"))
+
+
+def _bad_zone(name: str) -> bool:
+    try:
+        zone(name)
+    except ValidationError:
+        return True
+    return False
+
+
+def not_a_dag_part(row: Mapping[str, Any], done: str, command: str) -> None:
+    """Raise ValidationError when the task belongs to a DAG (its schedule task, or a
+    node's): those change with the DAG (``pgsched dag apply`` / ``dag delete``)."""
+    owner = row["source"][4:] if (row["source"] or "").startswith("dag:") else None
+    if row["handler_kind"] == HandlerKind.DAG or owner:
+        dag = owner or row["name"]
+        raise ValidationError("name", row["name"], f"belongs to DAG {dag!r}: it is {done} with the DAG "
+                              f"(pgsched dag {command}{' FILE' if command == 'apply' else ' ' + dag})")
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """What one enqueue did (pgsched.enqueue_v2).
+
+    ``execution_id``: the execution the call stands for. ``deduplicated``: False when a new
+    pending execution was made; True when nothing new will run, because of the
+    idempotency key, for ``dedup_reason``: ``"live"`` (an execution of this task with this
+    key is pending or running: ``execution_id`` is that one) or ``"succeeded"`` (the key
+    already succeeded in ``succeeded_execution_id``: ``execution_id`` is the ``skipped``
+    execution recorded for this call). Keys belong to one task: the same key on another
+    task deduplicates nothing.
+    """
+
+    execution_id: int
+    deduplicated: bool = False
+    dedup_reason: str | None = None
+    succeeded_execution_id: int | None = None
+
+
+MAX_KEY_LENGTH = 200
