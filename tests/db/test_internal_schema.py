@@ -10,8 +10,9 @@ import psycopg
 from psycopg.rows import dict_row
 
 from pgsched import dag as dag_module
-from pgsched import dagruns, migrate
+from pgsched import migrate
 from pgsched.db import Database
+from pgsched.stores import dagruns
 
 from .. import schema_snapshot
 from ..helpers import REPO

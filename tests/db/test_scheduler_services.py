@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pgsched import tasks, webhooks
+from pgsched import webhooks
 from pgsched.clock import FixedClock, ServerClock
 from pgsched.db import Session, connect
 from pgsched.scheduler import (
@@ -22,7 +22,8 @@ from pgsched.scheduler import (
     elect,
     tick,
 )
-from pgsched.tasks import TaskSpec
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 
 from ..helpers import wait_until
 from .test_claim import register
