@@ -3,6 +3,6 @@ database. The Python API is :class:`App` and its ``@app.task`` decorator."""
 
 from .app import App
 from .errors import PgschedError, ValidationError
-from .runner import TaskInterrupted
+from .handlers.python import TaskInterrupted
 
 __all__ = ["App", "PgschedError", "TaskInterrupted", "ValidationError"]

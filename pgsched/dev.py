@@ -19,8 +19,9 @@ import click
 from . import dag, dagruns, migrate, tasks
 from .app import resolve
 from .db import Database, Row
+from .handlers import Outcome
+from .handlers.command import command_result
 from .resources import resource_dir
-from .runner import Outcome, command_result
 from .schedule import parse_interval
 from .scheduler import Scheduler, SchedulerConfig
 from .tasks import TaskSpec

@@ -61,8 +61,6 @@ own earlier try's attempt row before calling the lease lost.
 from __future__ import annotations
 
 import collections
-import functools
-import inspect
 import json
 import logging
 import os
@@ -88,10 +86,15 @@ from .deadline import STATEMENT_DEADLINE, Deadline
 from .due import NextDue
 from .errors import ConnectionFailed, ConnectionSilent, PgschedError, TransientError
 from .guardian import Guardian
+from .handlers import Outcome
+from .handlers.command import StartDeadlinePassed, run_command
+from .handlers.output import LogSink, storable_text
+from .handlers.python import NOT_STARTED as _NOT_STARTED
+from .handlers.python import guarded as _guarded
+from .handlers.python import takes as _takes
+from .handlers.watchdog import Watchdog
 from .liveness import BACK, GIVE_UP, STALLED, Liveness
 from .retry import backoff_seconds
-from .runner import LogSink, Outcome, StartDeadlinePassed, run_command, storable_text
-from .watchdog import Watchdog
 
 _Completer = Completer  # its former name here
 
@@ -1270,16 +1273,6 @@ def _start_guardian(worker_id: int | None) -> Guardian | None:
     return guard
 
 
-def _takes(func: Any, name: str) -> bool:
-    """Whether ``func`` accepts a keyword argument ``name`` (by name or ``**kwargs``). A DAG
-    node's function gets ``upstream`` (its upstream nodes' results) only if it takes it."""
-    try:
-        parameters = inspect.signature(func).parameters.values()
-    except (TypeError, ValueError):
-        return True
-    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
-
-
 def _storable(outcome: Outcome) -> Outcome:
     """The outcome with what PostgreSQL cannot store removed or turned into a failure: NUL
     characters in the error text; a result that is not strict JSON (NaN, infinities,
@@ -1297,24 +1290,3 @@ def _storable(outcome: Outcome) -> Outcome:
 
 class _ClaimLost(Exception):
     """The execution was taken from this worker (rescued) before it finished."""
-
-
-# What _run_handler returns, and a guarded Python call returns, for an execution that was
-# not started (Worker._start_by said no, or its deadline passed at the call).
-_NOT_STARTED = Outcome("failed", error="not started")
-
-
-def _guarded(func: Callable[..., Any], start_by: float) -> Callable[..., Any]:
-    """``func``, called only while ``start_by`` (CLOCK_MONOTONIC seconds) has not passed:
-    the check is the last thing before the handler's first line, in the call itself (a
-    worker frozen after Worker._start_by would otherwise wake and start it late). Past it,
-    the call returns _NOT_STARTED and ``func`` never ran."""
-
-    @functools.wraps(func)  # its name stays the handler's (errors name it)
-    def call(**params: Any) -> Any:
-        if time.monotonic() > start_by:
-            return _NOT_STARTED
-        return func(**params)
-
-    return call
-

@@ -293,7 +293,7 @@ def test_a_new_leader_waits_one_dead_worker_window(db, sql):
 def test_an_attempt_that_ends_after_a_cancel_is_not_retried(db, sql):
     """The cancel arrives after the worker has stopped listening for it (the attempt failed
     on its own): the worker must not queue another attempt."""
-    from pgsched.runner import Outcome
+    from pgsched.handlers import Outcome
     from pgsched.worker import Worker, WorkerConfig
 
     worker = Worker(db, WorkerConfig())
