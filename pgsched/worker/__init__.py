@@ -9,6 +9,9 @@ beside them :mod:`.heartbeat` (liveness, the start gate, the claimer's watch) an
 """
 
 from .config import HEARTBEAT_STALE, PRIVATE_ENV, WorkerConfig
+from .holdings import (
+    buffer_in_order as _buffer_in_order,  # its name here before the split (tests import it)
+)
 from .process import Worker
 
-__all__ = ["HEARTBEAT_STALE", "PRIVATE_ENV", "Worker", "WorkerConfig"]
+__all__ = ["HEARTBEAT_STALE", "PRIVATE_ENV", "Worker", "WorkerConfig", "_buffer_in_order"]
