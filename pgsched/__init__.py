@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .app import App
     from .errors import PgschedError, ValidationError
-    from .runner import TaskInterrupted
+    from .handlers.python import TaskInterrupted
 
 # public name -> the module that defines it
 _LAZY = {
     "App": "pgsched.app",
     "PgschedError": "pgsched.errors",
-    "TaskInterrupted": "pgsched.runner",
+    "TaskInterrupted": "pgsched.handlers.python",
     "ValidationError": "pgsched.errors",
 }
 

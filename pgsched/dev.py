@@ -21,8 +21,9 @@ from . import dag, migrate
 from .app import resolve
 from .clock import ServerClock
 from .db import Database, Row
+from .handlers import Outcome
+from .handlers.command import command_result
 from .resources import resource_dir
-from .runner import Outcome, command_result
 from .schedule import parse_interval
 from .stores import dagruns, tasks
 from .taskspec import TaskSpec

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 import pytest
 
 from pgsched import scheduler
-from pgsched.completer import Completer, finish_params
 from pgsched.errors import PgschedError
 from pgsched.stores import tasks
+from pgsched.worker.completer import Completer, finish_params
 
 from .test_claim import claim, register
 from .test_reliability_sql import make_task

@@ -294,8 +294,9 @@ def test_a_new_leader_waits_one_dead_worker_window(db, sql):
 def test_an_attempt_that_ends_after_a_cancel_is_not_retried(db, sql):
     """The cancel arrives after the worker has stopped listening for it (the attempt failed
     on its own): the worker must not queue another attempt."""
-    from pgsched.runner import Outcome
+    from pgsched.handlers import Outcome
     from pgsched.worker import Worker, WorkerConfig
+    from pgsched.worker.outcome import finished_attempt
 
     worker = Worker(db, WorkerConfig())
     worker._register()
@@ -304,8 +305,11 @@ def test_an_attempt_that_ends_after_a_cancel_is_not_retried(db, sql):
     (row,) = claim(db, worker.id)
     assert sql.execute("SELECT pgsched.cancel_v1(%s) AS o", [ident]).fetchone()["o"] == "cancelling"
     now = datetime.now(UTC)
-    final, retry_at, _ = worker._store_outcome(row, Outcome("failed", 1, "exited with code 1"), now, False, now)
-    assert (final, retry_at) == ("cancelled", None)
+    attempt = finished_attempt(row, Outcome("failed", 1, "exited with code 1"), stopped=False, started_at=now,
+                               finished_at=now)
+    assert attempt.final is None  # a retry, until the write finds the cancel
+    written = worker.recorder.write(attempt)
+    assert (written.final, written.retry_at) == ("cancelled", None)
     assert state_of(sql, ident)["state"] == "cancelled"
     assert [a["state"] for a in attempts(sql, ident)] == ["failed"]
 

@@ -141,7 +141,7 @@ def test_every_way_back_to_the_queue_clears_the_recorded_start(db, sql):
 
 
 def test_a_worker_runs_an_execution_that_asks_only_once_its_start_is_recorded(db, sql, tmp_path):
-    """Worker._execute on a claim with confirm_start: rescued before its slot got to it, it
+    """Executor.execute on a claim with confirm_start: rescued before its slot got to it, it
     is not run (nor recorded); still held, it is run once."""
     from pgsched.worker import Worker, WorkerConfig
 
@@ -153,14 +153,14 @@ def test_a_worker_runs_an_execution_that_asks_only_once_its_start_is_recorded(db
     [row] = claim(db, worker.id)
     assert row["confirm_start"]
     assert rescued_once(db, sql, worker.id)["outcome"] == "unclaimed"  # while it waited in the buffer
-    worker._running = 1  # as the slot that took it from the buffer
-    assert worker._execute(row)
+    worker.holdings.running = 1  # as the slot that took it from the buffer
+    assert worker.executor.execute(row)
     assert not marker.exists()
     assert live(sql, ident)["state"] == "pending" and len(attempts(sql, ident)) == 1
 
     worker._register()
     [row] = claim(db, worker.id)
-    worker._running = 1
-    assert worker._execute(row)
+    worker.holdings.running = 1
+    assert worker.executor.execute(row)
     assert marker.read_text() == "ran\n"
     assert [a["state"] for a in attempts(sql, ident)] == ["lost", "succeeded"]

@@ -11,7 +11,8 @@ import pytest
 
 from pgsched.cli.dags import tree_lines
 from pgsched.db import has_nul
-from pgsched.runner import MAX_LINE_BYTES, LogSink, _pump, command_result
+from pgsched.handlers.command import MAX_LINE_BYTES, _pump, command_result
+from pgsched.handlers.output import LogSink
 
 
 @pytest.mark.parametrize(("line", "result"), [

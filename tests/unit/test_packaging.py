@@ -20,7 +20,7 @@ def test_wheel_ships_sql_migrations_templates_and_examples(tmp_path):
         assert shipped, folder
         assert {f"pgsched/_resources/{folder}/{n}" for n in shipped} <= names, folder
     assert any(n.startswith("pgsched/_resources/templates/") for n in names)
-    assert "pgsched/cli/__init__.py" in names and "pgsched/worker.py" in names
+    assert "pgsched/cli/__init__.py" in names and "pgsched/worker/process.py" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "pgsched = pgsched.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 

@@ -14,15 +14,17 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pgsched.runner import LogSink, _child_setup, _setpriv, run_command
+from pgsched.handlers.command import _child_setup, _setpriv, run_command
+from pgsched.handlers.output import LogSink
 
 from ..helpers import REPO, alive, wait_until
 
 RUNNER = textwrap.dedent('''
     import sys
     from datetime import datetime, timezone
-    from pgsched import runner
-    from pgsched.runner import LogSink, run_command
+    from pgsched.handlers import command as runner
+    from pgsched.handlers.command import run_command
+    from pgsched.handlers.output import LogSink
 
     if sys.argv[2] == "preexec":  # as on a host without setpriv(1)
         runner._setpriv = lambda: None
@@ -97,7 +99,7 @@ def test_the_start_gate_refuses_a_command_whose_start_deadline_passed(tmp_path):
     whose deadline passed before its spawn never runs, and run_command says so."""
     import time
 
-    from pgsched.runner import StartDeadlinePassed
+    from pgsched.handlers.command import StartDeadlinePassed
 
     ran = tmp_path / "ran"
     with pytest.raises(StartDeadlinePassed):

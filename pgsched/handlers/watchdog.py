@@ -5,7 +5,7 @@ Starting a thread per call cost more than a no-op task itself (a py-spy profile 
 worker draining no-op runs: ``Thread.start`` was the largest single item of the slot
 threads). A slot thread now calls the handler directly; the watchdog wakes every
 ``tick`` seconds (or at the nearest deadline) and, for each call past its timeout or
-whose ``stop`` is set, raises :class:`~pgsched.runner.TaskInterrupted` inside it
+whose ``stop`` is set, raises :class:`~pgsched.handlers.python.TaskInterrupted` inside it
 (CPython's ``PyThreadState_SetAsyncExc``). A call that has not returned ``grace`` seconds
 later is abandoned: its outcome is handed to ``on_abandon`` in a new thread (which takes
 the slot over) and the stuck thread leaves when the call returns, its result discarded.
@@ -22,7 +22,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .runner import LogSink, Outcome, StopSignal, TaskInterrupted, _qualified, _ThreadOutput
+from . import Outcome, StopSignal
+from .output import LogSink, ThreadOutput
+from .python import TaskInterrupted, qualified
 
 
 @dataclass(eq=False, slots=True)
@@ -75,7 +77,7 @@ class Watchdog:
             self._wake.set()
         try:
             try:
-                with _ThreadOutput.capture(sink):
+                with ThreadOutput.capture(sink):
                     try:
                         c.box["result"] = func(**params)
                         if inspect.isawaitable(c.box["result"]):
@@ -84,14 +86,14 @@ class Watchdog:
                         c.box["interrupted"] = True
                     except BaseException as exc:  # the handler's failure is the attempt's, not ours
                         c.box["error"] = f"{type(exc).__name__}: {exc}"
-                        c.box["types"] = tuple(_qualified(t) for t in type(exc).__mro__)
+                        c.box["types"] = tuple(qualified(t) for t in type(exc).__mro__)
                         for line in traceback.format_exc().splitlines():
                             sink.write("stderr", line)
             finally:
                 self._unregister(c)
         except TaskInterrupted:  # delivered after the call had returned: the call is over anyway
             self._unregister(c)
-        _ThreadOutput._current.sink = None
+        ThreadOutput._current.sink = None
         if c.abandoned:
             return None
         sink.close()
@@ -165,7 +167,7 @@ def _refuse_awaitable(c: _Call, func: Callable[..., Any], sink: LogSink) -> None
              "handlers are not supported yet; make it a plain def that runs the coroutine, e.g. "
              "return asyncio.run(...)")
     c.box["error"] = f"TypeError: {error}"
-    c.box["types"] = tuple(_qualified(t) for t in TypeError.__mro__)
+    c.box["types"] = tuple(qualified(t) for t in TypeError.__mro__)
     sink.write("system", error)
 
 

@@ -1,4 +1,4 @@
-"""Runs one attempt of a handler and says how it ended. No SQL here.
+"""Runs one attempt of a command handler (shell or argv) and says how it ended. No SQL here.
 
 Commands (shell and argv handlers) run in a new session, so their process group is
 theirs alone: a timeout sends SIGTERM to the whole group, then SIGKILL after a grace
@@ -20,35 +20,28 @@ they touch) while the slot waits for the exec. setpriv leaves a window before it
 (the worker dying then) that the preexec function's :func:`os.getppid` check closes; the
 guardian covers it.
 
-Python handlers run in a slot thread of the worker, watched by :mod:`pgsched.watchdog`
-(timeouts and stops raise :class:`TaskInterrupted` in the call); this module gives them
-the output capture (:class:`_ThreadOutput`) and the exception.
+Python handlers are :mod:`.python`'s; :mod:`.output` collects what both print.
 """
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import ctypes
 import functools
-import io
 import json
 import os
-import re
 import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from . import guardian
-from .db import has_nul
+from .. import guardian
+from ..db import has_nul
+from . import Outcome, StopSignal
+from .output import LogSink, storable_text
 
 MAX_LINE_BYTES = 64 * 1024
 
@@ -63,104 +56,6 @@ try:  # resolved here, in the parent: the child between fork and exec only calls
 except (OSError, AttributeError):  # not Linux
     _prctl = None
 
-
-class StopSignal(Protocol):
-    """What tells a running handler to stop: a ``threading.Event`` or the worker's slot."""
-
-    def is_set(self) -> bool: ...
-
-
-@dataclass
-class Outcome:
-    """How an attempt ended: ``state`` is succeeded, failed, timed_out or cancelled;
-    ``exit_code`` for commands; ``error`` a one-paragraph reason; ``result``
-    JSON-serialisable or None; for a Python exception, ``error_type`` its qualified class
-    name and ``error_types`` those of its class and every base class (for
-    ``no_retry_exceptions``)."""
-
-    state: str
-    exit_code: int | None = None
-    error: str | None = None
-    result: Any = None
-    error_type: str | None = None
-    error_types: tuple[str, ...] = ()
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def storable_text(text: str) -> str:
-    """``text`` as PostgreSQL can store it: NUL characters removed, and lone surrogates
-    (which Python strings may hold but UTF-8 cannot) replaced with U+FFFD."""
-    text = text.replace("\x00", "")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = _SURROGATE.sub("\ufffd", text)
-    return text
-
-
-class LogSink:
-    """Collects captured lines (thread-safe) until the owner drains them.
-
-    Each line is ``(seq, stream, logged_at, text)``; ``seq`` counts from 1 per attempt;
-    ``logged_at`` comes from ``now()`` (aware): the worker gives the database's clock.
-    At most ``max_lines`` lines and ``max_bytes`` bytes of output are kept per attempt; the
-    rest is read (so the command never blocks on a full pipe) and counted, and
-    :meth:`close` adds one ``system`` line saying how much was dropped. NUL characters,
-    which PostgreSQL text cannot hold, are removed.
-    """
-
-    def __init__(self, max_lines: int = 10_000, max_bytes: int = 10 * 1024 * 1024, *,
-                 now: Callable[[], datetime]) -> None:
-        self._now = now  # the database's clock (pgsched.clock): logged_at is the database's time
-        self._lock = threading.Lock()
-        self._lines: list[tuple[int, str, datetime, str]] = []
-        self._seq = 0
-        self._bytes = 0
-        self.max_lines, self.max_bytes = max_lines, max_bytes
-        self.dropped_lines = self.dropped_bytes = 0
-        self.tail: collections.deque[str] = collections.deque(maxlen=3)
-        self.last_stdout: str | None = None  # the last non-blank stdout line (a command's result)
-
-    def write(self, stream: str, text: str, whole_line: bool = True) -> None:
-        """Collect one line of ``stream`` (stdout, stderr or system). ``whole_line`` False:
-        a piece of a line too long to read at once (it cannot be the command's result)."""
-        text = storable_text(text)
-        size = len(text.encode("utf-8", errors="replace")) + 1
-        with self._lock:
-            if stream == "stdout" and text.strip():
-                self.last_stdout = text if whole_line else None
-            if stream != "system" and (self._seq >= self.max_lines or self._bytes + size > self.max_bytes):
-                self.dropped_lines += 1
-                self.dropped_bytes += size
-                return
-            self._seq += 1
-            self._bytes += size
-            self._lines.append((self._seq, stream, self._now(), text))
-            self.tail.append(text)
-
-    def close(self) -> None:
-        """Record how much output the caps dropped, if any."""
-        if self.dropped_lines:
-            self.write("system", f"output truncated: {self.dropped_lines} more line(s), {self.dropped_bytes} "
-                       f"byte(s) not stored (limits: {self.max_lines} lines, {self.max_bytes} bytes)")
-
-    def drain(self, limit: int | None = None) -> list[tuple[int, str, datetime, str]]:
-        """Take up to ``limit`` (all when None) of the oldest collected lines."""
-        with self._lock:
-            cut = len(self._lines) if limit is None else limit
-            lines, self._lines = self._lines[:cut], self._lines[cut:]
-            return lines
-
-    def pending(self) -> bool:
-        """Whether lines wait to be drained."""
-        return bool(self._lines)
-
-    def requeue(self, lines: list[tuple[int, str, datetime, str]]) -> None:
-        """Put back lines that could not be stored, ahead of the newer ones."""
-        with self._lock:
-            self._lines[:0] = lines
 
 
 def _pump(pipe: Any, stream: str, sink: LogSink) -> None:
@@ -494,64 +389,3 @@ def command_result(line: str | None) -> Any:
 def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
-
-class _ThreadOutput(io.TextIOBase):
-    """Stands in for ``sys.stdout`` / ``sys.stderr``: what a thread running a Python task
-    prints goes to that task's :class:`LogSink`, line by line; every other thread's output
-    goes to the real stream. (Threads a task starts itself are not captured.)"""
-
-    _current = threading.local()
-
-    def __init__(self, real: Any, stream: str):
-        self.real, self.stream = real, stream
-
-    def write(self, text: str) -> int:
-        sink = getattr(self._current, "sink", None)
-        if sink is None:
-            return self.real.write(text)
-        pending = self._current.partial.get(self.stream, "") + text
-        *lines, self._current.partial[self.stream] = pending.split("\n")
-        for line in lines:
-            sink.write(self.stream, line)
-        return len(text)
-
-    def flush(self) -> None:
-        if getattr(self._current, "sink", None) is None:
-            self.real.flush()
-
-    def isatty(self) -> bool:
-        return False
-
-    def fileno(self) -> int:
-        return self.real.fileno()
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return getattr(self.real, "encoding", "utf-8")
-
-    @classmethod
-    @contextlib.contextmanager
-    def capture(cls, sink: LogSink) -> Iterator[None]:
-        for name in ("stdout", "stderr"):
-            if not isinstance(getattr(sys, name), cls):
-                setattr(sys, name, cls(getattr(sys, name), name))
-        cls._current.sink, cls._current.partial = sink, {}
-        try:
-            yield
-        finally:
-            for stream, rest in cls._current.partial.items():
-                if rest:
-                    sink.write(stream, rest)
-            cls._current.sink = None
-
-
-class TaskInterrupted(BaseException):
-    """Raised inside a Python task's call when its timeout passes or it is cancelled (or the
-    worker stops): a BaseException, so ``except Exception`` in the task does not swallow
-    it. Python delivers it at the call's next bytecode; a call blocked inside C code (a
-    long ``time.sleep``, a socket read) sees it only when that returns."""
-
-
-def _qualified(cls: type) -> str:
-    module = cls.__module__
-    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"

@@ -20,14 +20,14 @@ import json
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import datetime
 from typing import Any
 
-from .db import Database
-from .errors import ConnectionFailed, PgschedError, TransientError
+from ..db import Database
+from ..errors import ConnectionFailed, PgschedError, TransientError
+from .recorder import with_retries
 
 log = logging.getLogger(__name__)
 
@@ -101,22 +101,12 @@ class Completer:
             self._write_retrying(batch)
 
     def _write_retrying(self, batch: list[tuple[dict[str, Any], Done]]) -> None:
-        give_up = time.monotonic() + self.retry_seconds
-        delay = 0.5
-        uncertain = False  # a try may have committed without our hearing of it
-        while True:
-            try:
-                self._write(batch, uncertain)
-                return
-            except (ConnectionFailed, TransientError) as exc:
-                # TransientError rolled back (serialization, deadlock); a lost connection may not have
-                uncertain = uncertain or isinstance(exc, ConnectionFailed)
-                if time.monotonic() >= give_up or self.stopping.is_set():
-                    _settle(batch, exc)
-                    return
-                log.warning("could not record %d outcome(s) yet (%s); retrying in %.1fs", len(batch), exc, delay)
-                time.sleep(delay)
-                delay = min(delay * 2, 10.0)
+        # TransientError rolled back (serialization, deadlock); a lost connection may not have
+        try:
+            with_retries(lambda uncertain: self._write(batch, uncertain), seconds=self.retry_seconds,
+                         stopping=self.stopping.is_set, what=f"could not record {len(batch)} outcome(s)")
+        except (ConnectionFailed, TransientError) as exc:
+            _settle(batch, exc)
 
     def _write(self, batch: list[tuple[dict[str, Any], Done]], uncertain: bool = False) -> None:
         """Raises ConnectionFailed / TransientError for the whole batch; settles it otherwise.

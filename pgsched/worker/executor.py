@@ -1,0 +1,205 @@
+"""The executor: a fixed set of slot threads that take buffered executions, run their
+handlers (:mod:`pgsched.handlers`) and hand each outcome on, one way, to the recorder.
+No SQL here: the start gate is the heartbeat's, every write the recorder's.
+
+Python handlers are called in the slot thread itself under one watchdog thread
+(timeouts, cancels), commands in their own process group. A slot thread hands a final
+outcome to the writer without waiting for it; a retry is written by the slot itself, so
+twice as many threads as slots run: one blocked on the database wakes another for
+buffered work meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from ..clock import DatabaseClock
+from ..db import Row
+from ..handlers import Outcome
+from ..handlers.command import StartDeadlinePassed, run_command
+from ..handlers.output import LogSink
+from ..handlers.python import NOT_STARTED, PythonHandler
+from .config import MAX_ENV_PARAMS, PRIVATE_ENV, SPREAD_SECONDS, WorkerConfig
+from .heartbeat import Heartbeat
+from .holdings import Holdings, Slot
+from .outcome import as_ended, handed_back
+from .recorder import Recorder
+
+log = logging.getLogger(__name__)
+
+# The outcome handed on for an execution whose slot was ended before its handler started
+# (``slot.reason`` says why).
+_NEVER_STARTED = Outcome("failed", error="stopped before it started")
+
+
+class Executor:
+    """The slots of one worker. ``poke()`` tells the claimer a slot freed up; ``python``:
+    the Python handler, once the worker runs (its watchdog is a thread)."""
+
+    def __init__(self, config: WorkerConfig, holdings: Holdings, clock: DatabaseClock, heartbeat: Heartbeat,
+                 recorder: Recorder, poke: Callable[[], None]):
+        self.config, self.holdings, self.clock = config, holdings, clock
+        self.heartbeat, self.recorder, self.poke = heartbeat, recorder, poke
+        self.python: PythonHandler | None = None
+
+    def start(self) -> None:
+        """Start twice ``concurrency`` slot threads (see the module's docstring)."""
+        for i in range(2 * self.config.concurrency):
+            threading.Thread(target=self.slot_loop, daemon=True, name=f"pgsched-slot-{i}").start()
+
+    def slot_loop(self) -> None:
+        """One slot thread: takes buffered executions while a slot is free, until closing;
+        none while the worker may have been declared dead (until a heartbeat tells)."""
+        h = self.holdings
+        while True:
+            with h.ready:
+                while not h.closing and not (h.buffer and h.running < self.config.concurrency
+                                             and not h.may_be_dead()):
+                    h.ready.wait()  # a heartbeat's answer wakes all (Holdings.confirm_alive)
+                if h.closing:
+                    return
+                row = h.buffer.popleft()
+                h.starting[row["id"]] = row["lease_id"]
+                h.running += 1
+                if h.buffer and h.running < self.config.concurrency and self._spread():
+                    h.ready.notify()
+            self.poke()
+            if not self.execute(row):
+                return  # its Python call was abandoned: another thread has taken this slot over
+
+    def _spread(self) -> bool:
+        h = self.holdings
+        avg = h.avg_run
+        return avg is None or len(h.buffer) * avg > SPREAD_SECONDS * max(h.running, 1)
+
+    def execute(self, row: Row) -> bool:
+        """Run one execution taken off the buffer (counted in ``running``) and hand its
+        outcome on; False when the Python call was abandoned (the thread that records it
+        carries on as this slot)."""
+        h = self.holdings
+        sink = LogSink(self.config.max_output_lines, self.config.max_output_bytes, now=self.clock.now)
+        began = time.monotonic()
+        started = self.clock.at(began)
+        slot = Slot(row["lease_id"])
+        with h.lock:
+            h.active[row["id"]] = slot
+            h.starting.pop(row["id"], None)
+            revoked = (row["id"], row["lease_id"]) in h.revoked
+            h.revoked.discard((row["id"], row["lease_id"]))
+            early = row["id"] in h.early_cancels
+            h.early_cancels.discard(row["id"])
+        if revoked:
+            slot.end("lease_lost")
+        elif early or row.get("cancel_requested_at") is not None:
+            slot.end("cancel")
+        elif h.hard_stop.is_set():
+            slot.end("handback")
+        elif row.get("confirm_start"):
+            confirmed = self.recorder.confirm_start(row)
+            if not confirmed:
+                slot.end("handback" if confirmed is None else "lease_lost")
+        if slot.reason is not None:  # never started
+            self._finish(row, sink, slot, started, _NEVER_STARTED)
+            return True
+        try:
+            log.debug("execution %s (%s) attempt %s started", row["id"], row["task_name"], row["attempt"])
+            outcome = self._run_handler(row, sink, slot, started)
+        except BaseException as exc:  # even SystemExit from an imported module: record it
+            log.exception("execution %s: the handler raised out of the worker thread", row["id"])
+            outcome = Outcome("failed", error=f"internal error: {type(exc).__name__}: {exc}")
+        if outcome is None:
+            return False
+        if outcome is NOT_STARTED:  # its start could not be proven: slot.reason says why
+            self._finish(row, sink, slot, started, _NEVER_STARTED)
+            return True
+        took = time.monotonic() - began
+        h.avg_run = took if h.avg_run is None else 0.9 * h.avg_run + 0.1 * took
+        self._finish(row, sink, slot, started, outcome)
+        return True
+
+    def _resume(self, row: Row, sink: LogSink, slot: Slot, started: datetime, outcome: Outcome) -> None:
+        """A new thread for an abandoned Python call: records it, then serves as the slot."""
+        self._finish(row, sink, slot, started, outcome)
+        self.slot_loop()
+
+    def _finish(self, row: Row, sink: LogSink, slot: Slot, started: datetime, outcome: Outcome) -> None:
+        """The handler is done: free its slot and hand the outcome, as ended, to the
+        recorder (it stays held, in ``recording``, until written)."""
+        h = self.holdings
+        with h.lock:
+            h.running -= 1
+            slot.ended = True  # from now on a heartbeat's lost_ids naming it may be its own write's doing
+            if slot.reason != "lease_lost":
+                h.recording += 1
+        self.poke()
+        if slot.reason == "lease_lost":
+            log.warning("execution %s attempt %s stopped: this worker no longer holds its lease (declared dead, "
+                        "or the execution was taken back); nothing recorded here", row["id"], row["attempt"])
+            with h.lock:
+                h.forget(row["id"], slot)
+            return
+        outcome = as_ended(outcome, slot.reason)
+        once: list[bool] = []
+
+        def settled() -> None:  # once only, even when a failed recording is recorded again
+            with h.lock:
+                if once:
+                    return
+                once.append(True)
+                h.recording -= 1
+                h.forget(row["id"], slot)
+            self.poke()
+
+        self.recorder.end(row, sink, outcome, started, handed_back(slot.reason, outcome), settled)
+
+    def _run_handler(self, row: Row, sink: LogSink, slot: Slot, started: datetime) -> Outcome | None:
+        kind = row["handler_kind"]
+        if kind == "python":
+            assert self.python is not None
+            return self.python.run(row, sink, slot, lambda: self.heartbeat.start_by(row, slot),
+                                   on_tick=lambda: self.recorder.flush_logs(row, sink),
+                                   on_abandon=lambda outcome: self._resume(row, sink, slot, started, outcome))
+        if kind == "dag":  # never enqueued (enqueue_v1 refuses it); say so if one appears
+            return Outcome("failed", error=f"task {row['task_name']!r} is a DAG: it starts DAG runs and is not run")
+        env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
+        env.update(row["env"] or {})
+        env.update(PGSCHED_EXECUTION_ID=str(row["id"]), PGSCHED_TASK=row["task_name"],
+                   PGSCHED_ATTEMPT=str(row["attempt"]), PGSCHED_SCHEDULED_AT=row["scheduled_at"].isoformat())
+        params_file = None
+        encoded = row["params"]  # JSON text as PostgreSQL wrote it (jsonb: an object)
+        if len(encoded.encode("utf-8")) <= MAX_ENV_PARAMS:
+            env["PGSCHED_PARAMS"] = encoded
+        else:  # Linux refuses to start a program with one variable over 128 KB
+            with tempfile.NamedTemporaryFile("w", prefix="pgsched-params-", suffix=".json", delete=False,
+                                             encoding="utf-8") as f:
+                f.write(encoded)
+            params_file = env["PGSCHED_PARAMS_FILE"] = f.name
+        if row.get("dag_run_id") is not None:
+            env["PGSCHED_DAG_RUN_ID"] = str(row["dag_run_id"])
+        if kind == "shell":
+            shell = (row["env"] or {}).get("SHELL", "/bin/sh")
+            argv = [shell, "-c", row["command"]]
+        else:
+            argv = list(row["argv"])
+        try:
+            while True:
+                start_by = self.heartbeat.start_by(row, slot)
+                if start_by is None:
+                    return NOT_STARTED
+                try:
+                    return run_command(argv, env=env, stdin=row["stdin"], timeout=row["timeout_seconds"],
+                                       sink=sink, kill_grace=self.config.kill_grace,
+                                       on_tick=lambda: self.recorder.flush_logs(row, sink), stop=slot,
+                                       stop_grace=self.config.stop_grace, start_by=start_by)
+                except StartDeadlinePassed:
+                    log.info("execution %s: not started yet: its start deadline passed before the command's "
+                             "exec (the worker was frozen or slow); proving its lease again", row["id"])
+        finally:
+            if params_file:
+                os.unlink(params_file)
