@@ -6,8 +6,9 @@ The names below are imported when first used (PEP 562), so that importing a pure
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import exports
 
 if TYPE_CHECKING:
     from .app import App
@@ -24,10 +25,4 @@ _LAZY = {
 
 __all__ = ["App", "PgschedError", "TaskInterrupted", "ValidationError"]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'pgsched' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+__getattr__ = exports(__name__, _LAZY)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import re
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
@@ -58,13 +57,7 @@ _TRANSIENT_STATES = ("40", "55P03")
 
 # A NUL in JSON text from json.dumps is \u0000 after an even number of backslashes (an odd
 # number means the backslash before "u0000" is itself escaped: the text "\u0000").
-_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
-
-def has_nul(json_text: str) -> bool:
-    """Whether ``json_text`` (made by json.dumps) encodes a NUL character, which PostgreSQL's
-    jsonb refuses (https://www.postgresql.org/docs/current/datatype-json.html)."""
-    return "\\u0000" in json_text and _NUL_ESCAPE.search(json_text) is not None
 
 def _translate(exc: psycopg.Error) -> Exception:
     """Map a psycopg error to a pgsched error with a one-line message."""

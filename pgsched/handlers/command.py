@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import guardian
-from ..db import has_nul
+from ..jsontext import has_nul
 from . import Outcome, StopSignal
 from .output import LogSink, storable_text
 

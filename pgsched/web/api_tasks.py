@@ -1,5 +1,5 @@
 """REST API: tasks (``/api/v1/tasks``). Reads need a viewer, changes an operator. Every
-call acts in the caller's tenant; the operations are those of :mod:`pgsched.tasks`."""
+call acts in the caller's tenant; the operations are those of :mod:`pgsched.stores.tasks`."""
 
 from __future__ import annotations
 

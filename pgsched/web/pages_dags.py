@@ -1,7 +1,7 @@
 """DAG pages: ``/dags`` (every DAG with its last run), ``/dags/NAME`` (its nodes and run
 history, paged by run id) and ``/dags/runs/ID`` (the run drawn as a graph coloured by
 node state, with each node's execution). Operators may start a run
-(:func:`pgsched.dagruns.trigger`)."""
+(:func:`pgsched.stores.dagruns.trigger`)."""
 
 from __future__ import annotations
 

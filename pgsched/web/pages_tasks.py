@@ -1,7 +1,7 @@
 """Task pages: ``/tasks`` (search, filters, a create form) and ``/tasks/NAME`` (definition,
 next fires, trend chart, execution history, why it is paused), with the actions trigger,
 pause, resume, delete and setting the time zone as POST forms (operator role; delete asks
-to confirm first). The operations are those of :mod:`pgsched.tasks`, in the principal's
+to confirm first). The operations are those of :mod:`pgsched.stores.tasks`, in the principal's
 tenant."""
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def task_delete(request: Request) -> Response:
 
 def task_timezone(request: Request) -> Response:
     """Set a task's time zone (the fix for a zone the tz database dropped): an update of the
-    schedule's zone, which resumes a task the scheduler paused (:func:`pgsched.tasks.update`).
+    schedule's zone, which resumes a task the scheduler paused (:func:`pgsched.stores.tasks.update`).
     A bad zone shows the task page again with the message."""
     who = require(request, "operator")
     name = field(request, "name")

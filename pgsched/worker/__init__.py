@@ -8,10 +8,19 @@ beside them :mod:`.heartbeat` (liveness, the start gate, the claimer's watch) an
 :mod:`.holdings` (what the worker holds, under one lock).
 """
 
-from .config import HEARTBEAT_STALE, PRIVATE_ENV, WorkerConfig
-from .holdings import (
-    buffer_in_order as _buffer_in_order,  # its name here before the split (tests import it)
-)
-from .process import Worker
+from __future__ import annotations
 
-__all__ = ["HEARTBEAT_STALE", "PRIVATE_ENV", "Worker", "WorkerConfig", "_buffer_in_order"]
+from typing import TYPE_CHECKING
+
+from ..lazy import exports
+
+if TYPE_CHECKING:
+    from .config import HEARTBEAT_STALE, PRIVATE_ENV, WorkerConfig
+    from .process import Worker
+
+# public name -> its module: imported when first used, so that the pure parts
+# (pgsched.worker.outcome) load without the driver
+__getattr__ = exports(__name__, {"HEARTBEAT_STALE": ".config", "PRIVATE_ENV": ".config", "WorkerConfig": ".config",
+                                 "Worker": ".process"})
+
+__all__ = ["HEARTBEAT_STALE", "PRIVATE_ENV", "Worker", "WorkerConfig"]

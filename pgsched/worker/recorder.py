@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from psycopg.types.json import Jsonb
 
 from ..clock import DatabaseClock
-from ..db import Database, Row, has_nul
+from ..db import Database, Row
 from ..errors import ConnectionFailed, PgschedError, TransientError
 from ..handlers import Outcome
 from ..handlers.output import LogSink, storable_text
+from ..jsontext import has_nul
 from ..retry import backoff_seconds
 from .config import SUCCESS_LINES_PER_SECOND, WorkerConfig
 from .holdings import Holdings

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 import pytest
 
 from pgsched.cli.dags import tree_lines
-from pgsched.db import has_nul
 from pgsched.handlers.command import MAX_LINE_BYTES, _pump, command_result
 from pgsched.handlers.output import LogSink
+from pgsched.jsontext import has_nul
 
 
 @pytest.mark.parametrize(("line", "result"), [

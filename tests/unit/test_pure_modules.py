@@ -1,6 +1,6 @@
 """The pure core (task specs, schedules, cron, retry, DAG definitions and rules, crontab
-parsing, the vocabularies) imports no database driver and no face: each module is
-imported alone in a fresh interpreter and the modules it loaded are checked."""
+parsing, the vocabularies, the rule from an ended attempt to its execution's state)
+imports no database driver and no face: each module is imported alone in a fresh interpreter and the modules it loaded are checked."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ PURE = ["pgsched", "pgsched.taskspec", "pgsched.schedule", "pgsched.retry", "pgs
         "pgsched.cron", "pgsched.cron.fields", "pgsched.cron.days", "pgsched.cron.dst", "pgsched.cron.fires",
         "pgsched.cron.walk", "pgsched.cron.expression",
         "pgsched.dag", "pgsched.dag.definition", "pgsched.dag.loading", "pgsched.dag.validation",
-        "pgsched.dag.graph", "pgsched.dag.rules"]
+        "pgsched.dag.graph", "pgsched.dag.rules", "pgsched.lazy", "pgsched.worker.outcome"]
 FORBIDDEN = ("psycopg", "psycopg_pool", "starlette", "jinja2", "click")
 
 
