@@ -44,9 +44,9 @@ from psycopg.rows import dict_row
 from pgsched import dag as dag_module
 from pgsched import migrate as migrations
 from pgsched import queries
-from pgsched.claims import TaskDefinitions
 from pgsched.db import Database
 from pgsched.stores import dagruns
+from pgsched.worker.claims import TaskDefinitions
 
 ENGINE_FUNCTIONS = ("dag_execution_finished_v1", "dag_propagate_v1", "dag_enqueue_v1", "dag_decide_v1",
                     "dag_close_v1", "dag_condition_v1", "execution_inserted_v1")

@@ -62,9 +62,9 @@ from psycopg.rows import dict_row
 
 from pgsched import migrate as migrations
 from pgsched import queries
-from pgsched.claims import TaskDefinitions
 from pgsched.db import Database, Session
 from pgsched.stores import tasks
+from pgsched.worker.claims import TaskDefinitions
 
 SYSTEM = "pgsched"
 BenchFailed = common.BenchFailed

@@ -9,7 +9,7 @@ the time each line arrived.
 
 A command dies with its worker: its own process is SIGKILLed when the worker's thread that
 started it exits (``PR_SET_PDEATHSIG``, prctl(2)), and the worker's guardian
-(:mod:`pgsched.guardian`) is told its session and gives it the worker's token, so that
+(:mod:`pgsched.handlers.guardian`) is told its session and gives it the worker's token, so that
 what it starts dies too. The prctl is made by ``setpriv --pdeathsig KILL`` (util-linux
 2.33 or later) run in front of the command; only without it by a preexec function
 (:func:`_die_with_worker`). Measured through a real worker (concurrency 4, 500 ``true``
@@ -38,9 +38,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .. import guardian
 from ..jsontext import has_nul
-from . import Outcome, StopSignal
+from . import Outcome, StopSignal, guardian
 from .output import LogSink, storable_text
 
 MAX_LINE_BYTES = 64 * 1024
@@ -277,9 +276,9 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
     timeout, for 5 more seconds; the outcome is the command's own exit status either way. A
     process that leaves the group (``setsid``, a double fork) is killed with it by the
     command's mark, unless it also cleared its environment; it dies with the worker anyway
-    (:mod:`pgsched.guardian`).
+    (:mod:`pgsched.handlers.guardian`).
 
-    With a guardian running (:func:`pgsched.guardian.active`), the command gets the
+    With a guardian running (:func:`pgsched.handlers.guardian.active`), the command gets the
     worker's token in its environment, whatever ``env`` says, and its session is watched
     while it runs.
     """

@@ -4,7 +4,7 @@
 A notification is answered by a claim on that same connection, with no hop to another
 thread; a slow poll is the fallback (a notification is lost when a connection drops).
 Work due later (a retry's backoff, a run enqueued for later) wakes it when due, by the
-database's clock (:mod:`pgsched.due`). Claims (``execution_claim``: SKIP LOCKED, priority
+database's clock (:mod:`pgsched.worker.due`). Claims (``execution_claim``: SKIP LOCKED, priority
 then run_at, each queue read from its own front) fill a small buffer sized to the free
 slots plus a prefetch, so a slot that ends an execution takes the next one without
 waiting for a claim round trip. The prefetch grows only while handlers are short (a
@@ -32,14 +32,14 @@ from collections.abc import Callable
 
 import psycopg
 
-from ..claims import TaskDefinitions, give_back
 from ..clock import DatabaseClock
 from ..db import Database, Row, Session, connect
 from ..deadline import Deadline
-from ..due import NextDue
 from ..errors import ConnectionFailed, PgschedError
 from ..liveness import Liveness
+from .claims import TaskDefinitions, give_back
 from .config import PREFETCH_HORIZON, RECORD_BACKLOG, WorkerConfig
+from .due import NextDue
 from .holdings import Holdings
 
 log = logging.getLogger(__name__)

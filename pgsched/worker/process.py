@@ -23,7 +23,7 @@ import time
 from ..clock import ClockProbe, DatabaseClock
 from ..db import Database
 from ..errors import PgschedError
-from ..guardian import Guardian
+from ..handlers.guardian import Guardian
 from ..handlers.python import PythonHandler
 from ..handlers.watchdog import Watchdog
 from .claimer import Claimer
@@ -139,7 +139,7 @@ class Worker:
 
 
 def _start_guardian(worker_id: int | None) -> Guardian | None:
-    """Start this worker's guardian (:mod:`pgsched.guardian`) and say what containment the
+    """Start this worker's guardian (:mod:`pgsched.handlers.guardian`) and say what containment the
     worker's commands have; None when it could not start (then only the PDEATHSIG of each
     command's own child holds)."""
     try:

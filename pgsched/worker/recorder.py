@@ -303,7 +303,7 @@ class Recorder:
                 done = tx.exec("execution_retry", run_at=retry_at, extra_attempts=1 if attempt.stopped else 0,
                                budget_delay_seconds=budget, **lease)
                 if done:  # an UPDATE: no NOTIFY from the insert trigger, so wake idle workers
-                    tx.exec("execution_wake")  # (they look up its run_at: pgsched.due)
+                    tx.exec("execution_wake")  # (they look up its run_at: pgsched.worker.due)
             else:
                 done = tx.exec("execution_finish", state=final, finished_at=attempt.finished_at,
                                exit_code=outcome.exit_code, error=outcome.error,

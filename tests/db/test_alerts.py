@@ -14,11 +14,11 @@ import psycopg
 import pytest
 
 from pgsched import alerts, webhooks
-from pgsched.claims import TaskDefinitions
 from pgsched.db import Database
 from pgsched.errors import ValidationError
 from pgsched.stores import tasks
 from pgsched.taskspec import TaskSpec
+from pgsched.worker.claims import TaskDefinitions
 from tests.db.test_stats import seed
 from tests.helpers import cli, wait_until
 

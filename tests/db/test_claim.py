@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from psycopg.types.json import Jsonb
 
-from pgsched.claims import TaskDefinitions
 from pgsched.db import Database
 from pgsched.errors import PgschedError
 from pgsched.stores import tasks
 from pgsched.taskspec import TaskSpec
+from pgsched.worker.claims import TaskDefinitions
 
 from ..helpers import wait_until
 

@@ -15,10 +15,10 @@ from psycopg.types.json import Jsonb
 from pgsched import App, scheduler
 from pgsched import dag as dag_module
 from pgsched.app import resolve
-from pgsched.claims import TaskDefinitions
 from pgsched.errors import PgschedError, ValidationError
 from pgsched.stores import dagruns, tasks
 from pgsched.taskspec import TaskSpec
+from pgsched.worker.claims import TaskDefinitions
 
 from ..helpers import wait_until
 from .test_claim import register

@@ -11,8 +11,8 @@ import psycopg
 import pytest
 
 from pgsched import scheduler
-from pgsched.claims import give_back
 from pgsched.stores import tasks
+from pgsched.worker.claims import give_back
 
 from ..helpers import notifications_until_marker
 from .test_claim import claim, make_task, register

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pgsched.guardian import SCAN_INTERVAL
+from pgsched.handlers.guardian import SCAN_INTERVAL
 
 from ..helpers import alive, cli, finished, trigger, wait_until
 

@@ -1,11 +1,11 @@
-"""NextDue (pgsched.due): when the claimer wakes for work due later, from the database's
+"""NextDue (pgsched.worker.due): when the claimer wakes for work due later, from the database's
 answer in seconds, on the monotonic clock."""
 
 from __future__ import annotations
 
 import pytest
 
-from pgsched.due import HELD_RETRY_FIRST, NextDue
+from pgsched.worker.due import HELD_RETRY_FIRST, NextDue
 
 
 def test_it_wakes_the_given_seconds_after_the_answer_was_received():

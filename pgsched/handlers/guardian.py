@@ -5,7 +5,7 @@ but PDEATHSIG does not pass to grandchildren, and a command that double-forks or
 ``setsid`` leaves its process group. A SIGKILLed worker's commands used to run on beside
 the copies the leader's rescue started elsewhere (issue 15: 44 commands finished twice in
 one run). So each worker starts a guardian: ``python -S -I`` running
-:mod:`pgsched.guardian_main` as a script (a little of the standard library, no
+:mod:`pgsched.handlers.guardian_main` as a script (a little of the standard library, no
 site-packages: about 10 MB resident, 0.4 % of a core while it watches a host of 140
 processes), in a session of its own (a terminal's Ctrl-C or a ``killpg`` of the worker's
 group does not reach it), which ignores SIGINT, SIGTERM and SIGHUP: it ends when the
@@ -55,7 +55,7 @@ from .guardian_main import KILL_PATIENCE, SCAN_INTERVAL, TOKEN_VAR
 
 __all__ = ["Guardian", "SCAN_INTERVAL", "TOKEN_VAR", "active"]
 
-log = logging.getLogger("pgsched.guardian")
+log = logging.getLogger("pgsched.handlers.guardian")
 
 _active: Guardian | None = None
 _active_lock = threading.Lock()
@@ -214,7 +214,7 @@ class Guardian:
 def _log_format() -> str:
     """``json`` when this process logs JSON lines (``--log-format json``), else ``text``:
     the guardian writes its few lines to the same stderr in the same form."""
-    from .logs import JsonFormatter
+    from ..logs import JsonFormatter
 
     handlers = logging.getLogger().handlers
     return "json" if any(isinstance(h.formatter, JsonFormatter) for h in handlers) else "text"

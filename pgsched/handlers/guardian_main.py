@@ -1,5 +1,5 @@
 """The guardian's own program: run by each worker as ``python -S -I guardian_main.py``
-(:mod:`pgsched.guardian` says why and what it kills). It imports only what it needs of the
+(:mod:`pgsched.handlers.guardian` says why and what it kills). It imports only what it needs of the
 standard library and nothing of pgsched or site-packages, so it stays small (about 10 MB
 resident, against 17 MB with logging and subprocess imported) and starts in about 20 ms.
 """
@@ -155,10 +155,10 @@ def _say(fmt: str, level: str, message: str) -> None:
         from datetime import datetime, timezone
 
         line = json.dumps({"ts": datetime.fromtimestamp(now, timezone.utc).isoformat(), "level": level,
-                           "logger": "pgsched.guardian", "message": message, "pid": os.getpid()})
+                           "logger": "pgsched.handlers.guardian", "message": message, "pid": os.getpid()})
     else:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f",{int(now % 1 * 1000):03d}"
-        line = f"{stamp} {level.upper():<7} pgsched.guardian: {message}"
+        line = f"{stamp} {level.upper():<7} pgsched.handlers.guardian: {message}"
     try:
         os.write(2, (line + "\n").encode())
     except OSError:

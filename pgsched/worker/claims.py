@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .db import Database, Row, Session
+from ..db import Database, Row, Session
 
 # Definitions held at most; the oldest read is dropped first. The ids and versions held are
 # sent with every claim, so this stays small.
