@@ -13,7 +13,7 @@ factories are for the state a test begins in, not for what it checks.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pgsched import tasks
@@ -35,16 +35,16 @@ def make_task(db: Any, name: str = "job", *, command: str | None = "true", now: 
     return row
 
 
-def make_execution(sql: Any, task_id: int, *, scheduled_at: datetime | str = "now()",
-                   run_at: datetime | str | None = None, **columns: Any) -> dict:
+def make_execution(sql: Any, task_id: int, *, scheduled_at: datetime | timedelta = timedelta(0),
+                   run_at: datetime | timedelta | None = None, **columns: Any) -> dict:
     """Insert one row into pgsched.execution for task ``task_id`` and return it (all its
-    columns). ``scheduled_at`` defaults to the statement's ``now()``, ``run_at`` to
-    ``scheduled_at``; ``columns`` are any other columns of the table (``queue``, ``state``,
-    ``trigger``, ``params`` as JSON text…). ``sql`` is a psycopg connection with dict rows."""
+    columns). ``scheduled_at`` and ``run_at`` are instants, or offsets from the server's
+    ``now()`` (default: now() itself; ``run_at`` defaults to ``scheduled_at``); ``columns``
+    are any other columns of the table (``queue``, ``state``, ``trigger``, ``params`` as
+    JSON text…). ``sql`` is a psycopg connection with dict rows."""
     values = {"task_id": task_id, "scheduled_at": scheduled_at,
               "run_at": scheduled_at if run_at is None else run_at, **columns}
-    # now() is spelled out in SQL so that it is the server's clock in this transaction.
-    placeholders = ["now()" if v == "now()" else f"%({k})s" for k, v in values.items()]
-    row = sql.execute(f"INSERT INTO pgsched.execution ({', '.join(values)}) VALUES ({', '.join(placeholders)}) "
-                      "RETURNING *", {k: v for k, v in values.items() if v != "now()"}).fetchone()
-    return row
+    # An offset is added to now() in SQL: the server's clock (in this transaction), not ours.
+    placeholders = [f"now() + %({k})s" if isinstance(v, timedelta) else f"%({k})s" for k, v in values.items()]
+    return sql.execute(f"INSERT INTO pgsched.execution ({', '.join(values)}) VALUES ({', '.join(placeholders)}) "
+                       "RETURNING *", values).fetchone()
