@@ -15,8 +15,12 @@ from pgsched.claims import TaskDefinitions
 from pgsched.db import Database
 from pgsched.errors import PgschedError
 
-from ..factories import make_task
+from ..factories import make_execution, make_task
 from ..helpers import wait_until
+
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
 
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
 
@@ -92,8 +96,7 @@ def test_params_come_as_json_text_and_a_non_object_as_an_empty_object(db, sql):
     worker = register(db)
     stored = ['{"a": [1, 2], "\u00e9": 123456789012345678901234567890}', "null", "[]", '"text"', "5"]
     for value in stored:
-        sql.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, params)
-                       VALUES (%s, %s, %s, %s::jsonb)""", [task["id"], T0, T0, value])
+        make_execution(sql, task["id"], scheduled_at=T0, params=value)
     rows = sorted(claim(db, worker, now=T0), key=lambda r: r["id"])
     assert [json.loads(r["params"]) for r in rows] == [
         {"a": [1, 2], "\u00e9": 123456789012345678901234567890}, {}, {}, {}, {}]
@@ -220,6 +223,7 @@ def test_claim_honours_the_limit(db, sql):
     assert claim(db, worker, limit=3, now=T0) == []
 
 
+@pytest.mark.clone("claims from several threads at once")
 def test_concurrent_claims_never_share_an_execution(db, sql):
     make_task(db, now=T0)
     total = 200

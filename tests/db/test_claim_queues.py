@@ -11,12 +11,17 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 import psycopg
+import pytest
 from psycopg.rows import dict_row
 
 from pgsched import queries
 
 from ..factories import T0, make_task
 from .test_claim import claim, register
+
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
 
 BACKLOG = 100_000
 
@@ -181,6 +186,7 @@ def test_a_held_row_at_the_front_never_keeps_a_claim_from_the_rows_behind_it(dsn
     assert [r["id"] for r in claim(db, worker, limit=5, now=T0)] == urgent  # free again: claimed next
 
 
+@pytest.mark.clone("claims from several threads at once")
 def test_concurrent_claims_of_overlapping_queue_sets_never_share_an_execution(db, sql):
     """Six workers serving overlapping sets of three queues claim at once until nothing is
     left: every execution is claimed once, by a worker that serves its queue."""

@@ -17,6 +17,10 @@ from ..factories import T0, make_task
 from ..helpers import notifications_until_marker
 from .test_claim import claim, register
 
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
+
 
 @pytest.fixture
 def listener(dsn):

@@ -18,6 +18,10 @@ from pgsched import tasks
 from ..factories import make_task
 from ..helpers import wait_for, waiting_on_a_lock
 
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
+
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
 
 INSERT = """INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)

@@ -17,6 +17,10 @@ from pgsched.tasks import TaskSpec
 from ..factories import make_task
 from ..helpers import notifications_until_marker, wait_for, waiting_on_a_lock
 
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
+
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
 
 
@@ -192,6 +196,7 @@ def test_renumbering_a_task_races_an_insert_both_ways(db, sql, dsn):
     assert orphans == 0
 
 
+@pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_a_key_that_already_succeeded_is_skipped_not_run_again(db, sql):
     from .test_claim import claim, register
 

@@ -20,6 +20,10 @@ from ..factories import make_task
 from ..helpers import wait_until, waiting_on_a_lock
 from .test_claim import claim, finish, register
 
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
+
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
 ENQUEUE_V2 = ("SELECT execution_id, deduplicated, dedup_reason, succeeded_execution_id "
               "FROM pgsched.enqueue_v2(%s, idempotency_key => %s)")
@@ -63,6 +67,7 @@ def test_a_key_shared_by_two_tasks_gives_each_task_its_own_execution(db, sql):
     assert len(rows_of(sql, b["id"])) == 1
 
 
+@pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_a_key_that_succeeded_on_one_task_does_not_skip_another_tasks_run(db, sql):
     make_task(db, "invoice", now=T0)
     receipt = make_task(db, "receipt", now=T0)
@@ -94,6 +99,7 @@ def test_enqueue_v2_says_it_returned_the_live_execution_of_the_key(db, sql):
     assert [r["id"] for r in rows_of(sql, task["id"])] == [first]
 
 
+@pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_enqueue_v2_names_the_succeeded_execution_and_the_skipped_one_it_recorded(db, sql):
     task = make_task(db, "report", now=T0)
     first = enqueue_v2(sql, "report", "k-1")["execution_id"]
@@ -124,6 +130,7 @@ def test_the_python_enqueue_reports_what_the_key_did(db, sql):
             tasks.enqueue(db, "report", idempotency_key=bad)
 
 
+@pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_run_request_returns_whether_it_was_deduplicated(db, sql):
     a, b = make_task(db, "invoice", now=T0), make_task(db, "receipt", now=T0)
     insert = ("INSERT INTO pgsched.run_request (task, idempotency_key) VALUES (%s, 'order-7') "
@@ -152,6 +159,7 @@ def dead(db, name, key):
     return ident
 
 
+@pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 @pytest.mark.parametrize("theirs", ["live", "succeeded"])
 def test_a_dead_letter_retry_is_not_skipped_for_another_tasks_key(db, sql, theirs):
     make_task(db, "invoice", now=T0)
@@ -166,6 +174,7 @@ def test_a_dead_letter_retry_is_not_skipped_for_another_tasks_key(db, sql, their
     assert again == {"state": "pending", "attempt": 1, "max_attempts": 2}  # queued, not skipped
 
 
+@pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_a_dead_letter_retry_is_skipped_for_its_own_tasks_key_that_succeeded(db, sql):
     make_task(db, "invoice", now=T0)
     make_task(db, "receipt", now=T0)

@@ -16,6 +16,10 @@ from ..factories import make_task
 from ..helpers import notifications_until_marker
 from .test_claim import claim, finish, register
 
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
+
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
 
 
@@ -185,6 +189,7 @@ def test_dlq_retry_of_a_key_that_has_since_succeeded_is_skipped(db, sql):
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
 
 
+@pytest.mark.clone("purges what finished before now(): now() must advance")
 def test_dlq_retry_all_and_purge(db, sql):
     a, b = dead(db, sql, "a"), dead(db, sql, "b")
     c = dead(db, sql, "c")

@@ -14,6 +14,10 @@ from pgsched.tasks import TaskSpec
 from ..factories import make_task
 from ..helpers import notifications_until_marker, wait_until
 
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
+
 
 def at(hour: int, minute: int = 0, second: int = 0, micro: int = 0, day: int = 15) -> datetime:
     return datetime(2025, 1, day, hour, minute, second, micro, tzinfo=UTC)
@@ -310,6 +314,7 @@ def test_a_delete_that_waits_for_a_tick_drops_what_that_tick_inserted(db, dsn, s
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
 
 
+@pytest.mark.clone("ticks from several threads at once")
 def test_a_burst_is_fired_by_parallel_batches_each_task_exactly_once(db, sql):
     """2,500 tasks on three schedules due at once, batches of 200 on 3 connections: every
     task fires once, and tasks that share a schedule get the same next fire time."""
@@ -329,6 +334,7 @@ def test_a_burst_is_fired_by_parallel_batches_each_task_exactly_once(db, sql):
     assert scheduler.tick(db, 3, at(9, 0, 2), batch=200, parallel=3) == 0
 
 
+@pytest.mark.clone("ticks from several threads at once")
 def test_two_schedulers_catching_up_one_burst_at_once_make_each_fire_once(db, sql):
     """A leader failover mid-burst leaves the old leader's ticks running while the new one
     starts (both with parallel batches): 1,500 tasks that missed five fires each (misfire
@@ -398,6 +404,7 @@ def test_groups_of_a_batch_fire_apart_and_a_group_whose_schedule_breaks_is_pause
     assert scheduler.tick(db, 1, at(9, 0, 31)) == 0
 
 
+@pytest.mark.clone("the check runs at commit")
 def test_a_dead_scheduled_fire_retried_from_the_dead_letter_queue_runs_again(db, sql):
     """dlq_retry_v1 puts a dead execution back under its own id and instant: the same fire
     run again on request, which the watermark lets through."""

@@ -17,6 +17,10 @@ from pgsched.tasks import TaskSpec
 from ..factories import make_task
 from ..helpers import notifications_until_marker
 
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
+
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
 
 

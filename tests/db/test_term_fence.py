@@ -15,6 +15,10 @@ from pgsched import scheduler, tasks
 from pgsched.db import Session, connect
 from pgsched.tasks import TaskSpec
 
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
+
 
 @pytest.fixture
 def lock(dsn):
