@@ -20,7 +20,12 @@ from pgsched.stores import tasks
 from pgsched.taskspec import TaskSpec
 from pgsched.worker.claims import TaskDefinitions
 from tests.db.test_stats import seed
+from tests.factories import make_execution
 from tests.helpers import cli, wait_until
+
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
 
 
 class Receiver:
@@ -82,6 +87,7 @@ def fail_to_dead(db: Database, task: str) -> int:
     return execution_id
 
 
+@pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_failure_and_dlq_webhooks_are_queued_with_the_failure_and_delivered(
         db: Database, sql: psycopg.Connection, receiver: Receiver) -> None:
     tasks.create(db, TaskSpec(name="etl", command="false"))
@@ -106,6 +112,7 @@ def test_failure_and_dlq_webhooks_are_queued_with_the_failure_and_delivered(
     assert webhooks.send_due(db) == []  # delivered rows are not sent again
 
 
+@pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_a_failing_receiver_is_retried_with_backoff_then_given_up(
         db: Database, sql: psycopg.Connection, receiver: Receiver) -> None:
     tasks.create(db, TaskSpec(name="etl", command="false"))
@@ -133,6 +140,7 @@ def test_a_failing_receiver_is_retried_with_backoff_then_given_up(
     assert webhooks.send_due(db, now=now + timedelta(days=1), policy=policy) == []
 
 
+@pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_a_receiver_that_recovers_gets_the_delivery(db: Database, sql: psycopg.Connection,
                                                     receiver: Receiver) -> None:
     tasks.create(db, TaskSpec(name="etl", command="false"))
@@ -150,6 +158,7 @@ def test_a_receiver_that_recovers_gets_the_delivery(db: Database, sql: psycopg.C
     assert [r["delivery"] for r in receiver.received] == [str(row["id"])] * 2  # receivers can dedupe
 
 
+@pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_unreachable_receiver_is_an_error_not_a_crash(db: Database, sql: psycopg.Connection) -> None:
     tasks.create(db, TaskSpec(name="etl", command="false"))
     alerts.configure(db, "etl", on_failure="http://127.0.0.1:9/")  # discard port: refused
@@ -198,8 +207,7 @@ def test_waiting_and_misfired_fires_count_as_missed(db: Database, sql: psycopg.C
     tasks.create(db, TaskSpec(name="skipped", command="true", schedule_kind="cron", schedule="0 * * * *"))
     alerts.configure(db, "queued", missed_after_seconds=600)
     queued = tasks.get(db, "queued")["id"]
-    sql.execute("INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, trigger) "
-                "VALUES (%(t)s, now() - interval '5 minutes', now() - interval '5 minutes', 'schedule')", {"t": queued})
+    make_execution(sql, queued, scheduled_at=-timedelta(minutes=5), trigger="schedule")
     sql.execute("UPDATE pgsched.task SET missed_fires = 3 WHERE name = 'skipped'")
 
     changes = alerts.detect(db)
@@ -252,6 +260,7 @@ def test_configure_validates_and_clears(db: Database) -> None:
     assert alerts.alerting_of(db, "etl").failure_rate == 0.2
 
 
+@pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_the_leader_rolls_up_detects_and_sends_on_its_own(db: Database, sql: psycopg.Connection,
                                                           receiver: Receiver) -> None:
     from pgsched.scheduler import Scheduler, SchedulerConfig
@@ -259,9 +268,8 @@ def test_the_leader_rolls_up_detects_and_sends_on_its_own(db: Database, sql: psy
     tasks.create(db, TaskSpec(name="etl", command="false", queue="nobody"))
     alerts.configure(db, "etl", on_failure=receiver.url + "/fail", on_missed=receiver.url + "/missed")
     fail_to_dead(db, "etl")
-    sql.execute("INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, trigger, queue) "
-                "SELECT id, now() - interval '5 minutes', now() - interval '5 minutes', 'schedule', 'nobody' "
-                "FROM pgsched.task WHERE name = 'etl'")
+    make_execution(sql, tasks.get(db, "etl")["id"], scheduled_at=-timedelta(minutes=5), trigger="schedule",
+                   queue="nobody")
     stop = threading.Event()
     scheduler = Scheduler(db, SchedulerConfig(observe_interval=0.2, max_sleep=0.2, name="leader-under-test"))
     thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)

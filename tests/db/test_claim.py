@@ -13,10 +13,14 @@ from psycopg.types.json import Jsonb
 from pgsched.db import Database
 from pgsched.errors import PgschedError
 from pgsched.stores import tasks
-from pgsched.taskspec import TaskSpec
 from pgsched.worker.claims import TaskDefinitions
 
+from ..factories import make_execution, make_task
 from ..helpers import wait_until
+
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
 
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
 
@@ -36,10 +40,6 @@ def register(db, name: str = "w", queues=("default",)) -> int:
     return row["id"]
 
 
-def make_task(db, name: str = "job", **fields) -> dict:
-    return tasks.create(db, TaskSpec(name=name, command="true", **fields), now=T0)
-
-
 def enqueue(db, name: str = "job", *, run_at: datetime, priority: int | None = None) -> int:
     return tasks.trigger(db, name, run_at=run_at, priority=priority)
 
@@ -55,7 +55,7 @@ def live(sql, execution_id: int) -> dict | None:
 
 
 def test_claim_takes_priority_first_then_oldest_run_at(db):
-    make_task(db)
+    make_task(db, now=T0)
     worker = register(db)
     late_urgent = enqueue(db, run_at=T0 - timedelta(minutes=1), priority=1)
     old_normal = enqueue(db, run_at=T0 - timedelta(hours=2), priority=5)
@@ -75,7 +75,7 @@ def test_one_claim_returns_its_rows_in_the_order_they_are_to_start(db, sql):
     """A worker starts a batch in the order the claim returns it; an UPDATE returns rows in
     no particular order (with a hash join on a table of some size, a worker ran a batch's
     priority-9 executions before its priority-2 ones)."""
-    make_task(db)
+    make_task(db, now=T0)
     worker = register(db)
     sql.execute("SELECT pgsched.enqueue_many_v2('job', (SELECT jsonb_agg('{}'::jsonb) FROM generate_series(1, 2000)),"
                 " %s, 9)", (T0 - timedelta(hours=1),))
@@ -92,19 +92,18 @@ def test_params_come_as_json_text_and_a_non_object_as_an_empty_object(db, sql):
     not an object (only a raw INSERT into pgsched.execution can store one) comes as {}, as
     the worker treated null and [] before, so a Python handler is still called with no
     params instead of failing on func(**None)."""
-    task = make_task(db)
+    task = make_task(db, now=T0)
     worker = register(db)
     stored = ['{"a": [1, 2], "\u00e9": 123456789012345678901234567890}', "null", "[]", '"text"', "5"]
     for value in stored:
-        sql.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, params)
-                       VALUES (%s, %s, %s, %s::jsonb)""", [task["id"], T0, T0, value])
+        make_execution(sql, task["id"], scheduled_at=T0, params=value)
     rows = sorted(claim(db, worker, now=T0), key=lambda r: r["id"])
     assert [json.loads(r["params"]) for r in rows] == [
         {"a": [1, 2], "\u00e9": 123456789012345678901234567890}, {}, {}, {}, {}]
 
 
 def test_claim_marks_rows_running_for_this_worker(db, sql):
-    make_task(db, params={"n": 1}, max_attempts=3, timeout_seconds=5)
+    make_task(db, params={"n": 1}, max_attempts=3, timeout_seconds=5, now=T0)
     worker = register(db)
     execution_id = enqueue(db, run_at=T0)
     now = T0 + timedelta(seconds=3)
@@ -126,7 +125,7 @@ def test_a_claim_sends_a_task_definition_only_when_the_claimer_does_not_hold_it(
     """TaskDefinitions: the first claim of a task carries its definition; later claims of
     the unchanged task carry none (the worker's copy is used); a change to the task is
     sent with the next claim."""
-    make_task(db, env={"A": "1"}, retry_policy="linear", no_retry_exit_codes=[3])
+    make_task(db, env={"A": "1"}, retry_policy="linear", no_retry_exit_codes=[3], now=T0)
     worker = register(db)
     for _ in range(3):
         enqueue(db, run_at=T0)
@@ -168,7 +167,7 @@ def test_claimed_definitions_stay_current_past_the_held_limit_and_after_updates(
 
 
 def test_claim_with_the_database_clock(db, sql):
-    make_task(db)
+    make_task(db, now=T0)
     worker = register(db)
     execution_id = enqueue(db, run_at=T0)
     before = sql.execute("SELECT now() AS t").fetchone()["t"]
@@ -178,7 +177,7 @@ def test_claim_with_the_database_clock(db, sql):
 
 
 def test_future_run_at_is_not_claimed_until_it_is_due(db):
-    make_task(db)
+    make_task(db, now=T0)
     worker = register(db)
     future = enqueue(db, run_at=T0 + timedelta(minutes=10))
     assert claim(db, worker, now=T0) == []
@@ -187,16 +186,16 @@ def test_future_run_at_is_not_claimed_until_it_is_due(db):
 
 
 def test_future_run_at_is_not_claimed_with_the_database_clock(db):
-    make_task(db)
+    make_task(db, now=T0)
     worker = register(db)
     enqueue(db, run_at=datetime.now(UTC) + timedelta(hours=1))
     assert claim(db, worker, now=None) == []
 
 
 def test_claim_only_takes_the_asked_queues(db, sql):
-    make_task(db, "a", queue="alpha")
-    make_task(db, "b", queue="beta")
-    make_task(db, "c", queue="gamma")
+    make_task(db, "a", queue="alpha", now=T0)
+    make_task(db, "b", queue="beta", now=T0)
+    make_task(db, "c", queue="gamma", now=T0)
     a = enqueue(db, "a", run_at=T0)
     b = enqueue(db, "b", run_at=T0)
     c = enqueue(db, "c", run_at=T0)
@@ -208,7 +207,7 @@ def test_claim_only_takes_the_asked_queues(db, sql):
 
 
 def test_claim_honours_the_limit(db, sql):
-    make_task(db)
+    make_task(db, now=T0)
     worker = register(db)
     for i in range(7):
         enqueue(db, run_at=T0 - timedelta(seconds=i))
@@ -224,8 +223,9 @@ def test_claim_honours_the_limit(db, sql):
     assert claim(db, worker, limit=3, now=T0) == []
 
 
+@pytest.mark.clone("claims from several threads at once")
 def test_concurrent_claims_never_share_an_execution(db, sql):
-    make_task(db)
+    make_task(db, now=T0)
     total = 200
     sql.execute(
         "SELECT pgsched.enqueue_v1('job', jsonb_build_object('i', g), %s - g * interval '1 ms') "
@@ -277,7 +277,7 @@ def finish(
 
 
 def test_finish_moves_a_running_execution_to_history(db, sql):
-    task = make_task(db, params={"n": 1})
+    task = make_task(db, params={"n": 1}, now=T0)
     worker = register(db)
     execution_id = enqueue(db, run_at=T0)
     (claimed,) = claim(db, worker, now=T0 + timedelta(seconds=1))
@@ -312,7 +312,7 @@ def test_finish_moves_a_running_execution_to_history(db, sql):
 
 
 def test_finish_without_the_current_lease_changes_nothing(db, sql):
-    make_task(db)
+    make_task(db, now=T0)
     worker = register(db, "holder")
     execution_id = enqueue(db, run_at=T0)
     (claimed,) = claim(db, worker, now=T0)
@@ -326,7 +326,7 @@ def test_finish_without_the_current_lease_changes_nothing(db, sql):
 
 
 def test_every_claim_gets_a_new_lease(db, sql):
-    make_task(db)
+    make_task(db, now=T0)
     worker = register(db)
     ids = [enqueue(db, run_at=T0) for _ in range(3)]
     leases = [r["lease_id"] for r in claim(db, worker, now=T0)]
@@ -337,7 +337,7 @@ def test_every_claim_gets_a_new_lease(db, sql):
 
 
 def test_a_dead_worker_claims_nothing(db, sql):
-    make_task(db)
+    make_task(db, now=T0)
     worker = register(db)
     enqueue(db, run_at=T0)
     sql.execute("UPDATE pgsched.worker SET state = 'dead' WHERE id = %s", [worker])
@@ -346,7 +346,7 @@ def test_a_dead_worker_claims_nothing(db, sql):
 
 
 def test_finish_of_a_pending_execution_changes_nothing(db, sql):
-    make_task(db)
+    make_task(db, now=T0)
     worker = register(db)
     execution_id = enqueue(db, run_at=T0)
     sql.execute(
@@ -358,7 +358,7 @@ def test_finish_of_a_pending_execution_changes_nothing(db, sql):
 
 
 def test_a_finished_execution_is_not_claimed_again(db):
-    make_task(db)
+    make_task(db, now=T0)
     worker = register(db)
     execution_id = enqueue(db, run_at=T0)
     (claimed,) = claim(db, worker, now=T0)
@@ -371,7 +371,7 @@ def test_a_worker_frozen_inside_a_transaction_does_not_keep_its_execution_from_t
     """A worker stopped (SIGSTOP, a paused VM) between two statements of a transaction holds
     its execution's row lock: the rescue (SKIP LOCKED) would pass the execution by for as long
     as the worker stays frozen. The worker's pool ends such a transaction on the server."""
-    make_task(db)
+    make_task(db, now=T0)
     execution = enqueue(db, run_at=T0)
     worker = register(db)
     [row] = claim(db, worker, now=T0)

@@ -11,11 +11,17 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 import psycopg
+import pytest
 from psycopg.rows import dict_row
 
 from pgsched import queries
 
-from .test_claim import T0, claim, make_task, register
+from ..factories import T0, make_task
+from .test_claim import claim, register
+
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
 
 BACKLOG = 100_000
 
@@ -72,9 +78,9 @@ def test_a_claim_touches_no_more_beside_a_backlog_on_another_queue(dsn, db, sql)
     """100,000 ready executions on 'bulk', older than default's (so the index without the
     queue, (priority, run_at, id), held them all before default's): a claim on 'default',
     and one of a worker serving 'default' and 'urgent', touch what they touch without."""
-    make_task(db, "job")
-    make_task(db, "hurry", queue="urgent")
-    make_task(db, "heavy", queue="bulk")
+    make_task(db, "job", now=T0)
+    make_task(db, "hurry", queue="urgent", now=T0)
+    make_task(db, "heavy", queue="bulk", now=T0)
     fill(sql, "job", "default", 50, oldest=T0 - timedelta(hours=1))
     fill(sql, "hurry", "urgent", 50, oldest=T0 - timedelta(minutes=30))
     worker = register(db, queues=("default", "urgent"))
@@ -95,8 +101,8 @@ def test_a_worker_of_the_backlogged_queue_and_another_reads_only_the_fronts(dsn,
     """A worker serving 'default' and 'bulk': its claim reads at most its limit from each
     queue's front, so 100,000 more ready executions behind bulk's front cost it about
     nothing; it takes the oldest of both queues, interleaved."""
-    make_task(db, "job")
-    make_task(db, "heavy", queue="bulk")
+    make_task(db, "job", now=T0)
+    make_task(db, "heavy", queue="bulk", now=T0)
     start = T0 - timedelta(minutes=2)
     fill(sql, "heavy", "bulk", 200, oldest=start)
     fill(sql, "job", "default", 50, oldest=start + timedelta(microseconds=500))  # between
@@ -122,7 +128,7 @@ def test_the_claim_order_holds_across_a_workers_queues(db, sql):
     id) order across the three, as one ordered queue would give them."""
     rng = random.Random(14)
     for q in "abcd":
-        make_task(db, f"job-{q}", queue=q)
+        make_task(db, f"job-{q}", queue=q, now=T0)
     for _ in range(300):
         q = rng.choice("abcd")
         run_at = T0 - timedelta(seconds=rng.randrange(50))
@@ -146,8 +152,8 @@ def test_a_claim_leaves_nothing_it_did_not_claim_locked(dsn, db, sql):
     """W serves 'a' and 'b' and claims 5 (in autocommit, as the worker's claimer does): it
     takes a's 5 older executions, and b's are free the moment the claim's statement ends:
     V, serving only 'b', gets all of them, and no row stays locked."""
-    make_task(db, "job-a", queue="a")
-    make_task(db, "job-b", queue="b")
+    make_task(db, "job-a", queue="a", now=T0)
+    make_task(db, "job-b", queue="b", now=T0)
     fill(sql, "job-a", "a", 5, oldest=T0 - timedelta(minutes=2))
     fill(sql, "job-b", "b", 5, oldest=T0 - timedelta(minutes=1))
     w, v = register(db, "w", queues=("a", "b")), register(db, "v", queues=("b",))
@@ -165,7 +171,7 @@ def test_a_held_row_at_the_front_never_keeps_a_claim_from_the_rows_behind_it(dsn
     """Another transaction holds the most urgent ready executions (SELECT ... FOR UPDATE, a
     cancel inside a longer transaction): a claim passes over them and takes the next ones
     in order, however few it asks for (a claim of 1 once came back empty)."""
-    make_task(db, "job")
+    make_task(db, "job", now=T0)
     worker = register(db)
     fill(sql, "job", "default", 3, oldest=T0 - timedelta(minutes=2))
     sql.execute("UPDATE pgsched.execution SET priority = 1")
@@ -180,11 +186,12 @@ def test_a_held_row_at_the_front_never_keeps_a_claim_from_the_rows_behind_it(dsn
     assert [r["id"] for r in claim(db, worker, limit=5, now=T0)] == urgent  # free again: claimed next
 
 
+@pytest.mark.clone("claims from several threads at once")
 def test_concurrent_claims_of_overlapping_queue_sets_never_share_an_execution(db, sql):
     """Six workers serving overlapping sets of three queues claim at once until nothing is
     left: every execution is claimed once, by a worker that serves its queue."""
     for i, q in enumerate("abc"):
-        make_task(db, f"job-{q}", queue=q)
+        make_task(db, f"job-{q}", queue=q, now=T0)
         fill(sql, f"job-{q}", q, 150, oldest=T0 - timedelta(minutes=i + 1))
     sets = [("a",), ("b",), ("a", "b"), ("b", "c"), ("a", "b", "c"), ("c", "a")]
     workers = [(register(db, f"w{i}", queues=s), s) for i, s in enumerate(sets)]
@@ -216,7 +223,7 @@ def test_a_claim_reads_no_run_of_its_own_queue_that_is_due_later(dsn, db, sql):
     three due now: the claim reads the due ones only. Read by (queue, priority) front and
     bounded by run_at; a scan of the queue in priority order walked every future run of a
     priority before reaching the next (on PostgreSQL 14 to 17; 18's skip scan hid it)."""
-    make_task(db, "job")
+    make_task(db, "job", now=T0)
     worker = register(db)
     fill(sql, "job", "default", 3, oldest=T0 - timedelta(minutes=1))
     sql.execute("UPDATE pgsched.execution SET priority = 9")  # the later priority: the scan passes the future runs

@@ -17,6 +17,10 @@ from pgsched.schedule import Schedule
 
 from ..conftest import crontab_files
 
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
+
 CRONTABS = crontab_files()
 FROM = datetime(2026, 1, 1, 0, 0, tzinfo=UTC)
 ENV_LINE = re.compile(r"\s*([A-Za-z_]\w*)\s*=\s*(.*?)\s*$")

@@ -23,6 +23,10 @@ from pgsched.worker.claims import TaskDefinitions
 from ..helpers import wait_until
 from .test_claim import register
 
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
+
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
 
 ETL = {
@@ -60,7 +64,10 @@ class Driver:
         return self.sql.execute("SELECT state FROM pgsched.dag_run WHERE id = %s", [run_id]).fetchone()["state"]
 
     def claim_all(self):
-        for row in TaskDefinitions().claim(self.db, queues=["default"], limit=1000, worker_id=self.worker):
+        # At the server's clock_timestamp(), which node executions are stamped with when
+        # queued: the claim's default, now(), stands still in the rolled-back tier.
+        now = self.sql.execute("SELECT clock_timestamp() AS now").fetchone()["now"]
+        for row in TaskDefinitions().claim(self.db, queues=["default"], limit=1000, worker_id=self.worker, now=now):
             self.claimed[row["id"]] = row
         return self.claimed
 
@@ -433,6 +440,7 @@ def test_cancel_of_a_run_with_only_pending_nodes_ends_it_at_once(db, sql, drive)
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
 
 
+@pytest.mark.clone("the leader opens connections of its own (db.dsn)")
 def test_a_stopping_run_s_executions_that_a_worker_held_are_swept_by_the_leader(db, sql, drive):
     apply(db, ETL)
     run = dagruns.trigger(db, "etl")
@@ -668,6 +676,7 @@ def test_a_dag_declared_in_python_is_applied_by_sync(db, drive):
 # --- versions, races and reruns (found by trying to break it) -----------------------------
 
 
+@pytest.mark.clone("a second session applies while this one waits (db.dsn)")
 def test_a_run_starting_while_an_apply_is_uncommitted_waits_and_copies_one_whole_version(db, sql, drive):
     import threading
 

@@ -14,8 +14,13 @@ from pgsched import scheduler
 from pgsched.stores import tasks
 from pgsched.worker.claims import give_back
 
+from ..factories import T0, make_task
 from ..helpers import notifications_until_marker
-from .test_claim import claim, make_task, register
+from .test_claim import claim, register
+
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
 
 
 @pytest.fixture
@@ -34,8 +39,8 @@ def db_now(sql):
 
 
 def test_the_next_due_time_is_the_earliest_pending_run_at_of_the_queues_served(db, sql):
-    make_task(db, "job")
-    make_task(db, "other", queue="other")
+    make_task(db, "job", now=T0)
+    make_task(db, "other", queue="other", now=T0)
     assert next_due(db, "default") is None  # nothing pending
     now = db_now(sql)
     tasks.trigger(db, "job", run_at=now + timedelta(seconds=300), priority=1)
@@ -48,7 +53,7 @@ def test_the_next_due_time_is_the_earliest_pending_run_at_of_the_queues_served(d
 
 
 def test_a_ready_execution_is_due_now_and_a_claimed_one_not_at_all(db, sql):
-    make_task(db, "job")
+    make_task(db, "job", now=T0)
     worker = register(db)
     tasks.trigger(db, "job", run_at=db_now(sql) - timedelta(seconds=2))
     assert -2.5 < next_due(db, "default") <= -2  # ready, not claimed (by anyone yet)
@@ -60,7 +65,7 @@ def test_the_rescue_wakes_the_workers_when_it_puts_executions_back(db, sql, list
     """The leader's rescue makes a dead worker's executions pending by UPDATE, which the
     insert trigger does not see: its transaction notifies instead, so idle workers claim
     them at once, not at their next poll."""
-    make_task(db, "job")
+    make_task(db, "job", now=T0)
     worker = register(db)
     tasks.trigger(db, "job")
     assert notifications_until_marker(listener, sql) == [""]  # the insert's own
@@ -75,7 +80,7 @@ def test_the_rescue_wakes_the_workers_when_it_puts_executions_back(db, sql, list
 def test_a_hand_back_wakes_the_workers(db, sql, listener):
     """A stopping worker's buffer goes back to the queue by UPDATE (execution_unclaim): the
     same transaction notifies, and once only for many executions."""
-    make_task(db, "job")
+    make_task(db, "job", now=T0)
     worker = register(db)
     tasks.enqueue_many(db, "job", [{"n": i} for i in range(3)])
     rows = claim(db, worker)
@@ -89,7 +94,7 @@ def test_a_hand_back_wakes_the_workers(db, sql, listener):
 
 
 def test_the_next_due_time_still_to_come_is_told_beside_one_that_is_held(db, sql):
-    make_task(db, "job")
+    make_task(db, "job", now=T0)
     now = db_now(sql)
     tasks.trigger(db, "job", run_at=now - timedelta(seconds=3))  # due: a transaction may hold it
     tasks.trigger(db, "job", run_at=now + timedelta(seconds=20))
@@ -103,8 +108,8 @@ def test_the_next_due_time_still_to_come_is_told_beside_one_that_is_held(db, sql
 def test_work_due_later_in_another_front_than_the_held_row_is_told(db, sql):
     """The held row is due in (default, 1); what comes next is in (default, 5) and on
     another queue: both are told, not only what follows in the held row's own front."""
-    make_task(db, "job")
-    make_task(db, "other", queue="other")
+    make_task(db, "job", now=T0)
+    make_task(db, "other", queue="other", now=T0)
     now = db_now(sql)
     tasks.trigger(db, "job", run_at=now - timedelta(seconds=1), priority=1)
     tasks.trigger(db, "job", run_at=now + timedelta(seconds=60), priority=1)

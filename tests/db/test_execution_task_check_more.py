@@ -5,7 +5,6 @@ execution under a race, and the migration applied to a database that has executi
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime
 
 import psycopg
@@ -16,13 +15,14 @@ from pgsched import migrate
 from pgsched.stores import tasks
 from pgsched.taskspec import TaskSpec
 
-from ..helpers import notifications_until_marker
+from ..factories import make_task
+from ..helpers import notifications_until_marker, wait_for, waiting_on_a_lock
+
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
 
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
-
-
-def make_task(db, name, **kw):
-    return tasks.create(db, TaskSpec(name=name, command="echo hi", **kw), now=T0)
 
 
 def count(sql, task_id=None):
@@ -41,7 +41,7 @@ def copy_rows(dsn, task_ids):
 
 
 def test_copy_into_execution_checks_every_task(db, sql, dsn):
-    task = make_task(db, "copied")
+    task = make_task(db, "copied", now=T0)
     with pytest.raises(pg_errors.ForeignKeyViolation, match="task_id 424242 is not a task"):
         copy_rows(dsn, [task["id"]] * 50 + [424242] + [task["id"]] * 50)
     assert count(sql) == 0
@@ -57,8 +57,8 @@ def listener(dsn):
 
 
 def test_every_kind_of_insert_wakes_the_workers(db, sql, dsn, listener):
-    task = make_task(db, "woken")
-    make_task(db, "woken_key", idempotent=True)
+    task = make_task(db, "woken", now=T0)
+    make_task(db, "woken_key", idempotent=True, now=T0)
     tasks.trigger(db, "woken")
     assert notifications_until_marker(listener, sql) == [""]
     tasks.enqueue_many(db, "woken", [{"n": i} for i in range(20)])
@@ -76,19 +76,20 @@ def test_every_kind_of_insert_wakes_the_workers(db, sql, dsn, listener):
 
 
 def test_a_key_enqueued_twice_concurrently_makes_one_execution(db, sql, dsn):
-    make_task(db, "keyed")
+    make_task(db, "keyed", now=T0)
     call = "SELECT pgsched_internal.enqueue_v1('keyed', idempotency_key => 'k-1') AS id"
     got: dict = {}
     with psycopg.connect(dsn) as holding:
         first = holding.execute(call).fetchone()[0]
 
         def go():
-            with psycopg.connect(dsn, autocommit=True) as conn:
+            with psycopg.connect(dsn, autocommit=True, application_name="second enqueue") as conn:
                 got["id"] = conn.execute(call).fetchone()[0]
 
         thread = threading.Thread(target=go)
         thread.start()
-        time.sleep(0.5)
+        wait_for(lambda: not thread.is_alive() or waiting_on_a_lock(sql, "second enqueue"),
+                 what="the second enqueue to wait on a lock (or to end)")
         assert thread.is_alive(), "the second enqueue did not wait for the first's key"
         holding.commit()
         thread.join(10)
@@ -98,7 +99,7 @@ def test_a_key_enqueued_twice_concurrently_makes_one_execution(db, sql, dsn):
 
 
 def test_an_idempotent_batch_enqueued_twice_makes_each_run_once(db, sql):
-    task = make_task(db, "idem", idempotent=True)
+    task = make_task(db, "idem", idempotent=True, now=T0)
     at = datetime(2031, 1, 1, tzinfo=UTC)
     first = tasks.enqueue_many(db, "idem", [{"n": i} for i in range(10)], run_at=at)
     again = tasks.enqueue_many(db, "idem", [{"n": i} for i in range(10)], run_at=at)
@@ -132,7 +133,7 @@ def test_migrating_0008_to_0009_keeps_executions_and_their_rules(empty_dsn):
 def test_an_insert_in_a_strict_transaction_cannot_name_a_task_deleted_meanwhile(db, sql, dsn, isolation):
     """The INSERT's transaction took its snapshot while the task existed; a DELETE then
     commits. The INSERT must fail (a foreign key would raise a serialization failure)."""
-    task = make_task(db, "strict")
+    task = make_task(db, "strict", now=T0)
     with psycopg.connect(dsn) as inserter:
         inserter.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
         inserter.execute("SELECT count(*) FROM pgsched.task")  # take the snapshot
@@ -146,7 +147,7 @@ def test_an_insert_in_a_strict_transaction_cannot_name_a_task_deleted_meanwhile(
 def test_the_cli_soft_delete_still_works_for_a_task_with_executions(db, sql, dsn):
     from ..helpers import cli
 
-    task = make_task(db, "retired")
+    task = make_task(db, "retired", now=T0)
     tasks.trigger(db, "retired")
     cli(dsn, "task", "delete", "retired")
     row = sql.execute("SELECT deleted_at FROM pgsched.task WHERE id = %s", [task["id"]]).fetchone()
@@ -183,13 +184,13 @@ def test_scheduler_fires_and_dag_nodes_wake_the_workers(db, sql, listener):
 def test_renumbering_a_task_races_an_insert_both_ways(db, sql, dsn):
     from .test_execution_task_check import INSERT, race
 
-    first = make_task(db, "renumbered")
-    outcome = race(dsn, (INSERT, [[first["id"]]]),
+    first = make_task(db, "renumbered", now=T0)
+    outcome = race(dsn, sql, (INSERT, [[first["id"]]]),
                    ("UPDATE pgsched.task SET id = id + 1000 WHERE id = %s", [first["id"]]))
     assert "error" in outcome
     assert count(sql, first["id"]) == 1
-    second = make_task(db, "renumbered_first")
-    outcome = race(dsn, ("UPDATE pgsched.task SET id = id + 1000 WHERE id = %s", [second["id"]]),
+    second = make_task(db, "renumbered_first", now=T0)
+    outcome = race(dsn, sql, ("UPDATE pgsched.task SET id = id + 1000 WHERE id = %s", [second["id"]]),
                    (INSERT, [[second["id"]]]))
     assert "error" in outcome
     orphans = sql.execute("""SELECT count(*) AS n FROM pgsched.execution e
@@ -197,10 +198,11 @@ def test_renumbering_a_task_races_an_insert_both_ways(db, sql, dsn):
     assert orphans == 0
 
 
+@pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_a_key_that_already_succeeded_is_skipped_not_run_again(db, sql):
     from .test_claim import claim, register
 
-    task = make_task(db, "once_only")
+    task = make_task(db, "once_only", now=T0)
     first = tasks.trigger(db, "once_only", idempotency_key="done-1")
     worker = register(db)
     (row,) = claim(db, worker, limit=1)
@@ -217,7 +219,7 @@ def test_a_key_that_already_succeeded_is_skipped_not_run_again(db, sql):
 def test_a_dead_letter_retry_wakes_the_workers(db, sql, listener):
     from .test_claim import claim, register
 
-    task = make_task(db, "dies")
+    task = make_task(db, "dies", now=T0)
     ident = tasks.trigger(db, "dies")
     (row,) = claim(db, register(db), limit=1)
     assert db.exec("execution_finish", id=ident, lease_id=row["lease_id"], state="dead",
@@ -266,7 +268,7 @@ def test_an_open_insert_holds_every_task_it_names(sql, dsn):
 def test_truncating_tasks_and_executions_together_works_and_tasks_alone_does_not(db, sql):
     """As with the foreign key: one TRUNCATE of both tables leaves no execution naming a
     task, so it is allowed; a TRUNCATE of task alone would leave executions behind."""
-    task = make_task(db, "wiped")
+    task = make_task(db, "wiped", now=T0)
     tasks.trigger(db, "wiped")
     with pytest.raises(pg_errors.ForeignKeyViolation, match="still named by executions"):
         sql.execute("TRUNCATE pgsched.task CASCADE")
@@ -286,14 +288,14 @@ def test_a_strict_delete_waiting_for_an_open_insert_leaves_no_orphan(db, sql, ds
     the INSERT commits: its snapshot cannot see that execution, so the DELETE is refused
     outright (a foreign key raised a serialization failure here). No execution may be
     left naming no task: a worker would claim it and never run it."""
-    task = make_task(db, "orphaned")
+    task = make_task(db, "orphaned", now=T0)
     outcome: dict = {}
     with psycopg.connect(dsn) as holding:
         holding.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
                            VALUES (%s, now(), now())""", [task["id"]])
 
         def go():
-            with psycopg.connect(dsn) as conn:
+            with psycopg.connect(dsn, application_name="strict delete") as conn:
                 try:
                     conn.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
                     conn.execute("DELETE FROM pgsched.task WHERE id = %s", [task["id"]])
@@ -304,7 +306,8 @@ def test_a_strict_delete_waiting_for_an_open_insert_leaves_no_orphan(db, sql, ds
 
         thread = threading.Thread(target=go)
         thread.start()
-        time.sleep(0.5)
+        wait_for(lambda: not thread.is_alive() or waiting_on_a_lock(sql, "strict delete"),
+                 what="the DELETE to wait on a lock (or to end)")
         assert thread.is_alive(), "the DELETE did not wait for the open INSERT"
         holding.commit()
         thread.join(10)
@@ -318,7 +321,7 @@ def test_a_strict_delete_waiting_for_an_open_insert_leaves_no_orphan(db, sql, ds
 def test_strict_transactions_may_not_delete_renumber_or_truncate_tasks(db, sql, dsn, isolation):
     """Outside READ COMMITTED every change of the task side is refused, even with no
     execution in sight; a DELETE that matches no row is not."""
-    task = make_task(db, "strict")
+    task = make_task(db, "strict", now=T0)
     for statement in (f"DELETE FROM pgsched.task WHERE id = {task['id']}",
                       f"UPDATE pgsched.task SET id = id + 1000 WHERE id = {task['id']}",
                       "TRUNCATE pgsched.task CASCADE"):

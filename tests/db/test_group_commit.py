@@ -14,8 +14,8 @@ from pgsched.errors import PgschedError
 from pgsched.stores import tasks
 from pgsched.worker.completer import Completer, finish_params
 
+from ..factories import T0, make_task
 from .test_claim import claim, register
-from .test_reliability_sql import make_task
 
 
 def item(row, state="succeeded", **extra):
@@ -28,7 +28,7 @@ def claimed_then_rescued(db, sql, n, keep=None):
     """``n`` executions of task "job" claimed by a new worker, which then goes silent; the
     leader's rescue takes them back, except those whose ids are in ``keep`` (hidden from
     it). Returns (worker id, claimed rows)."""
-    make_task(db)
+    make_task(db, now=T0)
     worker = register(db)
     for _ in range(n):
         tasks.trigger(db, "job")
@@ -56,7 +56,7 @@ def test_one_statement_moves_every_execution_whose_lease_is_held(db, sql):
 
 
 def test_a_refused_value_fails_only_its_own_execution(db, sql):
-    make_task(db)
+    make_task(db, now=T0)
     worker = register(db)
     for _ in range(3):
         tasks.trigger(db, "job")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import psycopg
+import pytest
 from psycopg.rows import dict_row
 
 from pgsched import health, metrics
@@ -15,6 +16,10 @@ from pgsched.db import Database
 
 from ..helpers import wait_until
 from .test_metrics import scrape
+
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
 
 
 def _open_snapshot(dsn: str, application_name: str) -> psycopg.Connection:
@@ -112,6 +117,7 @@ def test_the_oldest_of_several_comes_first_and_other_databases_sessions_are_left
             assert holders[0].age_seconds > holders[1].age_seconds
 
 
+@pytest.mark.clone("health.check opens a REPEATABLE READ transaction of its own")
 def test_a_heartbeat_stores_the_hosts_clock_offset_and_an_offset_past_the_threshold_is_warned(
         db: Database, sql: psycopg.Connection) -> None:
     worker = db.one("worker_register", name="skewed", hostname="h", pid=1, queues=["default"], concurrency=1,

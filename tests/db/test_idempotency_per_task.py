@@ -15,19 +15,20 @@ import pytest
 from pgsched import migrate
 from pgsched.errors import ValidationError
 from pgsched.stores import tasks
-from pgsched.taskspec import Enqueued, TaskSpec
+from pgsched.taskspec import Enqueued
 
-from ..helpers import wait_until
+from ..factories import make_task
+from ..helpers import wait_until, waiting_on_a_lock
 from .test_claim import claim, finish, register
+
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
 
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
 ENQUEUE_V2 = ("SELECT execution_id, deduplicated, dedup_reason, succeeded_execution_id "
               "FROM pgsched.enqueue_v2(%s, idempotency_key => %s)")
 ENQUEUE_V1 = "SELECT pgsched.enqueue_v1(%s, idempotency_key => %s) AS id"
-
-
-def make_task(db, name, **fields):
-    return tasks.create(db, TaskSpec(name=name, command="true", **fields), now=T0)
 
 
 def enqueue_v2(sql, task, key):
@@ -56,7 +57,7 @@ def row(ident, state, key):
 
 
 def test_a_key_shared_by_two_tasks_gives_each_task_its_own_execution(db, sql):
-    a, b = make_task(db, "invoice"), make_task(db, "receipt")
+    a, b = make_task(db, "invoice", now=T0), make_task(db, "receipt", now=T0)
     first = enqueue_v1(sql, "invoice", "order-7")
     other = enqueue_v1(sql, "receipt", "order-7")
     assert other != first
@@ -67,9 +68,10 @@ def test_a_key_shared_by_two_tasks_gives_each_task_its_own_execution(db, sql):
     assert len(rows_of(sql, b["id"])) == 1
 
 
+@pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_a_key_that_succeeded_on_one_task_does_not_skip_another_tasks_run(db, sql):
-    make_task(db, "invoice")
-    receipt = make_task(db, "receipt")
+    make_task(db, "invoice", now=T0)
+    receipt = make_task(db, "receipt", now=T0)
     first = tasks.trigger(db, "invoice", idempotency_key="order-7")
     end(db, first)
     done = enqueue_v2(sql, "receipt", "order-7")
@@ -78,7 +80,7 @@ def test_a_key_that_succeeded_on_one_task_does_not_skip_another_tasks_run(db, sq
 
 
 def test_enqueue_v2_says_a_new_execution_was_made(db, sql):
-    task = make_task(db, "report")
+    task = make_task(db, "report", now=T0)
     made = enqueue_v2(sql, "report", "k-1")
     assert made == {"execution_id": made["execution_id"], "deduplicated": False,
                     "dedup_reason": None, "succeeded_execution_id": None}
@@ -88,7 +90,7 @@ def test_enqueue_v2_says_a_new_execution_was_made(db, sql):
 
 
 def test_enqueue_v2_says_it_returned_the_live_execution_of_the_key(db, sql):
-    task = make_task(db, "report")
+    task = make_task(db, "report", now=T0)
     first = enqueue_v2(sql, "report", "k-1")["execution_id"]
     again = enqueue_v2(sql, "report", "k-1")
     assert again == {"execution_id": first, "deduplicated": True, "dedup_reason": "live",
@@ -98,8 +100,9 @@ def test_enqueue_v2_says_it_returned_the_live_execution_of_the_key(db, sql):
     assert [r["id"] for r in rows_of(sql, task["id"])] == [first]
 
 
+@pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_enqueue_v2_names_the_succeeded_execution_and_the_skipped_one_it_recorded(db, sql):
-    task = make_task(db, "report")
+    task = make_task(db, "report", now=T0)
     first = enqueue_v2(sql, "report", "k-1")["execution_id"]
     end(db, first)
     again = enqueue_v2(sql, "report", "k-1")
@@ -111,14 +114,14 @@ def test_enqueue_v2_names_the_succeeded_execution_and_the_skipped_one_it_recorde
 
 
 def test_enqueue_v1_still_returns_the_execution_id(db, sql):
-    make_task(db, "report")
+    make_task(db, "report", now=T0)
     first = enqueue_v1(sql, "report", "k")
     assert enqueue_v1(sql, "report", "k") == first
     assert tasks.trigger(db, "report", idempotency_key="k") == first  # the Python callers' int
 
 
 def test_the_python_enqueue_reports_what_the_key_did(db, sql):
-    make_task(db, "report")
+    make_task(db, "report", now=T0)
     made = tasks.enqueue(db, "report", idempotency_key="k")
     assert made == Enqueued(made.execution_id)
     assert tasks.enqueue(db, "report", idempotency_key="k") == Enqueued(made.execution_id, True,
@@ -128,8 +131,9 @@ def test_the_python_enqueue_reports_what_the_key_did(db, sql):
             tasks.enqueue(db, "report", idempotency_key=bad)
 
 
+@pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_run_request_returns_whether_it_was_deduplicated(db, sql):
-    a, b = make_task(db, "invoice"), make_task(db, "receipt")
+    a, b = make_task(db, "invoice", now=T0), make_task(db, "receipt", now=T0)
     insert = ("INSERT INTO pgsched.run_request (task, idempotency_key) VALUES (%s, 'order-7') "
               "RETURNING execution_id, deduplicated, dedup_reason, succeeded_execution_id")
     first = sql.execute(insert, ["invoice"]).fetchone()
@@ -156,10 +160,11 @@ def dead(db, name, key):
     return ident
 
 
+@pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 @pytest.mark.parametrize("theirs", ["live", "succeeded"])
 def test_a_dead_letter_retry_is_not_skipped_for_another_tasks_key(db, sql, theirs):
-    make_task(db, "invoice")
-    make_task(db, "receipt")
+    make_task(db, "invoice", now=T0)
+    make_task(db, "receipt", now=T0)
     failed = dead(db, "invoice", "order-7")
     other = tasks.trigger(db, "receipt", idempotency_key="order-7")
     if theirs == "succeeded":
@@ -170,9 +175,10 @@ def test_a_dead_letter_retry_is_not_skipped_for_another_tasks_key(db, sql, their
     assert again == {"state": "pending", "attempt": 1, "max_attempts": 2}  # queued, not skipped
 
 
+@pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_a_dead_letter_retry_is_skipped_for_its_own_tasks_key_that_succeeded(db, sql):
-    make_task(db, "invoice")
-    make_task(db, "receipt")
+    make_task(db, "invoice", now=T0)
+    make_task(db, "receipt", now=T0)
     failed = dead(db, "invoice", "order-7")
     mine = tasks.trigger(db, "invoice", idempotency_key="order-7")
     end(db, mine)
@@ -183,13 +189,8 @@ def test_a_dead_letter_retry_is_skipped_for_its_own_tasks_key_that_succeeded(db,
                    "error": f"idempotency key 'order-7' already taken by execution {mine}"}
 
 
-def waiting_for_a_lock(sql, application_name):
-    return sql.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = %s "
-                       "AND wait_event_type = 'Lock'", [application_name]).fetchone()["n"] == 1
-
-
 def test_two_enqueues_racing_on_one_tasks_key_make_one_execution(db, sql, dsn):
-    task = make_task(db, "report")
+    task = make_task(db, "report", now=T0)
     got: dict = {}
     with psycopg.connect(dsn) as holding:
         first = holding.execute(ENQUEUE_V2, ["report", "k-1"]).fetchone()[0]  # not committed
@@ -200,7 +201,7 @@ def test_two_enqueues_racing_on_one_tasks_key_make_one_execution(db, sql, dsn):
 
         thread = threading.Thread(target=second)
         thread.start()
-        wait_until(lambda: waiting_for_a_lock(sql, "racer"),
+        wait_until(lambda: waiting_on_a_lock(sql, "racer"),
                    message="the second enqueue waits for the first's key")
         holding.commit()
         thread.join(10)
@@ -209,8 +210,8 @@ def test_two_enqueues_racing_on_one_tasks_key_make_one_execution(db, sql, dsn):
 
 
 def test_an_enqueue_of_another_tasks_key_does_not_wait_for_it(db, sql, dsn):
-    make_task(db, "invoice")
-    receipt = make_task(db, "receipt")
+    make_task(db, "invoice", now=T0)
+    receipt = make_task(db, "receipt", now=T0)
     with psycopg.connect(dsn) as holding:
         holding.execute(ENQUEUE_V2, ["invoice", "order-7"])  # holds the key on its task
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -282,7 +283,7 @@ def test_migrating_to_0012_keeps_keyed_executions_and_finds_their_keys(empty_dsn
 def test_the_sql_api_refuses_a_key_the_cli_and_rest_refuse(db, sql, key):
     """An empty key names nothing; a long one would have failed on the unique index with
     PostgreSQL's own error (an index row at most about 2.7 kB). Nothing is written."""
-    task = make_task(db, "report")
+    task = make_task(db, "report", now=T0)
     for call in (ENQUEUE_V2, ENQUEUE_V1):
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="idempotency_key: .* must be text of 1 to 200"):
             sql.execute(call, ["report", key])

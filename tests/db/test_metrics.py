@@ -13,6 +13,7 @@ from pgsched.db import Database
 from pgsched.stores import tasks
 from pgsched.taskspec import TaskSpec
 from tests.db.test_stats import seed
+from tests.factories import make_execution, make_task
 
 
 def scrape(db: Database, tenant: str | None = None) -> dict[str, dict[tuple, float]]:
@@ -105,9 +106,7 @@ def test_task_labels_are_capped_and_the_rest_summed_as_other(db: Database, sql: 
 def test_scrapes_within_the_cache_time_do_not_read_again(db: Database, sql: psycopg.Connection) -> None:
     collector = metrics.DatabaseCollector(db, "default", ttl=60)
     first = list(collector.collect())
-    tasks.create(db, TaskSpec(name="late", command="true"))
-    sql.execute("INSERT INTO pgsched.execution (task_id, scheduled_at, run_at) "
-                "SELECT id, now(), now() FROM pgsched.task WHERE name = 'late'")
+    make_execution(sql, make_task(db, "late")["id"])
     assert list(collector.collect()) == first  # cached
     collector.ttl = 0
     depth = next(f for f in collector.collect() if f.name == "pgsched_queue_depth")

@@ -15,6 +15,10 @@ from pgsched.scheduler import maintain_partitions
 from pgsched.stores import tasks
 from pgsched.taskspec import TaskSpec
 
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
+
 PARENTS = ("execution_history", "execution_attempt", "execution_log")
 NOW = datetime(2030, 3, 10, 12, 0, tzinfo=UTC)
 

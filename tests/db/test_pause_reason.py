@@ -15,6 +15,10 @@ from pgsched.errors import ValidationError
 from pgsched.stores import tasks
 from pgsched.taskspec import TaskSpec
 
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
+
 T0 = datetime(2026, 1, 15, 10, 0, tzinfo=UTC)
 DROPPED = ("US/Pacific-New", "Mars/Olympus")  # a zone tzdata dropped in 2020, one it never had
 

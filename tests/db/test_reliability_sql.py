@@ -13,19 +13,20 @@ from pgsched.errors import NotFound
 from pgsched.stores import tasks
 from pgsched.taskspec import TaskSpec
 
+from ..factories import make_task
 from ..helpers import notifications_until_marker
 from .test_claim import claim, finish, register
+
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
 
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
 
 
-def make_task(db, name="job", **fields):
-    return tasks.create(db, TaskSpec(name=name, command="true", **fields), now=T0)
-
-
 def running(db, sql, n=1, name="job", worker=None, **fields):
     """n executions of a new task, claimed by ``worker`` (a new one by default)."""
-    make_task(db, name, **fields)
+    make_task(db, name, **fields, now=T0)
     worker = worker or register(db)
     for _ in range(n):
         tasks.trigger(db, name, run_at=T0)
@@ -112,7 +113,7 @@ def test_a_rescued_execution_whose_cancel_was_asked_is_cancelled(db, sql):
 
 
 def test_cancel_of_a_pending_execution_ends_it_at_once(db, sql):
-    make_task(db)
+    make_task(db, now=T0)
     ident = tasks.trigger(db, "job", run_at=T0 + timedelta(days=1))
     assert sql.execute("SELECT pgsched.cancel_v1(%s) AS o", [ident]).fetchone()["o"] == "cancelled"
     row = state_of(sql, ident)
@@ -153,7 +154,7 @@ def test_a_dead_worker_learns_it_from_its_heartbeat(db, sql):
 
 def dead(db, sql, name="job", key=None, **fields):
     """An execution of a new task that failed for good."""
-    make_task(db, name, **fields)
+    make_task(db, name, **fields, now=T0)
     ident = tasks.trigger(db, name, run_at=T0, idempotency_key=key)
     worker = register(db, f"w-{name}")
     (c,) = claim(db, worker, now=T0)
@@ -189,6 +190,7 @@ def test_dlq_retry_of_a_key_that_has_since_succeeded_is_skipped(db, sql):
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
 
 
+@pytest.mark.clone("purges what finished before now(): now() must advance")
 def test_dlq_retry_all_and_purge(db, sql):
     a, b = dead(db, sql, "a"), dead(db, sql, "b")
     c = dead(db, sql, "c")
@@ -207,7 +209,7 @@ def test_dlq_retry_all_and_purge(db, sql):
 def test_retries_over_the_budget_move_to_a_later_minute(db, sql):
     sql.execute("UPDATE pgsched.setting SET value = '2' WHERE name = 'retry_budget_min_per_minute'")
     sql.execute("UPDATE pgsched.setting SET value = '0' WHERE name = 'retry_budget_ratio'")
-    make_task(db)
+    make_task(db, now=T0)
     minute = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=2)
     soon = minute + timedelta(seconds=10)
     slot = lambda: db.one("execution_retry_slot", proposed=soon)["run_at"]  # noqa: E731
@@ -223,7 +225,7 @@ def test_retries_over_the_budget_move_to_a_later_minute(db, sql):
 def test_retries_already_started_in_a_minute_count_against_it(db, sql):
     sql.execute("UPDATE pgsched.setting SET value = '1' WHERE name = 'retry_budget_min_per_minute'")
     sql.execute("UPDATE pgsched.setting SET value = '0' WHERE name = 'retry_budget_ratio'")
-    make_task(db)
+    make_task(db, now=T0)
     ident = tasks.trigger(db, "job", run_at=T0)
     now = datetime.now(UTC)
     sql.execute("""INSERT INTO pgsched.execution_attempt (execution_id, attempt, state, started_at, finished_at)
@@ -300,7 +302,7 @@ def test_an_attempt_that_ends_after_a_cancel_is_not_retried(db, sql):
 
     worker = Worker(db, WorkerConfig())
     worker._register()
-    make_task(db, max_attempts=3)
+    make_task(db, max_attempts=3, now=T0)
     ident = tasks.trigger(db, "job", run_at=T0)
     (row,) = claim(db, worker.id)
     assert sql.execute("SELECT pgsched.cancel_v1(%s) AS o", [ident]).fetchone()["o"] == "cancelling"

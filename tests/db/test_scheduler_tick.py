@@ -12,16 +12,16 @@ from pgsched import scheduler
 from pgsched.stores import tasks
 from pgsched.taskspec import TaskSpec
 
+from ..factories import make_task
 from ..helpers import notifications_until_marker, wait_until
+
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
 
 
 def at(hour: int, minute: int = 0, second: int = 0, micro: int = 0, day: int = 15) -> datetime:
     return datetime(2025, 1, day, hour, minute, second, micro, tzinfo=UTC)
-
-
-def make_task(db, name: str, kind: str, expr: str, now: datetime, **fields):
-    spec = TaskSpec(name=name, command="true", schedule_kind=kind, schedule=expr, **fields)
-    return tasks.create(db, spec, now=now)
 
 
 def executions(sql, task_id: int) -> list[dict]:
@@ -39,17 +39,8 @@ def task_row(sql, task_id: int) -> dict:
 
 
 def test_a_due_cron_task_fires_once_at_its_scheduled_time(db, sql):
-    task = make_task(
-        db,
-        "five",
-        "cron",
-        "*/5 * * * *",
-        at(10, 2),
-        params={"p": 1},
-        priority=2,
-        queue="q1",
-        max_attempts=3,
-    )
+    task = make_task(db, "five", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2),
+                     params={"p": 1}, priority=2, queue="q1", max_attempts=3)
     assert task["next_fire_at"] == at(10, 5)
 
     assert scheduler.tick(db, 7, at(10, 4, 59)) == 0  # not due yet
@@ -73,7 +64,7 @@ def test_a_due_cron_task_fires_once_at_its_scheduled_time(db, sql):
 
 
 def test_ticking_twice_at_the_same_instant_does_not_fire_twice(db, sql):
-    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
+    task = make_task(db, "five", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2))
     assert scheduler.tick(db, 1, at(10, 5)) == 1
     assert scheduler.tick(db, 1, at(10, 5)) == 0
     assert fire_times(sql, task["id"]) == [at(10, 5)]
@@ -82,7 +73,7 @@ def test_ticking_twice_at_the_same_instant_does_not_fire_twice(db, sql):
 
 
 def test_cron_in_a_time_zone_fires_at_local_time(db, sql):
-    task = make_task(db, "berlin", "cron", "0 9 * * *", at(0), timezone="Europe/Berlin")
+    task = make_task(db, "berlin", schedule_kind="cron", schedule="0 9 * * *", now=at(0), timezone="Europe/Berlin")
     assert task["next_fire_at"] == at(8)  # 09:00 CET
     scheduler.tick(db, 1, at(8, 0, 1))
     assert fire_times(sql, task["id"]) == [at(8)]
@@ -90,7 +81,7 @@ def test_cron_in_a_time_zone_fires_at_local_time(db, sql):
 
 
 def test_interval_task_fires_on_its_anchor_grid_without_drift(db, sql):
-    task = make_task(db, "minutely", "interval", "1m", at(10, 0, 0, 700000))
+    task = make_task(db, "minutely", schedule_kind="interval", schedule="1m", now=at(10, 0, 0, 700000))
     assert task["schedule_anchor"] == at(10)  # created at 10:00:00.7, anchored on the second
     assert task["next_fire_at"] == at(10, 1)
     for late_tick in (at(10, 1, 0, 900000), at(10, 2, 5), at(10, 3, 59, 990000)):
@@ -100,7 +91,7 @@ def test_interval_task_fires_on_its_anchor_grid_without_drift(db, sql):
 
 
 def test_once_task_fires_once_and_is_never_replanned(db, sql):
-    task = make_task(db, "once", "once", "2025-01-15T10:30:00", at(10))
+    task = make_task(db, "once", schedule_kind="once", schedule="2025-01-15T10:30:00", now=at(10))
     assert task["next_fire_at"] == at(10, 30)
     assert scheduler.tick(db, 1, at(10, 29)) == 0
     assert scheduler.tick(db, 1, at(10, 31)) == 1
@@ -114,7 +105,7 @@ def test_once_task_fires_once_and_is_never_replanned(db, sql):
 
 
 def test_once_task_created_after_its_instant_runs_at_the_next_tick(db, sql):
-    task = make_task(db, "overdue", "once", "2025-01-15T09:00:00", at(10))
+    task = make_task(db, "overdue", schedule_kind="once", schedule="2025-01-15T09:00:00", now=at(10))
     assert task["next_fire_at"] == at(9)
     assert scheduler.tick(db, 1, at(10, 0, 1)) == 1
     assert fire_times(sql, task["id"]) == [at(9)]
@@ -122,7 +113,7 @@ def test_once_task_created_after_its_instant_runs_at_the_next_tick(db, sql):
 
 
 def test_missed_fires_collapse_into_one_catch_up_for_the_latest(db, sql):
-    task = make_task(db, "minutely", "cron", "* * * * *", at(10, 0, 30))
+    task = make_task(db, "minutely", schedule_kind="cron", schedule="* * * * *", now=at(10, 0, 30))
     assert task["next_fire_at"] == at(10, 1)
     # The scheduler was down from 10:00:30 to 10:11:30: the fires 10:01..10:11 were missed.
     # One run, for the most recent missed instant (APScheduler's coalesce, Quartz's
@@ -137,7 +128,7 @@ def test_missed_fires_collapse_into_one_catch_up_for_the_latest(db, sql):
 
 
 def test_missed_interval_fires_collapse_and_stay_on_the_grid(db, sql):
-    task = make_task(db, "every10", "interval", "10m", at(10))
+    task = make_task(db, "every10", schedule_kind="interval", schedule="10m", now=at(10))
     assert scheduler.tick(db, 1, at(12, 7)) == 1  # 10:10 .. 12:00 missed
     assert fire_times(sql, task["id"]) == [at(12)]
     row = task_row(sql, task["id"])
@@ -145,21 +136,21 @@ def test_missed_interval_fires_collapse_and_stay_on_the_grid(db, sql):
 
 
 def test_paused_tasks_do_not_fire(db, sql):
-    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
+    task = make_task(db, "five", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2))
     tasks.pause(db, "five")
     assert scheduler.tick(db, 1, at(10, 30)) == 0
     assert executions(sql, task["id"]) == []
 
 
 def test_a_disabled_task_is_created_unplanned_and_does_not_fire(db, sql):
-    task = make_task(db, "off", "cron", "*/5 * * * *", at(10, 2), enabled=False)
+    task = make_task(db, "off", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2), enabled=False)
     assert task["next_fire_at"] is None
     assert scheduler.tick(db, 1, at(10, 30)) == 0
     assert task_row(sql, task["id"])["next_fire_at"] is None
 
 
 def test_a_resumed_task_is_planned_after_now_without_firing_what_it_missed(db, sql):
-    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
+    task = make_task(db, "five", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2))
     tasks.pause(db, "five")
     tasks.resume(db, "five")
     assert task_row(sql, task["id"])["next_fire_at"] is None
@@ -171,7 +162,7 @@ def test_a_resumed_task_is_planned_after_now_without_firing_what_it_missed(db, s
 
 
 def test_a_resumed_interval_task_is_planned_on_its_grid(db, sql):
-    task = make_task(db, "every7", "interval", "7m", at(10))
+    task = make_task(db, "every7", schedule_kind="interval", schedule="7m", now=at(10))
     tasks.pause(db, "every7")
     tasks.resume(db, "every7")
     assert scheduler.tick(db, 1, at(11)) == 0
@@ -180,9 +171,9 @@ def test_a_resumed_interval_task_is_planned_on_its_grid(db, sql):
 
 
 def test_a_batch_smaller_than_the_due_tasks_still_fires_them_all(db, sql):
-    ids = [make_task(db, f"t{i}", "cron", "*/5 * * * *", at(10, 2))["id"] for i in range(7)]
+    ids = [make_task(db, f"t{i}", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2))["id"] for i in range(7)]
     unplanned = [
-        make_task(db, f"u{i}", "cron", "*/5 * * * *", at(10, 2), enabled=False)["id"]
+        make_task(db, f"u{i}", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2), enabled=False)["id"]
         for i in range(3)
     ]
     for name in ("u0", "u1", "u2"):
@@ -197,7 +188,7 @@ def test_a_batch_smaller_than_the_due_tasks_still_fires_them_all(db, sql):
 
 
 def test_delete_drops_pending_executions_and_stops_firing(db, sql):
-    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
+    task = make_task(db, "five", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2))
     scheduler.tick(db, 1, at(10, 5))
     tasks.trigger(db, "five", run_at=at(12))
     assert len(executions(sql, task["id"])) == 2
@@ -210,7 +201,7 @@ def test_delete_drops_pending_executions_and_stops_firing(db, sql):
 
 
 def test_delete_keeps_a_running_execution(db, sql):
-    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
+    task = make_task(db, "five", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2))
     scheduler.tick(db, 1, at(10, 5))
     sql.execute(
         "UPDATE pgsched.execution SET state = 'running', attempt = 1 WHERE task_id = %s",
@@ -233,8 +224,8 @@ def fire(db, task_ids: list[int], fires: list[datetime], epoch: int, advance: bo
 
 
 def test_the_same_fire_inserted_twice_is_one_execution(db, sql):
-    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
-    other = make_task(db, "other", "cron", "*/5 * * * *", at(10, 2))
+    task = make_task(db, "five", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2))
+    other = make_task(db, "other", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2))
     at_five = at(10, 5)
     # Two leaders sending the same fire before either moved last_fire_at: the live unique
     # (task_id, scheduled_at) keeps one.
@@ -253,7 +244,7 @@ def test_the_same_fire_inserted_twice_is_one_execution(db, sql):
 def test_a_fire_at_or_before_last_fire_at_is_never_made_again_after_it_left_the_hot_table(db, sql):
     """The fire's execution has finished (moved to history, so the live unique index no
     longer holds it): sent again, by a stale leader or anything else, it is not made."""
-    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
+    task = make_task(db, "five", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2))
     assert scheduler.tick(db, 1, at(10, 5)) == 1
     sql.execute("""WITH done AS (DELETE FROM pgsched.execution WHERE task_id = %s RETURNING *)
                    INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state,
@@ -281,7 +272,7 @@ def test_a_fire_at_or_before_last_fire_at_is_never_made_again_after_it_left_the_
 
 
 def test_a_manual_run_at_a_fire_instant_does_not_swallow_the_fire(db, sql):
-    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
+    task = make_task(db, "five", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2))
     manual = tasks.trigger(db, "five", run_at=at(10, 5))
     assert scheduler.tick(db, 1, at(10, 5)) == 1
     rows = executions(sql, task["id"])
@@ -295,7 +286,7 @@ def test_a_manual_run_at_a_fire_instant_does_not_swallow_the_fire(db, sql):
 @pytest.mark.parametrize(("batch", "transactions"), [(1000, 1), (2, 3)])
 def test_a_tick_notifies_once_per_transaction(db, sql, dsn, batch, transactions):
     for i in range(5):
-        make_task(db, f"t{i}", "cron", "*/5 * * * *", at(10, 2))
+        make_task(db, f"t{i}", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2))
     with psycopg.connect(dsn, autocommit=True) as listener:
         listener.execute("LISTEN pgsched_execution")
         assert scheduler.tick(db, 1, at(10, 5), batch=batch) == 5
@@ -324,6 +315,7 @@ def test_a_delete_that_waits_for_a_tick_drops_what_that_tick_inserted(db, dsn, s
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
 
 
+@pytest.mark.clone("ticks from several threads at once")
 def test_a_burst_is_fired_by_parallel_batches_each_task_exactly_once(db, sql):
     """2,500 tasks on three schedules due at once, batches of 200 on 3 connections: every
     task fires once, and tasks that share a schedule get the same next fire time."""
@@ -343,6 +335,7 @@ def test_a_burst_is_fired_by_parallel_batches_each_task_exactly_once(db, sql):
     assert scheduler.tick(db, 3, at(9, 0, 2), batch=200, parallel=3) == 0
 
 
+@pytest.mark.clone("ticks from several threads at once")
 def test_two_schedulers_catching_up_one_burst_at_once_make_each_fire_once(db, sql):
     """A leader failover mid-burst leaves the old leader's ticks running while the new one
     starts (both with parallel batches): 1,500 tasks that missed five fires each (misfire
@@ -412,10 +405,11 @@ def test_groups_of_a_batch_fire_apart_and_a_group_whose_schedule_breaks_is_pause
     assert scheduler.tick(db, 1, at(9, 0, 31)) == 0
 
 
+@pytest.mark.clone("the check runs at commit")
 def test_a_dead_scheduled_fire_retried_from_the_dead_letter_queue_runs_again(db, sql):
     """dlq_retry_v1 puts a dead execution back under its own id and instant: the same fire
     run again on request, which the watermark lets through."""
-    task = make_task(db, "five", "cron", "*/5 * * * *", at(10, 2))
+    task = make_task(db, "five", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2))
     assert scheduler.tick(db, 1, at(10, 5)) == 1
     [row] = executions(sql, task["id"])
     sql.execute("""WITH done AS (DELETE FROM pgsched.execution WHERE id = %s RETURNING *)

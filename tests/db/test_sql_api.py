@@ -14,14 +14,14 @@ from pgsched.errors import NotFound, ValidationError
 from pgsched.stores import tasks
 from pgsched.taskspec import TaskSpec
 
+from ..factories import make_task
 from ..helpers import notifications_until_marker
 
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
+
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
-
-
-def make_task(db, name="report", **fields):
-    spec = TaskSpec(name=name, command="echo hi", **fields)
-    return tasks.create(db, spec, now=T0)
 
 
 def execution(sql, execution_id):
@@ -57,7 +57,7 @@ def move_to_history(sql, execution_id, state):
 
 
 def test_enqueue_returns_the_id_of_a_new_pending_execution(db, sql):
-    task = make_task(db, params={"a": 1, "b": "task"}, priority=3, queue="reports", max_attempts=4)
+    task = make_task(db, "report", params={"a": 1, "b": "task"}, priority=3, queue="reports", max_attempts=4, now=T0)
     before = sql.execute("SELECT clock_timestamp() AS t").fetchone()["t"]
     execution_id = sql.execute(
         'SELECT pgsched.enqueue_v1(\'report\', \'{"b": "call", "c": [1]}\') AS id'
@@ -77,7 +77,7 @@ def test_enqueue_returns_the_id_of_a_new_pending_execution(db, sql):
 
 
 def test_enqueue_with_explicit_priority_and_run_at(db, sql):
-    make_task(db)
+    make_task(db, "report", now=T0)
     later = datetime(2030, 6, 1, 12, 30, tzinfo=UTC)
     execution_id = sql.execute(
         "SELECT pgsched.enqueue_v1('report', run_at => %s, priority => 1) AS id", [later]
@@ -88,7 +88,7 @@ def test_enqueue_with_explicit_priority_and_run_at(db, sql):
 
 
 def test_two_enqueues_of_one_task_for_the_same_instant_are_two_executions(db, sql):
-    task = make_task(db)
+    task = make_task(db, "report", now=T0)
     at = datetime(2030, 6, 1, 12, 0, tzinfo=UTC)
     first = sql.execute(
         "SELECT pgsched.enqueue_v1('report', '{\"customer\": 1}', %s) AS id", [at]
@@ -101,7 +101,7 @@ def test_two_enqueues_of_one_task_for_the_same_instant_are_two_executions(db, sq
 
 
 def test_enqueue_of_an_unknown_task_names_it(db, sql):
-    make_task(db)
+    make_task(db, "report", now=T0)
     with pytest.raises(pg_errors.NoDataFound, match="no task named 'nope' in tenant 'default'"):
         sql.execute("SELECT pgsched.enqueue_v1('nope')")
     with pytest.raises(pg_errors.NoDataFound, match="'report' in tenant 'other'"):
@@ -110,7 +110,7 @@ def test_enqueue_of_an_unknown_task_names_it(db, sql):
 
 
 def test_enqueue_of_a_deleted_task_is_refused(db, sql):
-    make_task(db)
+    make_task(db, "report", now=T0)
     tasks.delete(db, "report")
     with pytest.raises(pg_errors.NoDataFound, match="'report'"):
         sql.execute("SELECT pgsched.enqueue_v1('report')")
@@ -118,7 +118,7 @@ def test_enqueue_of_a_deleted_task_is_refused(db, sql):
 
 @pytest.mark.parametrize("priority", [0, 11, -1])
 def test_enqueue_priority_out_of_range_is_refused(db, sql, priority):
-    make_task(db)
+    make_task(db, "report", now=T0)
     with pytest.raises(
         pg_errors.CheckViolation, match=f"priority: {priority} is out of range 1-10"
     ):
@@ -128,14 +128,14 @@ def test_enqueue_priority_out_of_range_is_refused(db, sql, priority):
 
 @pytest.mark.parametrize("params", ["[1, 2]", '"text"', "3", "null"])
 def test_enqueue_params_must_be_an_object(db, sql, params):
-    make_task(db)
+    make_task(db, "report", now=T0)
     with pytest.raises(pg_errors.InvalidParameterValue, match="is not a JSON object"):
         sql.execute("SELECT pgsched.enqueue_v1('report', %s::jsonb)", [params])
     assert live_count(sql) == 0
 
 
 def test_idempotency_key_returns_the_live_execution(db, sql):
-    task = make_task(db)
+    task = make_task(db, "report", now=T0)
     first = sql.execute(
         "SELECT pgsched.enqueue_v1('report', idempotency_key => 'k-1') AS id"
     ).fetchone()["id"]
@@ -153,7 +153,7 @@ def test_idempotency_key_returns_the_live_execution(db, sql):
 
 
 def test_a_key_that_already_succeeded_is_recorded_as_skipped_not_run(db, sql):
-    task = make_task(db)
+    task = make_task(db, "report", now=T0)
     first = sql.execute(
         "SELECT pgsched.enqueue_v1('report', idempotency_key => 'k-1') AS id"
     ).fetchone()["id"]
@@ -173,7 +173,7 @@ def test_a_key_that_already_succeeded_is_recorded_as_skipped_not_run(db, sql):
 
 
 def test_an_idempotent_task_derives_its_key_from_params_and_time(db, sql):
-    task = make_task(db, idempotent=True)
+    task = make_task(db, "report", idempotent=True, now=T0)
     at = "2030-01-01 00:00:00+00"
     one = sql.execute("SELECT pgsched.enqueue_v1('report', '{\"n\": 1}', %s) AS id", [at]).fetchone()["id"]
     same = sql.execute("SELECT pgsched.enqueue_v1('report', '{\"n\": 1}', %s) AS id", [at]).fetchone()["id"]
@@ -185,7 +185,7 @@ def test_an_idempotent_task_derives_its_key_from_params_and_time(db, sql):
 
 
 def test_idempotency_key_of_a_failed_execution_allows_a_new_one(db, sql):
-    make_task(db)
+    make_task(db, "report", now=T0)
     first = sql.execute(
         "SELECT pgsched.enqueue_v1('report', idempotency_key => 'k-1') AS id"
     ).fetchone()["id"]
@@ -198,8 +198,8 @@ def test_idempotency_key_of_a_failed_execution_allows_a_new_one(db, sql):
 
 
 def test_idempotency_keys_are_per_tenant(db, sql):
-    make_task(db)
-    make_task(db, tenant="acme")
+    make_task(db, "report", now=T0)
+    make_task(db, "report", tenant="acme", now=T0)
     mine = sql.execute(
         "SELECT pgsched.enqueue_v1('report', idempotency_key => 'k') AS id"
     ).fetchone()["id"]
@@ -214,7 +214,7 @@ def test_idempotency_keys_are_per_tenant(db, sql):
 
 
 def test_trigger_runs_now_with_trigger_manual_also_when_paused(db, sql):
-    make_task(db, params={"a": 1}, schedule_kind="cron", schedule="0 9 * * *")
+    make_task(db, "report", params={"a": 1}, schedule_kind="cron", schedule="0 9 * * *", now=T0)
     sql.execute("SELECT pgsched.pause_v1('report')")
     before = sql.execute("SELECT clock_timestamp() AS t").fetchone()["t"]
     execution_id = sql.execute(
@@ -228,7 +228,7 @@ def test_trigger_runs_now_with_trigger_manual_also_when_paused(db, sql):
 
 
 def test_trigger_twice_in_one_transaction_makes_two_executions(db, dsn):
-    task = make_task(db)
+    task = make_task(db, "report", now=T0)
     with psycopg.connect(dsn, row_factory=dict_row) as conn:  # one transaction
         ids = [
             conn.execute("SELECT pgsched.trigger_v1('report') AS id").fetchone()["id"]
@@ -251,7 +251,7 @@ def test_trigger_of_an_unknown_task_names_it(db, sql):
 
 
 def test_pause_and_resume(db, sql):
-    task = make_task(db, schedule_kind="cron", schedule="*/5 * * * *")
+    task = make_task(db, "report", schedule_kind="cron", schedule="*/5 * * * *", now=T0)
     assert task["next_fire_at"] == T0 + timedelta(minutes=5)
 
     assert sql.execute("SELECT pgsched.pause_v1('report') AS ok").fetchone()["ok"] is True
@@ -265,13 +265,13 @@ def test_pause_and_resume(db, sql):
 
 
 def test_resume_of_a_running_task_keeps_its_plan(db, sql):
-    make_task(db, schedule_kind="cron", schedule="*/5 * * * *")
+    make_task(db, "report", schedule_kind="cron", schedule="*/5 * * * *", now=T0)
     sql.execute("SELECT pgsched.resume_v1('report')")
     assert tasks.get(db, "report")["next_fire_at"] == T0 + timedelta(minutes=5)
 
 
 def test_pause_and_resume_of_an_unknown_task_name_it(db, sql):
-    make_task(db)
+    make_task(db, "report", now=T0)
     with pytest.raises(pg_errors.NoDataFound, match="no task named 'ghost'"):
         sql.execute("SELECT pgsched.pause_v1('ghost')")
     with pytest.raises(pg_errors.NoDataFound, match="no task named 'ghost'"):
@@ -285,7 +285,7 @@ def test_pause_and_resume_of_an_unknown_task_name_it(db, sql):
 
 
 def test_plain_insert_into_run_request_creates_an_execution(db, sql):
-    task = make_task(db, params={"a": 1}, priority=2)
+    task = make_task(db, "report", params={"a": 1}, priority=2, now=T0)
     execution_id = sql.execute(
         "INSERT INTO pgsched.run_request (task) VALUES ('report') RETURNING execution_id"
     ).fetchone()["execution_id"]
@@ -298,7 +298,7 @@ def test_plain_insert_into_run_request_creates_an_execution(db, sql):
 
 
 def test_insert_into_run_request_with_params_and_run_at(db, sql):
-    make_task(db, params={"a": 1})
+    make_task(db, "report", params={"a": 1}, now=T0)
     later = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
     execution_id = sql.execute(
         "INSERT INTO pgsched.run_request (task, params, run_at) "
@@ -312,7 +312,7 @@ def test_insert_into_run_request_with_params_and_run_at(db, sql):
 
 
 def test_insert_into_run_request_with_priority_and_key(db, sql):
-    make_task(db)
+    make_task(db, "report", now=T0)
     ids = [
         sql.execute(
             "INSERT INTO pgsched.run_request (task, priority, idempotency_key) "
@@ -326,7 +326,7 @@ def test_insert_into_run_request_with_priority_and_key(db, sql):
 
 
 def test_insert_into_run_request_without_a_task_name_is_refused(db, sql):
-    make_task(db)
+    make_task(db, "report", now=T0)
     with pytest.raises(pg_errors.NotNullViolation, match="needs a task name"):
         sql.execute("INSERT INTO pgsched.run_request (params) VALUES ('{}')")
     with pytest.raises(pg_errors.NoDataFound, match="'nope'"):
@@ -335,15 +335,15 @@ def test_insert_into_run_request_without_a_task_name_is_refused(db, sql):
 
 
 def test_a_failing_row_rolls_back_the_whole_insert(db, sql):
-    make_task(db)
+    make_task(db, "report", now=T0)
     with pytest.raises(pg_errors.NoDataFound):
         sql.execute("INSERT INTO pgsched.run_request (task) VALUES ('report'), ('nope')")
     assert live_count(sql) == 0
 
 
 def test_a_multi_row_insert_sends_one_notification(db, sql, dsn):
-    task = make_task(db)
-    make_task(db, name="other")
+    task = make_task(db, "report", now=T0)
+    make_task(db, name="other", now=T0)
     with psycopg.connect(dsn, autocommit=True) as listener:
         listener.execute("LISTEN pgsched_execution")
         rows = sql.execute(
@@ -363,7 +363,7 @@ def test_a_multi_row_insert_sends_one_notification(db, sql, dsn):
 
 @pytest.mark.parametrize("run_at", ["-infinity", "infinity", "0001-01-01 00:00:00+00 BC", "9999-01-01 00:00:00+00"])
 def test_enqueue_refuses_instants_that_would_jam_the_queue(db, sql, run_at):
-    make_task(db, "jam")
+    make_task(db, "jam", now=T0)
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="run_at: .* is outside 1970 to 9000"):
         sql.execute("SELECT pgsched.enqueue_v1('jam', run_at => %s::timestamptz)", (run_at,))
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
@@ -371,7 +371,7 @@ def test_enqueue_refuses_instants_that_would_jam_the_queue(db, sql, run_at):
 
 @pytest.mark.parametrize("trigger", ["schedule", "bogus", None])
 def test_enqueue_refuses_the_schedule_trigger_and_unknown_ones(db, sql, trigger):
-    make_task(db, "sneaky")
+    make_task(db, "sneaky", now=T0)
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="trigger: .* must be api, manual or insert"):
         sql.execute("SELECT pgsched.enqueue_v1('sneaky', trigger => %s)", (trigger,))
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
@@ -434,7 +434,7 @@ def test_an_enqueue_and_a_delete_of_its_task_wait_for_each_other(db, dsn, sql):
     for a worker (found by a break-it round: the enqueue used to commit after the drop)."""
     import threading
 
-    make_task(db, "racy")
+    make_task(db, "racy", now=T0)
     with psycopg.connect(dsn) as enqueuer:
         enqueuer.execute("SELECT pgsched.enqueue_v1('racy')")  # open transaction
         deleting = threading.Thread(target=tasks.delete, args=(db, "racy"))
@@ -447,7 +447,7 @@ def test_an_enqueue_and_a_delete_of_its_task_wait_for_each_other(db, dsn, sql):
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution e JOIN pgsched.task t ON t.id = e.task_id "
                        "WHERE t.name = 'racy'").fetchone()["n"] == 0
 
-    make_task(db, "racy2")
+    make_task(db, "racy2", now=T0)
     outcome: dict[str, BaseException] = {}
 
     def enqueue() -> None:

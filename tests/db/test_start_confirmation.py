@@ -6,11 +6,17 @@ start."""
 
 from __future__ import annotations
 
+import pytest
+
 from pgsched import scheduler
 from pgsched.stores import tasks
 
 from .test_claim import claim, register
 from .test_reliability_sql import T0, attempts, running, silence
+
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
 
 
 def confirm(db, row) -> int:

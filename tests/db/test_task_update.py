@@ -15,6 +15,10 @@ from pgsched.taskspec import TaskSpec
 
 from ..helpers import notifications_until_marker
 
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
+
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 T1 = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
 
@@ -29,6 +33,7 @@ def report(db):
                                      schedule="0 9 * * *", timeout_seconds=30), now=T0)
 
 
+@pytest.mark.clone("updated_at must be later than created_at: now() must advance")
 def test_a_new_cron_and_zone_is_planned_from_now(db, sql, report):
     assert report["next_fire_at"] == datetime(2026, 1, 2, 9, 0, tzinfo=UTC)
     row = tasks.update(db, "report", {"schedule": "0 9 LW * *", "timezone": "Europe/Berlin"}, now=T1)

@@ -16,6 +16,10 @@ from pgsched.db import Session, connect
 from pgsched.stores import tasks
 from pgsched.taskspec import TaskSpec
 
+# One connection in a transaction rolled back after each test (tests/conftest.py: tx);
+# the tests that ask for dsn, or are marked clone, get a database of their own.
+pytestmark = pytest.mark.rolled_back
+
 
 @pytest.fixture
 def lock(dsn):

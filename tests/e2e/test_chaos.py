@@ -24,7 +24,7 @@ import psycopg.sql
 import pytest
 from psycopg.rows import dict_row
 
-from ..helpers import Process, cli, wait_until
+from ..helpers import Process, alive, cli, wait_for, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -96,6 +96,23 @@ def wait_for_history_partitions(sql) -> None:
         timeout=30, message="today's history partitions")
 
 
+def handlers_running(log_file: Path) -> list[int]:
+    """PIDs of the HANDLER processes still running: those whose environment (proc(5):
+    /proc/PID/environ, readable for our own processes) has CHAOS_LOG set to ``log_file``."""
+    needle = f"CHAOS_LOG={log_file}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue  # gone meanwhile, or not ours
+    return [pid for pid in found if alive(pid)]
+
+
 def kill(proc: Process) -> None:
     """SIGKILL, and reap it so it is not left a zombie."""
     proc.proc.kill()
@@ -149,8 +166,9 @@ def test_random_worker_kills_lose_nothing_and_run_nothing_twice(dsn, sql, start,
         assert w.proc.poll() is None, f"worker {w.proc.pid} died on its own:\n{w.output}"
 
     # Orphaned commands of killed workers ran in their own sessions; they are long done
-    # (rescue waits 3 heartbeats), but give the last ones their 0.2 s anyway.
-    time.sleep(0.5)
+    # (rescue waits 3 heartbeats), but the last ones may still be writing their line.
+    wait_for(lambda: not handlers_running(log_file), timeout=10,
+             what=lambda: f"the handlers still running to end: pids {handlers_running(log_file)}")
     rows = [tuple(map(int, line.split())) for line in log_file.read_text().splitlines()]
     with sql.cursor().copy("COPY chaos_log (execution_id, attempt) FROM STDIN") as copy:
         for row in rows:
@@ -276,13 +294,9 @@ def test_leader_kills_miss_no_fire_and_double_none(dsn, sql, start):
         row, leader = wait_until(current_leader, timeout=30, message="the current leader")
         kill(leader)
         killed = time.monotonic()
-        while True:
-            epoch = sql.execute("SELECT epoch FROM pgsched.leader").fetchone()["epoch"]
-            if epoch > row["epoch"]:
-                gaps.append(time.monotonic() - killed)
-                break
-            assert time.monotonic() - killed < 30, f"no new leader 30s after killing term {row['epoch']}"
-            time.sleep(0.05)
+        wait_for(lambda: sql.execute("SELECT epoch FROM pgsched.leader").fetchone()["epoch"] > row["epoch"],
+                 timeout=30, interval=0.05, what=f"a new leader after killing term {row['epoch']}")
+        gaps.append(time.monotonic() - killed)
         schedulers.remove(leader)
         schedulers.append(start("scheduler", "--max-sleep", "0.5"))
     time.sleep(max(0.0, began + LEADER_CHAOS_SECONDS - time.monotonic()))  # pacing only

@@ -47,7 +47,12 @@ def test_plain_insert_one_shot_runs_within_a_second(dsn, sql, start):
     wait_until(lambda: "started" in worker.output and
                sql.execute("SELECT count(*) AS n FROM pgsched.worker WHERE state = 'running'").fetchone()["n"],
                message="worker up")
-    time.sleep(0.3)  # let the listener settle into its wait (it wakes once at start)
+    # Time passes on purpose: the listener wakes once at start (its first claim), and an
+    # INSERT during that claim would be found by it rather than by the NOTIFY this test is
+    # about. No outside sign tells "in its wait" from "between its first statements" (its
+    # session is idle in both), so this is a pause; too short a one only lets the test pass
+    # through the first claim, it never fails it.
+    time.sleep(0.3)
     row = sql.execute("INSERT INTO pgsched.run_request (task, params) VALUES ('adhoc', '{\"n\": 7}') "
                       "RETURNING execution_id").fetchone()
     inserted = time.monotonic()

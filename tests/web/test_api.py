@@ -11,17 +11,13 @@ import pytest
 
 from pgsched.scheduler import LEADER_LOCK_KEY
 from pgsched.stores import tasks
-from pgsched.taskspec import TaskSpec
 
 from ..conftest import dsn_for
 from ..db.test_claim import claim, finish, register
+from ..factories import make_task
 from ..helpers import wait_until
 
 V = "/api/v1"
-
-
-def make(db, name="job", tenant="default", **fields):
-    return tasks.create(db, TaskSpec(name=name, command="echo hi", tenant=tenant, **fields))
 
 
 def dead(db, name="job", tenant="default"):
@@ -72,7 +68,7 @@ def test_task_crud_and_actions(api, db, sql):
 
 def test_task_list_filters_and_pages(api, db):
     for i in range(5):
-        make(db, f"t{i}", tags=["even"] if i % 2 == 0 else [], queue="q1" if i < 2 else "default")
+        make_task(db, f"t{i}", tags=["even"] if i % 2 == 0 else [], queue="q1" if i < 2 else "default")
     tasks.pause(db, "t4")
     viewer = api("viewer")
     first = viewer.get(f"{V}/tasks", params={"limit": 2}).json()
@@ -89,7 +85,7 @@ def test_task_list_filters_and_pages(api, db):
 
 def test_bad_input_is_a_4xx_naming_the_field(api, db):
     op = api("operator")
-    make(db)
+    make_task(db)
     cases = [
         (op.post(f"{V}/tasks", content=b"{not json", headers={"content-type": "application/json"}), 400, "body"),
         (op.post(f"{V}/tasks", json=[1, 2]), 422, "body"),
@@ -113,7 +109,7 @@ def test_bad_input_is_a_4xx_naming_the_field(api, db):
 
 
 def test_viewers_may_read_but_not_act(api, db):
-    make(db)
+    make_task(db)
     ident = tasks.trigger(db, "job")
     viewer = api("viewer")
     for path in ("/tasks", "/tasks/job", "/tasks/job/executions", "/executions", f"/executions/{ident}",
@@ -145,8 +141,8 @@ def sql_count(db, query):
 
 
 def test_tenants_never_see_each_other(api, db):
-    make(db, "ours", tenant="a")
-    make(db, "theirs", tenant="b")
+    make_task(db, "ours", tenant="a")
+    make_task(db, "theirs", tenant="b")
     mine, theirs = dead(db, "ours", "a"), dead(db, "theirs", "b")
     a = api("admin", "a")
     assert [t["name"] for t in a.get(f"{V}/tasks").json()["items"]] == ["ours"]
@@ -173,7 +169,7 @@ def test_tenants_never_see_each_other(api, db):
 
 def test_a_script_name_round_trips_as_data(api, client, db):
     name = "<script>alert(1)</script>"
-    make(db, "plain")
+    make_task(db, "plain")
     # names are validated: the API refuses this one with a message holding it as data
     refused = api("operator").post(f"{V}/tasks", json={"name": name, "command": "true"})
     assert refused.status_code == 422 and name in refused.json()["error"]["message"]
@@ -184,7 +180,7 @@ def test_a_script_name_round_trips_as_data(api, client, db):
 
 
 def test_execution_cancel_and_retry(api, db, sql):
-    make(db)
+    make_task(db)
     op = api("operator")
     pending = tasks.trigger(db, "job")
     assert op.post(f"{V}/executions/{pending}/cancel").json() == {"id": pending, "outcome": "cancelled"}
@@ -202,7 +198,7 @@ def test_execution_cancel_and_retry(api, db, sql):
 
 
 def test_dlq_retry_all_needs_the_count_confirmed_and_delete(api, db, sql):
-    make(db)
+    make_task(db)
     first, second = dead(db), dead(db)
     op = api("operator")
     assert [e["id"] for e in op.get(f"{V}/dlq").json()["items"]] == [second, first]
@@ -220,7 +216,7 @@ def test_dlq_retry_all_needs_the_count_confirmed_and_delete(api, db, sql):
 
 
 def test_logs_stream_as_server_sent_events_until_the_execution_ends(api, db):
-    make(db)
+    make_task(db)
     ident = tasks.trigger(db, "job")
     (c,) = claim(db, register(db))
 
@@ -318,8 +314,8 @@ def test_admin_manages_tokens(api, client):
 
 
 def test_execution_filters_and_paging(api, db):
-    make(db)
-    make(db, "other")
+    make_task(db)
+    make_task(db, "other")
     ids = [tasks.trigger(db, "job") for _ in range(3)]
     tasks.trigger(db, "other", run_at=datetime.now(UTC) + timedelta(days=1))
     viewer = api("viewer")
@@ -334,7 +330,7 @@ def test_execution_filters_and_paging(api, db):
 
 
 def test_text_postgresql_cannot_store_is_a_422_not_a_crash(api, db):
-    make(db)
+    make_task(db)
     op = api("operator")
     raw = {"headers": {"content-type": "application/json"}}
     for path, method, body, field in [

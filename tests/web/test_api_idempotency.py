@@ -6,22 +6,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pgsched.stores import tasks
-from pgsched.taskspec import TaskSpec
 from pgsched.web.openapi import document
 
 from ..db.test_claim import claim, finish, register
+from ..factories import make_task
 
 V = "/api/v1"
 
 
-def make(db, name):
-    return tasks.create(db, TaskSpec(name=name, command="echo hi"))
-
-
 def test_a_key_shared_by_two_tasks_gives_two_executions(api, db, sql):
-    make(db, "invoice")
-    make(db, "receipt")
+    make_task(db, "invoice")
+    make_task(db, "receipt")
     op = api("operator")
     first = op.post(f"{V}/tasks/invoice/trigger", json={"idempotency_key": "order-7"})
     other = op.post(f"{V}/tasks/receipt/trigger", json={"idempotency_key": "order-7"})
@@ -35,7 +30,7 @@ def test_a_key_shared_by_two_tasks_gives_two_executions(api, db, sql):
 
 
 def test_the_trigger_says_when_the_key_deduplicated_it(api, db, sql):
-    make(db, "invoice")
+    make_task(db, "invoice")
     op = api("operator")
     body = {"idempotency_key": "order-7"}
     first = op.post(f"{V}/tasks/invoice/trigger", json=body).json()
@@ -57,7 +52,7 @@ def test_the_trigger_says_when_the_key_deduplicated_it(api, db, sql):
 
 
 def test_the_openapi_document_describes_the_answer(api, db):
-    make(db, "invoice")
+    make_task(db, "invoice")
     answer = api("operator").post(f"{V}/tasks/invoice/trigger",
                                   json={"idempotency_key": "k"}).json()
     doc = document()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from markupsafe import escape
 
-from .test_api import V, make
+from ..factories import make_task
+from .test_api import V
 from .test_pages import post, signed  # noqa: F401 (signed is a fixture)
 
 REFUSED = [
@@ -40,7 +41,7 @@ def test_the_api_refuses_a_cron_expression_naming_field_value_and_why(api, db, s
         "field": "schedule",
         "message": f"schedule: '{expr}' is not a usable cron expression: {reason}",
     }
-    make(db, "job", schedule_kind="cron", schedule="0 9 * * *")
+    make_task(db, "job", schedule_kind="cron", schedule="0 9 * * *")
     before = sql.execute("SELECT * FROM pgsched.task ORDER BY id").fetchall()
     updated = op.patch(f"{V}/tasks/job", json={"schedule_kind": "cron", "schedule": expr})
     assert updated.status_code == 422 and updated.json()["error"]["message"].endswith(reason), (

@@ -6,7 +6,8 @@ import pytest
 
 from pgsched.db import Session
 
-from .test_api import V, dead, make
+from ..factories import make_task
+from .test_api import V, dead
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def dies_after_the_count(db, monkeypatch):
 
 
 def test_retry_all_retries_only_the_count_confirmed(api, db, sql, dies_after_the_count):
-    make(db)
+    make_task(db)
     first = dead(db)
     answer = api("operator").post(f"{V}/dlq/retry-all", json={"expected_count": 1})
     assert answer.status_code == 409 and "2 dead" in answer.json()["error"]["message"]

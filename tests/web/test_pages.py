@@ -11,8 +11,8 @@ from starlette.testclient import TestClient
 
 from pgsched import dag as dag_module
 from pgsched.stores import dagruns, tasks
-from pgsched.taskspec import TaskSpec
 
+from ..factories import make_task
 from .conftest import csrf_of, sign_in
 from .test_api import dead
 
@@ -41,10 +41,6 @@ def post(client: TestClient, path: str, **fields: str):
     return client.post(path, data={"csrf_token": token, **fields})
 
 
-def make(db, name="job", tenant="default", **fields):
-    return tasks.create(db, TaskSpec(name=name, command="echo hi", tenant=tenant, **fields))
-
-
 def a_dag_run(db, tenant="default") -> int:
     data = {"name": "etl", "nodes": [{"id": "extract", "command": "true"},
                                      {"id": "load", "command": "true", "depends_on": ["extract"]}]}
@@ -53,7 +49,7 @@ def a_dag_run(db, tenant="default") -> int:
 
 
 def test_every_page_renders_for_a_viewer(db, sql, signed):
-    row = make(db, "nightly", schedule_kind="cron", schedule="0 3 * * *", timezone="Europe/Berlin", tags=["etl"])
+    row = make_task(db, "nightly", schedule_kind="cron", schedule="0 3 * * *", timezone="Europe/Berlin", tags=["etl"])
     sql.execute("INSERT INTO pgsched.alert (tenant, task_id, kind, details) "
                 "VALUES ('default', %s, 'missed_schedule', '{\"late_seconds\": 90}')", [row["id"]])
     gone = dead(db, "nightly")
@@ -125,7 +121,7 @@ def test_task_actions_change_the_database(db, sql, signed):
 
 
 def test_execution_cancel_and_retry(db, sql, signed):
-    make(db)
+    make_task(db)
     op = signed("operator")
     ident = tasks.trigger(db, "job")
     assert post(op, f"/executions/{ident}/cancel").headers["location"] == f"/executions/{ident}?done=cancelled"
@@ -145,7 +141,7 @@ def test_execution_cancel_and_retry(db, sql, signed):
 
 
 def test_dead_letter_queue_retry_delete_and_retry_all_with_the_count(db, sql, signed):
-    make(db)
+    make_task(db)
     first, second, third, fourth = (dead(db) for _ in range(4))
     op = signed("operator")
     listing = op.get("/dlq").text
@@ -190,7 +186,7 @@ def test_dag_run_can_be_started_by_an_operator(db, sql, signed):
 
 
 def test_a_viewer_gets_403_on_every_action(db, sql, signed):
-    make(db)
+    make_task(db)
     gone = dead(db)  # first: it claims every ready execution
     ident = tasks.trigger(db, "job")
     a_dag_run(db)
@@ -212,7 +208,7 @@ def test_a_viewer_gets_403_on_every_action(db, sql, signed):
 
 
 def test_an_action_without_the_csrf_token_is_refused(db, sql, signed):
-    make(db)
+    make_task(db)
     op = signed("operator")
     for token in (None, "not-the-token"):
         data = {"name": "job"} | ({"csrf_token": token} if token else {})
@@ -225,7 +221,7 @@ def test_names_and_output_are_escaped(db, sql, signed):
     # The name rules refuse such a name; a row written by other means must still be safe.
     sql.execute("INSERT INTO pgsched.task (name, handler_kind, command, description, tags) "
                 "VALUES (%s, 'shell', %s, %s, %s)", [XSS, f"echo '{XSS}'", XSS, [XSS]])
-    make(db)
+    make_task(db)
     ident = tasks.trigger(db, "job", params={"note": XSS})
     sql.execute("INSERT INTO pgsched.execution_log (execution_id, attempt, seq, stream, logged_at, line) "
                 "VALUES (%s, 1, 1, 'stdout', now(), %s)", [ident, XSS])
@@ -241,11 +237,11 @@ def test_names_and_output_are_escaped(db, sql, signed):
 
 
 def test_a_tenant_never_sees_another_tenants_rows(db, signed):
-    make(db, "ours-only", tenant="acme")
+    make_task(db, "ours-only", tenant="acme")
     their_dead = dead(db, "ours-only", tenant="acme")
     theirs = tasks.trigger(db, "ours-only", tenant="acme")
     run_id = a_dag_run(db, tenant="acme")
-    make(db, "mine")
+    make_task(db, "mine")
     other = signed("operator")  # tenant default
     for path in ("/tasks", "/executions", "/dlq", "/dags", "/"):
         assert "ours-only" not in other.get(path).text, path
@@ -261,10 +257,10 @@ def test_a_tenant_never_sees_another_tenants_rows(db, signed):
 
 
 def test_listings_page_by_key(db, signed):
-    make(db)
+    make_task(db)
     ids = [tasks.trigger(db, "job") for _ in range(55)]
     for i in range(55):
-        make(db, f"t{i:02d}")
+        make_task(db, f"t{i:02d}")
     viewer = signed("viewer")
     first = viewer.get("/executions?task=job").text
     assert f'href="/executions/{ids[-1]}"' in first and f'href="/executions/{ids[4]}"' not in first
