@@ -34,13 +34,13 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "bench"))
 
-from server import Server  # noqa: E402  (the shared server helper)
-from starlette.testclient import TestClient  # noqa: E402
+from server import Server
+from starlette.testclient import TestClient
 
-from pgsched import alerts, metrics, migrate, stats  # noqa: E402
-from pgsched.db import Database  # noqa: E402
-from pgsched.web.app import create_app  # noqa: E402
-from pgsched.web.credentials import create_token  # noqa: E402
+from pgsched import alerts, metrics, migrate, stats
+from pgsched.db import Database
+from pgsched.web.app import create_app
+from pgsched.web.credentials import create_token
 
 PAGE_TARGET_MS = 300.0  # issue 7: every page under 300 ms of server time with 1M executions
 
@@ -164,7 +164,7 @@ def time_pages(db: Database, paths: list[str], repeats: int) -> list[tuple[str, 
             answer = client.get(path)
             if answer.status_code != 200:
                 raise SystemExit(f"error: GET {path} answered {answer.status_code}: {answer.text[:300]}")
-            out.append((path, timed(lambda: client.get(path), repeats)))
+            out.append((path, timed(lambda path=path: client.get(path), repeats)))
     return out
 
 

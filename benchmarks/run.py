@@ -527,8 +527,8 @@ class Report:
                 if role == "best":
                     for alt in BEST_ALTERNATIVES.get(system, ()):
                         alt_text, alt_med = self.cell(row.part, system, alt, row.metric, row.fmt)
-                        if alt_med is not None and (med is None or (alt_med > med) == row.higher
-                                                    and alt_med != med):
+                        if alt_med is not None and (med is None or ((alt_med > med) == row.higher
+                                                    and alt_med != med)):
                             text, med = f"{alt_text} ({self.outcomes[(row.part, system, alt)].config})", alt_med
                 meds[system] = med
                 cells.append(text)
@@ -799,7 +799,7 @@ def main(argv: list[str] | None = None) -> int:
         runner = Runner(args, server, results_path)
         common.log(f"{args.repeats} repeat(s) of: {', '.join(plan)}; results in {results_path}")
         for repeat in range(1, args.repeats + 1):
-            for part, measurements in plan.items():
+            for measurements in plan.values():
                 k = (repeat - 1) % len(measurements)
                 for m in measurements[k:] + measurements[:k]:  # rotated per repeat
                     runner.run(m, repeat)

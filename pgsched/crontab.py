@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from . import cron
 
-__all__ = ["CrontabEntry", "CrontabProblem", "CrontabWarning", "Crontab", "parse_crontab"]
+__all__ = ["Crontab", "CrontabEntry", "CrontabProblem", "CrontabWarning", "parse_crontab"]
 
 
 @dataclass(frozen=True)

@@ -221,7 +221,7 @@ class Database(Session):
     @classmethod
     def connect(cls, dsn: str, *, min_size: int = 1, max_size: int = 4,
                 application_name: str = "pgsched", idle_in_transaction_timeout: float | None = None,
-                statement_deadline: float | None = None) -> "Database":
+                statement_deadline: float | None = None) -> Database:
         """Open a pool on ``dsn`` (its connections with KEEPALIVES). ``idle_in_transaction_timeout``
         (seconds): the server
         ends a connection of the pool whose transaction waits that long for its next

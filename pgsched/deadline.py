@@ -92,7 +92,7 @@ class Deadline:
 
 
 class _Watch:
-    __slots__ = ("deadline", "conn", "started", "expires", "reason")
+    __slots__ = ("conn", "deadline", "expires", "reason", "started")
 
     def __init__(self, deadline: Deadline, conn: _Connection):
         self.deadline = deadline

@@ -11,7 +11,7 @@ import os
 import shlex
 import sys
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +103,7 @@ def introduce(db: Database, source: Any, *, examples: bool) -> None:
     click.echo(f"{len(rows)} task(s):")
     for r in rows:
         sched = f"{r['schedule_kind']} {r['schedule_expr'] or ''}".strip()
-        nxt = r["next_fire_at"].astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ") if r["next_fire_at"] else "-"
+        nxt = r["next_fire_at"].astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ") if r["next_fire_at"] else "-"
         name = f"DAG {r['name']}" if r["handler_kind"] == "dag" else r["name"]
         click.echo(f"  {name:24} {sched:40} next {nxt}")
     if source.embedded:
@@ -135,7 +135,7 @@ def report_finish(row: Row, outcome: Outcome, tail: list[str], final: str | None
     echoed = bool(tail) and command_result(tail[-1]) == outcome.result
     detail = outcome.error or (json.dumps(outcome.result) if outcome.result is not None and not echoed else "")
     then = {None: ", will retry", "dead": ", to the dead-letter queue"}.get(final, "")
-    click.echo(f"{datetime.now().strftime('%H:%M:%S')}  {_MARK.get(outcome.state, outcome.state)} "
+    click.echo(f"{datetime.now().astimezone().strftime('%H:%M:%S')}  {_MARK.get(outcome.state, outcome.state)} "
                f"{row['task_name']} (execution {row['id']}, attempt {row['attempt']}/{row['max_attempts']}"
                f"{then}) {detail}".rstrip())
     for line in tail:

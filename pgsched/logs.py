@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 LEVELS = ("debug", "info", "warning", "error")
 FORMATS = ("text", "json", "console")
@@ -16,7 +16,7 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line: ts (UTC ISO 8601), level, logger, message, and exc."""
 
     def format(self, record: logging.LogRecord) -> str:
-        doc = {"ts": datetime.fromtimestamp(record.created, timezone.utc).isoformat(),
+        doc = {"ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
                "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage(),
                "pid": record.process, "thread": record.threadName}
         if record.exc_info:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -27,7 +27,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from . import cron
 from .errors import ValidationError
 
-UTC = timezone.utc
+UTC = UTC
 class ScheduleKind(StrEnum):
     """When a task fires (``task.schedule_kind``): see the module docstring; ``none``: only
     when triggered."""
@@ -145,7 +145,7 @@ class Schedule:
 
     @classmethod
     def parse(cls, kind: str, expr: str | None, tz: str = "UTC",
-              anchor: datetime | None = None) -> "Schedule":
+              anchor: datetime | None = None) -> Schedule:
         """Validate and normalise. Raises ValidationError naming the field and value."""
         zone(tz)
         if kind not in KINDS:
@@ -162,7 +162,7 @@ class Schedule:
         parse_once(expr, tz)
         return cls(kind, expr.strip(), tz)
 
-    def anchored_at(self, now: datetime) -> "Schedule":
+    def anchored_at(self, now: datetime) -> Schedule:
         """This schedule as planned at ``now`` (aware; the database's clock): an interval
         is anchored at ``now`` in whole seconds, so its fires are ``anchor + k *
         interval``; the other kinds have no anchor."""

@@ -119,7 +119,7 @@ class Process:
                  wrap: Callable[[list[str]], list[str]] | None = None):
         self.args = args
         self.log_path = log_dir / f"{args[0]}-{time.monotonic_ns()}.log"
-        self._log = open(self.log_path, "w")
+        self._log = open(self.log_path, "w")  # noqa: SIM115 (closed by stop(), after the process)
         argv = [sys.executable, "-m", "pgsched", "--log-level", "debug", *args]
         self.proc = subprocess.Popen(wrap(argv) if wrap else argv,
                                      stdout=self._log, stderr=subprocess.STDOUT,

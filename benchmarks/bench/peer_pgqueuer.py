@@ -11,7 +11,7 @@ process (``drain-worker``: ``QueueManager.run(mode=drain)``) and times it from i
 until the queue table is empty (every job deleted on completion), polled every 20 ms.
 """
 
-# ruff: noqa: ASYNC220, ASYNC230  (the parent only waits: blocking calls are fine here)
+
 from __future__ import annotations
 
 import argparse
@@ -141,7 +141,7 @@ async def cmd_drain(args) -> None:
         worker = subprocess.Popen([sys.executable, os.path.abspath(__file__), "drain-worker", "--dsn", args.dsn,
                                    "--driver", args.driver, "--batch-size", str(args.batch_size),
                                    "--consumers", str(args.consumers)], stdout=out,
-                                  preexec_fn=common.die_with_parent)  # noqa: PLW1509
+                                  preexec_fn=common.die_with_parent)
         sampler = common.RssSampler(worker.pid)
         try:
             done = common.wait_until(
@@ -219,7 +219,7 @@ async def cmd_latency(args) -> None:
     open(path, "w").close()
     worker = subprocess.Popen([sys.executable, os.path.abspath(__file__), "latency-worker", "--dsn", args.dsn,
                                "--out", path, "--driver", args.driver, "--batch-size", str(args.batch_size)],
-                              preexec_fn=common.die_with_parent)  # noqa: PLW1509
+                              preexec_fn=common.die_with_parent)
     def alive() -> str | None:
         return None if worker.poll() is None else f"the worker exited ({worker.returncode})"
     try:

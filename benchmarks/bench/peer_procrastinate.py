@@ -12,7 +12,7 @@ installed on a fresh database per call.
 job is ``todo`` or ``doing`` (polled every 20 ms).
 """
 
-# ruff: noqa: ASYNC220, ASYNC230  (the parent only waits: blocking calls are fine here)
+
 from __future__ import annotations
 
 import argparse
@@ -123,7 +123,7 @@ async def cmd_drain(args) -> None:
         started = time.perf_counter()
         worker = subprocess.Popen([sys.executable, os.path.abspath(__file__), "drain-worker", "--dsn", args.dsn,
                                    "--concurrency", str(args.concurrency)], stdout=out,
-                                  preexec_fn=common.die_with_parent)  # noqa: PLW1509
+                                  preexec_fn=common.die_with_parent)
         sampler = common.RssSampler(worker.pid)
         try:
             done = common.wait_until(
@@ -168,7 +168,7 @@ async def cmd_latency(args) -> None:
     open(path, "w").close()
     worker = subprocess.Popen([sys.executable, os.path.abspath(__file__), "latency-worker", "--dsn", args.dsn,
                                "--out", path, "--concurrency", str(args.concurrency)],
-                              preexec_fn=common.die_with_parent)  # noqa: PLW1509
+                              preexec_fn=common.die_with_parent)
     def alive() -> str | None:
         return None if worker.poll() is None else f"the worker exited ({worker.returncode})"
     try:

@@ -113,7 +113,7 @@ class Proc:
         self.proc = subprocess.Popen([sys.executable, "-m", "pgsched", *args], stdout=self._log,
                                      stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                      cwd=str(BENCHMARKS),
-                                     preexec_fn=common.die_with_parent)  # noqa: PLW1509
+                                     preexec_fn=common.die_with_parent)
 
     def dead(self) -> str | None:
         if self.proc.poll() is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
@@ -23,7 +23,7 @@ def fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, datetime):
-        return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
     if isinstance(value, float):
         return f"{value:.3f}"
     if isinstance(value, (list, dict)):
@@ -42,9 +42,9 @@ def table(rows: list[dict], columns: list[str]) -> None:
     """Print ``rows`` as aligned columns (the header is the column names, upper-cased)."""
     cells = [[fmt(r.get(c)) for c in columns] for r in rows]
     widths = [max([len(c)] + [min(len(row[i]), 60) for row in cells]) for i, c in enumerate(columns)]
-    click.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip())
+    click.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     for row in cells:
-        click.echo("  ".join((v if len(v) <= 60 else v[:57] + "...").ljust(w) for v, w in zip(row, widths)).rstrip())
+        click.echo("  ".join((v if len(v) <= 60 else v[:57] + "...").ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
 
 def parse_when(value: str | None, field: str, tz: str = "UTC", *,
                now: Callable[[], datetime]) -> datetime | None:

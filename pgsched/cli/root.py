@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import click
 
@@ -28,7 +28,7 @@ class _Group(click.Group):
 
     #: command name → the modules of pgsched.cli that register it and its subcommands: the
     #: module that defines a group first, then those that add commands to it
-    LAZY = {"cron": ("schedules",), "dag": ("dags",), "dev": ("processes",), "dlq": ("dlq",),
+    LAZY: ClassVar[dict[str, tuple[str, ...]]] = {"cron": ("schedules",), "dag": ("dags",), "dev": ("processes",), "dlq": ("dlq",),
             "execution": ("executions", "dlq"), "import-crontab": ("tasks",), "migrate": ("processes",),
             "scheduler": ("processes",), "status": ("processes",), "task": ("tasks", "schedules"),
             "token": ("web",), "user": ("web",), "web": ("web",), "worker": ("processes",)}

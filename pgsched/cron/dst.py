@@ -6,7 +6,7 @@ instants a wall-clock reading stands for and the next fall-back. Instants are aw
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -21,7 +21,7 @@ def just_before(day: date, zone: Any) -> datetime:
     start = datetime.combine(day, time())
     if zone is None:
         return start - timedelta(seconds=1)
-    return (start.replace(tzinfo=zone).astimezone(timezone.utc) - timedelta(seconds=1)).astimezone(zone)
+    return (start.replace(tzinfo=zone).astimezone(UTC) - timedelta(seconds=1)).astimezone(zone)
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ def instants_showing(wall: datetime, zone: ZoneInfo) -> list[datetime]:
     skipped stretch, two in a repeated one."""
     out = []
     for fold in (0, 1):
-        instant = wall.replace(tzinfo=zone, fold=fold).astimezone(timezone.utc)
+        instant = wall.replace(tzinfo=zone, fold=fold).astimezone(UTC)
         if instant.astimezone(zone).replace(tzinfo=None) == wall and instant not in out:
             out.append(instant)
     return out

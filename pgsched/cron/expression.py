@@ -3,7 +3,7 @@ all. Pure."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from croniter import croniter
 
@@ -38,6 +38,6 @@ def check(expr: str) -> str:
         check_field(value, *spec)
     if not croniter.is_valid(canonical_form(text), second_at_beginning=len(fields) == 6):
         raise CronError(f"'{text}' is not a valid cron expression")
-    if next_after(text, "UTC", datetime.now(timezone.utc)) is None:
+    if next_after(text, "UTC", datetime.now(UTC)) is None:
         raise CronError(why_never(fields))
     return text

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Iterator
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -32,7 +32,7 @@ def next_after(expr: str, tz: str, after: datetime) -> datetime | None:
             # the jump, as cron(8) does; only the second copy of a repeated time is dropped.
             for nxt in fires(expr, after.astimezone(zone)):
                 if not second_copy(nxt):
-                    return nxt.astimezone(timezone.utc)
+                    return nxt.astimezone(UTC)
             return None
         return next_on_wall_clock(expr, zone, after)
     except (CroniterBadDateError, CroniterBadCronError, OverflowError, ValueError):
@@ -105,7 +105,7 @@ def next_on_wall_clock(expr: str, zone: ZoneInfo, after: datetime) -> datetime |
         if instants:
             best = min(instants)
         else:  # the clock skips this reading: go on from the end of the skipped stretch
-            base = max(wall, wall.replace(tzinfo=zone).astimezone(timezone.utc).astimezone(zone)
+            base = max(wall, wall.replace(tzinfo=zone).astimezone(UTC).astimezone(zone)
                        .replace(tzinfo=None) - timedelta(seconds=1))
     fall = fall_back_after(zone, after)
     if fall is not None:

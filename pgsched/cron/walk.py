@@ -4,7 +4,7 @@ walking each one: a day at a time where the clocks are steady. Pure."""
 from __future__ import annotations
 
 import functools
-from datetime import datetime, time, timedelta, timezone
+from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from .fields import expand, field_specs
@@ -31,11 +31,11 @@ def walk(expr: str, tz: str, after: datetime, until: datetime) -> tuple[int, dat
         if nxt is None or nxt > until:
             return count, latest, nxt
         day = nxt.astimezone(zone).date()
-        start = datetime.combine(day, time(), tzinfo=zone).astimezone(timezone.utc)
-        end = datetime.combine(day + timedelta(days=1), time(), tzinfo=zone).astimezone(timezone.utc)
+        start = datetime.combine(day, time(), tzinfo=zone).astimezone(UTC)
+        end = datetime.combine(day + timedelta(days=1), time(), tzinfo=zone).astimezone(UTC)
         if start > after and end <= until and _steady(zone, start, end):
             count += per_day
-            latest = datetime.combine(day, last_reading, tzinfo=zone).astimezone(timezone.utc)
+            latest = datetime.combine(day, last_reading, tzinfo=zone).astimezone(UTC)
             at = end - timedelta(microseconds=1)
         else:
             count, latest, at = count + 1, nxt, nxt

@@ -59,7 +59,7 @@ def topological(graph: dict[str, tuple[str, ...]]) -> tuple[list[str], list[list
     for n, ups in graph.items():
         for up in ups:
             downstream[up].append(n)
-    level = {n: 0 for n in graph}
+    level = dict.fromkeys(graph, 0)
     ready = deque(n for n, count in pending.items() if count == 0)  # in file order
     order: list[str] = []
     while ready:

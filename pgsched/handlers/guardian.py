@@ -53,7 +53,7 @@ import time
 from . import guardian_main
 from .guardian_main import KILL_PATIENCE, SCAN_INTERVAL, TOKEN_VAR
 
-__all__ = ["Guardian", "SCAN_INTERVAL", "TOKEN_VAR", "active"]
+__all__ = ["SCAN_INTERVAL", "TOKEN_VAR", "Guardian", "active"]
 
 log = logging.getLogger("pgsched.handlers.guardian")
 

@@ -11,6 +11,7 @@ import select
 import signal
 import sys
 import time
+from datetime import UTC
 
 TOKEN_VAR = "PGSCHED_WORKER_TOKEN"
 
@@ -152,9 +153,9 @@ def _say(fmt: str, level: str, message: str) -> None:
     now = time.time()
     if fmt == "json":
         import json
-        from datetime import datetime, timezone
+        from datetime import datetime
 
-        line = json.dumps({"ts": datetime.fromtimestamp(now, timezone.utc).isoformat(), "level": level,
+        line = json.dumps({"ts": datetime.fromtimestamp(now, UTC).isoformat(), "level": level,
                            "logger": "pgsched.handlers.guardian", "message": message, "pid": os.getpid()})
     else:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f",{int(now % 1 * 1000):03d}"

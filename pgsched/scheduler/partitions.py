@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 from ..clock import Clock
 from ..db import Database
@@ -26,7 +26,7 @@ def maintain_partitions(db: Database, now: datetime, retention_days: int, premak
     exclusively); a partition it could not lock in time is listed under ``busy`` and tried
     again next time.
     """
-    today: date = now.astimezone(timezone.utc).date()
+    today: date = now.astimezone(UTC).date()
     report: dict = {"created": [], "dropped": [], "kept_live": [], "busy": []}
     try:
         with db.transaction() as tx:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.requests import Request
@@ -144,7 +144,7 @@ def instant(name: str, value: object) -> datetime:
     except ValueError:
         moment = None
     if moment is not None and moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     # years 1 and 9999 are refused: shifted to UTC they may leave Python's range
     if moment is None or not 2 <= moment.year <= 9998:
         raise ApiError(422, f"{name}: {str(value)[:50]!r} is not an ISO 8601 instant (years 2 to 9998)",

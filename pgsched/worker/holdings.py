@@ -28,7 +28,7 @@ class Slot:
     heartbeat's ``lost_ids`` then names it because its own write moved it). No Event per
     execution: creating one showed in the profile."""
 
-    __slots__ = ("reason", "lease_id", "ended")
+    __slots__ = ("ended", "lease_id", "reason")
 
     def __init__(self, lease_id: int) -> None:
         self.reason: str | None = None

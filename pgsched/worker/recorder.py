@@ -141,13 +141,16 @@ class Recorder:
     def flush_logs(self, row: Row, sink: LogSink, final: bool = False) -> None:
         """Store collected output, at most 1,000 lines per statement. Lines that cannot be
         stored now are kept for the next flush; the final flush retries like the outcome."""
+        def insert(batch: dict[str, Any]) -> Callable[[bool], Any]:
+            return lambda _uncertain: self.db.exec("execution_log_insert", **batch)
+
         while lines := sink.drain(1000):
             seq, stream, logged_at, text = (list(c) for c in zip(*lines, strict=True))
+            batch = dict(id=row["id"], attempt=row["attempt"], tenant=row["tenant"], seq=seq, stream=stream,
+                         logged_at=logged_at, line=text)
             try:
-                with_retries(lambda _: self.db.exec(
-                    "execution_log_insert", id=row["id"], attempt=row["attempt"], tenant=row["tenant"], seq=seq,
-                    stream=stream, logged_at=logged_at, line=text),
-                    seconds=self.config.record_retry_seconds if final else 0, stopping=self.urgent.is_set)
+                with_retries(insert(batch),
+                             seconds=self.config.record_retry_seconds if final else 0, stopping=self.urgent.is_set)
             except (ConnectionFailed, TransientError) as exc:
                 sink.requeue(lines)
                 if final:

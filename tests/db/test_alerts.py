@@ -37,7 +37,7 @@ class Receiver:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 owner.received.append({"path": self.path, "body": json.loads(body),
                                        "event": self.headers["X-Pgsched-Event"],

@@ -309,7 +309,7 @@ def test_sql_trigger_rules_equal_the_python_reference_on_every_count(sql):
     """pgsched_internal.dag_decide_v1 against pgsched.dag.decide for every rule, policy and split of
     up to four upstream nodes across the four final states and 'not done yet'."""
     cases = []
-    for total in range(0, 5):
+    for total in range(5):
         for split in itertools.product(range(total + 1), repeat=4):
             if sum(split) <= total:
                 cases.append((total, *split))
@@ -612,7 +612,7 @@ def test_apply_is_idempotent_and_reports_changes_node_by_node(db, sql):
     report = apply(db, changed, source="etl.yaml")
     assert (report.dag, report.updated, report.removed) == ("updated", ["extract_a"], ["deploy"])
     assert tasks.get(db, "etl.extract_a")["command"] == "echo a"
-    with pytest.raises(Exception, match="no task named 'etl.deploy'"):
+    with pytest.raises(Exception, match=r"no task named 'etl\.deploy'"):
         tasks.get(db, "etl.deploy")
     assert sql.execute("SELECT version FROM pgsched.dag").fetchone()["version"] == 2
     dry = apply(db, ETL, dry_run=True)
@@ -771,7 +771,7 @@ def test_apply_all_applies_every_dag_or_none(db, sql):
     tasks.create(db, TaskSpec(name="second.x", command="true"))
     first = dag_module.parse({"name": "first", "nodes": [{"id": "x", "command": "true"}]})
     second = dag_module.parse({"name": "second", "nodes": [{"id": "x", "command": "true"}]})
-    with pytest.raises(ValidationError, match="second.x"):
+    with pytest.raises(ValidationError, match=r"second\.x"):
         dagruns.apply_all(db, [(first, "a.yaml"), (second, "b.yaml")])
     assert sql.execute("SELECT count(*) AS n FROM pgsched.dag").fetchone()["n"] == 0
     with pytest.raises(ValidationError, match=r"'first' is defined twice \(a.yaml and c.yaml\)"):

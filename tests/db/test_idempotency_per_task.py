@@ -285,6 +285,6 @@ def test_the_sql_api_refuses_a_key_the_cli_and_rest_refuse(db, sql, key):
     PostgreSQL's own error (an index row at most about 2.7 kB). Nothing is written."""
     task = make_task(db, "report", now=T0)
     for call in (ENQUEUE_V2, ENQUEUE_V1):
-        with pytest.raises(psycopg.errors.InvalidParameterValue, match="idempotency_key: .* must be text of 1 to 200"):
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"idempotency_key: .* must be text of 1 to 200"):
             sql.execute(call, ["report", key])
     assert rows_of(sql, task["id"]) == []

@@ -66,7 +66,7 @@ def test_a_silent_worker_is_declared_dead_and_its_executions_requeued_once(db, s
         # recorded, so the loss does not count either (tests/db/test_start_confirmation.py)
         [lost] = attempts(sql, c["id"])
         assert (lost["state"], lost["worker_id"], lost["lease_id"]) == ("lost", worker, c["lease_id"])
-        assert "worker %s was lost" % worker in lost["error"]
+        assert f"worker {worker} was lost" in lost["error"]
     assert scheduler.rescue(db) == []  # exactly once
     # The dead worker's late outcome is rejected: its lease is gone.
     assert finish(db, claimed[0]["id"], claimed[0]["lease_id"]) == 0

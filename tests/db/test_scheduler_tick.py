@@ -215,7 +215,7 @@ def fire(db, task_ids: list[int], fires: list[datetime], epoch: int, advance: bo
     """A tick's two statements for one group (the tasks, as the text of a bigint[]):
     scheduler_fire at ``fires`` (returns the executions it inserted), then, with
     ``advance``, scheduler_advance (next fire 11:00, last fire the latest of ``fires``)."""
-    ids = ["{%s}" % ",".join(map(str, task_ids))]
+    ids = ["{" + ",".join(map(str, task_ids)) + "}"]
     with db.transaction() as tx:
         made = tx.exec("scheduler_fire", ids=ids, run_group=[1] * len(fires), run_at=fires, epoch=epoch)
         if advance:

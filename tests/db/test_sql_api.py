@@ -364,7 +364,7 @@ def test_a_multi_row_insert_sends_one_notification(db, sql, dsn):
 @pytest.mark.parametrize("run_at", ["-infinity", "infinity", "0001-01-01 00:00:00+00 BC", "9999-01-01 00:00:00+00"])
 def test_enqueue_refuses_instants_that_would_jam_the_queue(db, sql, run_at):
     make_task(db, "jam", now=T0)
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match="run_at: .* is outside 1970 to 9000"):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"run_at: .* is outside 1970 to 9000"):
         sql.execute("SELECT pgsched.enqueue_v1('jam', run_at => %s::timestamptz)", (run_at,))
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
 
@@ -372,7 +372,7 @@ def test_enqueue_refuses_instants_that_would_jam_the_queue(db, sql, run_at):
 @pytest.mark.parametrize("trigger", ["schedule", "bogus", None])
 def test_enqueue_refuses_the_schedule_trigger_and_unknown_ones(db, sql, trigger):
     make_task(db, "sneaky", now=T0)
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match="trigger: .* must be api, manual or insert"):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"trigger: .* must be api, manual or insert"):
         sql.execute("SELECT pgsched.enqueue_v1('sneaky', trigger => %s)", (trigger,))
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
 
@@ -454,7 +454,7 @@ def test_an_enqueue_and_a_delete_of_its_task_wait_for_each_other(db, dsn, sql):
         try:
             with psycopg.connect(dsn, autocommit=True) as c:
                 c.execute("SELECT pgsched.enqueue_many_v2('racy2', '[{}, {}]')")
-        except BaseException as exc:  # noqa: BLE001  (asserted below)
+        except BaseException as exc:
             outcome["error"] = exc
 
     with db.transaction() as deleting_tx:

@@ -113,7 +113,7 @@ def test_one_that_never_started_is_dropped_when_its_task_was_deleted_meanwhile(d
     rather than making it pending for another worker to run a deleted task."""
     ident = lost_unknown(db, sql)
     worker = register(db, "second")
-    [again] = claim(db, worker)
+    [_held] = claim(db, worker)  # the second worker holds it, unstarted
     assert tasks.delete(db, "job") == 0  # held: not pending, so kept
     assert rescued_once(db, sql, worker) == {"execution_id": ident, "worker_id": worker, "outcome": "dropped"}
     assert live(sql, ident) is None

@@ -106,7 +106,7 @@ def test_sigkill_leaves_buffered_executions_to_the_rescue(dsn, sql, start, stamp
     start("worker", "--concurrency", "4", "--poll-interval", "0.5")
     rows = all_done(sql, ids)
     assert {r["state"] for r in rows} == {"succeeded"}
-    assert succeeded_attempts(sql, ids) == {i: 1 for i in ids}  # each succeeded exactly once
+    assert succeeded_attempts(sql, ids) == dict.fromkeys(ids, 1)  # each succeeded exactly once
     rescued = [r for r in rows if r["attempt"] == 2]
     assert len(rescued) == held and all(r["max_attempts"] == 2 for r in rescued)  # the lost attempt is given back
     counts = starts(stamp)
@@ -139,8 +139,8 @@ def test_sigterm_hands_buffered_executions_back_without_an_attempt(dsn, sql, sta
     start("worker", "--concurrency", "4", "--poll-interval", "0.5")
     rows = all_done(sql, ids)
     assert {(r["state"], r["attempt"], r["max_attempts"]) for r in rows} == {("succeeded", 1, 1)}
-    assert succeeded_attempts(sql, ids) == {i: 1 for i in ids}
-    assert starts(gate.marker) == {i: 1 for i in ids}  # a clean stop: every run started exactly once
+    assert succeeded_attempts(sql, ids) == dict.fromkeys(ids, 1)
+    assert starts(gate.marker) == dict.fromkeys(ids, 1)  # a clean stop: every run started exactly once
 
 
 def test_a_worker_declared_dead_starts_nothing_it_had_buffered(dsn, sql, start, tmp_path):

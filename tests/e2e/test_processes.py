@@ -8,7 +8,7 @@ import os
 import re
 import signal
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psutil
 import pytest
@@ -136,9 +136,9 @@ def test_one_leader_and_a_standby_takes_over_after_sigkill(dsn, sql, start):
     assert f"term {term + 1}" in out
     # Partitions run from yesterday to 3 days ahead (UTC). The fixture's migrate may have run
     # before midnight, leaving one more day at the start: check the range, not the count.
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     match = re.search(r"history partitions: (\d+) daily, (\d{8}) to (\d{8}) \(UTC\); DEFAULT partitions empty", out)
     assert match, out
-    first_day, last_day = (datetime.strptime(d, "%Y%m%d").date() for d in match.group(2, 3))
+    first_day, last_day = (datetime.strptime(d, "%Y%m%d").replace(tzinfo=UTC).date() for d in match.group(2, 3))
     assert first_day <= today - timedelta(days=1) and last_day >= today + timedelta(days=3), out
     assert int(match.group(1)) == (last_day - first_day).days + 1

@@ -4,6 +4,7 @@ round trip, and a worker declared dead that cannot record over the rescued attem
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -156,7 +157,7 @@ def test_retry_policies_produce_their_run_at_sequence(dsn, sql, start, policy, e
     else:
         assert delays == pytest.approx(expected, abs=0.002)
     assert rows[3]["next_run_at"] is None
-    for before, after in zip(rows, rows[1:]):  # no attempt starts before its run_at
+    for before, after in itertools.pairwise(rows):  # no attempt starts before its run_at
         assert after["started_at"] >= before["next_run_at"]
 
 

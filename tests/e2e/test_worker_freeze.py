@@ -125,7 +125,7 @@ def test_a_worker_woken_after_a_freeze_starts_nothing_already_run_elsewhere(dsn,
     assert set(succeeded) == set(ids)
     once = sql.execute("SELECT execution_id, count(*) AS n FROM pgsched.execution_attempt "
                        "WHERE state = 'succeeded' GROUP BY execution_id").fetchall()
-    assert {r["execution_id"]: r["n"] for r in once} == {i: 1 for i in ids}
+    assert {r["execution_id"]: r["n"] for r in once} == dict.fromkeys(ids, 1)
     lines = [(int(i), int(a), float(t)) for i, a, t in (line.split() for line in marker.read_text().splitlines())]
     # A start of another attempt after the success is a stale start; the succeeding attempt's
     # own line is compared by count (its start and its recorded end are milliseconds apart,

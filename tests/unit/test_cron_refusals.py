@@ -176,7 +176,7 @@ def test_every_refusal_starts_with_a_field_and_names_a_value_written_in_it(field
     assert field is not None, message
     value = message[len(field) + 1 :].split(" ", 1)[0]
     text = fields[NAMES.index(field)]
-    assert value and (value in text or text == "?" and value == "*"), (
+    assert value and (value in text or (text == "?" and value == "*")), (
         message,
         fields,
     )  # '?' reads as '*'

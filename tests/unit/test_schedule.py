@@ -422,12 +422,12 @@ def test_wildcard_jobs_do_not_run_in_a_skipped_hour_but_fixed_time_jobs_run_afte
 
 
 def test_a_plan_anchors_an_interval_at_now_and_keeps_a_paused_one_shot():
-    now = datetime(2026, 3, 1, 12, 0, 0, 750_000, tzinfo=timezone.utc)
+    now = datetime(2026, 3, 1, 12, 0, 0, 750_000, tzinfo=UTC)
     every = Schedule.parse("interval", "90s")
     assert every.plan(now) == (now.replace(microsecond=0), now.replace(microsecond=0) + timedelta(seconds=90))
     assert every.plan(now, enabled=False) == (now.replace(microsecond=0), None)  # planned when it resumes
     once = Schedule.parse("once", "2026-02-01T00:00:00Z")
-    instant = datetime(2026, 2, 1, tzinfo=timezone.utc)
+    instant = datetime(2026, 2, 1, tzinfo=UTC)
     assert once.plan(now, enabled=False) == (None, instant)  # its instant, even past and paused
     assert once.plan(now, fired_through=instant) == (None, None)  # it already ran
     assert Schedule.parse("cron", "0 * * * *").plan(now).anchor is None

@@ -32,7 +32,7 @@ def redirecting() -> Iterator[tuple[str, list[str]]]:
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-        do_GET = do_POST = _answer  # noqa: N815 (http.server's names)
+        do_GET = do_POST = _answer
 
         def log_message(self, *args: object) -> None:
             pass

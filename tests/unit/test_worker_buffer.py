@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import collections
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from pgsched.worker.holdings import buffer_in_order
 
-T0 = datetime(2026, 11, 30, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 30, tzinfo=UTC)
 
 
 def row(i: int, priority: int, minutes: int = 0) -> dict:
