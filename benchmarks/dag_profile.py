@@ -48,22 +48,31 @@ from pgsched.db import Database
 from pgsched.stores import dagruns
 from pgsched.worker.claims import TaskDefinitions
 
-ENGINE_FUNCTIONS = ("dag_execution_finished_v1", "dag_propagate_v1", "dag_enqueue_v1", "dag_decide_v1",
-                    "dag_close_v1", "dag_condition_v1", "execution_inserted_v1")
+ENGINE_FUNCTIONS = (
+    "dag_execution_finished_v1",
+    "dag_propagate_v1",
+    "dag_enqueue_v1",
+    "dag_decide_v1",
+    "dag_close_v1",
+    "dag_condition_v1",
+    "execution_inserted_v1",
+)
 
 
 def ms(values: list[float]) -> str:
     values = sorted(values)
     p90, p99 = values[int(0.9 * (len(values) - 1))], values[int(0.99 * (len(values) - 1))]
-    return (f"median {statistics.median(values) * 1000:.2f}, mean {statistics.fmean(values) * 1000:.2f}, "
-            f"p90 {p90 * 1000:.2f}, p99 {p99 * 1000:.2f}")
+    return (
+        f"median {statistics.median(values) * 1000:.2f}, mean {statistics.fmean(values) * 1000:.2f}, "
+        f"p90 {p90 * 1000:.2f}, p99 {p99 * 1000:.2f}"
+    )
 
 
 def fresh(server: bench.Server, tag: str, track_functions: bool) -> tuple[str, Database]:
     dsn = server.create_database(tag)
     if track_functions:
         name = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
-        server.admin.execute(f'ALTER DATABASE "{name}" SET track_functions = \'all\'')
+        server.admin.execute(f"ALTER DATABASE \"{name}\" SET track_functions = 'all'")
     migrations.migrate(dsn)
     db = Database.connect(dsn, max_size=2, application_name="pgsched profile")
     today = datetime.now(UTC).date()
@@ -74,10 +83,20 @@ def fresh(server: bench.Server, tag: str, track_functions: bool) -> tuple[str, D
 
 # --- 1 and 2: serial, in-process --------------------------------------------------------
 
+
 def play_worker(db: Database, limit: int, explain_at: int | None = None) -> dict[str, Any]:
     """Claim and finish executions one at a time until none is ready; time both steps."""
-    registered = db.one("worker_register", name="profile", hostname="profile", pid=0, queues=["default"],
-                        concurrency=1, heartbeat_interval=3600.0, host_time=None, round_trip=None)
+    registered = db.one(
+        "worker_register",
+        name="profile",
+        hostname="profile",
+        pid=0,
+        queues=["default"],
+        concurrency=1,
+        heartbeat_interval=3600.0,
+        host_time=None,
+        round_trip=None,
+    )
     assert registered is not None
     worker = registered["id"]
     claims, finishes, explain = [], [], None
@@ -91,18 +110,37 @@ def play_worker(db: Database, limit: int, explain_at: int | None = None) -> dict
             break
         row = rows[0]
         finished = datetime.now(UTC)
-        params = {"id": row["id"], "lease_id": row["lease_id"], "state": "succeeded", "finished_at": finished,
-                  "exit_code": None, "error": None, "result": None}
+        params = {
+            "id": row["id"],
+            "lease_id": row["lease_id"],
+            "state": "succeeded",
+            "finished_at": finished,
+            "exit_code": None,
+            "error": None,
+            "result": None,
+        }
         if explain_at is not None and done == explain_at:
             explain = explain_finish(db, params)
         t = time.perf_counter()
         with db.transaction() as tx:
             assert tx.exec("execution_finish", **params) == 1
             t1 = time.perf_counter()
-            tx.exec("execution_attempt_insert", tenant=row["tenant"], state="succeeded",
-                    started_at=row["started_at"], finished_at=finished, worker_id=worker, attempt=row["attempt"],
-                    exit_code=None, error=None, error_type=None, next_run_at=None, budget_delay_seconds=None,
-                    id=row["id"], lease_id=row["lease_id"])
+            tx.exec(
+                "execution_attempt_insert",
+                tenant=row["tenant"],
+                state="succeeded",
+                started_at=row["started_at"],
+                finished_at=finished,
+                worker_id=worker,
+                attempt=row["attempt"],
+                exit_code=None,
+                error=None,
+                error_type=None,
+                next_run_at=None,
+                budget_delay_seconds=None,
+                id=row["id"],
+                lease_id=row["lease_id"],
+            )
             t2 = time.perf_counter()
         t3 = time.perf_counter()
         finishes.append(t3 - t)
@@ -110,7 +148,13 @@ def play_worker(db: Database, limit: int, explain_at: int | None = None) -> dict
         parts["attempt insert"].append(t2 - t1)
         parts["commit"].append(t3 - t2)
         done += 1
-    return {"claims": claims, "finishes": finishes, "done": done, "explain": explain, "parts": parts}
+    return {
+        "claims": claims,
+        "finishes": finishes,
+        "done": done,
+        "explain": explain,
+        "parts": parts,
+    }
 
 
 def explain_finish(db: Database, params: dict[str, Any]) -> str:
@@ -121,21 +165,27 @@ def explain_finish(db: Database, params: dict[str, Any]) -> str:
         try:
             cur.execute("BEGIN")
             cur.execute("EXPLAIN (ANALYZE, BUFFERS, TIMING) " + text, params)
-            plan = "\n".join(r[0] if isinstance(r, tuple) else next(iter(r.values())) for r in cur.fetchall())
+            plan = "\n".join(
+                r[0] if isinstance(r, tuple) else next(iter(r.values())) for r in cur.fetchall()
+            )
         finally:
             cur.execute("ROLLBACK")
     return plan
 
 
 def serial(server: bench.Server, args: argparse.Namespace) -> None:
-    track = bool(bench.scalar(server.admin, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"))
+    track = bool(
+        bench.scalar(server.admin, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+    )
     n = args.nodes
     print(f"## 1. serial: one slot played in-process, {n} executions each (times in ms)\n")
     dsn, db = fresh(server, "serial_plain", track)
     try:
         with db.transaction() as tx:
-            tx.conn.execute("INSERT INTO pgsched.run_request (task) SELECT 'bench-noop' FROM generate_series(1, %s)",
-                            [n])
+            tx.conn.execute(
+                "INSERT INTO pgsched.run_request (task) SELECT 'bench-noop' FROM generate_series(1, %s)",
+                [n],
+            )
         plain = play_worker(db, n, explain_at=n // 2)
     finally:
         db.close()
@@ -151,7 +201,9 @@ def serial(server: bench.Server, args: argparse.Namespace) -> None:
         trigger = time.perf_counter() - t
         dag = play_worker(db, n, explain_at=n // 2)
         with db.transaction() as tx:
-            run = tx.conn.execute("SELECT state, remaining FROM pgsched.dag_run WHERE id = %s", [run_id]).fetchone()
+            run = tx.conn.execute(
+                "SELECT state, remaining FROM pgsched.dag_run WHERE id = %s", [run_id]
+            ).fetchone()
         db.close()  # backends exit: their function statistics are flushed
         time.sleep(0.3)
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -161,27 +213,42 @@ def serial(server: bench.Server, args: argparse.Namespace) -> None:
             db.close()
         server.drop_database(dsn)
     if plain["done"] != n or dag["done"] != n or run is None or run["state"] != "succeeded":
-        raise bench.BenchError(f"serial: plain {plain['done']}, dag {dag['done']} of {n} done; run {run}")
+        raise bench.BenchError(
+            f"serial: plain {plain['done']}, dag {dag['done']} of {n} done; run {run}"
+        )
     print(f"- plain claim:  {ms(plain['claims'])}")
     print(f"- DAG claim:    {ms(dag['claims'])}")
     print(f"- plain finish: {ms(plain['finishes'])} (execution_finish + attempt row + commit)")
-    print(f"- DAG finish:   {ms(dag['finishes'])} (the same; the trigger settles the node and its downstream)")
+    print(
+        f"- DAG finish:   {ms(dag['finishes'])} (the same; the trigger settles the node and its downstream)"
+    )
     for part in plain["parts"]:
         print(f"    - {part}: plain {ms(plain['parts'][part])}; DAG {ms(dag['parts'][part])}")
     added = statistics.fmean(dag["finishes"]) - statistics.fmean(plain["finishes"])
-    print(f"- DAG trigger statement ({n} node rows + roots): {trigger * 1000:.1f} ms once = "
-          f"{trigger / n * 1000:.3f} ms per node")
-    per_node = {k: 1000 * (statistics.fmean(r["claims"]) + statistics.fmean(r["finishes"]))
-                for k, r in (("plain", plain), ("dag", dag))}
-    print(f"- serial cost per node, claim + finish: plain {per_node['plain']:.2f} ms, DAG {per_node['dag']:.2f} ms "
-          f"({per_node['dag'] / per_node['plain']:.2f}×) "
-          f"(+{added * 1000:.2f} ms in the finishing transaction)")
+    print(
+        f"- DAG trigger statement ({n} node rows + roots): {trigger * 1000:.1f} ms once = "
+        f"{trigger / n * 1000:.3f} ms per node"
+    )
+    per_node = {
+        k: 1000 * (statistics.fmean(r["claims"]) + statistics.fmean(r["finishes"]))
+        for k, r in (("plain", plain), ("dag", dag))
+    }
+    print(
+        f"- serial cost per node, claim + finish: plain {per_node['plain']:.2f} ms, DAG {per_node['dag']:.2f} ms "
+        f"({per_node['dag'] / per_node['plain']:.2f}×) "
+        f"(+{added * 1000:.2f} ms in the finishing transaction)"
+    )
     if track:
-        print("\nEngine functions over the whole serial DAG run (pg_stat_user_functions, track_functions = all):\n")
+        print(
+            "\nEngine functions over the whole serial DAG run (pg_stat_user_functions, track_functions = all):\n"
+        )
         print("| function | calls | total ms | self ms | total per node ms |")
         print("| --- | ---: | ---: | ---: | ---: |")
         for name in ENGINE_FUNCTIONS:
-            a, b = after.get(name), before.get(name, {"calls": 0, "total_time": 0.0, "self_time": 0.0})
+            a, b = (
+                after.get(name),
+                before.get(name, {"calls": 0, "total_time": 0.0, "self_time": 0.0}),
+            )
             if a is None:
                 continue
             calls = a["calls"] - b["calls"]
@@ -190,10 +257,15 @@ def serial(server: bench.Server, args: argparse.Namespace) -> None:
             print(f"| {name} | {calls} | {total:.1f} | {self_:.1f} | {total / n:.3f} |")
     else:
         print("\n(track_functions needs a superuser: function timings skipped)")
-    print("\n## 2. EXPLAIN ANALYZE of execution_finish, the node in the middle of the run (rolled back)\n")
+    print(
+        "\n## 2. EXPLAIN ANALYZE of execution_finish, the node in the middle of the run (rolled back)\n"
+    )
     for label, result in (("plain execution", plain), ("DAG node", dag)):
-        lines = [ln for ln in (result["explain"] or "").splitlines()
-                 if "Trigger" in ln or "Execution Time" in ln or "Planning Time" in ln]
+        lines = [
+            ln
+            for ln in (result["explain"] or "").splitlines()
+            if "Trigger" in ln or "Execution Time" in ln or "Planning Time" in ln
+        ]
         print(f"{label}:")
         for ln in lines:
             print(f"    {ln.strip()}")
@@ -201,12 +273,15 @@ def serial(server: bench.Server, args: argparse.Namespace) -> None:
 
 
 def function_stats(conn: psycopg.Connection) -> dict[str, dict[str, float]]:
-    rows = conn.execute("SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions "
-                        "WHERE schemaname IN ('pgsched', 'pgsched_internal')").fetchall()
+    rows = conn.execute(
+        "SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions "
+        "WHERE schemaname IN ('pgsched', 'pgsched_internal')"
+    ).fetchall()
     return {r[0]: {"calls": r[1], "total_time": r[2], "self_time": r[3]} for r in rows}
 
 
 # --- 3: concurrent, sampled --------------------------------------------------------------
+
 
 class Sampler(threading.Thread):
     """Samples pg_stat_activity of the benchmark databases: what each worker pool
@@ -222,15 +297,21 @@ class Sampler(threading.Thread):
         self.waits: collections.Counter[tuple[str, str]] = collections.Counter()
 
     def run(self) -> None:
-        sql = ("SELECT state, wait_event_type, wait_event, left(regexp_replace(query, '\\s+', ' ', 'g'), 60) AS q "
-               "FROM pg_stat_activity WHERE datname LIKE 'pgsched_bench_%' AND application_name = 'pgsched worker' "
-               "AND pid <> pg_backend_pid()")
+        sql = (
+            "SELECT state, wait_event_type, wait_event, left(regexp_replace(query, '\\s+', ' ', 'g'), 60) AS q "
+            "FROM pg_stat_activity WHERE datname LIKE 'pgsched_bench_%' AND application_name = 'pgsched worker' "
+            "AND pid <> pg_backend_pid()"
+        )
         while not self.stop.is_set():
             rows = self.conn.execute(sql).fetchall()
             self.samples += 1
             for r in rows:
                 if r["state"] == "active":
-                    kind = f"active, waiting: {r['wait_event_type']}" if r["wait_event_type"] else "active, on CPU"
+                    kind = (
+                        f"active, waiting: {r['wait_event_type']}"
+                        if r["wait_event_type"]
+                        else "active, on CPU"
+                    )
                     if r["wait_event_type"]:
                         self.waits[(f"{r['wait_event_type']}:{r['wait_event']}", r["q"])] += 1
                 else:
@@ -262,8 +343,10 @@ class SampledBench(bench.Bench):
 
 
 def concurrent(server: bench.Server, args: argparse.Namespace, logs: Path) -> None:
-    print(f"## 3. concurrent: a real `pgsched worker --concurrency {args.concurrency}`, pg_stat_activity sampled "
-          f"every {args.sample_ms:g} ms\n")
+    print(
+        f"## 3. concurrent: a real `pgsched worker --concurrency {args.concurrency}`, pg_stat_activity sampled "
+        f"every {args.sample_ms:g} ms\n"
+    )
     args.poll_ms, args.timeout, args.breakdown, args.keep_databases = 5.0, 600.0, True, False
     if args.synchronous_commit != "on":
         create = server.create_database
@@ -271,15 +354,19 @@ def concurrent(server: bench.Server, args: argparse.Namespace, logs: Path) -> No
         def create_with_setting(tag: str) -> str:
             dsn = create(tag)
             name = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
-            server.admin.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = {args.synchronous_commit}')
+            server.admin.execute(
+                f'ALTER DATABASE "{name}" SET synchronous_commit = {args.synchronous_commit}'
+            )
             return dsn
 
         server.create_database = create_with_setting  # type: ignore[method-assign]
         print(f"(synchronous_commit = {args.synchronous_commit} on these databases)\n")
     runner = SampledBench(args, server, logs)
     print("Average number of the worker's pool connections in each state during the timed span:\n")
-    print("| workload | wall s | active, on CPU | waiting: Lock | waiting: LWLock | waiting: IO | other waits | "
-          "idle in transaction | idle |")
+    print(
+        "| workload | wall s | active, on CPU | waiting: Lock | waiting: LWLock | waiting: IO | other waits | "
+        "idle in transaction | idle |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     tops = {}
     for key, label in bench.WORKLOADS[1:]:
@@ -287,18 +374,31 @@ def concurrent(server: bench.Server, args: argparse.Namespace, logs: Path) -> No
         s = runner.sampler
         assert s is not None
         avg = {k: v / max(s.samples, 1) for k, v in s.kinds.items()}
-        other = sum(v for k, v in avg.items() if k.startswith("active, waiting") and
-                    not any(k.endswith(x) for x in (": Lock", ": LWLock", ": IO")))
-        print(f"| {label} | {result.wall:.2f} | {avg.get('active, on CPU', 0):.2f} | "
-              f"{avg.get('active, waiting: Lock', 0):.2f} | {avg.get('active, waiting: LWLock', 0):.2f} | "
-              f"{avg.get('active, waiting: IO', 0):.2f} | {other:.2f} | {avg.get('idle in transaction', 0):.2f} | "
-              f"{avg.get('idle', 0):.2f} |")
+        other = sum(
+            v
+            for k, v in avg.items()
+            if k.startswith("active, waiting")
+            and not any(k.endswith(x) for x in (": Lock", ": LWLock", ": IO"))
+        )
+        print(
+            f"| {label} | {result.wall:.2f} | {avg.get('active, on CPU', 0):.2f} | "
+            f"{avg.get('active, waiting: Lock', 0):.2f} | {avg.get('active, waiting: LWLock', 0):.2f} | "
+            f"{avg.get('active, waiting: IO', 0):.2f} | {other:.2f} | {avg.get('idle in transaction', 0):.2f} | "
+            f"{avg.get('idle', 0):.2f} |"
+        )
         tops[label] = (s.waits.most_common(7), s.samples)
         if key == "dag":
-            print("\nDAG node timeline (ms, median / p90): " + "; ".join(
-                f"{k.replace('_', ' ')} {m:.1f} / {p:.1f}" for k, (m, p, _) in result.extra["breakdown"].items()))
+            print(
+                "\nDAG node timeline (ms, median / p90): "
+                + "; ".join(
+                    f"{k.replace('_', ' ')} {m:.1f} / {p:.1f}"
+                    for k, (m, p, _) in result.extra["breakdown"].items()
+                )
+            )
     for label, (waits, samples) in tops.items():
-        print(f"\nTop waits, {label} ({samples} samples; share of samples with a connection in that wait):")
+        print(
+            f"\nTop waits, {label} ({samples} samples; share of samples with a connection in that wait):"
+        )
         for (event, query), count in waits:
             print(f"    {count / samples:5.1%}  {event:28s} {query}")
     print()
@@ -311,8 +411,12 @@ def main() -> int:
     p.add_argument("--width", type=int, default=10)
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--sample-ms", type=float, default=2.0)
-    p.add_argument("--synchronous-commit", choices=["on", "off"], default="on",
-                   help="section 3 only: the databases' synchronous_commit (off shows what the WAL flush costs)")
+    p.add_argument(
+        "--synchronous-commit",
+        choices=["on", "off"],
+        default="on",
+        help="section 3 only: the databases' synchronous_commit (off shows what the WAL flush costs)",
+    )
     p.add_argument("--skip", choices=["serial", "concurrent"], action="append", default=[])
     args = p.parse_args()
     logs = Path(tempfile.mkdtemp(prefix="pgsched-profile-logs-"))
@@ -320,7 +424,9 @@ def main() -> int:
     failed = True
     try:
         server = bench.Server(args.dsn)
-        print(f"# DAG overhead profile: {args.nodes} nodes, layers of {args.width}; PostgreSQL {server.version}\n")
+        print(
+            f"# DAG overhead profile: {args.nodes} nodes, layers of {args.width}; PostgreSQL {server.version}\n"
+        )
         if "serial" not in args.skip:
             serial(server, args)
         if "concurrent" not in args.skip:

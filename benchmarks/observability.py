@@ -98,15 +98,21 @@ def main(argv: list[str] | None = None) -> int:
             first = timed(lambda: stats.roll_up(db), 1)[0]
             board = stats.dashboard(db)
             with psycopg.connect(dsn) as conn:
-                row = conn.execute("SELECT count(*) FROM pgsched.execution_history WHERE finished_at "
-                                   ">= date_trunc('hour', %s::timestamptz) - interval '23 hours'",
-                                   (board.now,)).fetchone()
+                row = conn.execute(
+                    "SELECT count(*) FROM pgsched.execution_history WHERE finished_at "
+                    ">= date_trunc('hour', %s::timestamptz) - interval '23 hours'",
+                    (board.now,),
+                ).fetchone()
             in_day = row[0] if row else 0
             if board.last_day.total != in_day:
-                print(f"error: the dashboard's last day counts {board.last_day.total}, the rows {in_day}")
+                print(
+                    f"error: the dashboard's last day counts {board.last_day.total}, the rows {in_day}"
+                )
                 return 1
             families = {f.name: f for f in metrics.families(db)}
-            counted = sum(s.value for s in families["pgsched_executions"].samples if s.name.endswith("_total"))
+            counted = sum(
+                s.value for s in families["pgsched_executions"].samples if s.name.endswith("_total")
+            )
             if counted != args.rows:
                 print(f"error: pgsched_executions_total sums to {counted}, seeded {args.rows}")
                 return 1
@@ -114,22 +120,34 @@ def main(argv: list[str] | None = None) -> int:
             with psycopg.connect(dsn) as conn:
                 paths = page_paths(conn)
             pages = time_pages(db, paths, args.repeats)
-            rows = [("stats.dashboard", timed(lambda: stats.dashboard(db), args.repeats)),
-                    ("metrics.families (a scrape)", timed(lambda: metrics.families(db), args.repeats)),
-                    ("stats.task_trend (24 h)", timed(lambda: stats.task_trend(db, task), args.repeats)),
-                    ("stats.task_recent (50)", timed(lambda: stats.task_recent(db, task), args.repeats)),
-                    ("stats.roll_up (each minute)", timed(lambda: stats.roll_up(db), args.repeats)),
-                    ("alerts.detect (each minute)", timed(lambda: alerts.detect(db), args.repeats))]
+            rows = [
+                ("stats.dashboard", timed(lambda: stats.dashboard(db), args.repeats)),
+                ("metrics.families (a scrape)", timed(lambda: metrics.families(db), args.repeats)),
+                (
+                    "stats.task_trend (24 h)",
+                    timed(lambda: stats.task_trend(db, task), args.repeats),
+                ),
+                (
+                    "stats.task_recent (50)",
+                    timed(lambda: stats.task_recent(db, task), args.repeats),
+                ),
+                ("stats.roll_up (each minute)", timed(lambda: stats.roll_up(db), args.repeats)),
+                ("alerts.detect (each minute)", timed(lambda: alerts.detect(db), args.repeats)),
+            ]
         finally:
             db.close()
     finally:
         server.close()
-    print(f"{args.rows:,} executions of {args.tasks:,} tasks over 24 h (seeded in {seeded:.1f} s); "
-          f"first roll-up of the whole day {first:,.0f} ms; {args.repeats} repeats\n")
+    print(
+        f"{args.rows:,} executions of {args.tasks:,} tasks over 24 h (seeded in {seeded:.1f} s); "
+        f"first roll-up of the whole day {first:,.0f} ms; {args.repeats} repeats\n"
+    )
     print("| call | median ms | worst ms |\n| --- | ---: | ---: |")
     for name, times in rows:
         print(f"| {name} | {statistics.median(times):,.1f} | {max(times):,.1f} |")
-    print(f"\nweb admin and API, signed in as an operator (target: every page under {PAGE_TARGET_MS:.0f} ms)\n")
+    print(
+        f"\nweb admin and API, signed in as an operator (target: every page under {PAGE_TARGET_MS:.0f} ms)\n"
+    )
     print("| page | median ms | worst ms | |\n| --- | ---: | ---: | --- |")
     for path, times in pages:
         met = "met" if statistics.median(times) < PAGE_TARGET_MS else "**missed**"
@@ -141,17 +159,39 @@ def page_paths(conn: psycopg.Connection) -> list[str]:
     """What an operator opens: every page (with the filters that cannot use the most
     selective index: a rare state, a task with few runs, an unknown worker) and the API's
     listings."""
-    row = conn.execute("SELECT (SELECT id FROM pgsched.execution_history ORDER BY id "
-                       "OFFSET (SELECT count(*) / 2 FROM pgsched.execution_history) LIMIT 1) AS middle, "
-                       "(SELECT max(id) FROM pgsched.execution_history WHERE state = 'dead') AS dead").fetchone()
+    row = conn.execute(
+        "SELECT (SELECT id FROM pgsched.execution_history ORDER BY id "
+        "OFFSET (SELECT count(*) / 2 FROM pgsched.execution_history) LIMIT 1) AS middle, "
+        "(SELECT max(id) FROM pgsched.execution_history WHERE state = 'dead') AS dead"
+    ).fetchone()
     assert row is not None and None not in row
     one = {"middle": row[0], "dead": row[1]}
-    return ["/", "/tasks", "/tasks?name=task-1", "/tasks/task-1", "/executions", "/executions?state=failed",
-            "/executions?state=cancelled", "/executions?task=task-1", "/executions?worker=999",
-            f"/executions?before={one['middle']}", f"/executions/{one['middle']}", f"/executions/{one['dead']}",
-            "/dags", "/dlq", "/dlq/retry-all", "/workers", "/scheduler", "/metrics",
-            "/api/v1/tasks", "/api/v1/executions", "/api/v1/executions?state=dead",
-            "/api/v1/tasks/task-1/executions", "/api/v1/metrics/summary", "/api/v1/dlq"]
+    return [
+        "/",
+        "/tasks",
+        "/tasks?name=task-1",
+        "/tasks/task-1",
+        "/executions",
+        "/executions?state=failed",
+        "/executions?state=cancelled",
+        "/executions?task=task-1",
+        "/executions?worker=999",
+        f"/executions?before={one['middle']}",
+        f"/executions/{one['middle']}",
+        f"/executions/{one['dead']}",
+        "/dags",
+        "/dlq",
+        "/dlq/retry-all",
+        "/workers",
+        "/scheduler",
+        "/metrics",
+        "/api/v1/tasks",
+        "/api/v1/executions",
+        "/api/v1/executions?state=dead",
+        "/api/v1/tasks/task-1/executions",
+        "/api/v1/metrics/summary",
+        "/api/v1/dlq",
+    ]
 
 
 def time_pages(db: Database, paths: list[str], repeats: int) -> list[tuple[str, list[float]]]:
@@ -163,7 +203,9 @@ def time_pages(db: Database, paths: list[str], repeats: int) -> list[tuple[str, 
         for path in paths:
             answer = client.get(path)
             if answer.status_code != 200:
-                raise SystemExit(f"error: GET {path} answered {answer.status_code}: {answer.text[:300]}")
+                raise SystemExit(
+                    f"error: GET {path} answered {answer.status_code}: {answer.text[:300]}"
+                )
             out.append((path, timed(lambda path=path: client.get(path), repeats)))
     return out
 

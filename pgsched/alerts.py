@@ -37,8 +37,12 @@ log = logging.getLogger(__name__)
 
 RESOLVE_FRACTION = 0.8  # a failure-rate alert resolves at or below this share of its threshold
 
-DEFAULTS = {"alert_missed_after_seconds": 60.0, "alert_failure_rate": 0.5,
-            "alert_failure_window_seconds": 3600.0, "alert_failure_min_executions": 5}
+DEFAULTS = {
+    "alert_missed_after_seconds": 60.0,
+    "alert_failure_rate": 0.5,
+    "alert_failure_window_seconds": 3600.0,
+    "alert_failure_min_executions": 5,
+}
 
 
 @dataclass
@@ -63,34 +67,51 @@ class Alerting:
                 continue
             try:
                 parts = urlsplit(url) if isinstance(url, str) else None
-                host, _ = (parts.hostname, parts.port) if parts else (None, None)  # both raise on a bad netloc
+                host, _ = (
+                    (parts.hostname, parts.port) if parts else (None, None)
+                )  # both raise on a bad netloc
             except ValueError as exc:  # 'http://[::1' (an unclosed IPv6 address), a port over 65535
                 raise ValidationError(name, url, f"is not a URL ({exc})") from None
             if parts is None or parts.scheme not in ("http", "https") or not host:
                 raise ValidationError(name, url, "must be an http:// or https:// URL with a host")
         for name in ("missed_after_seconds", "failure_window_seconds"):
             value = getattr(self, name)
-            if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
-                                          and 0 < value <= 366 * 86400):
-                raise ValidationError(name, value, "must be a number of seconds above 0, at most a year")
+            if value is not None and not (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and 0 < value <= 366 * 86400
+            ):
+                raise ValidationError(
+                    name, value, "must be a number of seconds above 0, at most a year"
+                )
         rate = self.failure_rate
-        if rate is not None and not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0 <= rate <= 1):
+        if rate is not None and not (
+            isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0 <= rate <= 1
+        ):
             raise ValidationError("failure_rate", rate, "must be a ratio from 0 to 1 (0.5 = half)")
         least = self.failure_min_executions
-        if least is not None and not (isinstance(least, int) and not isinstance(least, bool) and least >= 1):
-            raise ValidationError("failure_min_executions", least, "must be a whole number of 1 or more")
+        if least is not None and not (
+            isinstance(least, int) and not isinstance(least, bool) and least >= 1
+        ):
+            raise ValidationError(
+                "failure_min_executions", least, "must be a whole number of 1 or more"
+            )
 
 
 FIELDS = tuple(f.name for f in fields(Alerting))
 
 
-def configure(db: Database | Session, task: str, tenant: str = "default", **changes: Any) -> Alerting:
+def configure(
+    db: Database | Session, task: str, tenant: str = "default", **changes: Any
+) -> Alerting:
     """Change the webhooks and thresholds of live task ``task``: only the fields given
     change; an empty string or None clears one. Returns the whole result. Raises NotFound,
     ValidationError (unknown field, bad URL or value); nothing is written then."""
     unknown = sorted(set(changes) - set(FIELDS))
     if unknown:
-        raise ValidationError(unknown[0], changes[unknown[0]], f"is not an alerting field ({', '.join(FIELDS)})")
+        raise ValidationError(
+            unknown[0], changes[unknown[0]], f"is not an alerting field ({', '.join(FIELDS)})"
+        )
     if isinstance(db, Database):
         with db.transaction() as tx:
             return configure(tx, task, tenant, **changes)
@@ -127,30 +148,53 @@ def detect(db: Database, now: datetime | None = None) -> list[Row]:
         if not (lock and lock["locked"]):
             return []
         cfg = _settings(tx)
-        bounds = tx.one("alert_widest", missed_after=cfg["alert_missed_after_seconds"],
-                        window=cfg["alert_failure_window_seconds"]) or {}
+        bounds = (
+            tx.one(
+                "alert_widest",
+                missed_after=cfg["alert_missed_after_seconds"],
+                window=cfg["alert_failure_window_seconds"],
+            )
+            or {}
+        )
         last = tx.one("alert_since")
         since = last["checked_at"] if last else now
-        changes = tx.many("alert_missed", now=now, since=since, missed_after=cfg["alert_missed_after_seconds"],
-                          least_missed_after=bounds.get("least_missed_after") or cfg["alert_missed_after_seconds"])
+        changes = tx.many(
+            "alert_missed",
+            now=now,
+            since=since,
+            missed_after=cfg["alert_missed_after_seconds"],
+            least_missed_after=bounds.get("least_missed_after")
+            or cfg["alert_missed_after_seconds"],
+        )
         tx.exec("alert_seen_misfires")
-        changes += tx.many("alert_failure_rate", now=now, rate=cfg["alert_failure_rate"],
-                           resolve_fraction=RESOLVE_FRACTION,
-                           window=cfg["alert_failure_window_seconds"],
-                           min_executions=int(cfg["alert_failure_min_executions"]),
-                           widest_window=bounds.get("widest_window") or cfg["alert_failure_window_seconds"])
+        changes += tx.many(
+            "alert_failure_rate",
+            now=now,
+            rate=cfg["alert_failure_rate"],
+            resolve_fraction=RESOLVE_FRACTION,
+            window=cfg["alert_failure_window_seconds"],
+            min_executions=int(cfg["alert_failure_min_executions"]),
+            widest_window=bounds.get("widest_window") or cfg["alert_failure_window_seconds"],
+        )
         tx.exec("alert_checked", now=now)
     for c in changes:
         task = c["details"].get("task")
         if c["change"] == "opened":
-            log.warning("alert opened: task %s %s (%s)", task, c["kind"].replace("_", " "), c["details"])
+            log.warning(
+                "alert opened: task %s %s (%s)", task, c["kind"].replace("_", " "), c["details"]
+            )
         else:
             log.info("alert resolved: task %s %s", task, c["kind"].replace("_", " "))
     return changes
 
 
-def active(db: Database | Session, tenant: str = "default", *, include_resolved: bool = False,
-           limit: int = 200) -> list[Row]:
+def active(
+    db: Database | Session,
+    tenant: str = "default",
+    *,
+    include_resolved: bool = False,
+    limit: int = 200,
+) -> list[Row]:
     """Alerts of ``tenant``, open ones first, then newest first: ``id``, ``task_id``,
     ``task_name``, ``kind``, ``opened_at``, ``resolved_at`` (None while open),
     ``details`` (what was seen: reasons, rates, thresholds)."""

@@ -48,13 +48,27 @@ class App:
         self.webhooks: dict[str, dict[str, str]] = {}  # task name -> alerts.configure fields
         self.dags: dict[str, Any] = {}  # name -> pgsched.dag.Dag
 
-    def task(self, name: str | None = None, *, schedule: str | None = None,
-             every: str | float | None = None, at: str | None = None, timezone: str = "UTC",
-             timeout: float | None = None, max_attempts: int = 1, retry_policy: str = "exponential",
-             retry_base_seconds: float = 10.0, retry_max_seconds: float = 3600.0,
-             priority: int = 5, queue: str = "default", params: dict[str, Any] | None = None,
-             tenant: str = "default", on_failure: str | None = None, on_dlq: str | None = None,
-             on_missed: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def task(
+        self,
+        name: str | None = None,
+        *,
+        schedule: str | None = None,
+        every: str | float | None = None,
+        at: str | None = None,
+        timezone: str = "UTC",
+        timeout: float | None = None,
+        max_attempts: int = 1,
+        retry_policy: str = "exponential",
+        retry_base_seconds: float = 10.0,
+        retry_max_seconds: float = 3600.0,
+        priority: int = 5,
+        queue: str = "default",
+        params: dict[str, Any] | None = None,
+        tenant: str = "default",
+        on_failure: str | None = None,
+        on_dlq: str | None = None,
+        on_missed: str | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a function as a task. Give at most one of ``schedule`` (cron),
         ``every`` (interval: seconds or ``"5m"``) and ``at`` (ISO instant, once); none
         means it runs only when triggered. ``timeout`` is in seconds. The function gets
@@ -62,25 +76,43 @@ class App:
         ``on_failure`` / ``on_dlq`` / ``on_missed``: webhook URLs (docs/observability.md),
         stored with the task when :meth:`sync` creates it.
         """
-        hooks = {k: v for k, v in (("on_failure", on_failure), ("on_dlq", on_dlq), ("on_missed", on_missed))
-                 if v is not None}
+        hooks = {
+            k: v
+            for k, v in (("on_failure", on_failure), ("on_dlq", on_dlq), ("on_missed", on_missed))
+            if v is not None
+        }
         alerts.Alerting(on_failure=on_failure, on_dlq=on_dlq, on_missed=on_missed).validate()
-        given = [k for k, v in (("schedule", schedule), ("every", every), ("at", at)) if v is not None]
+        given = [
+            k for k, v in (("schedule", schedule), ("every", every), ("at", at)) if v is not None
+        ]
         if len(given) > 1:
             raise ValidationError("schedule", given, "give only one of schedule, every, at")
-        kind = {"schedule": "cron", "every": "interval", "at": "once"}.get(given[0] if given else "", "none")
+        kind = {"schedule": "cron", "every": "interval", "at": "once"}.get(
+            given[0] if given else "", "none"
+        )
         expr = None if kind == "none" else str(schedule or every or at)
 
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
             target = importable_target(func, "python_target", "@app.task")
             spec = TaskSpec(
-                name=name or func.__name__, handler_kind="python",
-                python_target=target, schedule_kind=kind,
-                schedule=expr, timezone=timezone, params=dict(params or {}), timeout_seconds=timeout,
-                max_attempts=max_attempts, retry_policy=retry_policy,
-                retry_base_seconds=retry_base_seconds, retry_max_seconds=retry_max_seconds,
-                priority=priority, queue=queue, tenant=tenant, description=(func.__doc__ or "").strip() or None,
-                source=f"python:{target.partition(':')[0]}")
+                name=name or func.__name__,
+                handler_kind="python",
+                python_target=target,
+                schedule_kind=kind,
+                schedule=expr,
+                timezone=timezone,
+                params=dict(params or {}),
+                timeout_seconds=timeout,
+                max_attempts=max_attempts,
+                retry_policy=retry_policy,
+                retry_base_seconds=retry_base_seconds,
+                retry_max_seconds=retry_max_seconds,
+                priority=priority,
+                queue=queue,
+                tenant=tenant,
+                description=(func.__doc__ or "").strip() or None,
+                source=f"python:{target.partition(':')[0]}",
+            )
             spec.validate()
             self.specs[spec.name] = spec
             if hooks:
@@ -95,9 +127,11 @@ class App:
         the function itself in :meth:`dag`), without making it a task of its own. It gets
         its params as keyword arguments, and ``upstream`` (``{node id: result}``) when it
         takes that argument; its return value (JSON) is the node's result."""
+
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
             setattr(func, REGISTERED, importable_target(func, "python", "@app.node"))
             return func
+
         return register
 
     def dag(self, definition: dict[str, Any] | str) -> Any:
@@ -116,13 +150,22 @@ class App:
                 if callable(func):  # refused first when async or nested
                     importable_target(func, f"nodes[{n.get('id')}].python", "@app.node")
                 if callable(func) and getattr(func, REGISTERED, None) is None:
-                    raise ValidationError(f"nodes[{n.get('id')}].python", getattr(func, "__qualname__", func),
-                                          "is not registered with @app.node or @app.task (workers run nothing else)")
+                    raise ValidationError(
+                        f"nodes[{n.get('id')}].python",
+                        getattr(func, "__qualname__", func),
+                        "is not registered with @app.node or @app.task (workers run nothing else)",
+                    )
             data["nodes"] = [
-                {**n, "python": importable_target(n["python"], f"nodes[{n.get('id')}].python",
-                                                  "@app.node")}
-                if isinstance(n, dict) and callable(n.get("python")) else n
-                for n in definition.get("nodes") or []]
+                {
+                    **n,
+                    "python": importable_target(
+                        n["python"], f"nodes[{n.get('id')}].python", "@app.node"
+                    ),
+                }
+                if isinstance(n, dict) and callable(n.get("python"))
+                else n
+                for n in definition.get("nodes") or []
+            ]
             parsed = dag_module.parse(data)
         self.dags[parsed.name] = parsed
         return parsed
@@ -174,12 +217,21 @@ class App:
                 created.append(spec.name)
                 continue
             row = tasks.get(db, spec.name, spec.tenant)
-            stored = (row["schedule_kind"], row["schedule_expr"], row["timezone"], row["python_target"])
+            stored = (
+                row["schedule_kind"],
+                row["schedule_expr"],
+                row["timezone"],
+                row["python_target"],
+            )
             declared = (spec.schedule_kind, spec.validate().expr, spec.timezone, spec.python_target)
             if stored != declared:
-                log.warning("task %s exists with schedule %s %s (%s), target %s; declared %s %s (%s), target %s. "
-                            "sync leaves existing tasks alone: use 'pgsched task update'", spec.name, *stored,
-                            *declared)
+                log.warning(
+                    "task %s exists with schedule %s %s (%s), target %s; declared %s %s (%s), target %s. "
+                    "sync leaves existing tasks alone: use 'pgsched task update'",
+                    spec.name,
+                    *stored,
+                    *declared,
+                )
         return created
 
 
@@ -195,9 +247,13 @@ def importable_target(func: Callable[..., Any], field: str, decorator: str) -> s
     module = getattr(func, "__module__", None) or "?"
     shown = f"{module}:{qualname}"
     if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):
-        raise ValidationError(field, shown, f"is an async def function: {decorator} does not "
-                              "support async handlers yet; make it a plain def (it may run its "
-                              "coroutine with asyncio.run(...) and return the result)")
+        raise ValidationError(
+            field,
+            shown,
+            f"is an async def function: {decorator} does not "
+            "support async handlers yet; make it a plain def (it may run its "
+            "coroutine with asyncio.run(...) and return the result)",
+        )
     if module == "__main__":
         main = sys.modules.get("__main__")
         spec = getattr(main, "__spec__", None)
@@ -205,17 +261,28 @@ def importable_target(func: Callable[..., Any], field: str, decorator: str) -> s
         stem = Path(path).stem if path else ""
         if spec is not None and spec.name not in ("", "__main__"):
             module = spec.name  # python -m package.module
-        elif (stem.isidentifier() and not keyword.iskeyword(stem)
-              and stem not in sys.stdlib_module_names):
+        elif (
+            stem.isidentifier()
+            and not keyword.iskeyword(stem)
+            and stem not in sys.stdlib_module_names
+        ):
             module = stem  # python tasks.py: workers import 'tasks' (their folder, --pythonpath)
         else:
-            raise ValidationError(field, shown, "is defined where no worker can import it (an "
-                                  "interactive session, python -c, or a script whose file name is "
-                                  "not a module name): define tasks in a module file such as "
-                                  "tasks.py")
+            raise ValidationError(
+                field,
+                shown,
+                "is defined where no worker can import it (an "
+                "interactive session, python -c, or a script whose file name is "
+                "not a module name): define tasks in a module file such as "
+                "tasks.py",
+            )
     if "<locals>" in qualname:
-        raise ValidationError(field, shown, "is defined inside a function, where no worker can "
-                              "import it: define it at the top level of its module")
+        raise ValidationError(
+            field,
+            shown,
+            "is defined inside a function, where no worker can "
+            "import it: define it at the top level of its module",
+        )
     return f"{module}:{qualname}"
 
 
@@ -231,21 +298,35 @@ def resolve(target: str, allowed: tuple[str, ...] = ()) -> Callable[..., Any]:
     module_name, _, attr = target.partition(":")
     top = module_name.split(".")[0]
     if allowed and not any(module_name == m or module_name.startswith(m + ".") for m in allowed):
-        raise ValidationError("python_target", target, f"is not in this worker's --import list ({', '.join(allowed)})")
+        raise ValidationError(
+            "python_target", target, f"is not in this worker's --import list ({', '.join(allowed)})"
+        )
     if top in sys.stdlib_module_names:
-        raise ValidationError("python_target", target, "is in the standard library, not a module of registered tasks")
+        raise ValidationError(
+            "python_target", target, "is in the standard library, not a module of registered tasks"
+        )
     try:
         obj: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
-        raise ValidationError("python_target", target, f"cannot be imported on this worker: {exc}") from None
+        raise ValidationError(
+            "python_target", target, f"cannot be imported on this worker: {exc}"
+        ) from None
     except BaseException as exc:  # the module's own code failed (even SystemExit): not ours
-        raise ValidationError("python_target", target, f"failed while importing: {type(exc).__name__}: {exc}") from None
+        raise ValidationError(
+            "python_target", target, f"failed while importing: {type(exc).__name__}: {exc}"
+        ) from None
     if not callable(obj) or getattr(obj, REGISTERED, None) is None:
-        raise ValidationError("python_target", target, "is not a function registered with @app.task (or @app.node)")
+        raise ValidationError(
+            "python_target", target, "is not a function registered with @app.task (or @app.node)"
+        )
     if inspect.iscoroutinefunction(obj) or inspect.isasyncgenfunction(obj):
-        raise ValidationError("python_target", target, "is an async def function: async "
-                              "handlers are not supported yet; make it a plain def (it may run its "
-                              "coroutine with asyncio.run(...))")
+        raise ValidationError(
+            "python_target",
+            target,
+            "is an async def function: async "
+            "handlers are not supported yet; make it a plain def (it may run its "
+            "coroutine with asyncio.run(...))",
+        )
     return obj

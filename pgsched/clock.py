@@ -115,7 +115,9 @@ class DatabaseClock:
     """
 
     def __init__(self) -> None:
-        self._reading: tuple[datetime, float, float] | None = None  # (db_now, taken at, error bound)
+        self._reading: tuple[datetime, float, float] | None = (
+            None  # (db_now, taken at, error bound)
+        )
 
     def read(self, db_now: datetime, sent: float, received: float | None = None) -> None:
         """Offer a reading of the database's ``now()``; kept when it is the better one."""
@@ -152,8 +154,10 @@ class ClockProbe:
         last round trip the estimate used; None the first time)."""
         self._sent = time.monotonic()
         ahead = (self.round_trip or 0.0) / 2
-        return {"host_time": datetime.now(UTC) + timedelta(seconds=ahead),
-                "round_trip": self.round_trip}
+        return {
+            "host_time": datetime.now(UTC) + timedelta(seconds=ahead),
+            "round_trip": self.round_trip,
+        }
 
     def received(self) -> None:
         """The answer arrived: its round trip is used by the next ``send()``."""

@@ -134,7 +134,7 @@ def parse_crontab(text: str, *, system: bool = False) -> Crontab:
             line = raw
             if raw.lstrip().startswith("-"):
                 line = raw.replace("-", "", 1)
-                if line[len(raw) - len(raw.lstrip()):][:1] in (" ", "\t", ""):
+                if line[len(raw) - len(raw.lstrip()) :][:1] in (" ", "\t", ""):
                     raise _LineError("'-' (do not log) must be followed directly by the schedule")
             schedule, user, rest = _split_line(line, system)
             command, stdin = _split_percent(rest)
@@ -182,11 +182,11 @@ def _env_line(raw: str) -> tuple[str, str] | None:
         """A quoted or bare word from j: (text, next index, was quoted)."""
         if j < n and raw[j] in "'\"":
             end = raw.find(raw[j], j + 1)
-            if end < 0 or (stop == "=" and "=" in raw[j + 1:end]):
+            if end < 0 or (stop == "=" and "=" in raw[j + 1 : end]):
                 return None
-            return raw[j + 1:end], end + 1, True
+            return raw[j + 1 : end], end + 1, True
         k = j
-        while k < n and (stop == "" or raw[k] not in " \t=" ):
+        while k < n and (stop == "" or raw[k] not in " \t="):
             k += 1
         return raw[j:k], k, False
 
@@ -219,12 +219,16 @@ def _split_line(raw: str, system: bool) -> tuple[str, str | None, str]:
         if nickname == "@reboot":
             raise _LineError("'@reboot' is not supported (pgsched has no boot event)")
         if nickname not in cron.NICKNAMES:
-            raise _LineError(f"unknown schedule nickname '{first}' (expected one of {', '.join(cron.NICKNAMES)})")
+            raise _LineError(
+                f"unknown schedule nickname '{first}' (expected one of {', '.join(cron.NICKNAMES)})"
+            )
         schedule, used = nickname, 1
     else:
         if len(tokens) < 5:
             found = " ".join(t.group() for t in tokens)
-            raise _LineError(f"expected 5 time fields and a command, found {len(tokens)} field(s): '{found}'")
+            raise _LineError(
+                f"expected 5 time fields and a command, found {len(tokens)} field(s): '{found}'"
+            )
         schedule, used = " ".join(t.group() for t in tokens[:5]), 5
         try:
             cron.check(schedule)
@@ -244,7 +248,7 @@ def _split_line(raw: str, system: bool) -> tuple[str, str | None, str]:
     if len(tokens) == used:
         raise _LineError(f"missing the command after '{schedule}'")
     # The command is the rest of the line exactly as written (cronie entry.c).
-    return schedule, user, raw[tokens[used].start():]
+    return schedule, user, raw[tokens[used].start() :]
 
 
 def _split_percent(rest: str) -> tuple[str, str | None]:
@@ -273,7 +277,7 @@ def _split_percent(rest: str) -> tuple[str, str | None]:
         else:
             command.append(ch)
             escaped = ch == "\\"
-    return "".join(command), None if end is None else _stdin_text(rest[end + 1:])
+    return "".join(command), None if end is None else _stdin_text(rest[end + 1 :])
 
 
 def _command_end(rest: str) -> int | None:
@@ -306,15 +310,20 @@ def _percent_warning(rest: str) -> str | None:
     if end is None or not re.match(_STRFTIME, rest[end:]):
         return None
     before, after = rest[:end], rest[end:]
-    if not (before.rstrip("'\"").endswith("+") or re.search(r"\bdate\b", before)
-            or re.match(_STRFTIME + r"[-_:./ T,]?\\?" + _STRFTIME, after)):
+    if not (
+        before.rstrip("'\"").endswith("+")
+        or re.search(r"\bdate\b", before)
+        or re.match(_STRFTIME + r"[-_:./ T,]?\\?" + _STRFTIME, after)
+    ):
         return None
     start = max(before.rfind(" "), before.rfind("\t")) + 1
     stop = min([i for i in (rest.find(" ", end), rest.find("\t", end)) if i >= 0] or [len(rest)])
     word = rest[start:stop]
     fixed = re.sub(r"(?<!\\)%", r"\\%", word)
-    return (f"the '%' in {word} ends the command and starts its standard input (crontab(5)); "
-            f"if it is meant as a date format, write {fixed}")
+    return (
+        f"the '%' in {word} ends the command and starts its standard input (crontab(5)); "
+        f"if it is meant as a date format, write {fixed}"
+    )
 
 
 def _stdin_text(text: str) -> str:

@@ -54,23 +54,30 @@ _CONNECTION_STATES = ("08", "57P01", "57P02", "57P03")
 _TRANSIENT_STATES = ("40", "55P03")
 
 
-
 # A NUL in JSON text from json.dumps is \u0000 after an even number of backslashes (an odd
 # number means the backslash before "u0000" is itself escaped: the text "\u0000").
 
 
 def _translate(exc: psycopg.Error) -> Exception:
     """Map a psycopg error to a pgsched error with a one-line message."""
-    message = (exc.diag.message_primary if exc.diag and exc.diag.message_primary else str(exc)).strip()
+    message = (
+        exc.diag.message_primary if exc.diag and exc.diag.message_primary else str(exc)
+    ).strip()
     state = exc.sqlstate or ""
-    if (isinstance(exc, psycopg.OperationalError) and not state) or state.startswith(_CONNECTION_STATES):
+    if (isinstance(exc, psycopg.OperationalError) and not state) or state.startswith(
+        _CONNECTION_STATES
+    ):
         return ConnectionFailed(f"database unreachable: {message}")
     if state.startswith(_TRANSIENT_STATES):
-        return TransientError(f"{message} (a race with another transaction; it may succeed if tried again)")
+        return TransientError(
+            f"{message} (a race with another transaction; it may succeed if tried again)"
+        )
     if isinstance(exc, pg_errors.CheckViolation) and "partition constraint" in message:
         # A row routed to a DEFAULT partition while the partition for its range was being
         # attached (the leader's maintenance): routed again, it lands in the new partition.
-        return TransientError(f"{message} (a partition was attached meanwhile; it succeeds if tried again)")
+        return TransientError(
+            f"{message} (a partition was attached meanwhile; it succeeds if tried again)"
+        )
     if isinstance(exc, pg_errors.NoDataFound):
         return NotFound(message)
     return DatabaseError(message)
@@ -114,8 +121,13 @@ CONNECT_TIMEOUT = 10
 # 10 s + 3 probes 5 s apart; data sent and not acknowledged for 30 s (tcp_user_timeout, in
 # milliseconds) breaks the connection, where Linux retransmits for about 15 minutes. Neither
 # finds a peer that acknowledges and forwards nothing: statement deadlines do (deadline.py).
-KEEPALIVES = {"keepalives": "1", "keepalives_idle": "10", "keepalives_interval": "5", "keepalives_count": "3",
-              "tcp_user_timeout": "30000"}
+KEEPALIVES = {
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "30000",
+}
 
 
 def tcp_settings(dsn: str) -> dict[str, Any]:
@@ -129,23 +141,37 @@ def tcp_settings(dsn: str) -> dict[str, Any]:
 def _configure(conn: psycopg.Connection, idle_in_transaction_timeout: float | None = None) -> None:
     conn.execute(_SESSION)
     if idle_in_transaction_timeout is not None:
-        conn.execute(sql.SQL("SET idle_in_transaction_session_timeout = {}").format(
-            sql.Literal(max(1, round(idle_in_transaction_timeout * 1000)))))
+        conn.execute(
+            sql.SQL("SET idle_in_transaction_session_timeout = {}").format(
+                sql.Literal(max(1, round(idle_in_transaction_timeout * 1000)))
+            )
+        )
     conn.commit()
 
 
-def connect(dsn: str, *, autocommit: bool = True, application_name: str = "pgsched",
-            deadline: Deadline | None = None) -> psycopg.Connection[Row]:
+def connect(
+    dsn: str,
+    *,
+    autocommit: bool = True,
+    application_name: str = "pgsched",
+    deadline: Deadline | None = None,
+) -> psycopg.Connection[Row]:
     """Open one dedicated connection (LISTEN, the leader's advisory lock, migrations), with
     KEEPALIVES; ``deadline`` watches its first statements (run statements on it through
     ``Session(conn, deadline)``). Raises ConnectionFailed when the server cannot be reached
     within CONNECT_TIMEOUT seconds, ConnectionSilent when it does not answer the session's
     settings within the deadline."""
     with translated():
-        conn = psycopg.connect(dsn, autocommit=autocommit, row_factory=dict_row, application_name=application_name,
-                               connect_timeout=CONNECT_TIMEOUT, **tcp_settings(dsn))
+        conn = psycopg.connect(
+            dsn,
+            autocommit=autocommit,
+            row_factory=dict_row,
+            application_name=application_name,
+            connect_timeout=CONNECT_TIMEOUT,
+            **tcp_settings(dsn),
+        )
         try:
-            with (deadline.watch(conn) if deadline else unwatched(conn)):
+            with deadline.watch(conn) if deadline else unwatched(conn):
                 conn.execute(_SESSION)
         except BaseException:
             conn.close()
@@ -219,9 +245,16 @@ class Database(Session):
         self._server_timeout: float | None = None
 
     @classmethod
-    def connect(cls, dsn: str, *, min_size: int = 1, max_size: int = 4,
-                application_name: str = "pgsched", idle_in_transaction_timeout: float | None = None,
-                statement_deadline: float | None = None) -> Database:
+    def connect(
+        cls,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 4,
+        application_name: str = "pgsched",
+        idle_in_transaction_timeout: float | None = None,
+        statement_deadline: float | None = None,
+    ) -> Database:
         """Open a pool on ``dsn`` (its connections with KEEPALIVES). ``idle_in_transaction_timeout``
         (seconds): the server
         ends a connection of the pool whose transaction waits that long for its next
@@ -234,12 +267,23 @@ class Database(Session):
         ConnectionSilent; the pool's other connections are then replaced too (they most
         likely went silent with it). Raises ConnectionFailed if the server is unreachable
         within 10 seconds."""
-        pool = ConnectionPool(dsn, min_size=min_size, max_size=max_size, open=False,
-                              kwargs={"row_factory": dict_row, "application_name": application_name,
-                                      "autocommit": True, **tcp_settings(dsn)},
-                              configure=functools.partial(_configure,
-                                                          idle_in_transaction_timeout=idle_in_transaction_timeout),
-                              timeout=30, name="pgsched")
+        pool = ConnectionPool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            kwargs={
+                "row_factory": dict_row,
+                "application_name": application_name,
+                "autocommit": True,
+                **tcp_settings(dsn),
+            },
+            configure=functools.partial(
+                _configure, idle_in_transaction_timeout=idle_in_transaction_timeout
+            ),
+            timeout=30,
+            name="pgsched",
+        )
         try:
             pool.open(wait=True, timeout=10)
         except Exception as exc:  # psycopg_pool raises PoolTimeout: unreachable server
@@ -247,8 +291,10 @@ class Database(Session):
             raise ConnectionFailed(f"database unreachable at {_redact(dsn)}: {exc}") from exc
         db = cls(pool, dsn)
         if statement_deadline is not None:
-            db.deadline = Deadline(above_server_timeout(statement_deadline, db.server_statement_timeout()),
-                                   name=f"{application_name} pool")
+            db.deadline = Deadline(
+                above_server_timeout(statement_deadline, db.server_statement_timeout()),
+                name=f"{application_name} pool",
+            )
         return db
 
     def close(self) -> None:

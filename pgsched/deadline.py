@@ -106,13 +106,19 @@ class _Watch:
             _WATCHDOG.watches.add(self)
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         with _WATCHDOG.lock:
             _WATCHDOG.watches.discard(self)
         if self.reason is not None and exc is not None and not isinstance(exc, ConnectionSilent):
-            raise ConnectionSilent(f"database unreachable: {self.reason}; the connection was shut down "
-                                   "(a new one is opened)") from exc
+            raise ConnectionSilent(
+                f"database unreachable: {self.reason}; the connection was shut down "
+                "(a new one is opened)"
+            ) from exc
 
 
 class _Watchdog:
@@ -131,14 +137,22 @@ class _Watchdog:
                 self.tick = max(deadline.seconds / 4, 0.01)
                 self._wake.set()  # sleep the shorter tick from now on
             if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, daemon=True, name="pgsched-deadline")
+                self._thread = threading.Thread(
+                    target=self._loop, daemon=True, name="pgsched-deadline"
+                )
                 self._thread.start()
 
     def cut_all(self, deadline: Deadline) -> int:
         with self.lock:
             mine = [w for w in self.watches if w.deadline is deadline]
-            cut = [self._cut(watch, f"the {deadline.name} connection was stuck (no reply for "
-                                    f"{time.monotonic() - watch.started:.1f}s)") for watch in mine]
+            cut = [
+                self._cut(
+                    watch,
+                    f"the {deadline.name} connection was stuck (no reply for "
+                    f"{time.monotonic() - watch.started:.1f}s)",
+                )
+                for watch in mine
+            ]
         _log(cut)
         return len(mine)
 
@@ -160,11 +174,21 @@ class _Watchdog:
                 for watch in [w for w in self.watches if w.reason is None]:
                     stop = watch.deadline.stop
                     if now >= watch.expires:
-                        cut.append(self._cut(watch, f"no reply within the {watch.deadline.name} statement deadline "
-                                         f"({watch.deadline.seconds:g}s)"))
+                        cut.append(
+                            self._cut(
+                                watch,
+                                f"no reply within the {watch.deadline.name} statement deadline "
+                                f"({watch.deadline.seconds:g}s)",
+                            )
+                        )
                     elif stop is not None and stop.is_set() and now - watch.started >= STOP_GRACE:
-                        cut.append(self._cut(watch, f"stopping, and the {watch.deadline.name} statement had "
-                                                    f"no reply for {now - watch.started:.1f}s"))
+                        cut.append(
+                            self._cut(
+                                watch,
+                                f"stopping, and the {watch.deadline.name} statement had "
+                                f"no reply for {now - watch.started:.1f}s",
+                            )
+                        )
             _log(cut)  # outside the lock: statements register meanwhile
 
     @staticmethod

@@ -46,17 +46,30 @@ def load_examples(db: Database, tenant: str, now: datetime) -> list[str]:
                 kind, expr = k, str(item[key])
         if kind == "once" and expr.startswith("+"):
             expr = (now + timedelta(seconds=parse_interval(expr[1:]))).isoformat()
-        spec = TaskSpec(name=item["name"], handler_kind="shell", command=item["command"], schedule_kind=kind,
-                        schedule=expr or None, description=item.get("description"), tenant=tenant, source="examples",
-                        **{k: item[k] for k in ("max_attempts", "retry_policy", "retry_base_seconds",
-                                                "timeout_seconds") if k in item})
+        spec = TaskSpec(
+            name=item["name"],
+            handler_kind="shell",
+            command=item["command"],
+            schedule_kind=kind,
+            schedule=expr or None,
+            description=item.get("description"),
+            tenant=tenant,
+            source="examples",
+            **{
+                k: item[k]
+                for k in ("max_attempts", "retry_policy", "retry_base_seconds", "timeout_seconds")
+                if k in item
+            },
+        )
         if tasks.create(db, spec, now=now, if_absent=True) is not None:
             created.append(spec.name)
     module = resolve("hello_tasks:greet")  # imports the module, registering its tasks
     app = sys.modules[module.__module__].app
     created += app.sync(db)
     for path in sorted((folder / "dags").glob("*.*")):
-        report = dagruns.apply(db, dag.load(path), tenant=tenant, source=f"examples/dags/{path.name}", now=now)
+        report = dagruns.apply(
+            db, dag.load(path), tenant=tenant, source=f"examples/dags/{path.name}", now=now
+        )
         if report.dag == "created":
             created.append(f"DAG {report.name}")
     return created
@@ -65,7 +78,9 @@ def load_examples(db: Database, tenant: str, now: datetime) -> list[str]:
 DEV_TOKEN_NAME = "pgsched dev"
 
 
-def start_web(dsn: str, tenant: str, host: str, first_port: int) -> tuple[Callable[[Any], None], str, int]:
+def start_web(
+    dsn: str, tenant: str, host: str, first_port: int
+) -> tuple[Callable[[Any], None], str, int]:
     """The web admin for ``pgsched dev``: ``(run(stop), login link, port)``. The link signs in as
     a local admin of ``tenant`` with a token made now (the previous dev token is revoked)."""
     from .web import credentials
@@ -74,9 +89,15 @@ def start_web(dsn: str, tenant: str, host: str, first_port: int) -> tuple[Callab
 
     app = create_app(dsn, pool_size=4)
     app.state.db.exec("api_token_revoke_named", tenant=tenant, name=DEV_TOKEN_NAME)
-    token, _ = credentials.create_token(app.state.db, role="admin", tenant=tenant, name=DEV_TOKEN_NAME)
+    token, _ = credentials.create_token(
+        app.state.db, role="admin", tenant=tenant, name=DEV_TOKEN_NAME
+    )
     port = free_port(host, first_port)
-    return (lambda stop: serve_until(app, host, port, stop)), f"http://{host}:{port}/login?token={token}", port
+    return (
+        (lambda stop: serve_until(app, host, port, stop)),
+        f"http://{host}:{port}/login?token={token}",
+        port,
+    )
 
 
 def prepare(source: Any, *, examples: bool) -> str:
@@ -88,29 +109,45 @@ def prepare(source: Any, *, examples: bool) -> str:
         click.echo(f"starting embedded PostgreSQL (data in {data_dir()}) ...")
     dsn = source.dsn
     applied = migrate.migrate(dsn)
-    click.echo(f"schema: {'applied ' + ', '.join(f'{m.version:04d}_{m.name}' for m in applied) if applied else 'up to date'}")
+    click.echo(
+        f"schema: {'applied ' + ', '.join(f'{m.version:04d}_{m.name}' for m in applied) if applied else 'up to date'}"
+    )
     return dsn
 
 
 def introduce(db: Database, source: Any, *, examples: bool) -> None:
     """Load the examples (``examples``), list the tasks and say what to try next."""
-    now = ServerClock(db).now().replace(microsecond=0)  # the examples' one-shot fires 15 s after this
+    now = (
+        ServerClock(db).now().replace(microsecond=0)
+    )  # the examples' one-shot fires 15 s after this
     if examples:
         created = load_examples(db, source.tenant, now)
-        click.echo(f"examples: {len(created)} task(s) created" if created else "examples: already loaded")
+        click.echo(
+            f"examples: {len(created)} task(s) created" if created else "examples: already loaded"
+        )
     # DAG nodes are tasks too (DAG.NODE); the DAG stands for them here (task_list leaves them out)
     rows = db.many("task_list", tenant=source.tenant, search=None, limit=50, dag_nodes=False)
     click.echo(f"{len(rows)} task(s):")
     for r in rows:
         sched = f"{r['schedule_kind']} {r['schedule_expr'] or ''}".strip()
-        nxt = r["next_fire_at"].astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ") if r["next_fire_at"] else "-"
+        nxt = (
+            r["next_fire_at"].astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+            if r["next_fire_at"]
+            else "-"
+        )
         name = f"DAG {r['name']}" if r["handler_kind"] == "dag" else r["name"]
         click.echo(f"  {name:24} {sched:40} next {nxt}")
     if source.embedded:
-        exe = Path(sys.argv[0]) if Path(sys.argv[0]).name == "pgsched" else Path(sys.executable).with_name("pgsched")
+        exe = (
+            Path(sys.argv[0])
+            if Path(sys.argv[0]).name == "pgsched"
+            else Path(sys.executable).with_name("pgsched")
+        )
         # the embedded server is found (and started) from the data folder: no DSN needed
         home = os.environ.get("PGSCHED_HOME")
-        cmd = (f"PGSCHED_HOME={shlex.quote(home)} " if home else "") + str(exe if exe.exists() else "pgsched")
+        cmd = (f"PGSCHED_HOME={shlex.quote(home)} " if home else "") + str(
+            exe if exe.exists() else "pgsched"
+        )
         click.echo(f"\nin another terminal:  {cmd} task list")
         if examples:
             click.echo(f"run a DAG:            {cmd} dag trigger documents")
@@ -120,10 +157,14 @@ def web_part(dsn: str, tenant: str, host: str, web_port: int) -> Callable[[Any],
     """The web admin's ``run(stop)`` (:func:`start_web`), with its sign-in link printed."""
     serve, link, port = start_web(dsn, tenant, host, web_port)
     if port != web_port:
-        click.echo(f"web admin:            port {web_port} is in use, so it listens on {port} "
-                   f"(the docs' examples say {web_port}; use {port})")
-    click.echo(f"web admin:            {link}\n"
-               "                      (signs you in as a local admin; the link works until the next dev start)")
+        click.echo(
+            f"web admin:            port {web_port} is in use, so it listens on {port} "
+            f"(the docs' examples say {web_port}; use {port})"
+        )
+    click.echo(
+        f"web admin:            {link}\n"
+        "                      (signs you in as a local admin; the link works until the next dev start)"
+    )
     return serve
 
 
@@ -133,11 +174,15 @@ def report_finish(row: Row, outcome: Outcome, tail: list[str], final: str | None
     nothing)."""
     # a command's result is its last line of output, shown below already
     echoed = bool(tail) and command_result(tail[-1]) == outcome.result
-    detail = outcome.error or (json.dumps(outcome.result) if outcome.result is not None and not echoed else "")
+    detail = outcome.error or (
+        json.dumps(outcome.result) if outcome.result is not None and not echoed else ""
+    )
     then = {None: ", will retry", "dead": ", to the dead-letter queue"}.get(final, "")
-    click.echo(f"{datetime.now().astimezone().strftime('%H:%M:%S')}  {_MARK.get(outcome.state, outcome.state)} "
-               f"{row['task_name']} (execution {row['id']}, attempt {row['attempt']}/{row['max_attempts']}"
-               f"{then}) {detail}".rstrip())
+    click.echo(
+        f"{datetime.now().astimezone().strftime('%H:%M:%S')}  {_MARK.get(outcome.state, outcome.state)} "
+        f"{row['task_name']} (execution {row['id']}, attempt {row['attempt']}/{row['max_attempts']}"
+        f"{then}) {detail}".rstrip()
+    )
     for line in tail:
         click.echo(f"          | {line}")
 

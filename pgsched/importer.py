@@ -40,8 +40,17 @@ class ImportLine:
 
     @classmethod
     def for_task(cls, entry: CrontabEntry, spec: TaskSpec, action: str) -> ImportLine:
-        return cls(entry.line_no, action, spec.name, spec.schedule, spec.command, user=entry.user,
-                   stdin=entry.stdin, timezone=spec.timezone, env=spec.env)
+        return cls(
+            entry.line_no,
+            action,
+            spec.name,
+            spec.schedule,
+            spec.command,
+            user=entry.user,
+            stdin=entry.stdin,
+            timezone=spec.timezone,
+            env=spec.env,
+        )
 
 
 @dataclass
@@ -65,8 +74,9 @@ def task_name(source: str, entry: CrontabEntry, tz: str = "UTC") -> str:
     """A stable name for ``entry``: the file's name and 8 hex digits of its meaning
     (schedule, user, command, stdin, environment, and zone: its CRON_TZ, else ``tz``)."""
     zone = entry.timezone or (None if tz == "UTC" else tz)  # None: UTC, as names always had
-    meaning = json.dumps([entry.schedule, entry.user, entry.command, entry.stdin, entry.env, zone],
-                         sort_keys=True)
+    meaning = json.dumps(
+        [entry.schedule, entry.user, entry.command, entry.stdin, entry.env, zone], sort_keys=True
+    )
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(source).name).strip("-.") or "crontab"
     return f"{stem[:150]}-{hashlib.sha256(meaning.encode()).hexdigest()[:8]}"
 
@@ -99,10 +109,20 @@ def local_zone() -> str:
 def spec_for(source: str, entry: CrontabEntry, tenant: str, tz: str = "UTC") -> TaskSpec:
     """The task a crontab entry becomes: cron's default SHELL and PATH, overridden by the
     file's environment lines; read in its CRON_TZ, else in ``tz``."""
-    return TaskSpec(name=task_name(source, entry, tz), handler_kind="shell", command=entry.command,
-                    schedule_kind="cron", schedule=entry.schedule, timezone=entry.timezone or tz,
-                    env={**DEFAULT_ENV, **entry.env}, stdin=entry.stdin, run_as_user=entry.user, tenant=tenant,
-                    description=entry.command[:200], source=f"{Path(source).name}:{entry.line_no}")
+    return TaskSpec(
+        name=task_name(source, entry, tz),
+        handler_kind="shell",
+        command=entry.command,
+        schedule_kind="cron",
+        schedule=entry.schedule,
+        timezone=entry.timezone or tz,
+        env={**DEFAULT_ENV, **entry.env},
+        stdin=entry.stdin,
+        run_as_user=entry.user,
+        tenant=tenant,
+        description=entry.command[:200],
+        source=f"{Path(source).name}:{entry.line_no}",
+    )
 
 
 def _is_user(word: str) -> bool:
@@ -115,10 +135,18 @@ def _is_user(word: str) -> bool:
     return True
 
 
-def import_crontab(db: Database | None, path: str | Path, *, system: bool = False,
-                   tenant: str = "default", dry_run: bool = False, text: str | None = None,
-                   tz: str | None = None, replace: bool = False,
-                   allow_problems: bool = False) -> ImportReport:
+def import_crontab(
+    db: Database | None,
+    path: str | Path,
+    *,
+    system: bool = False,
+    tenant: str = "default",
+    dry_run: bool = False,
+    text: str | None = None,
+    tz: str | None = None,
+    replace: bool = False,
+    allow_problems: bool = False,
+) -> ImportReport:
     """Import the crontab at ``path`` (or ``text``, named by ``path``). With ``dry_run`` (or
     no ``db``) nothing is written. All tasks of one file are created in one transaction.
     A line that cannot become a task is a problem; when there is one, nothing is written
@@ -144,7 +172,9 @@ def import_crontab(db: Database | None, path: str | Path, *, system: bool = Fals
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise PgschedError(f"file: {source!r} is not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})") from None
+            raise PgschedError(
+                f"file: {source!r} is not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})"
+            ) from None
     parsed = parse_crontab(text, system=system)
     report = ImportReport()
     specs = []
@@ -153,7 +183,9 @@ def import_crontab(db: Database | None, path: str | Path, *, system: bool = Fals
         try:
             spec.validate()
         except PgschedError as exc:
-            report.lines.append(ImportLine(entry.line_no, "problem", reason=f"line {entry.line_no}: {exc}"))
+            report.lines.append(
+                ImportLine(entry.line_no, "problem", reason=f"line {entry.line_no}: {exc}")
+            )
             continue
         specs.append((entry, spec))
     for problem in parsed.problems:
@@ -161,52 +193,94 @@ def import_crontab(db: Database | None, path: str | Path, *, system: bool = Fals
     report.warnings = [(w.line_no, w.message) for w in parsed.warnings]
     if report.count("problem") and not allow_problems:
         dry_run = True
-    if not system and parsed.entries and all(_is_user(e.command.split(None, 1)[0]) for e in parsed.entries
-                                             if e.command.split()):
-        report.notes.append("every command starts with a user name (e.g. "
-                            f"{parsed.entries[0].command.split()[0]!r}): if this is a system crontab "
-                            "(/etc/crontab, /etc/cron.d/*), import it with --system")
+    if (
+        not system
+        and parsed.entries
+        and all(_is_user(e.command.split(None, 1)[0]) for e in parsed.entries if e.command.split())
+    ):
+        report.notes.append(
+            "every command starts with a user name (e.g. "
+            f"{parsed.entries[0].command.split()[0]!r}): if this is a system crontab "
+            "(/etc/crontab, /etc/cron.d/*), import it with --system"
+        )
     mailto = {e.mailto for e in parsed.entries if e.mailto}
     if mailto:
-        report.notes.append(f"MAILTO={', '.join(sorted(mailto))} is kept in the tasks' environment but "
-                            "pgsched sends no mail: output is stored in the execution log instead")
+        report.notes.append(
+            f"MAILTO={', '.join(sorted(mailto))} is kept in the tasks' environment but "
+            "pgsched sends no mail: output is stored in the execution log instead"
+        )
     if any(e.timezone is None for e in parsed.entries):
-        report.notes.append(f"entries without CRON_TZ are read in {tz}" + (
-            "" if zone_given else " (this machine's zone, as cron here would); --tz to choose another"))
+        report.notes.append(
+            f"entries without CRON_TZ are read in {tz}"
+            + (
+                ""
+                if zone_given
+                else " (this machine's zone, as cron here would); --tz to choose another"
+            )
+        )
     prefix = re.sub(r"([\\%_])", r"\\\1", Path(source).name) + ":%"
     if db is None or dry_run:
         for entry, spec in specs:
-            exists = db is not None and db.one("task_get", name=spec.name, tenant=tenant) is not None
-            report.lines.append(ImportLine.for_task(entry, spec, "unchanged" if exists else "would_create"))
-        stale = [r["name"] for r in db.many("task_by_source", tenant=tenant, prefix=prefix)
-                 if r["name"] not in {spec.name for _, spec in specs}] if db is not None else []
+            exists = (
+                db is not None and db.one("task_get", name=spec.name, tenant=tenant) is not None
+            )
+            report.lines.append(
+                ImportLine.for_task(entry, spec, "unchanged" if exists else "would_create")
+            )
+        stale = (
+            [
+                r["name"]
+                for r in db.many("task_by_source", tenant=tenant, prefix=prefix)
+                if r["name"] not in {spec.name for _, spec in specs}
+            ]
+            if db is not None
+            else []
+        )
         if stale:
-            report.notes.append(f"{len(stale)} task(s) from an earlier import of {Path(source).name} match no line "
-                                f"now: {', '.join(stale)}; " + ("--replace would delete them" if replace else
-                                                                "they would stay (--replace deletes them)"))
+            report.notes.append(
+                f"{len(stale)} task(s) from an earlier import of {Path(source).name} match no line "
+                f"now: {', '.join(stale)}; "
+                + (
+                    "--replace would delete them"
+                    if replace
+                    else "they would stay (--replace deletes them)"
+                )
+            )
     else:
         report.written = True
         with db.transaction() as tx:
             for entry, spec in specs:
                 row = tasks.create(tx, spec, if_absent=True)
-                report.lines.append(ImportLine.for_task(entry, spec, "created" if row else "unchanged"))
+                report.lines.append(
+                    ImportLine.for_task(entry, spec, "created" if row else "unchanged")
+                )
             wanted = {spec.name for _, spec in specs}
-            stale = [r for r in tx.many("task_by_source", tenant=tenant, prefix=prefix) if r["name"] not in wanted]
+            stale = [
+                r
+                for r in tx.many("task_by_source", tenant=tenant, prefix=prefix)
+                if r["name"] not in wanted
+            ]
             if stale and replace:
                 for r in stale:
                     tx.one("task_soft_delete", name=r["name"], tenant=tenant)
                     tx.exec("task_drop_pending", id=r["id"])
                 report.deleted = [r["name"] for r in stale]
             elif stale:
-                report.notes.append(f"{len(stale)} task(s) from an earlier import of {Path(source).name} match "
-                                    f"no line now and still run: {', '.join(r['name'] for r in stale)} "
-                                    "(import with --replace to delete them)")
+                report.notes.append(
+                    f"{len(stale)} task(s) from an earlier import of {Path(source).name} match "
+                    f"no line now and still run: {', '.join(r['name'] for r in stale)} "
+                    "(import with --replace to delete them)"
+                )
     report.lines.sort(key=lambda line: line.line_no)
     return report
 
 
 def as_json(report: ImportReport) -> dict[str, Any]:
-    return {"lines": [line.__dict__ for line in report.lines], "notes": report.notes,
-            "deleted": report.deleted,
-            "warnings": [{"line_no": n, "message": m} for n, m in report.warnings],
-            "problems": report.count("problem"), "written": report.written}
+    return {
+        "lines": [line.__dict__ for line in report.lines],
+        "notes": report.notes,
+        "deleted": report.deleted,
+        "warnings": [{"line_no": n, "message": m} for n, m in report.warnings],
+        "problems": report.count("problem"),
+        "written": report.written,
+    }

@@ -31,7 +31,9 @@ def check_json_object(field: str, value: object) -> None:
     except (TypeError, ValueError) as exc:
         raise ValidationError(field, value, f"is not valid JSON for PostgreSQL ({exc})") from None
     if has_nul(text):
-        raise ValidationError(field, value, "contains a NUL character, which PostgreSQL's jsonb refuses")
+        raise ValidationError(
+            field, value, "contains a NUL character, which PostgreSQL's jsonb refuses"
+        )
 
 
 def json_default(value: Any) -> Any:

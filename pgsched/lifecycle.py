@@ -64,7 +64,11 @@ class DagRunState(StrEnum):
     CANCELLED = "cancelled"
 
 
-RUN_OPEN_STATES = (DagRunState.RUNNING.value, DagRunState.FAILING.value, DagRunState.CANCELLING.value)
+RUN_OPEN_STATES = (
+    DagRunState.RUNNING.value,
+    DagRunState.FAILING.value,
+    DagRunState.CANCELLING.value,
+)
 RUN_FINAL_STATES = tuple(s.value for s in DagRunState if s not in RUN_OPEN_STATES)
 
 

@@ -16,9 +16,14 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line: ts (UTC ISO 8601), level, logger, message, and exc."""
 
     def format(self, record: logging.LogRecord) -> str:
-        doc = {"ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
-               "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage(),
-               "pid": record.process, "thread": record.threadName}
+        doc = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+            "pid": record.process,
+            "thread": record.threadName,
+        }
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
         return json.dumps(doc)

@@ -36,7 +36,9 @@ from .db import Database, Row
 OTHER = "other"
 
 
-def _histogram(name: str, doc: str, rows: Iterable[Row], bounds: list[float], kind: str) -> HistogramMetricFamily:
+def _histogram(
+    name: str, doc: str, rows: Iterable[Row], bounds: list[float], kind: str
+) -> HistogramMetricFamily:
     family = HistogramMetricFamily(name, doc, labels=["tenant"])
     by_tenant: dict[str, list[Any]] = {}
     for r in rows:
@@ -46,7 +48,9 @@ def _histogram(name: str, doc: str, rows: Iterable[Row], bounds: list[float], ki
         acc[1] += r["started"]
         acc[2] += r[f"{kind}_sum"]
     for tenant, (le, count, total) in sorted(by_tenant.items()):
-        buckets = [(_bound(b), float(n)) for b, n in zip(bounds, le, strict=True)] + [("+Inf", float(count))]
+        buckets = [(_bound(b), float(n)) for b, n in zip(bounds, le, strict=True)] + [
+            ("+Inf", float(count))
+        ]
         family.add_metric([tenant], buckets, sum_value=total)
     return family
 
@@ -83,9 +87,12 @@ def families(db: Database, tenant: str | None = None) -> list[Metric]:
     limit = int(limit_row["task_limit"]) if limit_row else 100
 
     out: list[Metric] = []
-    total = CounterMetricFamily("pgsched_executions", "Finished executions by task and final state "
-                                "(tasks beyond metrics_task_limit summed as task=\"other\").",
-                                labels=["tenant", "task", "state"])
+    total = CounterMetricFamily(
+        "pgsched_executions",
+        "Finished executions by task and final state "
+        '(tasks beyond metrics_task_limit summed as task="other").',
+        labels=["tenant", "task", "state"],
+    )
     kept = _top_tasks(executions, limit)
     counts: dict[tuple[str, str, str], int] = defaultdict(int)
     retries: dict[str, int] = defaultdict(int)
@@ -96,23 +103,48 @@ def families(db: Database, tenant: str | None = None) -> list[Metric]:
     for labels, n in sorted(counts.items()):
         total.add_metric(list(labels), n)
     out.append(total)
-    retry = CounterMetricFamily("pgsched_retries", "Attempts after the first, of finished executions.",
-                                labels=["tenant"])
+    retry = CounterMetricFamily(
+        "pgsched_retries", "Attempts after the first, of finished executions.", labels=["tenant"]
+    )
     for t, n in sorted(retries.items()):
         retry.add_metric([t], n)
     out.append(retry)
-    out.append(_histogram("pgsched_schedule_to_start_seconds", "From when an execution was due (run_at) "
-                          "to when its last attempt started, seconds.", executions, bounds["latency"], "latency"))
-    out.append(_histogram("pgsched_execution_duration_seconds", "From start to finish of an execution's last "
-                          "attempt, seconds.", executions, bounds["duration"], "duration"))
+    out.append(
+        _histogram(
+            "pgsched_schedule_to_start_seconds",
+            "From when an execution was due (run_at) to when its last attempt started, seconds.",
+            executions,
+            bounds["latency"],
+            "latency",
+        )
+    )
+    out.append(
+        _histogram(
+            "pgsched_execution_duration_seconds",
+            "From start to finish of an execution's last attempt, seconds.",
+            executions,
+            bounds["duration"],
+            "duration",
+        )
+    )
 
-    depth = GaugeMetricFamily("pgsched_queue_depth", "Executions ready to run now (due, not claimed).",
-                              labels=["tenant", "queue"])
-    later = GaugeMetricFamily("pgsched_queue_scheduled", "Pending executions due later.", labels=["tenant", "queue"])
-    running = GaugeMetricFamily("pgsched_running", "Executions running now.", labels=["tenant", "queue"])
-    dead = GaugeMetricFamily("pgsched_dead_letter_size", "Executions in the dead-letter queue.", labels=["tenant"])
-    missed = CounterMetricFamily("pgsched_missed_schedules", "Fires that misfire policies did not run.",
-                                 labels=["tenant"])
+    depth = GaugeMetricFamily(
+        "pgsched_queue_depth",
+        "Executions ready to run now (due, not claimed).",
+        labels=["tenant", "queue"],
+    )
+    later = GaugeMetricFamily(
+        "pgsched_queue_scheduled", "Pending executions due later.", labels=["tenant", "queue"]
+    )
+    running = GaugeMetricFamily(
+        "pgsched_running", "Executions running now.", labels=["tenant", "queue"]
+    )
+    dead = GaugeMetricFamily(
+        "pgsched_dead_letter_size", "Executions in the dead-letter queue.", labels=["tenant"]
+    )
+    missed = CounterMetricFamily(
+        "pgsched_missed_schedules", "Fires that misfire policies did not run.", labels=["tenant"]
+    )
     alerts = GaugeMetricFamily("pgsched_alerts_active", "Open alerts.", labels=["tenant", "kind"])
     for g in gauges:
         if g["what"] == "queue":
@@ -127,16 +159,27 @@ def families(db: Database, tenant: str | None = None) -> list[Metric]:
             alerts.add_metric([g["tenant"], g["label"]], g["ready"])
     out += [depth, later, running, dead, missed, alerts]
 
-    leader = GaugeMetricFamily("pgsched_leader", "1 for the scheduler node that leads, 0 for standbys.",
-                               labels=["node"])
-    beat = GaugeMetricFamily("pgsched_worker_heartbeat_age_seconds", "Seconds since each running worker's "
-                             "last heartbeat.", labels=["worker"])
-    other = {"leader_heartbeat": GaugeMetricFamily("pgsched_leader_heartbeat_age_seconds",
-                                                   "Seconds since the leader's last heartbeat.", labels=["node"]),
-             "rollup": GaugeMetricFamily("pgsched_rollup_age_seconds",
-                                         "Seconds since the statistics roll-up last ran."),
-             "webhooks_pending": GaugeMetricFamily("pgsched_webhook_pending",
-                                                   "Webhook deliveries not yet delivered nor given up.")}
+    leader = GaugeMetricFamily(
+        "pgsched_leader", "1 for the scheduler node that leads, 0 for standbys.", labels=["node"]
+    )
+    beat = GaugeMetricFamily(
+        "pgsched_worker_heartbeat_age_seconds",
+        "Seconds since each running worker's last heartbeat.",
+        labels=["worker"],
+    )
+    other = {
+        "leader_heartbeat": GaugeMetricFamily(
+            "pgsched_leader_heartbeat_age_seconds",
+            "Seconds since the leader's last heartbeat.",
+            labels=["node"],
+        ),
+        "rollup": GaugeMetricFamily(
+            "pgsched_rollup_age_seconds", "Seconds since the statistics roll-up last ran."
+        ),
+        "webhooks_pending": GaugeMetricFamily(
+            "pgsched_webhook_pending", "Webhook deliveries not yet delivered nor given up."
+        ),
+    }
     for p in processes:
         if p["what"] == "scheduler":
             leader.add_metric([p["name"]], p["value"])
@@ -152,35 +195,68 @@ def families(db: Database, tenant: str | None = None) -> list[Metric]:
 
 def _health(h: health.Health) -> list[Metric]:
     """Clock offsets, the oldest snapshot and the warnings about them (:mod:`pgsched.health`)."""
-    offset = GaugeMetricFamily("pgsched_clock_offset_seconds", "Each live process's host clock minus the "
-                               "database's, seconds (reported, never corrected for).", labels=["process", "name"])
+    offset = GaugeMetricFamily(
+        "pgsched_clock_offset_seconds",
+        "Each live process's host clock minus the "
+        "database's, seconds (reported, never corrected for).",
+        labels=["process", "name"],
+    )
     for c in h.clock_offsets:
         if c.offset_seconds is not None:
             offset.add_metric([c.kind, f"{c.name} ({c.id})"], c.offset_seconds)
     ages = [x.age_seconds for x in h.snapshot_holders if x.age_seconds is not None]
     oldest = h.oldest_snapshot
-    holder = GaugeMetricFamily("pgsched_oldest_snapshot_holder", "1 for what holds the oldest snapshot that "
-                               "holds back the cleanup of dead rows (absent when none).",
-                               labels=["kind", "pid", "application_name", "usename", "state"])
+    holder = GaugeMetricFamily(
+        "pgsched_oldest_snapshot_holder",
+        "1 for what holds the oldest snapshot that "
+        "holds back the cleanup of dead rows (absent when none).",
+        labels=["kind", "pid", "application_name", "usename", "state"],
+    )
     if oldest is not None:
-        holder.add_metric([oldest.kind, "" if oldest.pid is None else str(oldest.pid),
-                           oldest.application_name or "", oldest.usename or "", oldest.state or ""], 1)
-    warnings = GaugeMetricFamily("pgsched_health_warnings", "Warnings now, by kind (clock_offset, old_snapshot).",
-                                 labels=["kind"])
+        holder.add_metric(
+            [
+                oldest.kind,
+                "" if oldest.pid is None else str(oldest.pid),
+                oldest.application_name or "",
+                oldest.usename or "",
+                oldest.state or "",
+            ],
+            1,
+        )
+    warnings = GaugeMetricFamily(
+        "pgsched_health_warnings",
+        "Warnings now, by kind (clock_offset, old_snapshot).",
+        labels=["kind"],
+    )
     for kind in ("clock_offset", "old_snapshot"):
         warnings.add_metric([kind], sum(1 for w in h.warnings if w["kind"] == kind))
     return [
         offset,
-        GaugeMetricFamily("pgsched_clock_offset_warn_seconds", "Clock offset above which a process is warned "
-                          "about (setting clock_offset_warn_seconds).", value=h.clock_offset_warn_seconds),
-        GaugeMetricFamily("pgsched_oldest_snapshot_age_seconds", "Seconds the longest-held snapshot holding back "
-                          "the cleanup of dead rows has been held (0 when none).", value=max(ages, default=0.0)),
-        GaugeMetricFamily("pgsched_oldest_snapshot_xid_age", "Transactions begun since the oldest horizon held "
-                          "back (sessions, prepared transactions, replication slots; 0 when none).",
-                          value=oldest.xid_age if oldest else 0),
-        GaugeMetricFamily("pgsched_snapshot_age_warn_seconds", "Snapshot age above which it is warned about "
-                          "(setting snapshot_age_warn_seconds).", value=h.snapshot_age_warn_seconds),
-        holder, warnings,
+        GaugeMetricFamily(
+            "pgsched_clock_offset_warn_seconds",
+            "Clock offset above which a process is warned "
+            "about (setting clock_offset_warn_seconds).",
+            value=h.clock_offset_warn_seconds,
+        ),
+        GaugeMetricFamily(
+            "pgsched_oldest_snapshot_age_seconds",
+            "Seconds the longest-held snapshot holding back "
+            "the cleanup of dead rows has been held (0 when none).",
+            value=max(ages, default=0.0),
+        ),
+        GaugeMetricFamily(
+            "pgsched_oldest_snapshot_xid_age",
+            "Transactions begun since the oldest horizon held "
+            "back (sessions, prepared transactions, replication slots; 0 when none).",
+            value=oldest.xid_age if oldest else 0,
+        ),
+        GaugeMetricFamily(
+            "pgsched_snapshot_age_warn_seconds",
+            "Snapshot age above which it is warned about (setting snapshot_age_warn_seconds).",
+            value=h.snapshot_age_warn_seconds,
+        ),
+        holder,
+        warnings,
     ]
 
 
@@ -205,7 +281,9 @@ class DatabaseCollector(Collector):
         yield from cached
 
 
-_registries: weakref.WeakKeyDictionary[Database, dict[str | None, CollectorRegistry]] = weakref.WeakKeyDictionary()
+_registries: weakref.WeakKeyDictionary[Database, dict[str | None, CollectorRegistry]] = (
+    weakref.WeakKeyDictionary()
+)
 _registries_lock = threading.Lock()
 
 

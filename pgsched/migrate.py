@@ -59,7 +59,9 @@ def load(folder: Path | None = None) -> list[Migration]:
         found.append(Migration(int(match[1]), match[2], path.read_text()))
     for expected, migration in enumerate(found, 1):
         if migration.version != expected:
-            raise MigrationError(f"migration {migration.version:04d} found where {expected:04d} was expected")
+            raise MigrationError(
+                f"migration {migration.version:04d} found where {expected:04d} was expected"
+            )
     return found
 
 
@@ -82,9 +84,12 @@ def _check(applied: list[dict], known: list[Migration]) -> Status:
             raise ChecksumMismatch(
                 f"migration {row['version']:04d}_{row['name']} was changed after it was applied "
                 f"(checksum {row['checksum'][:12]} in the database, {migration.checksum[:12]} on disk); "
-                "applied migrations must never be edited: add a new one")
+                "applied migrations must never be edited: add a new one"
+            )
     done = {row["version"] for row in applied}
-    return Status(sorted(done & by_version.keys()), [m.version for m in known if m.version not in done], ahead)
+    return Status(
+        sorted(done & by_version.keys()), [m.version for m in known if m.version not in done], ahead
+    )
 
 
 def status(session: Session, known: list[Migration] | None = None) -> Status:
@@ -102,8 +107,10 @@ def require_current(session: Session) -> None:
     """
     st = status(session)
     if st.ahead:
-        raise SchemaAhead(f"the database has migrations {st.ahead} that this pgsched does not know; "
-                          "upgrade pgsched before running it against this database")
+        raise SchemaAhead(
+            f"the database has migrations {st.ahead} that this pgsched does not know; "
+            "upgrade pgsched before running it against this database"
+        )
     if st.pending:
         raise SchemaBehind(f"the database lacks migrations {st.pending}: run 'pgsched migrate'")
 
@@ -123,15 +130,19 @@ def migrate(dsn: str, known: list[Migration] | None = None) -> list[Migration]:
     try:
         version = session.one("migration_server_version")
         if version and version["version"] < MIN_SERVER_VERSION:
-            raise MigrationError(f"PostgreSQL {version['version']} is too old: pgsched needs 14 or newer")
+            raise MigrationError(
+                f"PostgreSQL {version['version']} is too old: pgsched needs 14 or newer"
+            )
         session.exec("migration_lock", key=MIGRATION_LOCK_KEY)
         try:
             session.exec("migration_bootstrap")
             session.exec("migration_bootstrap_table")
             st = _check(session.many("migration_applied"), known)
             if st.ahead:
-                raise SchemaAhead(f"the database has migrations {st.ahead} that this pgsched does not "
-                                  "know; refusing to migrate it with older code")
+                raise SchemaAhead(
+                    f"the database has migrations {st.ahead} that this pgsched does not "
+                    "know; refusing to migrate it with older code"
+                )
             applied = []
             for migration in known:
                 if migration.version not in st.pending:
@@ -139,12 +150,18 @@ def migrate(dsn: str, known: list[Migration] | None = None) -> list[Migration]:
                 log.info("applying migration %04d_%s", migration.version, migration.name)
                 try:
                     with conn.transaction():
-                        session.exec("migration_record", version=migration.version,
-                                     name=migration.name, checksum=migration.checksum)
+                        session.exec(
+                            "migration_record",
+                            version=migration.version,
+                            name=migration.name,
+                            checksum=migration.checksum,
+                        )
                         conn.execute(migration.sql.encode())  # a whole file: simple protocol
                 except psycopg.Error as exc:
-                    raise MigrationError(f"migration {migration.version:04d}_{migration.name} failed "
-                                         f"and was rolled back: {exc}") from exc
+                    raise MigrationError(
+                        f"migration {migration.version:04d}_{migration.name} failed "
+                        f"and was rolled back: {exc}"
+                    ) from exc
                 applied.append(migration)
             # Today's history partitions exist before any worker records an outcome (the
             # leader keeps them ahead from then on). The query calls the function where this

@@ -48,8 +48,14 @@ class Source(Protocol):
     @property
     def dsn(self) -> str: ...
 
-    def db(self, check_schema: bool = True, max_size: int = 4, idle_in_transaction_timeout: float | None = None,
-           application_name: str = "pgsched", statement_deadline: float | None = None) -> Database: ...
+    def db(
+        self,
+        check_schema: bool = True,
+        max_size: int = 4,
+        idle_in_transaction_timeout: float | None = None,
+        application_name: str = "pgsched",
+        statement_deadline: float | None = None,
+    ) -> Database: ...
 
 
 def _whole(field: str, value: object, low: int, high: int) -> None:
@@ -58,8 +64,12 @@ def _whole(field: str, value: object, low: int, high: int) -> None:
 
 
 def _seconds(field: str, value: object, low: float, high: float) -> None:
-    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            and low <= value <= high):
+    if not (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and low <= value <= high
+    ):
         raise ValidationError(field, value, f"must be a number of seconds from {low:g} to {high:g}")
 
 
@@ -123,7 +133,7 @@ class WorkerSettings:
         _seconds("kill_grace", self.kill_grace, 0, 3600)
         _seconds("shutdown_timeout", self.shutdown_timeout, 0, 86_400)
         _whole("max_output_lines", self.max_output_lines, 1, 10_000_000)
-        _whole("max_output_bytes", self.max_output_bytes, 1024, 1024 ** 3)
+        _whole("max_output_bytes", self.max_output_bytes, 1024, 1024**3)
         _whole("prefetch", self.prefetch, 0, 10_000)
         _seconds("statement_deadline", self.statement_deadline, 0, 3600)
 
@@ -161,6 +171,7 @@ class DevSettings:
 
 # --- building -------------------------------------------------------------------------------
 
+
 def build_scheduler(source: Source, settings: SchedulerSettings) -> Scheduler:
     """A scheduler on a pool of its own: the tick's parallel batches and one connection
     for each of the leader's services. A transaction left open while the scheduler is
@@ -169,12 +180,20 @@ def build_scheduler(source: Source, settings: SchedulerSettings) -> Scheduler:
     from .scheduler import Scheduler, SchedulerConfig
 
     settings.validate()
-    config = SchedulerConfig(batch=settings.batch, max_sleep=settings.max_sleep,
-                             retention_days=settings.retention_days, premake_days=settings.premake_days,
-                             leader_timeout=settings.leader_timeout, observe_interval=settings.observe_interval)
-    db = source.db(max_size=config.parallel + 6, application_name="pgsched scheduler",
-                   idle_in_transaction_timeout=settings.leader_timeout,
-                   statement_deadline=SCHEDULER_STATEMENT_DEADLINE)
+    config = SchedulerConfig(
+        batch=settings.batch,
+        max_sleep=settings.max_sleep,
+        retention_days=settings.retention_days,
+        premake_days=settings.premake_days,
+        leader_timeout=settings.leader_timeout,
+        observe_interval=settings.observe_interval,
+    )
+    db = source.db(
+        max_size=config.parallel + 6,
+        application_name="pgsched scheduler",
+        idle_in_transaction_timeout=settings.leader_timeout,
+        statement_deadline=SCHEDULER_STATEMENT_DEADLINE,
+    )
     return Scheduler(db, config)
 
 
@@ -190,25 +209,41 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
     from .worker import HEARTBEAT_STALE, PRIVATE_ENV, Worker, WorkerConfig
 
     settings.validate()
-    for folder in reversed(("", *settings.pythonpath)):  # "" is the current folder, as for `python -m`
+    for folder in reversed(
+        ("", *settings.pythonpath)
+    ):  # "" is the current folder, as for `python -m`
         if folder not in sys.path:
             sys.path.insert(0, folder)
     for module in settings.imports:
         try:
             importlib.import_module(module)
         except BaseException as exc:
-            raise PgschedError(f"import: {module!r} cannot be imported: {type(exc).__name__}: {exc}") from None
+            raise PgschedError(
+                f"import: {module!r} cannot be imported: {type(exc).__name__}: {exc}"
+            ) from None
     s = settings
-    config = WorkerConfig(queues=list(s.queues), concurrency=s.concurrency, poll_interval=s.poll_interval,
-                          heartbeat_interval=s.heartbeat_interval, kill_grace=s.kill_grace,
-                          shutdown_timeout=s.shutdown_timeout, max_output_lines=s.max_output_lines,
-                          max_output_bytes=s.max_output_bytes, allowed_modules=s.imports, prefetch=s.prefetch,
-                          statement_deadline=s.statement_deadline)
+    config = WorkerConfig(
+        queues=list(s.queues),
+        concurrency=s.concurrency,
+        poll_interval=s.poll_interval,
+        heartbeat_interval=s.heartbeat_interval,
+        kill_grace=s.kill_grace,
+        shutdown_timeout=s.shutdown_timeout,
+        max_output_lines=s.max_output_lines,
+        max_output_bytes=s.max_output_bytes,
+        allowed_modules=s.imports,
+        prefetch=s.prefetch,
+        statement_deadline=s.statement_deadline,
+    )
     # Executions use a connection only briefly (log flushes, the end of an attempt): a
     # small pool serves many slots. Plus one listener connection. A transaction left open
     # while the worker is frozen ends before the leader may declare the worker dead.
-    db = source.db(max_size=min(s.concurrency + 2, 10), idle_in_transaction_timeout=HEARTBEAT_STALE * s.heartbeat_interval,
-                   application_name="pgsched worker", statement_deadline=s.statement_deadline or None)
+    db = source.db(
+        max_size=min(s.concurrency + 2, 10),
+        idle_in_transaction_timeout=HEARTBEAT_STALE * s.heartbeat_interval,
+        application_name="pgsched worker",
+        statement_deadline=s.statement_deadline or None,
+    )
     # Tasks run under this process (Python tasks inside it): they get no pgsched settings,
     # and PGSCHED_DSN may carry a password.
     for name in PRIVATE_ENV:
@@ -227,8 +262,10 @@ def run_web(source: Source, settings: WebSettings) -> None:
     host, port = settings.host, settings.port
     app = create_app(source.db(max_size=settings.pool_size))
     free_port(host, port, tries=1)
-    run_until_signal([("web", lambda stop: serve_until(app, host, port, stop))],
-                     banner=f"pgsched web admin on http://{host}:{port}/ (API: /api/v1/, Ctrl-C to stop)")
+    run_until_signal(
+        [("web", lambda stop: serve_until(app, host, port, stop))],
+        banner=f"pgsched web admin on http://{host}:{port}/ (API: /api/v1/, Ctrl-C to stop)",
+    )
     click.echo("stopped")
 
 
@@ -250,13 +287,24 @@ def run_dev(source: Source, settings: DevSettings) -> None:
         if settings.web:
             parts.append(("web", dev.web_part(dsn, source.tenant, "127.0.0.1", settings.web_port)))
         scheduler = Scheduler(db, SchedulerConfig(max_sleep=1.0))
-        worker = Worker(db, WorkerConfig(queues=["default", "examples"], concurrency=settings.concurrency,
-                                         poll_interval=1.0, kill_grace=2.0, shutdown_timeout=5.0),
-                        on_finish=dev.report_finish)
+        worker = Worker(
+            db,
+            WorkerConfig(
+                queues=["default", "examples"],
+                concurrency=settings.concurrency,
+                poll_interval=1.0,
+                kill_grace=2.0,
+                shutdown_timeout=5.0,
+            ),
+            on_finish=dev.report_finish,
+        )
         dev.quiet_worker_log()
-        run_until_signal([("scheduler", scheduler.run), ("worker", worker.run), *parts], urgent=[worker.stop_now],
-                         banner=f"scheduler, worker{' and web admin' if settings.web else ''} running; "
-                                "Ctrl-C to stop\n")
+        run_until_signal(
+            [("scheduler", scheduler.run), ("worker", worker.run), *parts],
+            urgent=[worker.stop_now],
+            banner=f"scheduler, worker{' and web admin' if settings.web else ''} running; "
+            "Ctrl-C to stop\n",
+        )
     finally:
         db.close()
     click.echo("stopped")
@@ -264,8 +312,10 @@ def run_dev(source: Source, settings: DevSettings) -> None:
 
 # --- running --------------------------------------------------------------------------------
 
-def run_until_signal(targets: list[Target], urgent: list[Callable[[], Any]] | None = None,
-                     banner: str | None = None) -> None:
+
+def run_until_signal(
+    targets: list[Target], urgent: list[Callable[[], Any]] | None = None, banner: str | None = None
+) -> None:
     """Run each ``run(stop)`` in a thread until SIGINT/SIGTERM. A second signal calls each
     of ``urgent`` (stop waiting, hand work back) and exits within 10 seconds whatever is
     left. Exits 1 if a part stopped on its own (a bug: its traceback is in the log).
@@ -291,7 +341,9 @@ def run_until_signal(targets: list[Target], urgent: list[Callable[[], Any]] | No
     signal.signal(signal.SIGTERM, handle)
     if banner:
         click.echo(banner)
-    threads = [threading.Thread(target=run, args=(stop,), name=name, daemon=True) for name, run in targets]
+    threads = [
+        threading.Thread(target=run, args=(stop,), name=name, daemon=True) for name, run in targets
+    ]
     for t in threads:
         t.start()
     died = False

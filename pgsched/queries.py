@@ -22,7 +22,9 @@ from typing import LiteralString, cast
 
 from .resources import resource_dir
 
-_HEADER = re.compile(r"^-- name: (?P<name>[a-z][a-z0-9_]*) :(?P<card>one|many|exec)(?P<binary> binary)?\s*$")
+_HEADER = re.compile(
+    r"^-- name: (?P<name>[a-z][a-z0-9_]*) :(?P<card>one|many|exec)(?P<binary> binary)?\s*$"
+)
 _CARDINALITIES = ("one", "many", "exec")
 # The checked-in schema dump beside the query files (not queries; see the module docstring).
 SNAPSHOT = "schema.sql"
@@ -62,7 +64,9 @@ def parse(text: str, source: str) -> dict[str, Query]:
             raise ValueError(f"{source}:{start}: query {name!r} has no statement")
         if name in found:
             raise ValueError(f"{source}:{start}: query {name!r} is defined twice")
-        found[name] = Query(name, cast(str, card), cast(LiteralString, sql), f"{source}:{start}", binary)
+        found[name] = Query(
+            name, cast(str, card), cast(LiteralString, sql), f"{source}:{start}", binary
+        )
 
     for no, line in enumerate(text.splitlines(), 1):
         if line.startswith("-- name:"):
@@ -93,7 +97,9 @@ def registry(folder: Path | None = None) -> dict[str, Query]:
             continue
         for name, query in parse(path.read_text(), path.name).items():
             if name in queries:
-                raise ValueError(f"query {name!r} is defined in {queries[name].source} and {query.source}")
+                raise ValueError(
+                    f"query {name!r} is defined in {queries[name].source} and {query.source}"
+                )
             queries[name] = query
     return queries
 

@@ -25,8 +25,9 @@ class RetryPolicy(StrEnum):
 POLICIES = tuple(p.value for p in RetryPolicy)
 
 
-def backoff_seconds(policy: str, attempt: int, base: float, cap: float,
-                    rng: random.Random | None = None) -> float:
+def backoff_seconds(
+    policy: str, attempt: int, base: float, cap: float, rng: random.Random | None = None
+) -> float:
     """Delay in seconds after failed attempt number ``attempt`` (1 = the first try).
 
     Raises ValueError for an unknown policy or an attempt below 1.

@@ -28,6 +28,8 @@ from . import cron
 from .errors import ValidationError
 
 UTC = UTC
+
+
 class ScheduleKind(StrEnum):
     """When a task fires (``task.schedule_kind``): see the module docstring; ``none``: only
     when triggered."""
@@ -57,13 +59,21 @@ def zone(name: str) -> ZoneInfo:
     unknown zone, and for a name that is no location's civil time (``localtime``,
     ``posixrules``, ``Factory``, ``right/...``)."""
     if isinstance(name, str) and _NOT_CIVIL.fullmatch(name):
-        raise ValidationError("timezone", name, "is not a location's time zone (it is this host's own setting, "
-                              "a placeholder, or counts leap seconds); use one like 'UTC' or 'Europe/Berlin'")
+        raise ValidationError(
+            "timezone",
+            name,
+            "is not a location's time zone (it is this host's own setting, "
+            "a placeholder, or counts leap seconds); use one like 'UTC' or 'Europe/Berlin'",
+        )
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValidationError("timezone", name, "is not an IANA time zone in this host's tz database "
-                              "(misspelt, or dropped from tzdata); use one like 'UTC' or 'Europe/Berlin'") from None
+        raise ValidationError(
+            "timezone",
+            name,
+            "is not an IANA time zone in this host's tz database "
+            "(misspelt, or dropped from tzdata); use one like 'UTC' or 'Europe/Berlin'",
+        ) from None
 
 
 def parse_interval(text: str, field: str = "schedule") -> float:
@@ -76,11 +86,18 @@ def parse_interval(text: str, field: str = "schedule") -> float:
     except ValueError:
         parts = _INTERVAL_PART.findall(value)
         if not parts or "".join(n + u for n, u in parts) != value.replace(" ", ""):
-            raise ValidationError(field, text, "is not an interval: use seconds or units like '30s', '5m', '1h30m', '1d'") from None
+            raise ValidationError(
+                field,
+                text,
+                "is not an interval: use seconds or units like '30s', '5m', '1h30m', '1d'",
+            ) from None
         seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
     if not math.isfinite(seconds) or not MIN_INTERVAL <= seconds <= MAX_INTERVAL:
-        raise ValidationError(field, text, f"must be an interval from {MIN_INTERVAL:g} second to "
-                              f"{MAX_INTERVAL // 86400:g} days")
+        raise ValidationError(
+            field,
+            text,
+            f"must be an interval from {MIN_INTERVAL:g} second to {MAX_INTERVAL // 86400:g} days",
+        )
     return seconds
 
 
@@ -93,13 +110,19 @@ def parse_once(text: str, tz: str) -> datetime:
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ValidationError("schedule", text, "is not an ISO 8601 timestamp like '2026-12-01T09:00:00Z'") from None
+        raise ValidationError(
+            "schedule", text, "is not an ISO 8601 timestamp like '2026-12-01T09:00:00Z'"
+        ) from None
     try:
         if when.tzinfo is None:
             local = when.replace(tzinfo=zone(tz))
             if local.astimezone(UTC).astimezone(local.tzinfo).replace(tzinfo=None) != when:
-                raise ValidationError("schedule", text, f"does not exist in {tz}: the clocks skip that local "
-                                      "time (a daylight-saving change); give a time outside the gap, or an offset")
+                raise ValidationError(
+                    "schedule",
+                    text,
+                    f"does not exist in {tz}: the clocks skip that local "
+                    "time (a daylight-saving change); give a time outside the gap, or an offset",
+                )
             when = local
         return when.astimezone(UTC)
     except OverflowError:
@@ -144,8 +167,9 @@ class Schedule:
     anchor: datetime | None = None
 
     @classmethod
-    def parse(cls, kind: str, expr: str | None, tz: str = "UTC",
-              anchor: datetime | None = None) -> Schedule:
+    def parse(
+        cls, kind: str, expr: str | None, tz: str = "UTC", anchor: datetime | None = None
+    ) -> Schedule:
         """Validate and normalise. Raises ValidationError naming the field and value."""
         zone(tz)
         if kind not in KINDS:
@@ -169,7 +193,9 @@ class Schedule:
         anchor = now.replace(microsecond=0) if self.kind == "interval" else None
         return Schedule(self.kind, self.expr, self.tz, anchor)
 
-    def plan(self, now: datetime, fired_through: datetime | None = None, *, enabled: bool = True) -> Plan:
+    def plan(
+        self, now: datetime, fired_through: datetime | None = None, *, enabled: bool = True
+    ) -> Plan:
         """What a task with this schedule stores when it is planned (created, updated, its
         DAG applied) at the database's ``now``: the anchor (:meth:`anchored_at`) and the
         first fire (:meth:`first_fire`, never at or before ``fired_through``). A paused

@@ -80,8 +80,12 @@ class IntervalService:
             if self.running:
                 return
             self._stop = threading.Event()
-            self._thread = threading.Thread(target=self._loop, args=(self._stop, delay), daemon=True,
-                                            name=f"pgsched-{self.name}")
+            self._thread = threading.Thread(
+                target=self._loop,
+                args=(self._stop, delay),
+                daemon=True,
+                name=f"pgsched-{self.name}",
+            )
             self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:

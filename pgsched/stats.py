@@ -28,7 +28,9 @@ from .schedule import zone
 from .stores.tasks import get as get_task
 from .taskspec import schedule_of
 
-FAILED = tuple(s.value for s in (ExecutionState.FAILED, ExecutionState.TIMED_OUT, ExecutionState.DEAD))
+FAILED = tuple(
+    s.value for s in (ExecutionState.FAILED, ExecutionState.TIMED_OUT, ExecutionState.DEAD)
+)
 
 
 @dataclass
@@ -47,7 +49,12 @@ class Window:
         total = sum(by_state.values())
         ok = by_state.get("succeeded", 0)
         judged = ok + sum(by_state.get(s, 0) for s in FAILED)
-        return cls(by_state, total, ok / judged if judged else None, total / minutes if minutes > 0 else 0.0)
+        return cls(
+            by_state,
+            total,
+            ok / judged if judged else None,
+            total / minutes if minutes > 0 else 0.0,
+        )
 
 
 @dataclass
@@ -131,11 +138,15 @@ def dashboard(db: Database, tenant: str = "default", *, now: datetime | None = N
         hour = _counts(tx.many("stats_window", tenant=tenant, since=hour_ago, until=now))
         day = last_day_counts(tx, tenant, now)
         pct = tx.one("stats_percentiles", tenant=tenant, since=hour_ago, until=now) or {}
-        queues = {r["queue"]: {"ready": r["ready"], "scheduled": r["scheduled"], "running": r["running"]}
-                  for r in tx.many("stats_queues", tenant=tenant, now=now)}
+        queues = {
+            r["queue"]: {"ready": r["ready"], "scheduled": r["scheduled"], "running": r["running"]}
+            for r in tx.many("stats_queues", tenant=tenant, now=now)
+        }
         dead = tx.one("stats_dead_letter", tenant=tenant) or {}
         cluster = tx.one("stats_cluster", tenant=tenant, now=now) or {}
-    day_minutes = (now - now.replace(minute=0, second=0, microsecond=0)).total_seconds() / 60 + 23 * 60
+    day_minutes = (
+        now - now.replace(minute=0, second=0, microsecond=0)
+    ).total_seconds() / 60 + 23 * 60
     started = int(pct.get("started") or 0)
     return Dashboard(
         now=now,
@@ -164,8 +175,14 @@ def roll_up(db: Database, keep_hours: int = 48) -> int:
     return int(row["written"]) if row else 0
 
 
-def task_trend(db: Database, task: str, tenant: str = "default", *, hours: int = 24,
-               now: datetime | None = None) -> list[dict[str, Any]]:
+def task_trend(
+    db: Database,
+    task: str,
+    tenant: str = "default",
+    *,
+    hours: int = 24,
+    now: datetime | None = None,
+) -> list[dict[str, Any]]:
     """Per hour of ``scheduled_at`` over the last ``hours`` hours, for a chart of task
     ``task``: ``hour`` (UTC), ``executions``, ``failures``, ``latency_avg``,
     ``latency_p95``, ``duration_avg``, ``duration_p95`` (seconds; None without started
@@ -175,7 +192,9 @@ def task_trend(db: Database, task: str, tenant: str = "default", *, hours: int =
     return db.many("stats_task_hourly", task_id=row["id"], tenant=tenant, since=since)
 
 
-def task_recent(db: Database, task: str, tenant: str = "default", *, limit: int = 50) -> list[dict[str, Any]]:
+def task_recent(
+    db: Database, task: str, tenant: str = "default", *, limit: int = 50
+) -> list[dict[str, Any]]:
     """The last ``limit`` finished executions of ``task``, newest first: ``id``, ``state``,
     ``scheduled_at``, ``started_at``, ``finished_at``, ``latency`` and ``duration``
     (seconds; None when it never started). Raises NotFound."""
@@ -183,7 +202,9 @@ def task_recent(db: Database, task: str, tenant: str = "default", *, limit: int 
     return db.many("stats_task_recent", task_id=row["id"], tenant=tenant, limit=limit)
 
 
-def next_fires(task_row: dict[str, Any], count: int = 5, *, after: datetime) -> list[dict[str, datetime]]:
+def next_fires(
+    task_row: dict[str, Any], count: int = 5, *, after: datetime
+) -> list[dict[str, datetime]]:
     """The next ``count`` fire times of a stored task row after ``after`` (the database's
     clock, ``db.now()``):
     ``{"utc": instant in UTC, "local": the same instant in the task's time zone}``. Empty

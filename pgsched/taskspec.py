@@ -60,8 +60,11 @@ MAX_SECONDS = 366 * 86400.0  # timeouts and retry delays: at most a year
 def check_name(field: str, value: object, pattern: re.Pattern[str] = _QUEUE) -> None:
     """Raise ValidationError unless ``value`` is a string matching ``pattern`` whole."""
     if not isinstance(value, str) or not pattern.fullmatch(value):
-        rule = ("1-200 characters: letters, digits and . _ : @ / - (starting with a letter or digit)"
-                if pattern is _NAME else "1-64 characters: letters, digits and . _ - (starting with a letter or digit)")
+        rule = (
+            "1-200 characters: letters, digits and . _ : @ / - (starting with a letter or digit)"
+            if pattern is _NAME
+            else "1-64 characters: letters, digits and . _ - (starting with a letter or digit)"
+        )
         raise ValidationError(field, value, f"must be {rule}")
 
 
@@ -69,8 +72,11 @@ def check_seconds(field: str, value: object, *, allow_zero: bool = True) -> None
     """Raise ValidationError unless ``value`` is a finite number of seconds within a year."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or not (0 <= value <= MAX_SECONDS) or (value == 0 and not allow_zero):  # type: ignore[operator]
-        raise ValidationError(field, value, f"must be a number of seconds from {0 if allow_zero else 'above 0'} "
-                              f"to {MAX_SECONDS:g}")
+        raise ValidationError(
+            field,
+            value,
+            f"must be a number of seconds from {0 if allow_zero else 'above 0'} to {MAX_SECONDS:g}",
+        )
 
 
 @dataclass
@@ -130,49 +136,93 @@ class TaskSpec:
         the first bad field and its value."""
         check_name("name", self.name, _NAME)
         if self.handler_kind not in HANDLER_KINDS:
-            raise ValidationError("handler_kind", self.handler_kind, f"must be one of {', '.join(HANDLER_KINDS)}")
-        if self.handler_kind == "shell" and self.command is not None and not isinstance(self.command, str):
-            raise ValidationError("command", self.command, f"must be text, not {type(self.command).__name__} "
-                                  "(in YAML, quote commands such as true, 42 or yes)")
-        if self.handler_kind == "shell" and not (isinstance(self.command, str) and self.command.strip()):
+            raise ValidationError(
+                "handler_kind", self.handler_kind, f"must be one of {', '.join(HANDLER_KINDS)}"
+            )
+        if (
+            self.handler_kind == "shell"
+            and self.command is not None
+            and not isinstance(self.command, str)
+        ):
+            raise ValidationError(
+                "command",
+                self.command,
+                f"must be text, not {type(self.command).__name__} "
+                "(in YAML, quote commands such as true, 42 or yes)",
+            )
+        if self.handler_kind == "shell" and not (
+            isinstance(self.command, str) and self.command.strip()
+        ):
             raise ValidationError("command", self.command, "is required for a shell task")
         if self.handler_kind == "shell" and "\x00" in (self.command or ""):
             raise ValidationError("command", self.command, "contains a NUL character")
-        if self.handler_kind == "argv" and not (isinstance(self.argv, list) and self.argv
-                                                and all(isinstance(a, str) and "\x00" not in a for a in self.argv)):
+        if self.handler_kind == "argv" and not (
+            isinstance(self.argv, list)
+            and self.argv
+            and all(isinstance(a, str) and "\x00" not in a for a in self.argv)
+        ):
             raise ValidationError("argv", self.argv, "must be a non-empty list of strings")
-        if self.handler_kind == "python" and not (isinstance(self.python_target, str)
-                                                  and _PYTHON_TARGET.fullmatch(self.python_target)):
-            raise ValidationError("python_target", self.python_target, "must look like 'package.module:function'")
+        if self.handler_kind == "python" and not (
+            isinstance(self.python_target, str) and _PYTHON_TARGET.fullmatch(self.python_target)
+        ):
+            raise ValidationError(
+                "python_target", self.python_target, "must look like 'package.module:function'"
+            )
         check_json_object("params", self.params)
         if not isinstance(self.env, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\x00" not in k + v
-                for k, v in self.env.items()):
-            raise ValidationError("env", self.env, "must map names (no '=') to string values, without NUL characters")
+            isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\x00" not in k + v
+            for k, v in self.env.items()
+        ):
+            raise ValidationError(
+                "env", self.env, "must map names (no '=') to string values, without NUL characters"
+            )
         if self.stdin is not None and (not isinstance(self.stdin, str) or "\x00" in self.stdin):
             raise ValidationError("stdin", self.stdin, "must be text without NUL characters")
         if self.timeout_seconds is not None:
             check_seconds("timeout_seconds", self.timeout_seconds, allow_zero=False)
         if not isinstance(self.max_attempts, int) or not 1 <= self.max_attempts <= MAX_ATTEMPTS:
-            raise ValidationError("max_attempts", self.max_attempts, f"must be an integer from 1 to {MAX_ATTEMPTS}")
+            raise ValidationError(
+                "max_attempts", self.max_attempts, f"must be an integer from 1 to {MAX_ATTEMPTS}"
+            )
         if self.retry_policy not in POLICIES:
-            raise ValidationError("retry_policy", self.retry_policy, f"must be one of {', '.join(POLICIES)}")
+            raise ValidationError(
+                "retry_policy", self.retry_policy, f"must be one of {', '.join(POLICIES)}"
+            )
         check_seconds("retry_base_seconds", self.retry_base_seconds)
         check_seconds("retry_max_seconds", self.retry_max_seconds)
-        if isinstance(self.priority, bool) or not isinstance(self.priority, int) or not 1 <= self.priority <= 10:
-            raise ValidationError("priority", self.priority, "must be an integer from 1 (most urgent) to 10")
+        if (
+            isinstance(self.priority, bool)
+            or not isinstance(self.priority, int)
+            or not 1 <= self.priority <= 10
+        ):
+            raise ValidationError(
+                "priority", self.priority, "must be an integer from 1 (most urgent) to 10"
+            )
         check_name("queue", self.queue)
         check_name("tenant", self.tenant)
         if not isinstance(self.no_retry_exit_codes, list) or not all(
-                isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in self.no_retry_exit_codes):
-            raise ValidationError("no_retry_exit_codes", self.no_retry_exit_codes,
-                                  "must be a list of exit codes from 0 to 255")
+            isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255
+            for c in self.no_retry_exit_codes
+        ):
+            raise ValidationError(
+                "no_retry_exit_codes",
+                self.no_retry_exit_codes,
+                "must be a list of exit codes from 0 to 255",
+            )
         if not isinstance(self.no_retry_exceptions, list) or not all(
-                isinstance(n, str) and _EXCEPTION.fullmatch(n) for n in self.no_retry_exceptions):
-            raise ValidationError("no_retry_exceptions", self.no_retry_exceptions,
-                                  "must be a list of exception class names like 'ValueError' or 'mymod.Error'")
+            isinstance(n, str) and _EXCEPTION.fullmatch(n) for n in self.no_retry_exceptions
+        ):
+            raise ValidationError(
+                "no_retry_exceptions",
+                self.no_retry_exceptions,
+                "must be a list of exception class names like 'ValueError' or 'mymod.Error'",
+            )
         if self.misfire_policy not in MISFIRE_POLICIES:
-            raise ValidationError("misfire_policy", self.misfire_policy, f"must be one of {', '.join(MISFIRE_POLICIES)}")
+            raise ValidationError(
+                "misfire_policy",
+                self.misfire_policy,
+                f"must be one of {', '.join(MISFIRE_POLICIES)}",
+            )
         if not isinstance(self.idempotent, bool):
             raise ValidationError("idempotent", self.idempotent, "must be true or false")
         if not isinstance(self.tags, list) or len(self.tags) > 20:
@@ -184,12 +234,18 @@ class TaskSpec:
 
 # What ``update`` may change: every definition field but the identity (name, tenant), the
 # crontab provenance (run_as_user, source) and the paused state (pause/resume own it).
-UPDATABLE = frozenset(f for f in TaskSpec.__dataclass_fields__
-                      if f not in ("name", "tenant", "run_as_user", "source", "enabled"))
+UPDATABLE = frozenset(
+    f
+    for f in TaskSpec.__dataclass_fields__
+    if f not in ("name", "tenant", "run_as_user", "source", "enabled")
+)
 # the fields whose change re-plans the next fire, and the field each handler kind needs
 SCHEDULE_FIELDS = ("schedule_kind", "schedule", "timezone")
-HANDLER_FIELDS = {HandlerKind.SHELL.value: "command", HandlerKind.ARGV.value: "argv",
-                  HandlerKind.PYTHON.value: "python_target"}
+HANDLER_FIELDS = {
+    HandlerKind.SHELL.value: "command",
+    HandlerKind.ARGV.value: "argv",
+    HandlerKind.PYTHON.value: "python_target",
+}
 
 
 def spec_of(row: Mapping[str, Any]) -> TaskSpec:
@@ -200,7 +256,9 @@ def spec_of(row: Mapping[str, Any]) -> TaskSpec:
 
 def schedule_of(row: Mapping[str, Any]) -> Schedule:
     """The :class:`Schedule` of a stored task row."""
-    return Schedule(row["schedule_kind"], row["schedule_expr"], row["timezone"], row["schedule_anchor"])
+    return Schedule(
+        row["schedule_kind"], row["schedule_expr"], row["timezone"], row["schedule_anchor"]
+    )
 
 
 def schedule_problem(row: Mapping[str, Any]) -> str | None:
@@ -219,11 +277,16 @@ def fix_hint(row: Mapping[str, Any]) -> str:
     if row["handler_kind"] == HandlerKind.DAG or (row["source"] or "").startswith("dag:"):
         dag = row["source"][4:] if (row["source"] or "").startswith("dag:") else row["name"]
         return f"fix the schedule in DAG {dag!r}'s file and apply it (pgsched dag apply FILE)"
-    what = ("--tz ZONE (e.g. --tz Europe/Berlin)" if _bad_zone(row["timezone"])
-            else "--cron EXPR, --every INTERVAL or --at INSTANT")
-    return (f"give it a schedule that works: pgsched task update {row['name']} {what}, or PATCH "
-            f"/api/v1/tasks/{row['name']}" + ("" if row["enabled"] or row["paused_by"] != PausedBy.SCHEDULER
-                                              else "; that resumes it"))
+    what = (
+        "--tz ZONE (e.g. --tz Europe/Berlin)"
+        if _bad_zone(row["timezone"])
+        else "--cron EXPR, --every INTERVAL or --at INSTANT"
+    )
+    return (
+        f"give it a schedule that works: pgsched task update {row['name']} {what}, or PATCH "
+        f"/api/v1/tasks/{row['name']}"
+        + ("" if row["enabled"] or row["paused_by"] != PausedBy.SCHEDULER else "; that resumes it")
+    )
 
 
 def _bad_zone(name: str) -> bool:
@@ -240,8 +303,12 @@ def not_a_dag_part(row: Mapping[str, Any], done: str, command: str) -> None:
     owner = row["source"][4:] if (row["source"] or "").startswith("dag:") else None
     if row["handler_kind"] == HandlerKind.DAG or owner:
         dag = owner or row["name"]
-        raise ValidationError("name", row["name"], f"belongs to DAG {dag!r}: it is {done} with the DAG "
-                              f"(pgsched dag {command}{' FILE' if command == 'apply' else ' ' + dag})")
+        raise ValidationError(
+            "name",
+            row["name"],
+            f"belongs to DAG {dag!r}: it is {done} with the DAG "
+            f"(pgsched dag {command}{' FILE' if command == 'apply' else ' ' + dag})",
+        )
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,12 @@ from .service import IntervalService
 
 log = logging.getLogger(__name__)
 
-_DEFAULTS = {"webhook_max_attempts": 8, "webhook_backoff_base_seconds": 5.0,
-             "webhook_backoff_max_seconds": 600.0, "webhook_timeout_seconds": 5.0}
+_DEFAULTS = {
+    "webhook_max_attempts": 8,
+    "webhook_backoff_base_seconds": 5.0,
+    "webhook_backoff_max_seconds": 600.0,
+    "webhook_timeout_seconds": 5.0,
+}
 
 
 @dataclass(frozen=True)
@@ -53,8 +57,12 @@ class Policy:
     def load(cls, db: Database) -> Policy:
         values = {r["name"]: r["value"] for r in db.many("scheduler_settings")}
         v = {k: values.get(k, d) for k, d in _DEFAULTS.items()}
-        return cls(int(v["webhook_max_attempts"]), float(v["webhook_backoff_base_seconds"]),
-                   float(v["webhook_backoff_max_seconds"]), float(v["webhook_timeout_seconds"]))
+        return cls(
+            int(v["webhook_max_attempts"]),
+            float(v["webhook_backoff_base_seconds"]),
+            float(v["webhook_backoff_max_seconds"]),
+            float(v["webhook_timeout_seconds"]),
+        )
 
 
 def _cut(connection: http.client.HTTPConnection, expired: threading.Event) -> None:
@@ -69,7 +77,9 @@ def _cut(connection: http.client.HTTPConnection, expired: threading.Event) -> No
             pass
 
 
-def post(url: str, payload: dict, timeout: float, headers: dict[str, str] | None = None) -> str | None:
+def post(
+    url: str, payload: dict, timeout: float, headers: dict[str, str] | None = None
+) -> str | None:
     """POST ``payload`` as JSON to ``url`` (http or https). Returns None on a 2xx response,
     else what went wrong in one line (status and the start of the body, or the connection
     error).
@@ -81,7 +91,9 @@ def post(url: str, payload: dict, timeout: float, headers: dict[str, str] | None
     body = json.dumps(payload, separators=(",", ":"), default=str).encode()
     try:
         parts = urllib.parse.urlsplit(url)
-        kind = {"http": http.client.HTTPConnection, "https": http.client.HTTPSConnection}.get(parts.scheme)
+        kind = {"http": http.client.HTTPConnection, "https": http.client.HTTPSConnection}.get(
+            parts.scheme
+        )
         if kind is None or not parts.hostname:
             return f"ValueError: {url[:200]!r} is not an http:// or https:// URL"
         connection = kind(parts.hostname, parts.port, timeout=timeout)
@@ -93,10 +105,20 @@ def post(url: str, payload: dict, timeout: float, headers: dict[str, str] | None
     expired = threading.Event()
     try:
         connection.connect()  # bounded by the socket timeout
-        deadline = threading.Timer(max(timeout - (time.monotonic() - began), 0.0), _cut, [connection, expired])
+        deadline = threading.Timer(
+            max(timeout - (time.monotonic() - began), 0.0), _cut, [connection, expired]
+        )
         deadline.start()
-        connection.request("POST", target, body, {
-            "Content-Type": "application/json", "User-Agent": "pgsched-webhook", **(headers or {})})
+        connection.request(
+            "POST",
+            target,
+            body,
+            {
+                "Content-Type": "application/json",
+                "User-Agent": "pgsched-webhook",
+                **(headers or {}),
+            },
+        )
         response = connection.getresponse()
         if expired.is_set():  # the answer was cut short: its status is not to be trusted
             raise TimeoutError
@@ -117,8 +139,9 @@ def post(url: str, payload: dict, timeout: float, headers: dict[str, str] | None
         connection.close()
 
 
-def send_due(db: Database, *, now: datetime | None = None, limit: int = 20,
-             policy: Policy | None = None) -> list[Row]:
+def send_due(
+    db: Database, *, now: datetime | None = None, limit: int = 20, policy: Policy | None = None
+) -> list[Row]:
     """POST up to ``limit`` deliveries due at ``now`` (default: the current time) and
     record each outcome. Returns the rows tried with ``error`` (None when delivered) and
     ``retry_at`` (None when delivered or given up)."""
@@ -128,8 +151,12 @@ def send_due(db: Database, *, now: datetime | None = None, limit: int = 20,
     rows = db.many("webhook_claim", now=now, limit=limit, lease=lease)
     began = time.monotonic()
     for row in rows:
-        error = post(row["url"], row["payload"], policy.timeout,
-                     {"X-Pgsched-Event": row["event"], "X-Pgsched-Delivery": str(row["id"])})
+        error = post(
+            row["url"],
+            row["payload"],
+            policy.timeout,
+            {"X-Pgsched-Event": row["event"], "X-Pgsched-Delivery": str(row["id"])},
+        )
         done = now + timedelta(seconds=time.monotonic() - began)  # ``now``'s clock, moved on
         row["error"], row["retry_at"] = error, None
         if error is None:
@@ -138,13 +165,32 @@ def send_due(db: Database, *, now: datetime | None = None, limit: int = 20,
         if row["attempts"] < policy.max_attempts:
             delay = backoff_seconds("exponential", row["attempts"], policy.base, policy.cap)
             row["retry_at"] = done + timedelta(seconds=delay)
-            log.warning("webhook %s (%s) to %s failed (attempt %d): %s; next try in %.0fs", row["id"],
-                        row["event"], row["url"], row["attempts"], error, delay)
+            log.warning(
+                "webhook %s (%s) to %s failed (attempt %d): %s; next try in %.0fs",
+                row["id"],
+                row["event"],
+                row["url"],
+                row["attempts"],
+                error,
+                delay,
+            )
         else:
-            log.error("webhook %s (%s) to %s failed %d times, giving up: %s", row["id"], row["event"],
-                      row["url"], row["attempts"], error)
-        db.exec("webhook_failed", id=row["id"], attempts=row["attempts"], error=error[:1000],
-                retry_at=row["retry_at"], now=done)
+            log.error(
+                "webhook %s (%s) to %s failed %d times, giving up: %s",
+                row["id"],
+                row["event"],
+                row["url"],
+                row["attempts"],
+                error,
+            )
+        db.exec(
+            "webhook_failed",
+            id=row["id"],
+            attempts=row["attempts"],
+            error=error[:1000],
+            retry_at=row["retry_at"],
+            now=done,
+        )
     return rows
 
 

@@ -46,7 +46,9 @@ def crontab_files() -> list[Path]:
     found: dict[str, Path] = {}
     for folder in (REPO / "tests" / "data" / "crontabs", SHARED / "data" / "crontabs"):
         if folder.is_dir():
-            found.update({p.name: p for p in folder.iterdir() if p.is_file() and p.name != "README.md"})
+            found.update(
+                {p.name: p for p in folder.iterdir() if p.is_file() and p.name != "README.md"}
+            )
     return [found[name] for name in sorted(found)]
 
 
@@ -60,8 +62,12 @@ def pg_server() -> Iterator[dict]:
     dsn = os.environ.get("PGSCHED_TEST_DSN")
     if dsn:
         info = conninfo_to_dict(dsn)
-        yield {"host": info.get("host", "localhost"), "port": info.get("port", 5432),
-               "user": info.get("user", "postgres"), "password": info.get("password")}
+        yield {
+            "host": info.get("host", "localhost"),
+            "port": info.get("port", 5432),
+            "user": info.get("user", "postgres"),
+            "password": info.get("password"),
+        }
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -80,8 +86,12 @@ def pg_server() -> Iterator[dict]:
         conn.execute("ALTER SYSTEM SET fsync = off")
         conn.execute("SELECT pg_reload_conf()")
     try:
-        yield {"host": info["host"], "port": info.get("port", 5432), "user": info.get("user", "postgres"),
-               "password": info.get("password") or None}
+        yield {
+            "host": info["host"],
+            "port": info.get("port", 5432),
+            "user": info.get("user", "postgres"),
+            "password": info.get("password") or None,
+        }
     finally:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -93,10 +103,18 @@ def dsn_for(server: dict, dbname: str) -> str:
     return make_conninfo(dbname=dbname, **{k: v for k, v in server.items() if v is not None})
 
 
-def _janitor(server: dict, dbname: str, template: str | None = None, as_template: bool = False) -> DatabaseJanitor:
-    return DatabaseJanitor(user=server["user"], host=server["host"], port=server["port"],
-                           password=server["password"], dbname=dbname, template_dbname=template,
-                           as_template=as_template)
+def _janitor(
+    server: dict, dbname: str, template: str | None = None, as_template: bool = False
+) -> DatabaseJanitor:
+    return DatabaseJanitor(
+        user=server["user"],
+        host=server["host"],
+        port=server["port"],
+        password=server["password"],
+        dbname=dbname,
+        template_dbname=template,
+        as_template=as_template,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -139,10 +157,16 @@ def dsn(pg_server: dict, template_db: str) -> Iterator[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "rolled_back: db and sql are one connection in a transaction rolled back "
-                                       "after the test (tests/conftest.py: tx)")
-    config.addinivalue_line("markers", "clone(reason): in a rolled_back module, this test needs a database of its "
-                                       "own (the reason says why)")
+    config.addinivalue_line(
+        "markers",
+        "rolled_back: db and sql are one connection in a transaction rolled back "
+        "after the test (tests/conftest.py: tx)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "clone(reason): in a rolled_back module, this test needs a database of its "
+        "own (the reason says why)",
+    )
 
 
 def _rolled_back(request: pytest.FixtureRequest) -> bool:
@@ -150,10 +174,12 @@ def _rolled_back(request: pytest.FixtureRequest) -> bool:
     module), not marked ``clone``, and not asking for ``dsn`` (connections of its own).
     PGSCHED_TEST_CLONE_ALL=1 gives every test a clone (to time the tiers, or to see
     whether a failure is the tier's)."""
-    return (not os.environ.get("PGSCHED_TEST_CLONE_ALL")
-            and request.node.get_closest_marker("rolled_back") is not None
-            and request.node.get_closest_marker("clone") is None
-            and "dsn" not in request.fixturenames)
+    return (
+        not os.environ.get("PGSCHED_TEST_CLONE_ALL")
+        and request.node.get_closest_marker("rolled_back") is not None
+        and request.node.get_closest_marker("clone") is None
+        and "dsn" not in request.fixturenames
+    )
 
 
 @pytest.fixture
@@ -178,7 +204,9 @@ def sql(request: pytest.FixtureRequest) -> Iterator[psycopg.Connection]:
         return
     from psycopg.rows import dict_row
 
-    with psycopg.connect(request.getfixturevalue("dsn"), autocommit=True, row_factory=dict_row) as conn:
+    with psycopg.connect(
+        request.getfixturevalue("dsn"), autocommit=True, row_factory=dict_row
+    ) as conn:
         conn.execute("SET TIME ZONE 'UTC'")
         yield conn
 
@@ -200,7 +228,9 @@ class _Connection:
 
     def get(self) -> psycopg.Connection:
         if self.conn is None or self.conn.closed or self.conn.broken:
-            self.conn = db_connect(self.dsn, autocommit=True, application_name="pgsched test rolled back")
+            self.conn = db_connect(
+                self.dsn, autocommit=True, application_name="pgsched test rolled back"
+            )
         return self.conn
 
 
@@ -227,13 +257,17 @@ class _StatementSavepoints(Session):
 
     def _own_thread(self) -> None:
         if threading.get_ident() != self._owner:
-            raise AssertionError("the rolled-back tier's one connection was used from another thread: "
-                                 "this test needs the clone tier (mark it clone)")
+            raise AssertionError(
+                "the rolled-back tier's one connection was used from another thread: "
+                "this test needs the clone tier (mark it clone)"
+            )
 
     def __getattr__(self, name: str) -> Any:
         # Database's pool, dsn, close…: code that opens connections of its own
-        raise AttributeError(f"the rolled-back tier's db is one connection and has no {name!r}: "
-                             "this test needs the clone tier (mark it clone)")
+        raise AttributeError(
+            f"the rolled-back tier's db is one connection and has no {name!r}: "
+            "this test needs the clone tier (mark it clone)"
+        )
 
     def _run(self, query_name, expect, params):  # type: ignore[no-untyped-def]
         self._own_thread()
@@ -287,12 +321,15 @@ def tx(_tx_connection: _Connection) -> Iterator[_StatementSavepoints]:
     conn = _tx_connection.get()
     with conn.transaction(force_rollback=True):
         yield _StatementSavepoints(conn)
-    held = conn.execute("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' "
-                        "AND pid = pg_backend_pid()").fetchone()["n"]
+    held = conn.execute(
+        "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+    ).fetchone()["n"]
     if held:
         conn.execute("SELECT pg_advisory_unlock_all()")
-        pytest.fail(f"the test left {held} session-level advisory lock(s) on the rolled-back tier's connection; "
-                    "it belongs in the clone tier (ask for dsn, or mark it clone)")
+        pytest.fail(
+            f"the test left {held} session-level advisory lock(s) on the rolled-back tier's connection; "
+            "it belongs in the clone tier (ask for dsn, or mark it clone)"
+        )
 
 
 @pytest.fixture

@@ -24,8 +24,14 @@ from pgsched.taskspec import TaskSpec
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
 
 
-def make_task(db: Any, name: str = "job", *, command: str | None = "true", now: datetime | None = None,
-              **fields: Any) -> dict:
+def make_task(
+    db: Any,
+    name: str = "job",
+    *,
+    command: str | None = "true",
+    now: datetime | None = None,
+    **fields: Any,
+) -> dict:
     """Create task ``name`` through ``tasks.create`` and return its stored row. ``fields``
     are TaskSpec's other fields (``schedule_kind``, ``schedule``, ``tenant``, ``queue``…);
     ``now`` is the instant its first fire is planned from (default: the database's clock).
@@ -35,16 +41,31 @@ def make_task(db: Any, name: str = "job", *, command: str | None = "true", now: 
     return row
 
 
-def make_execution(sql: Any, task_id: int, *, scheduled_at: datetime | timedelta = timedelta(0),
-                   run_at: datetime | timedelta | None = None, **columns: Any) -> dict:
+def make_execution(
+    sql: Any,
+    task_id: int,
+    *,
+    scheduled_at: datetime | timedelta = timedelta(0),
+    run_at: datetime | timedelta | None = None,
+    **columns: Any,
+) -> dict:
     """Insert one row into pgsched.execution for task ``task_id`` and return it (all its
     columns). ``scheduled_at`` and ``run_at`` are instants, or offsets from the server's
     ``now()`` (default: now() itself; ``run_at`` defaults to ``scheduled_at``); ``columns``
     are any other columns of the table (``queue``, ``state``, ``trigger``, ``params`` as
     JSON text…). ``sql`` is a psycopg connection with dict rows."""
-    values = {"task_id": task_id, "scheduled_at": scheduled_at,
-              "run_at": scheduled_at if run_at is None else run_at, **columns}
+    values = {
+        "task_id": task_id,
+        "scheduled_at": scheduled_at,
+        "run_at": scheduled_at if run_at is None else run_at,
+        **columns,
+    }
     # An offset is added to now() in SQL: the server's clock (in this transaction), not ours.
-    placeholders = [f"now() + %({k})s" if isinstance(v, timedelta) else f"%({k})s" for k, v in values.items()]
-    return sql.execute(f"INSERT INTO pgsched.execution ({', '.join(values)}) VALUES ({', '.join(placeholders)}) "
-                       "RETURNING *", values).fetchone()
+    placeholders = [
+        f"now() + %({k})s" if isinstance(v, timedelta) else f"%({k})s" for k, v in values.items()
+    ]
+    return sql.execute(
+        f"INSERT INTO pgsched.execution ({', '.join(values)}) VALUES ({', '.join(placeholders)}) "
+        "RETURNING *",
+        values,
+    ).fetchone()

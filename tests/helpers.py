@@ -28,9 +28,15 @@ def clock_off(seconds: int) -> dict[str, str]:
     around libfaketime's broken absolute sleeps (it explains)."""
     if not LIBFAKETIME:
         raise AssertionError("libfaketime is missing: apt-get install faketime")
-    path = os.pathsep.join(p for p in (str(REPO / "tests" / "faketime"), os.environ.get("PYTHONPATH")) if p)
-    return {"LD_PRELOAD": LIBFAKETIME[0], "FAKETIME": f"{seconds:+d}s", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-            "PYTHONPATH": path}
+    path = os.pathsep.join(
+        p for p in (str(REPO / "tests" / "faketime"), os.environ.get("PYTHONPATH")) if p
+    )
+    return {
+        "LD_PRELOAD": LIBFAKETIME[0],
+        "FAKETIME": f"{seconds:+d}s",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "PYTHONPATH": path,
+    }
 
 
 def utc(*args: int) -> datetime:
@@ -55,14 +61,26 @@ def sessions_ended(sql: Any, application_name: str, timeout: float = 30.0) -> No
     with ``application_name`` (e.g. ``pgsched worker``): after a SIGKILL, a commit the
     process sent just before it died can still land until its sessions end, so what it
     left is counted after that."""
-    wait_until(lambda: sql.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
-                                   "AND pid <> pg_backend_pid() AND starts_with(application_name, %s)",
-                                   (application_name,)).fetchone()["n"] == 0,
-               timeout=timeout, message=f"the sessions of {application_name!r} to end")
+    wait_until(
+        lambda: (
+            sql.execute(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND starts_with(application_name, %s)",
+                (application_name,),
+            ).fetchone()["n"]
+            == 0
+        ),
+        timeout=timeout,
+        message=f"the sessions of {application_name!r} to end",
+    )
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05,
-             what: str | Callable[[], str] = "condition") -> Any:
+def wait_for(
+    predicate: Callable[[], Any],
+    timeout: float = 15.0,
+    interval: float = 0.05,
+    what: str | Callable[[], str] = "condition",
+) -> Any:
     """Poll ``predicate`` every ``interval`` seconds until it returns something truthy;
     return that. After ``timeout`` seconds raise AssertionError naming ``what`` (a string,
     or a callable giving one then, for a message that shows the state at the end) and the
@@ -77,12 +95,18 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: floa
         if time.monotonic() >= deadline:
             break
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what() if callable(what) else what}; "
-                         f"last value: {last!r}")
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what() if callable(what) else what}; "
+        f"last value: {last!r}"
+    )
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05,
-               message: str = "condition") -> Any:
+def wait_until(
+    predicate: Callable[[], Any],
+    timeout: float = 15.0,
+    interval: float = 0.05,
+    message: str = "condition",
+) -> Any:
     """:func:`wait_for` under its older name (``message`` is ``what``), kept so that the
     200-odd calls need not change while pgsched/ is being restructured on other branches."""
     return wait_for(predicate, timeout=timeout, interval=interval, what=message)
@@ -92,38 +116,62 @@ def waiting_on_a_lock(sql: Any, application_name: str) -> bool:
     """Whether a session named ``application_name`` waits for a lock now (its
     pg_stat_activity row: wait_event_type 'Lock'): the proof that a concurrent statement
     blocks, where a fixed sleep only shows that it has not finished yet."""
-    return sql.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = %s "
-                       "AND wait_event_type = 'Lock'", [application_name]).fetchone()["n"] >= 1
+    return (
+        sql.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = %s "
+            "AND wait_event_type = 'Lock'",
+            [application_name],
+        ).fetchone()["n"]
+        >= 1
+    )
 
 
-def cli(dsn: str | None, *args: str, check: bool = True, env: dict | None = None,
-        timeout: float = 60, wrap: Callable[[list[str]], list[str]] | None = None) -> subprocess.CompletedProcess:
+def cli(
+    dsn: str | None,
+    *args: str,
+    check: bool = True,
+    env: dict | None = None,
+    timeout: float = 60,
+    wrap: Callable[[list[str]], list[str]] | None = None,
+) -> subprocess.CompletedProcess:
     """Run ``python -m pgsched ARGS`` to completion against ``dsn`` (``wrap``: what runs
     the command line, e.g. under faketime)."""
     full_env = {**os.environ, **(env or {})}
     if dsn is not None:
         full_env["PGSCHED_DSN"] = dsn
     argv = [sys.executable, "-m", "pgsched", *args]
-    proc = subprocess.run(wrap(argv) if wrap else argv, capture_output=True, text=True,
-                          env=full_env, timeout=timeout)
+    proc = subprocess.run(
+        wrap(argv) if wrap else argv, capture_output=True, text=True, env=full_env, timeout=timeout
+    )
     if check and proc.returncode != 0:
-        raise AssertionError(f"pgsched {' '.join(args)} exited {proc.returncode}\n"
-                             f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+        raise AssertionError(
+            f"pgsched {' '.join(args)} exited {proc.returncode}\n"
+            f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+        )
     return proc
 
 
 class Process:
     """A long-running ``pgsched`` process (scheduler, worker) whose stderr goes to a file."""
 
-    def __init__(self, dsn: str, *args: str, log_dir: Path, env: dict | None = None,
-                 wrap: Callable[[list[str]], list[str]] | None = None):
+    def __init__(
+        self,
+        dsn: str,
+        *args: str,
+        log_dir: Path,
+        env: dict | None = None,
+        wrap: Callable[[list[str]], list[str]] | None = None,
+    ):
         self.args = args
         self.log_path = log_dir / f"{args[0]}-{time.monotonic_ns()}.log"
         self._log = open(self.log_path, "w")  # noqa: SIM115 (closed by stop(), after the process)
         argv = [sys.executable, "-m", "pgsched", "--log-level", "debug", *args]
-        self.proc = subprocess.Popen(wrap(argv) if wrap else argv,
-                                     stdout=self._log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PGSCHED_DSN": dsn, **(env or {})})
+        self.proc = subprocess.Popen(
+            wrap(argv) if wrap else argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PGSCHED_DSN": dsn, **(env or {})},
+        )
 
     @property
     def output(self) -> str:
@@ -143,7 +191,9 @@ class Process:
         return self.proc.returncode
 
 
-def notifications_until_marker(listener: Any, sender: Any, channel: str = "pgsched_execution") -> list[str]:
+def notifications_until_marker(
+    listener: Any, sender: Any, channel: str = "pgsched_execution"
+) -> list[str]:
     """Payloads on ``channel`` received by ``listener`` (a psycopg connection that LISTENs)
     up to a marker that ``sender`` sends on it after everything else.
 
@@ -167,8 +217,13 @@ def trigger(dsn: str, task: str) -> int:
 
 def finished(sql: Any, ident: int, timeout: float = 30) -> dict:
     """The history row of execution ``ident``, once it has ended."""
-    return wait_until(lambda: sql.execute("SELECT * FROM pgsched.execution_history WHERE id = %s",
-                                          (ident,)).fetchone(), timeout=timeout, message=f"execution {ident} ends")
+    return wait_until(
+        lambda: sql.execute(
+            "SELECT * FROM pgsched.execution_history WHERE id = %s", (ident,)
+        ).fetchone(),
+        timeout=timeout,
+        message=f"execution {ident} ends",
+    )
 
 
 def alive(pid: int) -> bool:

@@ -23,5 +23,6 @@ fi
 python3 -m venv .venv
 .venv/bin/pip install -q -e '.[test]'
 .venv/bin/ruff check pgsched tests benchmarks   # lint (pyproject.toml [tool.ruff.lint])
+.venv/bin/ruff format --check pgsched tests benchmarks  # layout (pyproject.toml [tool.ruff.format])
 .venv/bin/mypy                                  # types of pgsched/ (pyproject.toml [tool.mypy])
 exec .venv/bin/pytest "$@"

@@ -41,7 +41,9 @@ SCHEMAS = ("pgsched", "pgsched_internal")
 COMMAND = ".venv/bin/python -m tests.schema_snapshot"
 # History partitions made by partition_ensure_v1 for the days around the migration.
 _DAILY_PARTITIONS = "pgsched.*_p" + "[0-9]" * 8
-_VARYING = re.compile(r"^(\\restrict |\\unrestrict |-- Dumped from database version |-- Dumped by pg_dump version )")
+_VARYING = re.compile(
+    r"^(\\restrict |\\unrestrict |-- Dumped from database version |-- Dumped by pg_dump version )"
+)
 _HEADER = """\
 -- The schema pgsched's migrations make, as pg_dump --schema-only shows it on PostgreSQL {major}:
 -- every table, view, index, trigger and function body as it is now. For reading: the
@@ -74,10 +76,19 @@ def server_major(dsn: str) -> int:
 def dump(dsn: str) -> str:
     """The schema of the migrated database at ``dsn`` as sql/schema.sql holds it. Raises
     subprocess.CalledProcessError (with pg_dump's stderr) when pg_dump fails."""
-    command = [str(pg_dump_path()), "--schema-only", "--no-owner", "--no-privileges", "--no-tablespaces",
-               "--no-security-labels", "--no-publications", "--no-subscriptions",
-               *(f"--schema={schema}" for schema in SCHEMAS), f"--exclude-table={_DAILY_PARTITIONS}",
-               f"--dbname={dsn}"]
+    command = [
+        str(pg_dump_path()),
+        "--schema-only",
+        "--no-owner",
+        "--no-privileges",
+        "--no-tablespaces",
+        "--no-security-labels",
+        "--no-publications",
+        "--no-subscriptions",
+        *(f"--schema={schema}" for schema in SCHEMAS),
+        f"--exclude-table={_DAILY_PARTITIONS}",
+        f"--dbname={dsn}",
+    ]
     out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120).stdout
     lines = [line for line in out.splitlines() if not _VARYING.match(line)]
     body = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
@@ -122,7 +133,9 @@ def _fresh_database(server_dsn: str) -> Iterator[str]:
         yield psycopg.conninfo.make_conninfo(server_dsn, dbname=name)
     finally:
         with psycopg.connect(server_dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
 
 
 def main() -> int:
@@ -133,7 +146,9 @@ def main() -> int:
         text = dump(dsn)
     changed = not SNAPSHOT.exists() or SNAPSHOT.read_text() != text
     SNAPSHOT.write_text(text)
-    print(f"{SNAPSHOT.relative_to(REPO)}: {'written' if changed else 'unchanged'} ({text.count(chr(10))} lines)")
+    print(
+        f"{SNAPSHOT.relative_to(REPO)}: {'written' if changed else 'unchanged'} ({text.count(chr(10))} lines)"
+    )
     return 0
 
 

@@ -66,8 +66,10 @@ class SilentProxy:
         info = conninfo_to_dict(dsn)
         host, port = info.get("host") or "localhost", int(info.get("port") or 5432)
         self._upstream: tuple[int, str | tuple[str, int]] = (
-            (socket.AF_UNIX, str(Path(host) / f".s.PGSQL.{port}")) if host.startswith("/")
-            else (socket.AF_INET, (host, port)))
+            (socket.AF_UNIX, str(Path(host) / f".s.PGSQL.{port}"))
+            if host.startswith("/")
+            else (socket.AF_INET, (host, port))
+        )
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self.dsn = make_conninfo(dsn, host="127.0.0.1", port=str(self.port))
@@ -118,7 +120,9 @@ class SilentProxy:
     def open_connections(self, application_name: str) -> int:
         """Forwarding connections of ``application_name``."""
         with self._lock:
-            return sum(1 for p in self._pairs if p.application_name == application_name and not p.closed)
+            return sum(
+                1 for p in self._pairs if p.application_name == application_name and not p.closed
+            )
 
     def close(self) -> None:
         """Stop listening and close every connection (silent ones too)."""

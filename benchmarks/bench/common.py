@@ -34,7 +34,10 @@ class BenchFailed(Exception):
 
 def emit(system: str, part: str, config: str, **metrics: Any) -> None:
     """Print one result line (the protocol run.py reads)."""
-    print(json.dumps({"system": system, "part": part, "config": config, "metrics": metrics}), flush=True)
+    print(
+        json.dumps({"system": system, "part": part, "config": config, "metrics": metrics}),
+        flush=True,
+    )
 
 
 def log(*args: Any) -> None:
@@ -43,10 +46,13 @@ def log(*args: Any) -> None:
 
 # --- DSNs -------------------------------------------------------------------------------
 
+
 def uri_with_db(uri: str, dbname: str) -> str:
     """``uri`` (a postgresql:// URI) pointing at database ``dbname``."""
     parts = urlsplit(uri)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + quote(dbname), parts.query, parts.fragment))
+    return urlunsplit(
+        (parts.scheme, parts.netloc, "/" + quote(dbname), parts.query, parts.fragment)
+    )
 
 
 def to_uri(dsn: str) -> str:
@@ -77,6 +83,7 @@ def to_uri(dsn: str) -> str:
 
 # --- statistics -------------------------------------------------------------------------
 
+
 def percentile(values: list[float], p: float) -> float:
     """Nearest-rank percentile, p in 0..100."""
     if not values:
@@ -87,9 +94,14 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def latency_summary(lat_ms: list[float]) -> dict[str, float]:
-    return {"p50_ms": round(percentile(lat_ms, 50), 3), "p90_ms": round(percentile(lat_ms, 90), 3),
-            "p95_ms": round(percentile(lat_ms, 95), 3), "p99_ms": round(percentile(lat_ms, 99), 3),
-            "max_ms": round(max(lat_ms), 3), "mean_ms": round(statistics.fmean(lat_ms), 3)}
+    return {
+        "p50_ms": round(percentile(lat_ms, 50), 3),
+        "p90_ms": round(percentile(lat_ms, 90), 3),
+        "p95_ms": round(percentile(lat_ms, 95), 3),
+        "p99_ms": round(percentile(lat_ms, 99), 3),
+        "max_ms": round(max(lat_ms), 3),
+        "mean_ms": round(statistics.fmean(lat_ms), 3),
+    }
 
 
 def tenths(times: list[float]) -> dict[str, float]:
@@ -102,11 +114,16 @@ def tenths(times: list[float]) -> dict[str, float]:
         raise BenchFailed(f"too few completions ({n}) to compare tenths")
     first = (k - 1) / max(t[k - 1] - t[0], 1e-9)
     last = (k - 1) / max(t[-1] - t[n - k], 1e-9)
-    return {"jobs_per_s": round((n - 1) / max(t[-1] - t[0], 1e-9), 1), "first_tenth_jobs_per_s": round(first, 1),
-            "last_tenth_jobs_per_s": round(last, 1), "last_over_first": round(last / first, 3)}
+    return {
+        "jobs_per_s": round((n - 1) / max(t[-1] - t[0], 1e-9), 1),
+        "first_tenth_jobs_per_s": round(first, 1),
+        "last_tenth_jobs_per_s": round(last, 1),
+        "last_over_first": round(last / first, 3),
+    }
 
 
 # --- memory -----------------------------------------------------------------------------
+
 
 def cpu_seconds(pids: list[int]) -> float:
     """User plus system CPU seconds used so far by the processes ``pids`` and their
@@ -194,8 +211,14 @@ def self_peak_rss_mib() -> float:
 
 # --- waiting ----------------------------------------------------------------------------
 
-def wait_until(check: Callable[[], bool], timeout: float, what: str, poll: float = 0.02,
-               alive: Callable[[], str | None] | None = None) -> float:
+
+def wait_until(
+    check: Callable[[], bool],
+    timeout: float,
+    what: str,
+    poll: float = 0.02,
+    alive: Callable[[], str | None] | None = None,
+) -> float:
     """Poll ``check`` until true; return the perf_counter when it was seen true. Raise
     BenchFailed after ``timeout`` s or when ``alive()`` returns a reason (a dead process)."""
     deadline = time.perf_counter() + timeout
@@ -224,8 +247,9 @@ def poll_interval(n: int) -> float:
     return min(0.1, max(0.02, n / 2_000_000))
 
 
-async def paced_producer(enqueue_one: Callable[[int], Awaitable[Any]], rate: float,
-                         duration: float) -> dict[int, tuple[float, float]]:
+async def paced_producer(
+    enqueue_one: Callable[[int], Awaitable[Any]], rate: float, duration: float
+) -> dict[int, tuple[float, float]]:
     """Call ``await enqueue_one(seq)`` at ``rate``/s for ``duration`` s on an open-loop
     schedule (a late call does not delay the next ones). Returns {seq: (t_before, t_after)}
     in time.time() seconds."""
@@ -244,8 +268,9 @@ async def paced_producer(enqueue_one: Callable[[int], Awaitable[Any]], rate: flo
     return sent
 
 
-def paced_producer_sync(enqueue_one: Callable[[int], Any], rate: float,
-                        duration: float) -> dict[int, tuple[float, float, Any]]:
+def paced_producer_sync(
+    enqueue_one: Callable[[int], Any], rate: float, duration: float
+) -> dict[int, tuple[float, float, Any]]:
     """The same for a blocking ``enqueue_one(seq)``; its return value is kept:
     {seq: (t_before, t_after, returned)}."""
     sent: dict[int, tuple[float, float, Any]] = {}
@@ -325,8 +350,20 @@ def pgsched_version() -> str:
     except PackageNotFoundError:
         text = "(not installed)"
     try:
-        commit = subprocess.run(["git", "-C", str(Path(__file__).resolve().parents[2]), "describe", "--always",
-                                 "--dirty"], check=False, capture_output=True, text=True, timeout=5).stdout.strip()
+        commit = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(Path(__file__).resolve().parents[2]),
+                "describe",
+                "--always",
+                "--dirty",
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         commit = ""
     return f"{text} at {commit}" if commit else text

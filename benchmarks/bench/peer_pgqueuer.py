@@ -11,7 +11,6 @@ process (``drain-worker``: ``QueueManager.run(mode=drain)``) and times it from i
 until the queue table is empty (every job deleted on completion), polled every 20 ms.
 """
 
-
 from __future__ import annotations
 
 import argparse
@@ -97,9 +96,20 @@ async def cmd_enqueue(args) -> None:
     count = sql(args.dsn, "SELECT count(*) FROM pgqueuer")[0]
     if count != args.n:
         raise BenchFailed(f"pgqueuer enqueue: {count} jobs in the queue, expected {args.n}")
-    api = (f"Queries.enqueue(lists), chunks of {args.chunk}" if args.mode == "bulk" else "Queries.enqueue(one job)")
-    common.emit(SYSTEM, f"enqueue_{args.mode}", f"{api}, {driver_name(args.driver)}", n=args.n,
-                seconds=round(elapsed, 3), jobs_per_s=round(args.n / elapsed, 1), version=version())
+    api = (
+        f"Queries.enqueue(lists), chunks of {args.chunk}"
+        if args.mode == "bulk"
+        else "Queries.enqueue(one job)"
+    )
+    common.emit(
+        SYSTEM,
+        f"enqueue_{args.mode}",
+        f"{api}, {driver_name(args.driver)}",
+        n=args.n,
+        seconds=round(elapsed, 3),
+        jobs_per_s=round(args.n / elapsed, 1),
+        version=version(),
+    )
 
 
 async def cmd_drain_worker(args) -> None:
@@ -117,7 +127,9 @@ async def cmd_drain_worker(args) -> None:
             stamps.append(time.time())
 
         qms.append(qm)
-    await asyncio.gather(*(qm.run(batch_size=args.batch_size, mode=QueueExecutionMode.drain) for qm in qms))
+    await asyncio.gather(
+        *(qm.run(batch_size=args.batch_size, mode=QueueExecutionMode.drain) for qm in qms)
+    )
     print(json.dumps({"processed": len(stamps), "stamps": stamps}), flush=True)
 
 
@@ -138,17 +150,39 @@ async def cmd_drain(args) -> None:
     with psycopg.connect(args.dsn, autocommit=True) as conn, open(out_path, "w") as out:
         common.index_only_polls(conn)
         started = time.perf_counter()
-        worker = subprocess.Popen([sys.executable, os.path.abspath(__file__), "drain-worker", "--dsn", args.dsn,
-                                   "--driver", args.driver, "--batch-size", str(args.batch_size),
-                                   "--consumers", str(args.consumers)], stdout=out,
-                                  preexec_fn=common.die_with_parent)
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                os.path.abspath(__file__),
+                "drain-worker",
+                "--dsn",
+                args.dsn,
+                "--driver",
+                args.driver,
+                "--batch-size",
+                str(args.batch_size),
+                "--consumers",
+                str(args.consumers),
+            ],
+            stdout=out,
+            preexec_fn=common.die_with_parent,
+        )
         sampler = common.RssSampler(worker.pid)
         try:
             done = common.wait_until(
-                lambda: not conn.execute("SELECT EXISTS (SELECT 1 FROM pgqueuer WHERE status = 'queued') OR "
-                                         "EXISTS (SELECT 1 FROM pgqueuer WHERE status = 'picked')").fetchone()[0],
-                args.timeout, f"pgqueuer to drain {args.n} jobs", poll=common.poll_interval(args.n),
-                alive=lambda: None if worker.poll() is None else f"the worker exited ({worker.returncode})")
+                lambda: (
+                    not conn.execute(
+                        "SELECT EXISTS (SELECT 1 FROM pgqueuer WHERE status = 'queued') OR "
+                        "EXISTS (SELECT 1 FROM pgqueuer WHERE status = 'picked')"
+                    ).fetchone()[0]
+                ),
+                args.timeout,
+                f"pgqueuer to drain {args.n} jobs",
+                poll=common.poll_interval(args.n),
+                alive=lambda: (
+                    None if worker.poll() is None else f"the worker exited ({worker.returncode})"
+                ),
+            )
             peak = sampler.stop()
             worker.wait(60)
         finally:
@@ -160,13 +194,24 @@ async def cmd_drain(args) -> None:
         stats = json.loads(fh.read().strip().splitlines()[-1])
     os.unlink(out_path)
     if worker.returncode != 0 or stats["processed"] != args.n:
-        raise BenchFailed(f"pgqueuer drain: worker exit {worker.returncode}, {stats['processed']} of {args.n} "
-                          "jobs processed")
+        raise BenchFailed(
+            f"pgqueuer drain: worker exit {worker.returncode}, {stats['processed']} of {args.n} "
+            "jobs processed"
+        )
     wall = done - started
     spread = common.tenths(stats["stamps"])
-    common.emit(SYSTEM, args.part, drain_config(args), n=args.n, seconds=round(wall, 3),
-                jobs_per_s=round(args.n / wall, 1), steady_jobs_per_s=spread.pop("jobs_per_s"),
-                peak_rss_mib=common.mib(peak), **spread, version=version())
+    common.emit(
+        SYSTEM,
+        args.part,
+        drain_config(args),
+        n=args.n,
+        seconds=round(wall, 3),
+        jobs_per_s=round(args.n / wall, 1),
+        steady_jobs_per_s=spread.pop("jobs_per_s"),
+        peak_rss_mib=common.mib(peak),
+        **spread,
+        version=version(),
+    )
 
 
 async def cmd_latency_worker(args) -> None:
@@ -197,31 +242,63 @@ def read_stamps(path: str) -> dict[int, float]:
 
 
 def wait_stamps(path: str, n: int, timeout: float, alive) -> dict[int, float]:
-    common.wait_until(lambda: len(read_stamps(path)) >= n, timeout, f"{n} jobs to start", poll=0.1, alive=alive)
+    common.wait_until(
+        lambda: len(read_stamps(path)) >= n, timeout, f"{n} jobs to start", poll=0.1, alive=alive
+    )
     return read_stamps(path)
 
 
-def latency_result(system: str, config: str, sent: dict[int, tuple[float, float]], got: dict[int, float],
-                   args, **extra) -> None:
+def latency_result(
+    system: str,
+    config: str,
+    sent: dict[int, tuple[float, float]],
+    got: dict[int, float],
+    args,
+    **extra,
+) -> None:
     missing = [s for s in sent if s not in got]
     if missing:
         raise BenchFailed(f"{system} latency: {len(missing)} of {len(sent)} jobs never started")
     from_call = [(got[s] - t0) * 1000 for s, (t0, _) in sent.items()]
     from_commit = [(got[s] - t1) * 1000 for s, (_, t1) in sent.items()]
-    common.emit(system, "latency", config, sent=len(sent), received=len(sent), rate=args.rate,
-                duration=args.duration, enqueue_to_start=common.latency_summary(from_call),
-                commit_to_start=common.latency_summary(from_commit), **extra)
+    common.emit(
+        system,
+        "latency",
+        config,
+        sent=len(sent),
+        received=len(sent),
+        rate=args.rate,
+        duration=args.duration,
+        enqueue_to_start=common.latency_summary(from_call),
+        commit_to_start=common.latency_summary(from_commit),
+        **extra,
+    )
 
 
 async def cmd_latency(args) -> None:
     await install(args.dsn)
     path = f"/tmp/pgq-lat-{os.getpid()}.txt"
     open(path, "w").close()
-    worker = subprocess.Popen([sys.executable, os.path.abspath(__file__), "latency-worker", "--dsn", args.dsn,
-                               "--out", path, "--driver", args.driver, "--batch-size", str(args.batch_size)],
-                              preexec_fn=common.die_with_parent)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "latency-worker",
+            "--dsn",
+            args.dsn,
+            "--out",
+            path,
+            "--driver",
+            args.driver,
+            "--batch-size",
+            str(args.batch_size),
+        ],
+        preexec_fn=common.die_with_parent,
+    )
+
     def alive() -> str | None:
         return None if worker.poll() is None else f"the worker exited ({worker.returncode})"
+
     try:
         q = await make_queries(args.dsn, args.driver)
         for i in range(5):  # warm-up: proves the worker is listening
@@ -244,8 +321,14 @@ async def cmd_latency(args) -> None:
             worker.wait()
         stamps = read_stamps(path)
         os.unlink(path)
-    latency_result(SYSTEM, f"batch_size {args.batch_size}, {driver_name(args.driver)}, idle (LISTEN)",
-                   sent, stamps, args, version=version())
+    latency_result(
+        SYSTEM,
+        f"batch_size {args.batch_size}, {driver_name(args.driver)}, idle (LISTEN)",
+        sent,
+        stamps,
+        args,
+        version=version(),
+    )
 
 
 def main() -> None:
@@ -267,8 +350,13 @@ def main() -> None:
     import logging
 
     logging.basicConfig(level=logging.WARNING)
-    fn = {"enqueue": cmd_enqueue, "drain": cmd_drain, "drain-worker": cmd_drain_worker, "latency": cmd_latency,
-          "latency-worker": cmd_latency_worker}[args.cmd]
+    fn = {
+        "enqueue": cmd_enqueue,
+        "drain": cmd_drain,
+        "drain-worker": cmd_drain_worker,
+        "latency": cmd_latency,
+        "latency-worker": cmd_latency_worker,
+    }[args.cmd]
     common.main_guard(lambda: asyncio.run(fn(args)))
 
 

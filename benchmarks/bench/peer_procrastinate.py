@@ -12,7 +12,6 @@ installed on a fresh database per call.
 job is ``todo`` or ``doing`` (polled every 20 ms).
 """
 
-
 from __future__ import annotations
 
 import argparse
@@ -42,8 +41,11 @@ def version() -> str:
 def make_app(dsn: str, pool_max: int = 10):
     import procrastinate
 
-    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn, kwargs={}, min_size=1,
-                                                                       max_size=pool_max))
+    app = procrastinate.App(
+        connector=procrastinate.PsycopgConnector(
+            conninfo=dsn, kwargs={}, min_size=1, max_size=pool_max
+        )
+    )
 
     @app.task(name="noop", queue="bench")
     async def noop(seq: int = 0) -> None:
@@ -96,16 +98,31 @@ async def cmd_enqueue(args) -> None:
     count = todo(args.dsn)
     if count != args.n:
         raise BenchFailed(f"procrastinate enqueue: {count} jobs to do, expected {args.n}")
-    api = (f"Task.batch_defer_async, chunks of {args.chunk}" if args.mode == "bulk" else "Task.defer_async")
-    common.emit(SYSTEM, f"enqueue_{args.mode}", f"{api}, psycopg", n=args.n, seconds=round(elapsed, 3),
-                jobs_per_s=round(args.n / elapsed, 1), version=version())
+    api = (
+        f"Task.batch_defer_async, chunks of {args.chunk}"
+        if args.mode == "bulk"
+        else "Task.defer_async"
+    )
+    common.emit(
+        SYSTEM,
+        f"enqueue_{args.mode}",
+        f"{api}, psycopg",
+        n=args.n,
+        seconds=round(elapsed, 3),
+        jobs_per_s=round(args.n / elapsed, 1),
+        version=version(),
+    )
 
 
 async def cmd_drain_worker(args) -> None:
     app, _, _ = make_app(args.dsn, pool_max=max(10, args.concurrency + 2))
     async with app.open_async():
-        await app.run_worker_async(queues=["bench"], concurrency=args.concurrency, wait=False,
-                                   install_signal_handlers=False)
+        await app.run_worker_async(
+            queues=["bench"],
+            concurrency=args.concurrency,
+            wait=False,
+            install_signal_handlers=False,
+        )
     print(json.dumps({"processed": len(STAMPS), "stamps": STAMPS}), flush=True)
 
 
@@ -121,16 +138,35 @@ async def cmd_drain(args) -> None:
     with psycopg.connect(args.dsn, autocommit=True) as conn, open(out_path, "w") as out:
         common.index_only_polls(conn)
         started = time.perf_counter()
-        worker = subprocess.Popen([sys.executable, os.path.abspath(__file__), "drain-worker", "--dsn", args.dsn,
-                                   "--concurrency", str(args.concurrency)], stdout=out,
-                                  preexec_fn=common.die_with_parent)
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                os.path.abspath(__file__),
+                "drain-worker",
+                "--dsn",
+                args.dsn,
+                "--concurrency",
+                str(args.concurrency),
+            ],
+            stdout=out,
+            preexec_fn=common.die_with_parent,
+        )
         sampler = common.RssSampler(worker.pid)
         try:
             done = common.wait_until(
-                lambda: not conn.execute("SELECT EXISTS (SELECT 1 FROM procrastinate_jobs "
-                                         "WHERE status IN ('todo', 'doing'))").fetchone()[0],
-                args.timeout, f"procrastinate to drain {args.n} jobs", poll=common.poll_interval(args.n),
-                alive=lambda: None if worker.poll() is None else f"the worker exited ({worker.returncode})")
+                lambda: (
+                    not conn.execute(
+                        "SELECT EXISTS (SELECT 1 FROM procrastinate_jobs "
+                        "WHERE status IN ('todo', 'doing'))"
+                    ).fetchone()[0]
+                ),
+                args.timeout,
+                f"procrastinate to drain {args.n} jobs",
+                poll=common.poll_interval(args.n),
+                alive=lambda: (
+                    None if worker.poll() is None else f"the worker exited ({worker.returncode})"
+                ),
+            )
             peak = sampler.stop()
             worker.wait(60)
         finally:
@@ -138,18 +174,31 @@ async def cmd_drain(args) -> None:
             if worker.poll() is None:
                 worker.kill()
                 worker.wait()
-        succeeded = conn.execute("SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'").fetchone()[0]
+        succeeded = conn.execute(
+            "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'"
+        ).fetchone()[0]
     with open(out_path) as fh:
         stats = json.loads(fh.read().strip().splitlines()[-1])
     os.unlink(out_path)
     if worker.returncode != 0 or stats["processed"] != args.n or succeeded != args.n:
-        raise BenchFailed(f"procrastinate drain: worker exit {worker.returncode}, {stats['processed']} of "
-                          f"{args.n} jobs processed, {succeeded} succeeded")
+        raise BenchFailed(
+            f"procrastinate drain: worker exit {worker.returncode}, {stats['processed']} of "
+            f"{args.n} jobs processed, {succeeded} succeeded"
+        )
     wall = done - started
     spread = common.tenths(stats["stamps"])
-    common.emit(SYSTEM, args.part, f"concurrency {args.concurrency}, psycopg", n=args.n, seconds=round(wall, 3),
-                jobs_per_s=round(args.n / wall, 1), steady_jobs_per_s=spread.pop("jobs_per_s"),
-                peak_rss_mib=common.mib(peak), **spread, version=version())
+    common.emit(
+        SYSTEM,
+        args.part,
+        f"concurrency {args.concurrency}, psycopg",
+        n=args.n,
+        seconds=round(wall, 3),
+        jobs_per_s=round(args.n / wall, 1),
+        steady_jobs_per_s=spread.pop("jobs_per_s"),
+        peak_rss_mib=common.mib(peak),
+        **spread,
+        version=version(),
+    )
 
 
 async def cmd_latency_worker(args) -> None:
@@ -166,11 +215,24 @@ async def cmd_latency(args) -> None:
     await install(args.dsn)
     path = f"/tmp/procr-lat-{os.getpid()}.txt"
     open(path, "w").close()
-    worker = subprocess.Popen([sys.executable, os.path.abspath(__file__), "latency-worker", "--dsn", args.dsn,
-                               "--out", path, "--concurrency", str(args.concurrency)],
-                              preexec_fn=common.die_with_parent)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "latency-worker",
+            "--dsn",
+            args.dsn,
+            "--out",
+            path,
+            "--concurrency",
+            str(args.concurrency),
+        ],
+        preexec_fn=common.die_with_parent,
+    )
+
     def alive() -> str | None:
         return None if worker.poll() is None else f"the worker exited ({worker.returncode})"
+
     try:
         app, _, lat = make_app(args.dsn)
         async with app.open_async():
@@ -193,8 +255,14 @@ async def cmd_latency(args) -> None:
             worker.wait()
         stamps = read_stamps(path)
         os.unlink(path)
-    latency_result(SYSTEM, f"concurrency {args.concurrency}, psycopg, idle (LISTEN)", sent, stamps, args,
-                   version=version())
+    latency_result(
+        SYSTEM,
+        f"concurrency {args.concurrency}, psycopg, idle (LISTEN)",
+        sent,
+        stamps,
+        args,
+        version=version(),
+    )
 
 
 def main() -> None:
@@ -216,8 +284,13 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     # "App is instantiated in the main Python module": true, and harmless for a benchmark.
     logging.getLogger("procrastinate.blueprints").setLevel(logging.ERROR)
-    fn = {"enqueue": cmd_enqueue, "drain": cmd_drain, "drain-worker": cmd_drain_worker, "latency": cmd_latency,
-          "latency-worker": cmd_latency_worker}[args.cmd]
+    fn = {
+        "enqueue": cmd_enqueue,
+        "drain": cmd_drain,
+        "drain-worker": cmd_drain_worker,
+        "latency": cmd_latency,
+        "latency-worker": cmd_latency_worker,
+    }[args.cmd]
     common.main_guard(lambda: asyncio.run(fn(args)))
 
 

@@ -31,16 +31,23 @@ import psycopg
 
 SQL = Path(__file__).resolve().parent / "pgbench"
 BenchFailed = common.BenchFailed
-LABELS = {"claim100_2tx": "claim 100 (SKIP LOCKED), then complete them: 2 commits per 100 jobs",
-          "claim100_1tx": "claim 100 (SKIP LOCKED) and complete them in 1 transaction",
-          "job_1tx": "INSERT + claim 1 + complete, 1 transaction per job",
-          "job_3tx": "INSERT + claim 1 + complete, 3 transactions per job"}
+LABELS = {
+    "claim100_2tx": "claim 100 (SKIP LOCKED), then complete them: 2 commits per 100 jobs",
+    "claim100_1tx": "claim 100 (SKIP LOCKED) and complete them in 1 transaction",
+    "job_1tx": "INSERT + claim 1 + complete, 1 transaction per job",
+    "job_3tx": "INSERT + claim 1 + complete, 3 transactions per job",
+}
 
 
 def run_pgbench(pgbench: str, dsn: str, args: list[str]) -> tuple[float, str]:
     t = time.perf_counter()
-    proc = subprocess.run([pgbench, "-n", "-M", "prepared", *args, dsn], capture_output=True, text=True,
-                          timeout=900, check=False)
+    proc = subprocess.run(
+        [pgbench, "-n", "-M", "prepared", *args, dsn],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     wall = time.perf_counter() - t
     if proc.returncode != 0:
         raise BenchFailed(f"pgbench exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
@@ -53,7 +60,9 @@ def tps(output: str) -> float | None:
 
 
 def version(pgbench: str) -> str:
-    return subprocess.run([pgbench, "--version"], capture_output=True, text=True, check=False).stdout.strip()
+    return subprocess.run(
+        [pgbench, "--version"], capture_output=True, text=True, check=False
+    ).stdout.strip()
 
 
 def cmd_batch(args: argparse.Namespace) -> None:
@@ -61,36 +70,77 @@ def cmd_batch(args: argparse.Namespace) -> None:
     n = per_client * 100 * args.clients
     with psycopg.connect(args.dsn, autocommit=True) as conn:
         conn.execute((SQL / "schema.sql").read_text())
-        conn.execute("INSERT INTO pgb_jobs (payload) SELECT jsonb_build_object('seq', g) "
-                     "FROM generate_series(1, %s) g", (n,))
+        conn.execute(
+            "INSERT INTO pgb_jobs (payload) SELECT jsonb_build_object('seq', g) "
+            "FROM generate_series(1, %s) g",
+            (n,),
+        )
         conn.execute("VACUUM ANALYZE pgb_jobs")
-        wall, out = run_pgbench(args.pgbench, args.dsn, ["-c", str(args.clients), "-j", str(args.clients),
-                                                          "-t", str(per_client), "-f",
-                                                          str(SQL / f"{args.script}.sql")])
-        done, left = conn.execute("SELECT count(*) FILTER (WHERE status = 2), count(*) FILTER (WHERE status <> 2) "
-                                  "FROM pgb_jobs").fetchone()
+        wall, out = run_pgbench(
+            args.pgbench,
+            args.dsn,
+            [
+                "-c",
+                str(args.clients),
+                "-j",
+                str(args.clients),
+                "-t",
+                str(per_client),
+                "-f",
+                str(SQL / f"{args.script}.sql"),
+            ],
+        )
+        done, left = conn.execute(
+            "SELECT count(*) FILTER (WHERE status = 2), count(*) FILTER (WHERE status <> 2) "
+            "FROM pgb_jobs"
+        ).fetchone()
     if done != n or left:
         raise BenchFailed(f"pgbench {args.script}: {done} of {n} jobs done, {left} not")
     scripts = tps(out)
-    common.emit("pgbench", "drain", f"{LABELS[args.script]}, {args.clients} client{'s' * (args.clients > 1)}",
-                n=n, seconds=round(wall, 3), jobs_per_s=round(n / wall, 1),
-                pgbench_jobs_per_s=round(scripts * 100, 1) if scripts else None, clients=args.clients,
-                version=version(args.pgbench))
+    common.emit(
+        "pgbench",
+        "drain",
+        f"{LABELS[args.script]}, {args.clients} client{'s' * (args.clients > 1)}",
+        n=n,
+        seconds=round(wall, 3),
+        jobs_per_s=round(n / wall, 1),
+        pgbench_jobs_per_s=round(scripts * 100, 1) if scripts else None,
+        clients=args.clients,
+        version=version(args.pgbench),
+    )
 
 
 def cmd_lifecycle(args: argparse.Namespace) -> None:
     with psycopg.connect(args.dsn, autocommit=True) as conn:
         conn.execute((SQL / "schema.sql").read_text())
         conn.execute("VACUUM ANALYZE pgb_jobs")
-        _, out = run_pgbench(args.pgbench, args.dsn, ["-c", str(args.clients), "-j", str(args.clients),
-                                                       "-T", str(args.seconds), "-f",
-                                                       str(SQL / f"{args.script}.sql")])
+        _, out = run_pgbench(
+            args.pgbench,
+            args.dsn,
+            [
+                "-c",
+                str(args.clients),
+                "-j",
+                str(args.clients),
+                "-T",
+                str(args.seconds),
+                "-f",
+                str(SQL / f"{args.script}.sql"),
+            ],
+        )
         done = conn.execute("SELECT count(*) FROM pgb_jobs WHERE status = 2").fetchone()[0]
     if not done:
         raise BenchFailed(f"pgbench {args.script}: no job done")
-    common.emit("pgbench", "lifecycle", f"{LABELS[args.script]}, {args.clients} client{'s' * (args.clients > 1)}",
-                seconds=args.seconds, jobs_per_s=round(done / args.seconds, 1), tps=tps(out),
-                clients=args.clients, version=version(args.pgbench))
+    common.emit(
+        "pgbench",
+        "lifecycle",
+        f"{LABELS[args.script]}, {args.clients} client{'s' * (args.clients > 1)}",
+        seconds=args.seconds,
+        jobs_per_s=round(done / args.seconds, 1),
+        tps=tps(out),
+        clients=args.clients,
+        version=version(args.pgbench),
+    )
 
 
 def main() -> None:

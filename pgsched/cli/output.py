@@ -41,13 +41,22 @@ def print_fields(row: dict) -> None:
 def table(rows: list[dict], columns: list[str]) -> None:
     """Print ``rows`` as aligned columns (the header is the column names, upper-cased)."""
     cells = [[fmt(r.get(c)) for c in columns] for r in rows]
-    widths = [max([len(c)] + [min(len(row[i]), 60) for row in cells]) for i, c in enumerate(columns)]
+    widths = [
+        max([len(c)] + [min(len(row[i]), 60) for row in cells]) for i, c in enumerate(columns)
+    ]
     click.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     for row in cells:
-        click.echo("  ".join((v if len(v) <= 60 else v[:57] + "...").ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+        click.echo(
+            "  ".join(
+                (v if len(v) <= 60 else v[:57] + "...").ljust(w)
+                for v, w in zip(row, widths, strict=True)
+            ).rstrip()
+        )
 
-def parse_when(value: str | None, field: str, tz: str = "UTC", *,
-               now: Callable[[], datetime]) -> datetime | None:
+
+def parse_when(
+    value: str | None, field: str, tz: str = "UTC", *, now: Callable[[], datetime]
+) -> datetime | None:
     """An ISO 8601 instant (without an offset: read in ``tz``), or ``+30s`` / ``+5m`` from
     ``now()`` (the database's clock, ``Database.now``: only called for such a value).
     Raises ValidationError naming ``field``."""
@@ -58,10 +67,15 @@ def parse_when(value: str | None, field: str, tz: str = "UTC", *,
             return now().replace(microsecond=0) + timedelta(seconds=parse_interval(value[1:]))
         return parse_once(value, tz)
     except ValidationError as exc:
-        if "does not exist in" in exc.reason:  # a local time the clocks skip: say so, not "no timestamp"
+        if (
+            "does not exist in" in exc.reason
+        ):  # a local time the clocks skip: say so, not "no timestamp"
             raise ValidationError(field, value, exc.reason) from None
-        raise ValidationError(field, value, "is not an ISO 8601 timestamp or +DURATION like +30s "
-                              "(durations up to 3650 days)") from None
+        raise ValidationError(
+            field,
+            value,
+            "is not an ISO 8601 timestamp or +DURATION like +30s (durations up to 3650 days)",
+        ) from None
     except OverflowError:
         raise ValidationError(field, value, "is out of range") from None
 

@@ -28,10 +28,22 @@ class _Group(click.Group):
 
     #: command name → the modules of pgsched.cli that register it and its subcommands: the
     #: module that defines a group first, then those that add commands to it
-    LAZY: ClassVar[dict[str, tuple[str, ...]]] = {"cron": ("schedules",), "dag": ("dags",), "dev": ("processes",), "dlq": ("dlq",),
-            "execution": ("executions", "dlq"), "import-crontab": ("tasks",), "migrate": ("processes",),
-            "scheduler": ("processes",), "status": ("processes",), "task": ("tasks", "schedules"),
-            "token": ("web",), "user": ("web",), "web": ("web",), "worker": ("processes",)}
+    LAZY: ClassVar[dict[str, tuple[str, ...]]] = {
+        "cron": ("schedules",),
+        "dag": ("dags",),
+        "dev": ("processes",),
+        "dlq": ("dlq",),
+        "execution": ("executions", "dlq"),
+        "import-crontab": ("tasks",),
+        "migrate": ("processes",),
+        "scheduler": ("processes",),
+        "status": ("processes",),
+        "task": ("tasks", "schedules"),
+        "token": ("web",),
+        "user": ("web",),
+        "web": ("web",),
+        "worker": ("processes",),
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(self.LAZY))
@@ -49,6 +61,7 @@ class _Group(click.Group):
         except PgschedError as exc:
             raise click.ClickException(str(exc)) from None
 
+
 class Seconds(click.ParamType):
     """A finite number of seconds within [low, high] (click's FloatRange lets NaN through)."""
 
@@ -57,14 +70,19 @@ class Seconds(click.ParamType):
     def __init__(self, low: float, high: float):
         self.low, self.high = low, high
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
         try:
             number = float(value)
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not a number of seconds", param, ctx)
         if not math.isfinite(number) or not self.low <= number <= self.high:
-            self.fail(f"{value!r} is not between {self.low:g} and {self.high:g} seconds", param, ctx)
+            self.fail(
+                f"{value!r} is not between {self.low:g} and {self.high:g} seconds", param, ctx
+            )
         return number
+
 
 class Context:
     """What every command shares: the DSN (resolved on first use) and the tenant."""
@@ -83,16 +101,25 @@ class Context:
             self._dsn = embedded.start()
         return self._dsn
 
-    def db(self, check_schema: bool = True, max_size: int = 4,
-           idle_in_transaction_timeout: float | None = None, application_name: str = "pgsched",
-           statement_deadline: float | None = None) -> Database:
+    def db(
+        self,
+        check_schema: bool = True,
+        max_size: int = 4,
+        idle_in_transaction_timeout: float | None = None,
+        application_name: str = "pgsched",
+        statement_deadline: float | None = None,
+    ) -> Database:
         """The pool (opened on first use; see Database.connect; ``application_name`` tells
         its connections apart in pg_stat_activity); refuses a schema behind or ahead of the
         code."""
         if self._db is None:
-            self._db = Database.connect(self.dsn, max_size=max_size, application_name=application_name,
-                                        idle_in_transaction_timeout=idle_in_transaction_timeout,
-                                        statement_deadline=statement_deadline)
+            self._db = Database.connect(
+                self.dsn,
+                max_size=max_size,
+                application_name=application_name,
+                idle_in_transaction_timeout=idle_in_transaction_timeout,
+                statement_deadline=statement_deadline,
+            )
             if check_schema:
                 with self._db.transaction() as tx:
                     migrations.require_current(tx)
@@ -102,14 +129,36 @@ class Context:
 pass_ctx = click.make_pass_decorator(Context)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--dsn", envvar="PGSCHED_DSN", help="PostgreSQL connection string. Default: $PGSCHED_DSN, "
-              "else the embedded server in the user's data folder.")
-@click.option("--tenant", default="default", show_default=True, envvar="PGSCHED_TENANT", help="Tenant to act in.")
-@click.option("--log-level", type=click.Choice(LEVELS), default="info", show_default=True,
-              help="Log level of long-running processes (stderr).")
-@click.option("--log-format", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="Log format: text, json (one object per line) or console.")
+@click.group(
+    cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
+@click.option(
+    "--dsn",
+    envvar="PGSCHED_DSN",
+    help="PostgreSQL connection string. Default: $PGSCHED_DSN, "
+    "else the embedded server in the user's data folder.",
+)
+@click.option(
+    "--tenant",
+    default="default",
+    show_default=True,
+    envvar="PGSCHED_TENANT",
+    help="Tenant to act in.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(LEVELS),
+    default="info",
+    show_default=True,
+    help="Log level of long-running processes (stderr).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="Log format: text, json (one object per line) or console.",
+)
 @click.version_option(package_name="pgsched")
 @click.pass_context
 def main(ctx: click.Context, dsn: str | None, tenant: str, log_level: str, log_format: str) -> None:
@@ -132,14 +181,27 @@ def main(ctx: click.Context, dsn: str | None, tenant: str, log_level: str, log_f
 def log_options(command: Any) -> Any:
     """``--log-level`` / ``--log-format`` on a long-running command too (they override the
     group's), so ``pgsched worker --log-level debug`` works as people type it."""
+
     def apply(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
         if value is not None:
-            state = ctx.find_root().meta.setdefault("pgsched.logs", {"level": "info", "format": "text"})
+            state = ctx.find_root().meta.setdefault(
+                "pgsched.logs", {"level": "info", "format": "text"}
+            )
             state["level" if param.name == "log_level" else "format"] = value
             setup_logging(state["level"], state["format"])
         return value
 
-    command = click.option("--log-format", type=click.Choice(FORMATS), callback=apply, expose_value=False,
-                           help="Log format (overrides the global option).")(command)
-    return click.option("--log-level", type=click.Choice(LEVELS), callback=apply, expose_value=False,
-                        help="Log level (overrides the global option).")(command)
+    command = click.option(
+        "--log-format",
+        type=click.Choice(FORMATS),
+        callback=apply,
+        expose_value=False,
+        help="Log format (overrides the global option).",
+    )(command)
+    return click.option(
+        "--log-level",
+        type=click.Choice(LEVELS),
+        callback=apply,
+        expose_value=False,
+        help="Log level (overrides the global option).",
+    )(command)

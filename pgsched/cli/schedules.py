@@ -36,9 +36,15 @@ def cron() -> None:
 
 @cron.command("next")
 @click.argument("expression")
-@click.option("--tz", "tz", default="UTC", show_default=True, help="IANA time zone the expression is read in.")
-@click.option("--after", help="Start after this instant (ISO 8601; without an offset: in --tz). Default: now.")
-@click.option("-n", "count", default=5, show_default=True, type=click.IntRange(1, 1000), help="How many.")
+@click.option(
+    "--tz", "tz", default="UTC", show_default=True, help="IANA time zone the expression is read in."
+)
+@click.option(
+    "--after", help="Start after this instant (ISO 8601; without an offset: in --tz). Default: now."
+)
+@click.option(
+    "-n", "count", default=5, show_default=True, type=click.IntRange(1, 1000), help="How many."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def cron_next(expression: str, tz: str, after: str | None, count: int, as_json: bool) -> None:
     """The next fire times of EXPRESSION (5 fields, 6 with a leading second, or @daily…),
@@ -53,8 +59,12 @@ def cron_next(expression: str, tz: str, after: str | None, count: int, as_json: 
 
 @task.command("next")
 @click.argument("name")
-@click.option("--after", help="Start after this instant (ISO 8601; without an offset: in the task's zone).")
-@click.option("-n", "count", default=5, show_default=True, type=click.IntRange(1, 1000), help="How many.")
+@click.option(
+    "--after", help="Start after this instant (ISO 8601; without an offset: in the task's zone)."
+)
+@click.option(
+    "-n", "count", default=5, show_default=True, type=click.IntRange(1, 1000), help="How many."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def task_next(c: Context, name: str, after: str | None, count: int, as_json: bool) -> None:

@@ -12,8 +12,12 @@ from ..web.credentials import ROLES
 from .output import print_json, table
 from .root import Context, main, pass_ctx
 
-_tenant_option = click.option("--tenant", "tenant", default=None,
-                              help="Tenant the principal belongs to (default: the global --tenant).")
+_tenant_option = click.option(
+    "--tenant",
+    "tenant",
+    default=None,
+    help="Tenant the principal belongs to (default: the global --tenant).",
+)
 
 
 @main.command()
@@ -34,8 +38,12 @@ def token() -> None:
 
 
 @token.command("create")
-@click.option("--role", required=True, type=click.Choice(ROLES),
-              help="viewer reads; operator also acts; admin also manages tokens and failover.")
+@click.option(
+    "--role",
+    required=True,
+    type=click.Choice(ROLES),
+    help="viewer reads; operator also acts; admin also manages tokens and failover.",
+)
 @_tenant_option
 @click.option("--name", default="", help="What the token is for (shown in listings).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -49,8 +57,10 @@ def token_create(c: Context, role: str, tenant: str | None, name: str, as_json: 
         print_json({**row, "token": secret})
         return
     click.echo(secret)
-    click.echo(f"token {row['id']}: role {row['role']}, tenant {row['tenant']!r}. It is not shown again.",
-               err=True)
+    click.echo(
+        f"token {row['id']}: role {row['role']}, tenant {row['tenant']!r}. It is not shown again.",
+        err=True,
+    )
 
 
 @token.command("list")
@@ -93,9 +103,13 @@ def user() -> None:
 @click.argument("username")
 @click.option("--role", required=True, type=click.Choice(ROLES))
 @_tenant_option
-@click.option("--password-stdin", is_flag=True, help="Read the password from the first line of stdin.")
+@click.option(
+    "--password-stdin", is_flag=True, help="Read the password from the first line of stdin."
+)
 @pass_ctx
-def user_create(c: Context, username: str, role: str, tenant: str | None, password_stdin: bool) -> None:
+def user_create(
+    c: Context, username: str, role: str, tenant: str | None, password_stdin: bool
+) -> None:
     """Create a web user; the password is asked for (twice), or read with --password-stdin."""
     from ..web.credentials import create_user
 
@@ -104,7 +118,9 @@ def user_create(c: Context, username: str, role: str, tenant: str | None, passwo
     elif sys.stdin.isatty():
         password = click.prompt("password", hide_input=True, confirmation_prompt=True)
     else:
-        raise ConfigError("password: stdin is not a terminal; pass --password-stdin to read it from there")
+        raise ConfigError(
+            "password: stdin is not a terminal; pass --password-stdin to read it from there"
+        )
     row = create_user(c.db(), username, password, role=role, tenant=tenant or c.tenant)
     click.echo(f"user {row['username']!r} created: role {row['role']}, tenant {row['tenant']!r}")
 

@@ -65,7 +65,11 @@ class Days:
         for item in self.dom_special:
             if item[0] == "last" and day.day == last - item[1]:
                 return True
-            if item[0] == "nearest" and item[1] <= last and day.day == nearest_weekday(day, item[1], last):
+            if (
+                item[0] == "nearest"
+                and item[1] <= last
+                and day.day == nearest_weekday(day, item[1], last)
+            ):
                 return True
             if item[0] == "last_weekday" and day.day == nearest_weekday(day, last, last):
                 return True
@@ -105,8 +109,10 @@ def day_rule(expr: str) -> Days | None:
     ``#`` items; None for the others, whose days croniter walks directly."""
     fields = NICKNAME_FIELDS.get(expr, expr).split()
     specs = field_specs(fields)
-    items = {name: [(item, day_item(item, name)) for item in fields[i].split(",")]
-             for i, name in ((-3, "day-of-month"), (-1, "day-of-week"))}
+    items = {
+        name: [(item, day_item(item, name)) for item in fields[i].split(",")]
+        for i, name in ((-3, "day-of-month"), (-1, "day-of-week"))
+    }
     if not any(special for pairs in items.values() for _, special in pairs):
         return None
 
@@ -114,9 +120,14 @@ def day_rule(expr: str) -> Days | None:
         texts = [item for item, special in items[name] if not special]
         return frozenset(expand(",".join(texts), *specs[index][1:]) if texts else ())
 
-    return Days(dom=plain("day-of-month", -3), dom_special=tuple(s for _, s in items["day-of-month"] if s),
-                 dow=plain("day-of-week", -1), dow_special=tuple(s for _, s in items["day-of-week"] if s),
-                 months=frozenset(expand(fields[-2], *specs[-2][1:])), either=day_or(expr))
+    return Days(
+        dom=plain("day-of-month", -3),
+        dom_special=tuple(s for _, s in items["day-of-month"] if s),
+        dow=plain("day-of-week", -1),
+        dow_special=tuple(s for _, s in items["day-of-week"] if s),
+        months=frozenset(expand(fields[-2], *specs[-2][1:])),
+        either=day_or(expr),
+    )
 
 
 # The most days each month can have (February: in a leap year).
@@ -136,9 +147,11 @@ def why_never(fields: list[str]) -> str:
     if not any(_occurs(dom, m) for m in months):
         offset = ", and L-n is n days before the last day" if re.search(r"(?i)L-", dom) else ""
         return f"day-of-month {dom} never occurs in {where} ({_lengths(months)}{offset})"
-    return (f"day-of-week {dow} never falls on day-of-month {dom}"
-            + ("" if month == "*" else f" in {where}")
-            + " (a day field that starts with '*' makes a day match both, crontab(5))")
+    return (
+        f"day-of-week {dow} never falls on day-of-month {dom}"
+        + ("" if month == "*" else f" in {where}")
+        + " (a day field that starts with '*' makes a day match both, crontab(5))"
+    )
 
 
 def _occurs(dom: str, month: int) -> bool:

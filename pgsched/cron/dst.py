@@ -45,7 +45,10 @@ def fall_back_after(zone: ZoneInfo, after: datetime) -> tuple[datetime, Stretch]
     """The clock falling back within ``MARGIN`` after ``after``: the instant it does, and
     the stretch of readings it shows again; None when it does not (zones change their
     offset at most once in such a span)."""
-    before, later = after.astimezone(zone).utcoffset(), (after + MARGIN).astimezone(zone).utcoffset()
+    before, later = (
+        after.astimezone(zone).utcoffset(),
+        (after + MARGIN).astimezone(zone).utcoffset(),
+    )
     if before is None or later is None or later >= before:
         return None
     low, high = after, after + MARGIN  # the change lies in (low, high]: bisect to the second

@@ -28,8 +28,10 @@ def check(expr: str) -> str:
         return text.lower()
     fields = text.split(" ")
     if len(fields) not in (5, 6):
-        raise CronError(f"'{text}' has {len(fields)} fields; cron needs 5 "
-                        "(minute hour day-of-month month day-of-week), or 6 with a leading second")
+        raise CronError(
+            f"'{text}' has {len(fields)} fields; cron needs 5 "
+            "(minute hour day-of-month month day-of-week), or 6 with a leading second"
+        )
     for i in (-3, -1):  # Quartz and Spring write '?' ("no specific value") in a day field
         if fields[i] == "?":
             fields[i] = "*"

@@ -39,17 +39,25 @@ def check_field(text: str, name: str, low: int, high: int, names: tuple[str, ...
     part of the field, the field's text follows: ``hour 24 is out of range 0-23 (in 1-24)``."""
     for item in text.split(","):
         if not item:
-            raise CronError(f"{name} {text} has an empty list element "
-                            "(two commas, or one at an end)")
+            raise CronError(
+                f"{name} {text} has an empty list element (two commas, or one at an end)"
+            )
         special = day_item(item, name)
-        problem = special if isinstance(special, Malformed) else None if special else _check_item(
-            item, low, high, names)
+        problem = (
+            special
+            if isinstance(special, Malformed)
+            else None
+            if special
+            else _check_item(item, low, high, names)
+        )
         if problem:
             bad, predicate = problem
             raise CronError(f"{name} {bad} {predicate}" + ("" if bad == text else f" (in {text})"))
 
 
-def _check_item(item: str, low: int, high: int, names: tuple[str, ...] | None) -> tuple[str, str] | None:
+def _check_item(
+    item: str, low: int, high: int, names: tuple[str, ...] | None
+) -> tuple[str, str] | None:
     """Return (offending text, predicate) for a bad (non-empty) list element, else None."""
     base, slash, step = item.partition("/")
     if slash:
@@ -78,7 +86,9 @@ def _check_item(item: str, low: int, high: int, names: tuple[str, ...] | None) -
     return None
 
 
-def field_value(text: str, low: int, high: int, names: tuple[str, ...] | None) -> int | tuple[str, str]:
+def field_value(
+    text: str, low: int, high: int, names: tuple[str, ...] | None
+) -> int | tuple[str, str]:
     """A number in [low, high] or a 3-letter name; else (text, predicate)."""
     if _NUMBER_RE.fullmatch(text):
         number = int(text)
@@ -90,9 +100,15 @@ def field_value(text: str, low: int, high: int, names: tuple[str, ...] | None) -
 
 
 # crontab(5): what each nickname stands for.
-NICKNAME_FIELDS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
-                    "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
-                    "@hourly": "0 * * * *"}
+NICKNAME_FIELDS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
 
 
 def expand(text: str, low: int, high: int, names: tuple[str, ...] | None) -> list[int]:
@@ -165,16 +181,23 @@ def day_item(item: str, field: str) -> tuple | None:
         if match.group(1):
             back = int(match.group(2) or 0)
             if match.group(2) is not None and not 1 <= back <= 30:
-                return Malformed(item, f"has offset {back}, out of range 1-30 (L-n: n days before the last day)")
+                return Malformed(
+                    item, f"has offset {back}, out of range 1-30 (L-n: n days before the last day)"
+                )
             return ("last", back)
         day = int(match.group(3))
         if not 1 <= day <= 31:
-            return Malformed(item, f"has day {day}, out of range 1-31 (dW: the weekday nearest day d)")
+            return Malformed(
+                item, f"has day {day}, out of range 1-31 (dW: the weekday nearest day d)"
+            )
         return ("nearest", day)
     if field == "day-of-week":
         if item.upper() == "L":
-            return Malformed(item, "is ambiguous ('L' alone is Saturday in Quartz); write 'sat', "
-                                    "or e.g. '5L' for the last Friday of the month")
+            return Malformed(
+                item,
+                "is ambiguous ('L' alone is Saturday in Quartz); write 'sat', "
+                "or e.g. '5L' for the last Friday of the month",
+            )
         match = _DOW_SPECIAL.fullmatch(item)
         if not match:
             return None
@@ -185,6 +208,9 @@ def day_item(item: str, field: str) -> tuple | None:
             return ("last_dow", weekday % 7)
         nth = int(match.group(2))
         if not 1 <= nth <= 5:
-            return Malformed(item, f"has occurrence {nth}, out of range 1-5 (w#k: the k-th weekday w of the month)")
+            return Malformed(
+                item,
+                f"has occurrence {nth}, out of range 1-5 (w#k: the k-th weekday w of the month)",
+            )
         return ("nth_dow", weekday % 7, nth)
     return None

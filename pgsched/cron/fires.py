@@ -45,8 +45,11 @@ def fires(expr: str, base: datetime) -> Iterator[datetime]:
     day fields hold ``L``, ``W`` or ``#`` items (which croniter reads only in part), it
     walks every day and :class:`Days` decides, jumping straight to the next matching day."""
     canonical = canonical_form(expr)
-    options = dict(max_years_between_matches=HORIZON_YEARS, day_or=day_or(expr),
-                   second_at_beginning=len(canonical.split()) == 6)
+    options = dict(
+        max_years_between_matches=HORIZON_YEARS,
+        day_or=day_or(expr),
+        second_at_beginning=len(canonical.split()) == 6,
+    )
     days = day_rule(expr)
     it = iterator(canonical, base, options)
     while True:
@@ -62,8 +65,13 @@ def fires(expr: str, base: datetime) -> Iterator[datetime]:
 
 @functools.lru_cache(maxsize=4096)
 def _template(canonical: str, day_or: bool, seconds: bool) -> croniter:
-    return croniter(canonical, 0, max_years_between_matches=HORIZON_YEARS, day_or=day_or,
-                    second_at_beginning=seconds)
+    return croniter(
+        canonical,
+        0,
+        max_years_between_matches=HORIZON_YEARS,
+        day_or=day_or,
+        second_at_beginning=seconds,
+    )
 
 
 def iterator(canonical: str, base: datetime, options: dict[str, Any]) -> croniter:
@@ -83,7 +91,10 @@ def canonical_form(expr: str) -> str:
     fields = NICKNAME_FIELDS.get(expr, expr).split()
     if day_rule(expr) is not None:
         fields[-3] = fields[-1] = "*"  # Days decides the day; croniter walks every day
-    return " ".join(compact(expand(text, *spec[1:])) for text, spec in zip(fields, field_specs(fields), strict=True))
+    return " ".join(
+        compact(expand(text, *spec[1:]))
+        for text, spec in zip(fields, field_specs(fields), strict=True)
+    )
 
 
 def next_on_wall_clock(expr: str, zone: ZoneInfo, after: datetime) -> datetime | None:
@@ -105,8 +116,11 @@ def next_on_wall_clock(expr: str, zone: ZoneInfo, after: datetime) -> datetime |
         if instants:
             best = min(instants)
         else:  # the clock skips this reading: go on from the end of the skipped stretch
-            base = max(wall, wall.replace(tzinfo=zone).astimezone(UTC).astimezone(zone)
-                       .replace(tzinfo=None) - timedelta(seconds=1))
+            base = max(
+                wall,
+                wall.replace(tzinfo=zone).astimezone(UTC).astimezone(zone).replace(tzinfo=None)
+                - timedelta(seconds=1),
+            )
     fall = fall_back_after(zone, after)
     if fall is not None:
         at, shown_again = fall  # from instant ``at`` the clock shows ``shown_again`` once more

@@ -11,7 +11,9 @@ from .fields import expand, field_specs
 from .fires import canonical_form, next_after
 
 
-def walk(expr: str, tz: str, after: datetime, until: datetime) -> tuple[int, datetime | None, datetime | None]:
+def walk(
+    expr: str, tz: str, after: datetime, until: datetime
+) -> tuple[int, datetime | None, datetime | None]:
     """The fires of ``expr`` in zone ``tz`` strictly after ``after`` and at or before
     ``until`` (aware): how many, the latest (None when none), and the first fire after
     ``until`` (None when there is none within the horizon).
@@ -46,8 +48,15 @@ def _steady(zone: ZoneInfo, start: datetime, end: datetime) -> bool:
     hours long and the clocks keep one offset from a day before it to a day after it."""
     if end - start != timedelta(days=1):
         return False
-    offsets = {(at).astimezone(zone).utcoffset() for at in
-               (start - timedelta(days=1), start, end - timedelta(seconds=1), end + timedelta(days=1))}
+    offsets = {
+        (at).astimezone(zone).utcoffset()
+        for at in (
+            start - timedelta(days=1),
+            start,
+            end - timedelta(seconds=1),
+            end + timedelta(days=1),
+        )
+    }
     return len(offsets) == 1
 
 
@@ -57,7 +66,7 @@ def _daily(expr: str) -> tuple[int, time]:
     one day (``seconds x minutes x hours``), and the last of them."""
     fields = canonical_form(expr).split()
     clock = fields[:-3]  # (second,) minute, hour
-    specs = field_specs(fields)[:len(clock)]
+    specs = field_specs(fields)[: len(clock)]
     values = [expand(text, *spec[1:]) for text, spec in zip(clock, specs, strict=True)]
     if len(values) == 2:
         values.insert(0, [0])

@@ -41,5 +41,17 @@ from .definition import Condition, Dag, DagErrors, Node, Problem
 from .loading import load, parse
 from .rules import FAILURE_POLICIES, SUCCESS_RULES, TRIGGER_RULES, Upstream, decide
 
-__all__ = ["FAILURE_POLICIES", "SUCCESS_RULES", "TRIGGER_RULES", "Condition", "Dag", "DagErrors", "Node",
-           "Problem", "Upstream", "decide", "load", "parse"]
+__all__ = [
+    "FAILURE_POLICIES",
+    "SUCCESS_RULES",
+    "TRIGGER_RULES",
+    "Condition",
+    "Dag",
+    "DagErrors",
+    "Node",
+    "Problem",
+    "Upstream",
+    "decide",
+    "load",
+    "parse",
+]

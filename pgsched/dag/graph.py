@@ -26,7 +26,9 @@ def check_graph(drafts: list[Draft], problems: Problems) -> tuple[list[str], lis
                 sound = False
             else:
                 by_id[d.id] = d
-    known = {d.id for d in drafts if d.id is not None}  # a bad id is reported once, not by its dependents
+    known = {
+        d.id for d in drafts if d.id is not None
+    }  # a bad id is reported once, not by its dependents
     for d in drafts:
         for up in d.depends or ():
             if up not in known:
@@ -41,17 +43,29 @@ def check_graph(drafts: list[Draft], problems: Problems) -> tuple[list[str], lis
         graph = {node_id: d.depends or () for node_id, d in by_id.items()}
         order, levels, cycle = topological(graph)
         if cycle:
-            problems.node(by_id[cycle[0]].index, by_id[cycle[0]].where, "depends_on", " -> ".join(cycle),
-                          "is a cycle")
+            problems.node(
+                by_id[cycle[0]].index,
+                by_id[cycle[0]].where,
+                "depends_on",
+                " -> ".join(cycle),
+                "is a cycle",
+            )
         for d in drafts:
             if d.condition and d.condition.node not in (d.depends or ()):
-                problems.node(d.index, d.where, "condition.field", d.condition.field,
-                              f"must name a node in depends_on of {d.id!r} ({d.condition.node!r} is not one): "
-                              "the condition is tested when that node has ended")
+                problems.node(
+                    d.index,
+                    d.where,
+                    "condition.field",
+                    d.condition.field,
+                    f"must name a node in depends_on of {d.id!r} ({d.condition.node!r} is not one): "
+                    "the condition is tested when that node has ended",
+                )
     return order, levels
 
 
-def topological(graph: dict[str, tuple[str, ...]]) -> tuple[list[str], list[list[str]], list[str] | None]:
+def topological(
+    graph: dict[str, tuple[str, ...]],
+) -> tuple[list[str], list[list[str]], list[str] | None]:
     """Kahn's algorithm over ``graph`` (node id -> upstream ids, all known): an order, the
     levels, and None; or, on a cycle, empty lists and the cycle's path."""
     pending = {n: len(ups) for n, ups in graph.items()}
@@ -89,5 +103,5 @@ def find_cycle(stuck: set[str], graph: dict[str, tuple[str, ...]]) -> list[str]:
         seen[current] = len(path)
         path.append(current)
         current = next(up for up in sorted(graph[current]) if up in stuck)
-    loop = path[seen[current]:] + [current]
+    loop = path[seen[current] :] + [current]
     return list(reversed(loop))  # upstream first: a -> b means b depends on a

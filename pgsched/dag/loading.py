@@ -34,14 +34,18 @@ def load(source: str | Path, text: str | None = None) -> Dag:
         try:
             data = json.loads(text, parse_constant=_no_constant)
         except _NotJson as exc:
-            raise DagErrors(str(source), [Problem("file", str(source), f"is not valid JSON: {exc}")]) from None
+            raise DagErrors(
+                str(source), [Problem("file", str(source), f"is not valid JSON: {exc}")]
+            ) from None
         except ValueError:
             pass  # YAML's reader reports where the syntax breaks
         else:
             try:
                 return validate(data, None, str(source))
             except DagErrors:
-                return validate(data, Lines(yaml.compose(text, Loader=yaml.SafeLoader)), str(source))
+                return validate(
+                    data, Lines(yaml.compose(text, Loader=yaml.SafeLoader)), str(source)
+                )
     loader = yaml.SafeLoader(text)
     try:  # what yaml.safe_load does, keeping the node tree for the line numbers
         root = loader.get_single_node()
@@ -49,8 +53,12 @@ def load(source: str | Path, text: str | None = None) -> Dag:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = Problem("file", str(source), f"is not valid YAML or JSON{where}: "
-                          f"{getattr(exc, 'problem', None) or exc}", mark.line + 1 if mark else None)
+        problem = Problem(
+            "file",
+            str(source),
+            f"is not valid YAML or JSON{where}: {getattr(exc, 'problem', None) or exc}",
+            mark.line + 1 if mark else None,
+        )
         raise DagErrors(str(source), [problem]) from None
     finally:
         loader.dispose()

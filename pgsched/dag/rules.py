@@ -34,8 +34,15 @@ TRIGGER_RULES = tuple(r.value for r in TriggerRule)
 FAILURE_POLICIES = tuple(p.value for p in FailurePolicy)
 # The rules that wait for upstream success (Airflow's meaning): under the ``continue``
 # policy a failed upstream node counts as a success for each of them (see decide).
-SUCCESS_RULES = tuple(r.value for r in (TriggerRule.ALL_SUCCESS, TriggerRule.ONE_SUCCESS, TriggerRule.NONE_FAILED,
-                                         TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS))
+SUCCESS_RULES = tuple(
+    r.value
+    for r in (
+        TriggerRule.ALL_SUCCESS,
+        TriggerRule.ONE_SUCCESS,
+        TriggerRule.NONE_FAILED,
+        TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,9 @@ def decide(rule: str, up: Upstream, failure_policy: str = "skip_downstream") -> 
     if rule not in TRIGGER_RULES:
         raise ValueError(f"trigger rule {rule!r} is not one of {', '.join(TRIGGER_RULES)}")
     if failure_policy not in FAILURE_POLICIES:
-        raise ValueError(f"failure policy {failure_policy!r} is not one of {', '.join(FAILURE_POLICIES)}")
+        raise ValueError(
+            f"failure policy {failure_policy!r} is not one of {', '.join(FAILURE_POLICIES)}"
+        )
     if up.total == 0:
         return "run"
     if failure_policy == "continue" and rule in SUCCESS_RULES:

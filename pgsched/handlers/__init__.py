@@ -32,4 +32,3 @@ class Outcome:
     result: Any = None
     error_type: str | None = None
     error_types: tuple[str, ...] = ()
-

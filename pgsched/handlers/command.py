@@ -56,7 +56,6 @@ except (OSError, AttributeError):  # not Linux
     _prctl = None
 
 
-
 def _pump(pipe: Any, stream: str, sink: LogSink) -> None:
     """Hand each line to ``sink``; a line over MAX_LINE_BYTES is logged in pieces, and
     is no command result (only a whole line is)."""
@@ -67,8 +66,11 @@ def _pump(pipe: Any, stream: str, sink: LogSink) -> None:
             if not chunk:
                 return
             ends = chunk.endswith(b"\n")
-            sink.write(stream, chunk.decode("utf-8", errors="replace").rstrip("\r\n"),
-                       whole_line=whole and (ends or len(chunk) < MAX_LINE_BYTES))
+            sink.write(
+                stream,
+                chunk.decode("utf-8", errors="replace").rstrip("\r\n"),
+                whole_line=whole and (ends or len(chunk) < MAX_LINE_BYTES),
+            )
             whole = ends
 
 
@@ -138,7 +140,9 @@ def _signal(pids: list[int], sig: int) -> None:
             pass
 
 
-def kill_group(pgid: int, grace: float, leader: subprocess.Popen | None = None, mark: str | None = None) -> None:
+def kill_group(
+    pgid: int, grace: float, leader: subprocess.Popen | None = None, mark: str | None = None
+) -> None:
     """SIGTERM the process group ``pgid``; SIGKILL it if anything is left after ``grace``
     seconds. ``leader`` (the group's first process, our child) is reaped while waiting, so
     its zombie does not count as alive. ``mark``: the command's ``PGSCHED_COMMAND_MARK``;
@@ -200,8 +204,10 @@ def _setpriv() -> str | None:
 # command: past the deadline ($1, CLOCK_BOOTTIME centiseconds as /proc/uptime counts them,
 # proc(5)) it prints the refusal line ($2, unique to this spawn, so no command's own output
 # can pass for it) and exits 125 without starting the command; else it execs the command.
-_START_GATE = ('read up _ </proc/uptime; up=${up%.*}${up#*.}; '
-               'if [ "$up" -gt "$1" ]; then printf "%s\\n" "$2"; exit 125; fi; shift 2; exec "$@"')
+_START_GATE = (
+    "read up _ </proc/uptime; up=${up%.*}${up#*.}; "
+    'if [ "$up" -gt "$1" ]; then printf "%s\\n" "$2"; exit 125; fi; shift 2; exec "$@"'
+)
 GATE_REFUSED = 125
 
 
@@ -237,8 +243,12 @@ def _child_setup(parent_pid: int, start_by: float | None = None) -> Callable[[],
     return setup
 
 
-def _spawn(argv: list[str], env: Mapping[str, str], start_by: float | None = None,
-           refusal: str | None = None) -> tuple[list[str], Callable[[], None] | None]:
+def _spawn(
+    argv: list[str],
+    env: Mapping[str, str],
+    start_by: float | None = None,
+    refusal: str | None = None,
+) -> tuple[list[str], Callable[[], None] | None]:
     """The argv and preexec function that start ``argv`` with PR_SET_PDEATHSIG set, and,
     given ``start_by``, not once it has passed: under setpriv when it is there and
     ``argv[0]`` can be found (else the OSError of a command that cannot start says why, as
@@ -249,16 +259,35 @@ def _spawn(argv: list[str], env: Mapping[str, str], start_by: float | None = Non
         if start_by is None or refusal is None:
             return [setpriv, "--pdeathsig", "KILL", "--", *argv], None
         boot_by = start_by + time.clock_gettime(time.CLOCK_BOOTTIME) - time.monotonic()
-        return [setpriv, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", _START_GATE, "pgsched-start-gate",
-                str(int(boot_by * 100)), refusal, *argv], None
+        return [
+            setpriv,
+            "--pdeathsig",
+            "KILL",
+            "--",
+            "/bin/sh",
+            "-c",
+            _START_GATE,
+            "pgsched-start-gate",
+            str(int(boot_by * 100)),
+            refusal,
+            *argv,
+        ], None
     return argv, _child_setup(os.getpid(), start_by)
 
 
-def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
-                timeout: float | None, sink: LogSink, kill_grace: float = 5.0,
-                on_tick: Callable[[], None] | None = None,
-                stop: StopSignal | None = None, stop_grace: float = 1.0,
-                start_by: float | None = None) -> Outcome:
+def run_command(
+    argv: list[str],
+    *,
+    env: Mapping[str, str],
+    stdin: str | None,
+    timeout: float | None,
+    sink: LogSink,
+    kill_grace: float = 5.0,
+    on_tick: Callable[[], None] | None = None,
+    stop: StopSignal | None = None,
+    stop_grace: float = 1.0,
+    start_by: float | None = None,
+) -> Outcome:
     """Run ``argv`` to completion in its own process group.
 
     ``start_by`` (CLOCK_MONOTONIC seconds, ``time.monotonic()``): the child checks it
@@ -292,20 +321,33 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
     refusal = f"pgsched: not started: its start deadline had passed ({secrets.token_hex(16)})"
     try:
         args, setup = _spawn(argv, env, start_by, refusal)
-        proc = subprocess.Popen(args, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
-                                start_new_session=True, close_fds=True, preexec_fn=setup)
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env),
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=setup,
+        )
     except subprocess.SubprocessError as exc:  # the child's setup raised: it never exec'd
         if start_by is not None and time.monotonic() > start_by:
-            raise StartDeadlinePassed(f"start deadline passed before {argv[0]!r} was started") from exc
+            raise StartDeadlinePassed(
+                f"start deadline passed before {argv[0]!r} was started"
+            ) from exc
         return Outcome("failed", error=f"could not start {argv[0]!r}: {exc}")
     except OSError as exc:  # shells: 127 command not found, 126 found but not executable
         code = 127 if isinstance(exc, FileNotFoundError) else 126
-        return Outcome("failed", exit_code=code, error=f"could not start {argv[0]!r}: {exc.strerror or exc}")
+        return Outcome(
+            "failed", exit_code=code, error=f"could not start {argv[0]!r}: {exc.strerror or exc}"
+        )
     if guard is not None:
         guard.watch(proc.pid)  # its session id: start_new_session made it the leader
-    pumps = [threading.Thread(target=_pump, args=(proc.stdout, "stdout", sink), daemon=True),
-             threading.Thread(target=_pump, args=(proc.stderr, "stderr", sink), daemon=True)]
+    pumps = [
+        threading.Thread(target=_pump, args=(proc.stdout, "stdout", sink), daemon=True),
+        threading.Thread(target=_pump, args=(proc.stderr, "stderr", sink), daemon=True),
+    ]
     if stdin is not None:
         data = stdin if stdin.endswith("\n") or not stdin else stdin + "\n"  # cronie adds it
         pumps.append(threading.Thread(target=_feed, args=(proc.stdin, data.encode()), daemon=True))
@@ -344,18 +386,25 @@ def run_command(argv: list[str], *, env: Mapping[str, str], stdin: str | None,
             if on_tick:
                 on_tick()
         if t.is_alive() and not reason and deadline:
-            sink.write("system", "the command exited but left processes holding its output; "
-                       "they were killed at the timeout")
+            sink.write(
+                "system",
+                "the command exited but left processes holding its output; "
+                "they were killed at the timeout",
+            )
             kill_group(proc.pid, kill_grace, proc, mark)
             t.join(1.0)
         elif t.is_alive() and not reason:
-            sink.write("system", "the command exited; stopped reading output that background "
-                       "processes still hold")
+            sink.write(
+                "system",
+                "the command exited; stopped reading output that background processes still hold",
+            )
             break
     sink.close()
     exit_code = code if code >= 0 else 128 - code
     if reason == "timed_out":
-        return Outcome("timed_out", exit_code, f"timed out after {timeout:g}s; process group killed")
+        return Outcome(
+            "timed_out", exit_code, f"timed out after {timeout:g}s; process group killed"
+        )
     if reason == "stopped":
         return Outcome("failed", exit_code, "stopped by the worker; process group killed")
     if code == 0:
@@ -387,4 +436,3 @@ def command_result(line: str | None) -> Any:
 
 def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
-

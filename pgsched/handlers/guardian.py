@@ -134,9 +134,22 @@ class Guardian:
         env = {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-S", "-I", os.path.abspath(guardian_main.__file__), str(os.getpid()), self.token,
-                 str(self.since), _log_format()],
-                stdin=read, stdout=subprocess.DEVNULL, env=env, start_new_session=True, close_fds=True)
+                [
+                    sys.executable,
+                    "-S",
+                    "-I",
+                    os.path.abspath(guardian_main.__file__),
+                    str(os.getpid()),
+                    self.token,
+                    str(self.since),
+                    _log_format(),
+                ],
+                stdin=read,
+                stdout=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+            )
         finally:
             os.close(read)
         os.set_blocking(write, False)
@@ -163,8 +176,11 @@ class Guardian:
         try:
             os.write(self._pipe, line.encode())
         except BlockingIOError:
-            log.warning("the guardian is not reading (its pipe is full): %r not passed on; commands still "
-                        "carry the worker's token", line.strip())
+            log.warning(
+                "the guardian is not reading (its pipe is full): %r not passed on; commands still "
+                "carry the worker's token",
+                line.strip(),
+            )
         except BrokenPipeError:
             if respawn:
                 self._respawn()
@@ -174,14 +190,20 @@ class Guardian:
         still watched)."""
         assert self._proc is not None
         self._proc.poll()
-        log.warning("the guardian (pid %s) exited with %s; starting another", self._proc.pid, self._proc.returncode)
+        log.warning(
+            "the guardian (pid %s) exited with %s; starting another",
+            self._proc.pid,
+            self._proc.returncode,
+        )
         if self._pipe is not None:
             os.close(self._pipe)
             self._pipe = None
         try:
             self._spawn()
         except OSError as exc:
-            log.error("could not start another guardian (%s): commands may outlive this worker", exc)
+            log.error(
+                "could not start another guardian (%s): commands may outlive this worker", exc
+            )
 
     def stop(self, grace: float) -> None:
         """The worker is stopping: the guardian ends what is left of the worker's processes

@@ -85,9 +85,15 @@ class _Watch:
         # calls setsid): a command whose "-" never came is forgotten here
         self.sessions &= {sid for state, _, sid, _ in procs.values() if state not in (b"Z", b"X")}
         young = {pid for pid in children.get(self.worker, ()) if procs[pid][3] >= self.since}
-        self.seen = {pid: procs[pid][3] for pid in _descendants(young, children)
-                     if pid in procs and procs[pid][3] >= self.since} | {
-            pid: start for pid, start in self.seen.items() if pid in procs and procs[pid][3] == start}
+        self.seen = {
+            pid: procs[pid][3]
+            for pid in _descendants(young, children)
+            if pid in procs and procs[pid][3] >= self.since
+        } | {
+            pid: start
+            for pid, start in self.seen.items()
+            if pid in procs and procs[pid][3] == start
+        }
 
     def targets(self) -> set[int]:
         """The live processes that are the worker's now (module docstring), less the guardian,
@@ -103,8 +109,12 @@ class _Watch:
         for pid, (state, _, sid, start) in procs.items():
             if start < self.since or state in (b"Z", b"X") or pid in spared:
                 continue
-            if (sid in self.sessions or sid == self.worker or self.seen.get(pid) == start
-                    or _carries(pid, self.needle)):
+            if (
+                sid in self.sessions
+                or sid == self.worker
+                or self.seen.get(pid) == start
+                or _carries(pid, self.needle)
+            ):
                 seeds.add(pid)
         found = _descendants(seeds, _children(procs))
         return {pid for pid in found if pid in procs and procs[pid][0] not in (b"Z", b"X")} - spared
@@ -124,7 +134,11 @@ class _Watch:
         give_up = time.monotonic() + KILL_PATIENCE
         while left := self.targets():
             if time.monotonic() > give_up:
-                _say(fmt, "error", f"still alive after {KILL_PATIENCE:.0f}s of SIGKILL: {sorted(left)}")
+                _say(
+                    fmt,
+                    "error",
+                    f"still alive after {KILL_PATIENCE:.0f}s of SIGKILL: {sorted(left)}",
+                )
                 break
             _signal(left, signal.SIGKILL)
             signalled |= left
@@ -155,10 +169,19 @@ def _say(fmt: str, level: str, message: str) -> None:
         import json
         from datetime import datetime
 
-        line = json.dumps({"ts": datetime.fromtimestamp(now, UTC).isoformat(), "level": level,
-                           "logger": "pgsched.handlers.guardian", "message": message, "pid": os.getpid()})
+        line = json.dumps(
+            {
+                "ts": datetime.fromtimestamp(now, UTC).isoformat(),
+                "level": level,
+                "logger": "pgsched.handlers.guardian",
+                "message": message,
+                "pid": os.getpid(),
+            }
+        )
     else:
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f",{int(now % 1 * 1000):03d}"
+        stamp = (
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f",{int(now % 1 * 1000):03d}"
+        )
         line = f"{stamp} {level.upper():<7} pgsched.handlers.guardian: {message}"
     try:
         os.write(2, (line + "\n").encode())
@@ -204,10 +227,16 @@ def main(argv: list[str]) -> int:
     began = time.monotonic()
     killed = watch.end(grace or 0.0, fmt)
     if grace is None:
-        _say(fmt, "warning", f"worker {worker} died: killed {killed} of its process(es) in "
-             f"{time.monotonic() - began:.3f}s")
+        _say(
+            fmt,
+            "warning",
+            f"worker {worker} died: killed {killed} of its process(es) in "
+            f"{time.monotonic() - began:.3f}s",
+        )
     elif killed:
-        _say(fmt, "info", f"worker {worker} stopped: ended {killed} process(es) it had left running")
+        _say(
+            fmt, "info", f"worker {worker} stopped: ended {killed} process(es) it had left running"
+        )
     return 0
 
 

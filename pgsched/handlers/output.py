@@ -29,7 +29,6 @@ def storable_text(text: str) -> str:
     return text
 
 
-
 class LogSink:
     """Collects captured lines (thread-safe) until the owner drains them.
 
@@ -41,8 +40,13 @@ class LogSink:
     which PostgreSQL text cannot hold, are removed.
     """
 
-    def __init__(self, max_lines: int = 10_000, max_bytes: int = 10 * 1024 * 1024, *,
-                 now: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        max_lines: int = 10_000,
+        max_bytes: int = 10 * 1024 * 1024,
+        *,
+        now: Callable[[], datetime],
+    ) -> None:
         self._now = now  # the database's clock (pgsched.clock): logged_at is the database's time
         self._lock = threading.Lock()
         self._lines: list[tuple[int, str, datetime, str]] = []
@@ -61,7 +65,9 @@ class LogSink:
         with self._lock:
             if stream == "stdout" and text.strip():
                 self.last_stdout = text if whole_line else None
-            if stream != "system" and (self._seq >= self.max_lines or self._bytes + size > self.max_bytes):
+            if stream != "system" and (
+                self._seq >= self.max_lines or self._bytes + size > self.max_bytes
+            ):
                 self.dropped_lines += 1
                 self.dropped_bytes += size
                 return
@@ -73,8 +79,11 @@ class LogSink:
     def close(self) -> None:
         """Record how much output the caps dropped, if any."""
         if self.dropped_lines:
-            self.write("system", f"output truncated: {self.dropped_lines} more line(s), {self.dropped_bytes} "
-                       f"byte(s) not stored (limits: {self.max_lines} lines, {self.max_bytes} bytes)")
+            self.write(
+                "system",
+                f"output truncated: {self.dropped_lines} more line(s), {self.dropped_bytes} "
+                f"byte(s) not stored (limits: {self.max_lines} lines, {self.max_bytes} bytes)",
+            )
 
     def drain(self, limit: int | None = None) -> list[tuple[int, str, datetime, str]]:
         """Take up to ``limit`` (all when None) of the oldest collected lines."""
@@ -141,4 +150,3 @@ class ThreadOutput(io.TextIOBase):
                 if rest:
                     sink.write(stream, rest)
             cls._current.sink = None
-

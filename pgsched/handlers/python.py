@@ -71,10 +71,19 @@ class PythonHandler:
 
     def __init__(self, watchdog: Watchdog, allowed_modules: tuple[str, ...], grace: float) -> None:
         self.watchdog, self.allowed_modules, self.grace = watchdog, allowed_modules, grace
-        self._functions: dict[str, Callable[..., Any]] = {}  # python_target -> function, once resolved
+        self._functions: dict[
+            str, Callable[..., Any]
+        ] = {}  # python_target -> function, once resolved
 
-    def run(self, row: dict[str, Any], sink: LogSink, stop: StopSignal, start_by: Callable[[], float | None],
-            on_tick: Callable[[], None], on_abandon: Callable[[Outcome], None]) -> Outcome | None:
+    def run(
+        self,
+        row: dict[str, Any],
+        sink: LogSink,
+        stop: StopSignal,
+        start_by: Callable[[], float | None],
+        on_tick: Callable[[], None],
+        on_abandon: Callable[[Outcome], None],
+    ) -> Outcome | None:
         """One attempt of ``row`` (an ``execution_claim`` row; ``params`` JSON text). Before
         each call ``start_by()`` gives the CLOCK_MONOTONIC instant it may start by, or None
         (NOT_STARTED is returned). None: the call was abandoned after its stop
@@ -87,13 +96,25 @@ class PythonHandler:
             except PgschedError as exc:
                 return Outcome("failed", error=str(exc))
             self._functions[row["python_target"]] = func
-        if "upstream" in params and row.get("dag_run_id") is not None and not takes(func, "upstream"):
+        if (
+            "upstream" in params
+            and row.get("dag_run_id") is not None
+            and not takes(func, "upstream")
+        ):
             params = {k: v for k, v in params.items() if k != "upstream"}
         while True:
             deadline = start_by()
             if deadline is None:
                 return NOT_STARTED
-            outcome = self.watchdog.call(guarded(func, deadline), params, timeout=row["timeout_seconds"], sink=sink,
-                                         stop=stop, on_tick=on_tick, grace=self.grace, on_abandon=on_abandon)
+            outcome = self.watchdog.call(
+                guarded(func, deadline),
+                params,
+                timeout=row["timeout_seconds"],
+                sink=sink,
+                stop=stop,
+                on_tick=on_tick,
+                grace=self.grace,
+                on_abandon=on_abandon,
+            )
             if outcome is None or outcome.result is not NOT_STARTED:
                 return outcome  # (the sentinel is returned only by the guard, never stored)

@@ -46,7 +46,9 @@ class _Call:
 
 def _async_raise(ident: int, exc: type[BaseException] | None) -> None:
     """Raise ``exc`` in thread ``ident`` at its next bytecode; None clears a pending one."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc) if exc else None)
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(ident), ctypes.py_object(exc) if exc else None
+    )
 
 
 class Watchdog:
@@ -60,17 +62,34 @@ class Watchdog:
         self._thread = threading.Thread(target=self._loop, daemon=True, name="pgsched-watchdog")
         self._thread.start()
 
-    def call(self, func: Callable[..., Any], params: Mapping[str, Any], *, timeout: float | None, sink: LogSink,
-             stop: StopSignal | None, on_abandon: Callable[[Outcome], None],
-             on_tick: Callable[[], None] | None = None, grace: float = 1.0) -> Outcome | None:
+    def call(
+        self,
+        func: Callable[..., Any],
+        params: Mapping[str, Any],
+        *,
+        timeout: float | None,
+        sink: LogSink,
+        stop: StopSignal | None,
+        on_abandon: Callable[[Outcome], None],
+        on_tick: Callable[[], None] | None = None,
+        grace: float = 1.0,
+    ) -> Outcome | None:
         """Call ``func(**params)`` here; its return value is the result (must be JSON), what
         it prints goes to ``sink``. The outcome (succeeded, failed, timed_out; ``failed`` when
         stopped, for the caller to name), or None when the call was abandoned
         (``on_abandon`` got the outcome, and the caller must leave its slot to the thread
         that runs it)."""
         ident = threading.get_ident()
-        c = _Call(ident, time.monotonic() + timeout if timeout else None, timeout, stop, sink, on_tick, on_abandon,
-                  grace)
+        c = _Call(
+            ident,
+            time.monotonic() + timeout if timeout else None,
+            timeout,
+            stop,
+            sink,
+            on_tick,
+            on_abandon,
+            grace,
+        )
         with self._lock:
             self._calls[ident] = c
         if timeout and timeout < self.tick:
@@ -132,11 +151,18 @@ class Watchdog:
                         del self._calls[c.ident]
                         abandoned.append(c)
             for c in abandoned:
-                c.sink.write("system", f"the Python call did not return within {c.grace:g}s of being interrupted; "
-                             "it was abandoned (it runs on in the background, its result discarded)")
+                c.sink.write(
+                    "system",
+                    f"the Python call did not return within {c.grace:g}s of being interrupted; "
+                    "it was abandoned (it runs on in the background, its result discarded)",
+                )
                 c.sink.close()
-                threading.Thread(target=c.on_abandon, args=(_outcome(c, abandoned=True),), daemon=True,
-                                 name="pgsched-slot").start()
+                threading.Thread(
+                    target=c.on_abandon,
+                    args=(_outcome(c, abandoned=True),),
+                    daemon=True,
+                    name="pgsched-slot",
+                ).start()
             for c in calls:
                 if c.on_tick and not c.done:
                     try:
@@ -163,9 +189,11 @@ def _refuse_awaitable(c: _Call, func: Callable[..., Any], sink: LogSink) -> None
     if callable(close):
         close()
     name = getattr(func, "__qualname__", repr(func))
-    error = (f"{name} returned {type(awaitable).__name__} object instead of a result: async "
-             "handlers are not supported yet; make it a plain def that runs the coroutine, e.g. "
-             "return asyncio.run(...)")
+    error = (
+        f"{name} returned {type(awaitable).__name__} object instead of a result: async "
+        "handlers are not supported yet; make it a plain def that runs the coroutine, e.g. "
+        "return asyncio.run(...)"
+    )
     c.box["error"] = f"TypeError: {error}"
     c.box["types"] = tuple(qualified(t) for t in TypeError.__mro__)
     sink.write("system", error)
@@ -174,10 +202,15 @@ def _refuse_awaitable(c: _Call, func: Callable[..., Any], sink: LogSink) -> None
 def _outcome(c: _Call, abandoned: bool) -> Outcome:
     note = " (abandoned)" if abandoned else ""
     if c.reason == "timed_out":
-        return Outcome("timed_out", error=f"timed out after {c.timeout:g}s; TaskInterrupted raised in the call" + note)
+        return Outcome(
+            "timed_out",
+            error=f"timed out after {c.timeout:g}s; TaskInterrupted raised in the call" + note,
+        )
     if c.reason == "stopped":
         return Outcome("failed", error="stopped; TaskInterrupted raised in the call" + note)
     box = c.box
     if "error" in box:
-        return Outcome("failed", error=box["error"], error_type=box["types"][0], error_types=box["types"])
+        return Outcome(
+            "failed", error=box["error"], error_type=box["types"][0], error_types=box["types"]
+        )
     return Outcome("succeeded", result=box.get("result"))

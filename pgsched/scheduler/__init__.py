@@ -29,6 +29,25 @@ from .rescue import Rescue, rescue
 from .tick import tick
 from .worker_prune import WorkerPrune, prune_workers
 
-__all__ = ["LEADER_LOCK_KEY", "TERM_LOCK_KEY", "AlertDetection", "CatchUp", "LeaderHeartbeat",
-           "Misfire", "Partitions", "Rescue", "Scheduler", "SchedulerConfig", "StatsRollUp", "TermOver",
-           "WorkerPrune", "catch_up", "elect", "fence", "maintain_partitions", "prune_workers", "rescue", "tick"]
+__all__ = [
+    "LEADER_LOCK_KEY",
+    "TERM_LOCK_KEY",
+    "AlertDetection",
+    "CatchUp",
+    "LeaderHeartbeat",
+    "Misfire",
+    "Partitions",
+    "Rescue",
+    "Scheduler",
+    "SchedulerConfig",
+    "StatsRollUp",
+    "TermOver",
+    "WorkerPrune",
+    "catch_up",
+    "elect",
+    "fence",
+    "maintain_partitions",
+    "prune_workers",
+    "rescue",
+    "tick",
+]

@@ -27,7 +27,10 @@ class Misfire:
     def of(cls, settings: Mapping[str, Any]) -> Misfire:
         """From the ``setting`` rows as name → value (``misfire_grace_seconds``,
         ``misfire_all_cap``; the defaults for those absent)."""
-        return cls(float(settings.get("misfire_grace_seconds", 60)), int(settings.get("misfire_all_cap", 100)))
+        return cls(
+            float(settings.get("misfire_grace_seconds", 60)),
+            int(settings.get("misfire_all_cap", 100)),
+        )
 
 
 class CatchUp(NamedTuple):
@@ -42,7 +45,9 @@ class CatchUp(NamedTuple):
     latest: datetime
 
 
-def catch_up(schedule: Schedule, policy: str, due_at: datetime, now: datetime, misfire: Misfire) -> CatchUp:
+def catch_up(
+    schedule: Schedule, policy: str, due_at: datetime, now: datetime, misfire: Misfire
+) -> CatchUp:
     """For a task due at ``due_at`` (UTC) and ticked at the database's ``now``: which of
     its due fires (``due_at`` and every fire after it up to ``now``) run.
 
@@ -67,7 +72,9 @@ def catch_up(schedule: Schedule, policy: str, due_at: datetime, now: datetime, m
     return CatchUp(run, span.next, due - len(run), latest)
 
 
-def plan(row: Mapping[str, Any], compute: Callable[[Schedule], datetime | None]) -> tuple[datetime | None, str | None]:
+def plan(
+    row: Mapping[str, Any], compute: Callable[[Schedule], datetime | None]
+) -> tuple[datetime | None, str | None]:
     """``compute(schedule)`` for one task; (None, reason) when it cannot be computed or a
     cron/interval schedule has no next fire (the task is then paused, not retried forever,
     and the reason is stored on it: ``task.pause_reason``)."""

@@ -66,9 +66,14 @@ def end_stale_leader(db: Database, leader_timeout: float) -> list[Row]:
     the leaders ended (``holder``, ``epoch``, ``silent_seconds``, ``pid``), each logged."""
     hung = db.many("scheduler_end_stale_leader", key=LEADER_LOCK_KEY, seconds=leader_timeout)
     for row in hung:
-        log.error("leader %s (term %s) has not heartbeated for %.1fs although it holds the lock: "
-                  "ended its session (pid %s) to take over", row["holder"], row["epoch"],
-                  row["silent_seconds"], row["pid"])
+        log.error(
+            "leader %s (term %s) has not heartbeated for %.1fs although it holds the lock: "
+            "ended its session (pid %s) to take over",
+            row["holder"],
+            row["epoch"],
+            row["silent_seconds"],
+            row["pid"],
+        )
     return hung
 
 
@@ -83,15 +88,20 @@ def elect(lock: Session, holder: str, stop: threading.Event) -> int | None:
     while not stop.is_set():
         with lock.transaction() as tx:
             for ended in tx.many("scheduler_fence_end", key=TERM_LOCK_KEY, wait_ms=_FENCE_WAIT_MS):
-                log.warning("ended session %s of an older term, which could still write (%s)", ended["pid"],
-                            "it exited" if ended["ended"] else "it has not exited yet")
+                log.warning(
+                    "ended session %s of an older term, which could still write (%s)",
+                    ended["pid"],
+                    "it exited" if ended["ended"] else "it has not exited yet",
+                )
             taken = tx.one("scheduler_fence_take", key=TERM_LOCK_KEY)
             if taken and taken["fenced"]:
                 elected = tx.one("scheduler_elect", holder=holder)
                 assert elected is not None  # INSERT ... ON CONFLICT DO UPDATE RETURNING: one row
                 return int(elected["epoch"])
         if not announced:
-            log.warning("scheduler %s waits for an older term's transactions to end before leading", holder)
+            log.warning(
+                "scheduler %s waits for an older term's transactions to end before leading", holder
+            )
             announced = True
         stop.wait(0.05)
     return None
@@ -106,13 +116,20 @@ class LeaderHeartbeat:
     ``leader_timeout`` seconds has its connection cut and opened again."""
 
     def __init__(self, dsn: str, epoch: int, leader_timeout: float, interval: float = 1.0):
-        self.dsn, self.epoch, self.leader_timeout, self.interval = dsn, epoch, leader_timeout, interval
+        self.dsn, self.epoch, self.leader_timeout, self.interval = (
+            dsn,
+            epoch,
+            leader_timeout,
+            interval,
+        )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, daemon=True, name="pgsched-leader-heartbeat")
+            self._thread = threading.Thread(
+                target=self._run, daemon=True, name="pgsched-leader-heartbeat"
+            )
             self._thread.start()
 
     def stop(self) -> None:
@@ -121,7 +138,9 @@ class LeaderHeartbeat:
 
     def beat(self, conn: psycopg.Connection[Row], deadline: Deadline) -> bool:
         """One heartbeat on ``conn``; False when another term has begun."""
-        return Session(conn, deadline).one("scheduler_leader_heartbeat", epoch=self.epoch) is not None
+        return (
+            Session(conn, deadline).one("scheduler_leader_heartbeat", epoch=self.epoch) is not None
+        )
 
     def _run(self) -> None:
         conn: psycopg.Connection[Row] | None = None

@@ -16,8 +16,9 @@ log = logging.getLogger("pgsched.scheduler")  # the name its log lines always ha
 RETRY = 60.0
 
 
-def maintain_partitions(db: Database, now: datetime, retention_days: int, premake_days: int,
-                        lock_timeout_ms: int = 500) -> dict:
+def maintain_partitions(
+    db: Database, now: datetime, retention_days: int, premake_days: int, lock_timeout_ms: int = 500
+) -> dict:
     """Create the daily partitions from yesterday to ``premake_days`` ahead, drop those
     that ended more than ``retention_days`` before ``now`` (never one holding a live
     execution), and count rows in the DEFAULT partitions. Returns what it did.
@@ -31,8 +32,12 @@ def maintain_partitions(db: Database, now: datetime, retention_days: int, premak
     try:
         with db.transaction() as tx:
             tx.one("partition_lock_timeout", ms=lock_timeout_ms)
-            report["created"] = [r["partition_name"] for r in tx.many(
-                "partition_ensure", from_day=today - timedelta(days=1), days=premake_days + 2)]
+            report["created"] = [
+                r["partition_name"]
+                for r in tx.many(
+                    "partition_ensure", from_day=today - timedelta(days=1), days=premake_days + 2
+                )
+            ]
     except TransientError:
         report["busy"].append("(creating partitions)")
     for part in db.many("partition_expired", cutoff=now - timedelta(days=retention_days)):
@@ -42,20 +47,34 @@ def maintain_partitions(db: Database, now: datetime, retention_days: int, premak
         try:
             with db.transaction() as tx:
                 tx.one("partition_lock_timeout", ms=lock_timeout_ms)
-                row = tx.one("partition_drop", partition_name=part["partition_name"], parent=part["parent"])
-            (report["dropped"] if row and row["dropped"] else report["kept_live"]).append(part["partition_name"])
+                row = tx.one(
+                    "partition_drop", partition_name=part["partition_name"], parent=part["parent"]
+                )
+            (report["dropped"] if row and row["dropped"] else report["kept_live"]).append(
+                part["partition_name"]
+            )
         except TransientError:
             report["busy"].append(part["partition_name"])
     strays = db.one("partition_default_rows") or {}
     report["default_rows"] = {k: v for k, v in strays.items() if v}
     if report["created"] or report["dropped"]:
-        log.info("partitions: created %d, dropped %d", len(report["created"]), len(report["dropped"]))
+        log.info(
+            "partitions: created %d, dropped %d", len(report["created"]), len(report["dropped"])
+        )
     if report["kept_live"]:
-        log.warning("partitions past retention kept because they hold live executions: %s", report["kept_live"])
+        log.warning(
+            "partitions past retention kept because they hold live executions: %s",
+            report["kept_live"],
+        )
     if report["busy"]:
-        log.warning("partition maintenance gave way to busy tables (will retry): %s", report["busy"])
+        log.warning(
+            "partition maintenance gave way to busy tables (will retry): %s", report["busy"]
+        )
     if report["default_rows"]:
-        log.warning("rows outside every daily partition (in the DEFAULT partitions): %s", report["default_rows"])
+        log.warning(
+            "rows outside every daily partition (in the DEFAULT partitions): %s",
+            report["default_rows"],
+        )
     return report
 
 
@@ -68,8 +87,14 @@ class Partitions(IntervalService):
     log = log
     failure = "partition maintenance failed: %s"
 
-    def __init__(self, db: Database, clock: Clock, retention_days: int, premake_days: int,
-                 interval: float = 3600.0):
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        retention_days: int,
+        premake_days: int,
+        interval: float = 3600.0,
+    ):
         super().__init__(clock, interval, retry=min(interval, RETRY))
         self.db, self.retention_days, self.premake_days = db, retention_days, premake_days
 

@@ -85,10 +85,14 @@ class Scheduler:
         statistics roll-up, alert detection, the rescue, the registry of workers and, last,
         the partitions (whose first round the leader runs itself before its first tick)."""
         c, db, clock = self.config, self.db, self.clock
-        return [webhooks.Sender(db, clock=clock), StatsRollUp(db, clock, c.observe_interval),
-                AlertDetection(db, clock, c.observe_interval), Rescue(db, clock, epoch, c.rescue_interval),
-                WorkerPrune(db, clock, c.maintenance_interval),
-                Partitions(db, clock, c.retention_days, c.premake_days, c.maintenance_interval)]
+        return [
+            webhooks.Sender(db, clock=clock),
+            StatsRollUp(db, clock, c.observe_interval),
+            AlertDetection(db, clock, c.observe_interval),
+            Rescue(db, clock, epoch, c.rescue_interval),
+            WorkerPrune(db, clock, c.maintenance_interval),
+            Partitions(db, clock, c.retention_days, c.premake_days, c.maintenance_interval),
+        ]
 
     def start(self) -> None:
         """Run :meth:`run` in a daemon thread until :meth:`stop` (for a program that embeds
@@ -96,7 +100,9 @@ class Scheduler:
         if self._thread is not None and self._thread.is_alive():
             return
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self.run, args=(self._stop,), daemon=True, name="pgsched-scheduler")
+        self._thread = threading.Thread(
+            target=self.run, args=(self._stop,), daemon=True, name="pgsched-scheduler"
+        )
         self._thread.start()
 
     def stop(self, timeout: float = 15.0) -> None:
@@ -123,12 +129,21 @@ class Scheduler:
         """Record this process in ``scheduler_node`` (for status and failover figures)."""
         try:
             if self.node_id is None:
-                row = self.db.one("scheduler_node_register", name=self.holder, hostname=socket.gethostname(),
-                                  pid=os.getpid())
+                row = self.db.one(
+                    "scheduler_node_register",
+                    name=self.holder,
+                    hostname=socket.gethostname(),
+                    pid=os.getpid(),
+                )
                 assert row is not None
                 self.node_id = row["id"]
-            self.db.exec("scheduler_node_seen", id=self.node_id, role=role, epoch=self.epoch,
-                         **self._probe.send())
+            self.db.exec(
+                "scheduler_node_seen",
+                id=self.node_id,
+                role=role,
+                epoch=self.epoch,
+                **self._probe.send(),
+            )
             self._probe.received()
         except PgschedError as exc:
             log.warning("scheduler %s could not record itself as %s: %s", self.holder, role, exc)
@@ -145,7 +160,9 @@ class Scheduler:
                 with conn:
                     # a lock connection gone silent (a proxy that stopped forwarding) must not
                     # hang the leader while its heartbeat thread, on another connection, beats on
-                    self._campaign(Session(conn, Deadline(LOCK_DEADLINE, name="leader lock", stop=stop)), stop)
+                    self._campaign(
+                        Session(conn, Deadline(LOCK_DEADLINE, name="leader lock", stop=stop)), stop
+                    )
             except (psycopg.Error, PgschedError) as exc:
                 if self.epoch is not None:
                     log.error("leader connection lost (%s): no longer leading", exc)
@@ -199,8 +216,12 @@ class Scheduler:
             except TermOver as exc:
                 log.error("%s: no longer leading; standing by", exc)
                 break
-            except TransientError as exc:  # a deadlock or serialization failure: its batch rolled back
-                log.warning("scheduler tick gave way to another transaction (%s); ticking again", exc)
+            except (
+                TransientError
+            ) as exc:  # a deadlock or serialization failure: its batch rolled back
+                log.warning(
+                    "scheduler tick gave way to another transaction (%s); ticking again", exc
+                )
                 stop.wait(0.05)
                 continue
             except (PgschedError, psycopg.Error) as exc:

@@ -42,7 +42,12 @@ def rescue(db: Database, epoch: int | None = None) -> list[dict]:
         if any(r["outcome"] in ("requeued", "unclaimed") for r in rows):
             tx.exec("execution_wake")  # pending again by UPDATE: the insert trigger sends none
     for r in rows:
-        log.warning("rescued execution %s from dead worker %s: %s", r["execution_id"], r["worker_id"], r["outcome"])
+        log.warning(
+            "rescued execution %s from dead worker %s: %s",
+            r["execution_id"],
+            r["worker_id"],
+            r["outcome"],
+        )
     swept = db.one("scheduler_dag_sweep")
     if swept and swept["cancelled"]:
         log.info("cancelled %d execution(s) of stopping DAG runs", swept["cancelled"])

@@ -23,7 +23,9 @@ from .leadership import TermOver, fence
 log = logging.getLogger("pgsched.scheduler")  # the name its log lines always had
 
 
-def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000, parallel: int = 1) -> int:
+def tick(
+    db: Database, epoch: int | None, now: datetime, batch: int = 1000, parallel: int = 1
+) -> int:
     """Fire every task due at ``now`` (UTC), as its misfire policy says; plan tasks that
     have no next fire time.
 
@@ -53,7 +55,9 @@ def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000, para
             errors.append(exc)
         counts.append(total)
 
-    helpers = [threading.Thread(target=drain, name=f"pgsched-tick-{i}") for i in range(1, max(parallel, 1))]
+    helpers = [
+        threading.Thread(target=drain, name=f"pgsched-tick-{i}") for i in range(1, max(parallel, 1))
+    ]
     for t in helpers:
         t.start()
     try:
@@ -70,7 +74,9 @@ def tick(db: Database, epoch: int | None, now: datetime, batch: int = 1000, para
 _LOG_EACH_UP_TO = 20
 
 
-def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo: Memo) -> tuple[int, bool]:
+def _tick_batch(
+    db: Database, epoch: int | None, now: datetime, batch: int, memo: Memo
+) -> tuple[int, bool]:
     """One transaction of :func:`tick`: plan up to ``batch`` unplanned tasks and fire up to
     ``batch`` due ones. Returns (executions created, whether a batch came back full).
 
@@ -86,16 +92,25 @@ def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo
         if unplanned:
             firsts = []
             for row in unplanned:
+
                 def first(s: Schedule, row: dict = row) -> datetime | None:
                     return memo.first(s, row["last_fire_at"])
+
                 nxt, problem = plan(row, first)
                 if problem:
-                    log.error("task %s: cannot plan its schedule (%s); pausing it", row["name"], problem)
+                    log.error(
+                        "task %s: cannot plan its schedule (%s); pausing it", row["name"], problem
+                    )
                     broken.append(row["id"])
                     why.append(f"the scheduler cannot compute its schedule: {problem}")
                 firsts.append(nxt)
-            tx.exec("task_plan", ids=[r["id"] for r in unplanned], next_fire_at=firsts,
-                    fired_at=[None] * len(unplanned), missed=[0] * len(unplanned))
+            tx.exec(
+                "task_plan",
+                ids=[r["id"] for r in unplanned],
+                next_fire_at=firsts,
+                fired_at=[None] * len(unplanned),
+                missed=[0] * len(unplanned),
+            )
         groups = tx.many("scheduler_due_groups", now=now, limit=batch, names=_LOG_EACH_UP_TO)
         due = sum(g["tasks"] for g in groups)
         if groups:
@@ -110,13 +125,19 @@ def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo
 
                 def decide(s: Schedule, group: dict = group) -> datetime | None:
                     nonlocal decided
-                    decided = memo.catch_up(s, group["misfire_policy"], group["next_fire_at"], misfire)
+                    decided = memo.catch_up(
+                        s, group["misfire_policy"], group["next_fire_at"], misfire
+                    )
                     return decided.next
+
                 nxt, problem = plan(group, decide)
                 if problem:
                     for name in _names(tx, group):
-                        log.error("task %s: cannot compute its next fire (%s); pausing it after this fire",
-                                  name, problem)
+                        log.error(
+                            "task %s: cannot compute its next fire (%s); pausing it after this fire",
+                            name,
+                            problem,
+                        )
                     members = _ids(group["ids"])
                     broken += members
                     why += [f"the scheduler cannot compute its next fire: {problem}"] * len(members)
@@ -124,8 +145,12 @@ def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo
                 runs, lost = decided.run, decided.missed
                 if lost:
                     for name in _names(tx, group):
-                        log.warning("task %s: %d missed fire(s) not run (misfire policy %s)", name, lost,
-                                    group["misfire_policy"])
+                        log.warning(
+                            "task %s: %d missed fire(s) not run (misfire policy %s)",
+                            name,
+                            lost,
+                            group["misfire_policy"],
+                        )
                 for fire in runs:
                     run_group.append(n)
                     run_at.append(fire)
@@ -141,18 +166,34 @@ def _tick_batch(db: Database, epoch: int | None, now: datetime, batch: int, memo
                 fired_through.append(decided.latest)
                 fired += group["tasks"] * len(runs)
             if not each and run_at:
-                log.info("fired %d task(s) due from %s to %s", due, min(run_at).isoformat(),
-                         max(run_at).isoformat())
+                log.info(
+                    "fired %d task(s) due from %s to %s",
+                    due,
+                    min(run_at).isoformat(),
+                    max(run_at).isoformat(),
+                )
             ids = [g["ids"] for g in groups]
             # The fires first, then last_fire_at moves past them: the insert's statement
             # trigger checks each fire against the task's last_fire_at (migration 0010).
             tx.exec("scheduler_fire", ids=ids, run_group=run_group, run_at=run_at, epoch=epoch)
             if dag_ids:
-                for run in tx.many("scheduler_fire_dags", ids=dag_ids, fire_at=dag_fires, epoch=epoch):
+                for run in tx.many(
+                    "scheduler_fire_dags", ids=dag_ids, fire_at=dag_fires, epoch=epoch
+                ):
                     if run["run_id"] is not None:
-                        log.info("DAG %s: run %s started for %s", run["name"], run["run_id"],
-                                 run["fire_at"].isoformat())
-            tx.exec("scheduler_advance", ids=ids, next_fire_at=nexts, fired_at=fired_through, missed=missed)
+                        log.info(
+                            "DAG %s: run %s started for %s",
+                            run["name"],
+                            run["run_id"],
+                            run["fire_at"].isoformat(),
+                        )
+            tx.exec(
+                "scheduler_advance",
+                ids=ids,
+                next_fire_at=nexts,
+                fired_at=fired_through,
+                missed=missed,
+            )
         if broken:
             tx.exec("task_disable", ids=broken, reasons=why)
     return fired, due >= batch or len(unplanned) >= batch

@@ -45,10 +45,23 @@ class ApplyReport:
 def node_definition(node: Node) -> dict[str, Any]:
     """What a node is, as stored in ``dag_node.definition`` and compared on re-apply."""
     spec = asdict(node.task)
-    for key in ("name", "tenant", "source", "enabled", "description", "schedule", "schedule_kind", "timezone"):
+    for key in (
+        "name",
+        "tenant",
+        "source",
+        "enabled",
+        "description",
+        "schedule",
+        "schedule_kind",
+        "timezone",
+    ):
         spec.pop(key, None)
-    return {**spec, "depends_on": list(node.depends_on), "trigger_rule": node.trigger_rule,
-            "condition": asdict(node.condition) if node.condition else None}
+    return {
+        **spec,
+        "depends_on": list(node.depends_on),
+        "trigger_rule": node.trigger_rule,
+        "condition": asdict(node.condition) if node.condition else None,
+    }
 
 
 def _condition_json(node: Node) -> Jsonb | None:
@@ -56,17 +69,31 @@ def _condition_json(node: Node) -> Jsonb | None:
     return Jsonb({"field": c.field, c.test: c.value}) if c else None
 
 
-def _schedule_row(dag: Dag, now: datetime, enabled: bool, fired_through: datetime | None = None) -> dict[str, Any]:
+def _schedule_row(
+    dag: Dag, now: datetime, enabled: bool, fired_through: datetime | None = None
+) -> dict[str, Any]:
     """The schedule columns of a DAG's task, planned from the database's ``now`` and never
     at or before ``fired_through`` (its task's ``last_fire_at``)."""
     s = dag.schedule
     plan = s.plan(now, fired_through, enabled=enabled)
-    return dict(schedule_kind=s.kind, schedule_expr=s.expr, timezone=s.tz, schedule_anchor=plan.anchor,
-                next_fire_at=plan.next_fire_at)
+    return dict(
+        schedule_kind=s.kind,
+        schedule_expr=s.expr,
+        timezone=s.tz,
+        schedule_anchor=plan.anchor,
+        next_fire_at=plan.next_fire_at,
+    )
 
 
-def apply(db: Database, dag: Dag, *, tenant: str = "default", source: str | None = None,
-          dry_run: bool = False, now: datetime | None = None) -> ApplyReport:
+def apply(
+    db: Database,
+    dag: Dag,
+    *,
+    tenant: str = "default",
+    source: str | None = None,
+    dry_run: bool = False,
+    now: datetime | None = None,
+) -> ApplyReport:
     """Store ``dag`` (already validated by :func:`pgsched.dag.load`), creating or updating
     its schedule task, its node tasks and its nodes; nodes no longer in it are removed
     (their tasks soft-deleted; runs in flight still finish them). Applying the same
@@ -82,15 +109,23 @@ def apply(db: Database, dag: Dag, *, tenant: str = "default", source: str | None
     return apply_all(db, [(dag, source)], tenant=tenant, dry_run=dry_run, now=now)[0]
 
 
-def apply_all(db: Database, dags: list[tuple[Dag, str | None]], *, tenant: str = "default",
-              dry_run: bool = False, now: datetime | None = None) -> list[ApplyReport]:
+def apply_all(
+    db: Database,
+    dags: list[tuple[Dag, str | None]],
+    *,
+    tenant: str = "default",
+    dry_run: bool = False,
+    now: datetime | None = None,
+) -> list[ApplyReport]:
     """:func:`apply` for several DAGs (each with its source file name) in ONE transaction:
     all are stored or none. Raises ValidationError for two DAGs of the same name."""
     check_name("tenant", tenant)
     seen: dict[str, str | None] = {}
     for d, source in dags:
         if d.name in seen:
-            raise ValidationError("name", d.name, f"is defined twice ({seen[d.name]} and {source}); nothing applied")
+            raise ValidationError(
+                "name", d.name, f"is defined twice ({seen[d.name]} and {source}); nothing applied"
+            )
         seen[d.name] = source
     try:
         with db.transaction() as tx:
@@ -108,37 +143,61 @@ class _RolledBack(Exception):
         self.reports = reports
 
 
-def _apply(tx: Session, dag: Dag, tenant: str, source: str | None, dry_run: bool, now: datetime) -> ApplyReport:
+def _apply(
+    tx: Session, dag: Dag, tenant: str, source: str | None, dry_run: bool, now: datetime
+) -> ApplyReport:
     owner = f"dag:{dag.name}"
     tx.exec("dag_lock", tenant=tenant, name=dag.name)
     tx.exec("dag_lock_schedule_task", tenant=tenant, name=dag.name)  # before the dag row, as a tick
-    existing = tx.one("dag_get", tenant=tenant, name=dag.name)  # read under the locks: last_fire_at is current
+    existing = tx.one(
+        "dag_get", tenant=tenant, name=dag.name
+    )  # read under the locks: last_fire_at is current
     if existing is not None:
-        tx.exec("dag_lock_row", id=existing["id"])  # runs starting now wait (dag_start_v1: FOR SHARE)
+        tx.exec(
+            "dag_lock_row", id=existing["id"]
+        )  # runs starting now wait (dag_start_v1: FOR SHARE)
     report = ApplyReport(dag.name, "unchanged" if existing else "created", dry_run=dry_run)
-    old_nodes = {r["node_id"]: r for r in tx.many("dag_nodes", dag_id=existing["id"])} if existing else {}
+    old_nodes = (
+        {r["node_id"]: r for r in tx.many("dag_nodes", dag_id=existing["id"])} if existing else {}
+    )
     names = [dag.name] + [n.task.name for n in dag.nodes.values()]
     taken = {r["name"]: r for r in tx.many("dag_tasks_by_name", tenant=tenant, names=names)}
     # The schedule task.
     if existing is None:
         if dag.name in taken:
-            raise ValidationError("name", dag.name, f"is the name of an existing task in tenant {tenant!r}; "
-                                  "a DAG and its schedule task share the name")
-        task_row = tx.one("dag_task_insert", tenant=tenant, name=dag.name, description=dag.description,
-                          source=owner, **_schedule_row(dag, now, True))
+            raise ValidationError(
+                "name",
+                dag.name,
+                f"is the name of an existing task in tenant {tenant!r}; "
+                "a DAG and its schedule task share the name",
+            )
+        task_row = tx.one(
+            "dag_task_insert",
+            tenant=tenant,
+            name=dag.name,
+            description=dag.description,
+            source=owner,
+            **_schedule_row(dag, now, True),
+        )
         if task_row is None:
-            raise ValidationError("name", dag.name, f"was taken by a task created meanwhile in tenant {tenant!r}")
+            raise ValidationError(
+                "name", dag.name, f"was taken by a task created meanwhile in tenant {tenant!r}"
+            )
         task_id = task_row["id"]
     else:
         task_id = existing["task_id"]
         old = Schedule(existing["schedule_kind"], existing["schedule_expr"], existing["timezone"])
         new = dag.schedule
-        if (old.kind, old.expr, old.tz) != (new.kind, new.expr, new.tz) or \
-                existing["description"] != dag.description:
+        if (old.kind, old.expr, old.tz) != (new.kind, new.expr, new.tz) or existing[
+            "description"
+        ] != dag.description:
             report.schedule_changed = (old.kind, old.expr, old.tz) != (new.kind, new.expr, new.tz)
             values = _schedule_row(dag, now, existing["enabled"], existing["last_fire_at"])
             if not report.schedule_changed:
-                values.update(schedule_anchor=existing["schedule_anchor"], next_fire_at=existing["next_fire_at"])
+                values.update(
+                    schedule_anchor=existing["schedule_anchor"],
+                    next_fire_at=existing["next_fire_at"],
+                )
             tx.exec("dag_task_update", id=task_id, description=dag.description, **values)
             if report.schedule_changed:
                 tx.exec("task_wake_scheduler")
@@ -147,13 +206,25 @@ def _apply(tx: Session, dag: Dag, tenant: str, source: str | None, dry_run: bool
     task_ids: dict[str, int] = {}
     for node in dag.nodes.values():
         spec = node.task
-        spec.tenant, spec.source, spec.description = tenant, owner, f"node {node.id} of DAG {dag.name}"
+        spec.tenant, spec.source, spec.description = (
+            tenant,
+            owner,
+            f"node {node.id} of DAG {dag.name}",
+        )
         holder = taken.get(spec.name)
         if holder is not None and holder["source"] != owner:
-            raise ValidationError(f"nodes[{node.id}].id", node.id, f"needs the task name {spec.name!r}, which "
-                                  f"an existing task holds in tenant {tenant!r}")
-        if holder is not None and node.id in old_nodes and old_nodes[node.id]["task_id"] == holder["id"] \
-                and old_nodes[node.id]["definition"] == json.loads(json.dumps(node_definition(node))):
+            raise ValidationError(
+                f"nodes[{node.id}].id",
+                node.id,
+                f"needs the task name {spec.name!r}, which "
+                f"an existing task holds in tenant {tenant!r}",
+            )
+        if (
+            holder is not None
+            and node.id in old_nodes
+            and old_nodes[node.id]["task_id"] == holder["id"]
+            and old_nodes[node.id]["definition"] == json.loads(json.dumps(node_definition(node)))
+        ):
             task_ids[node.id] = holder["id"]
             report.unchanged.append(node.id)
             continue
@@ -167,26 +238,42 @@ def _apply(tx: Session, dag: Dag, tenant: str, source: str | None, dry_run: bool
     gone = [old_nodes[n]["task_id"] for n in report.removed]
     if gone:
         tx.exec("dag_tasks_soft_delete", ids=gone)
-    fields = dict(description=dag.description, failure_policy=dag.failure_policy, params=Jsonb(dag.params),
-                  definition=Jsonb(dag.definition), source=source)
+    fields = dict(
+        description=dag.description,
+        failure_policy=dag.failure_policy,
+        params=Jsonb(dag.params),
+        definition=Jsonb(dag.definition),
+        source=source,
+    )
     if existing is None:
         stored = tx.one("dag_insert", tenant=tenant, name=dag.name, task_id=task_id, **fields)
         assert stored is not None
         dag_id = stored["id"]
     else:
         dag_id = existing["id"]
-        if (existing["definition"] != json.loads(json.dumps(dag.definition)) or report.created
-                or report.updated or report.removed or existing["source"] != source):
+        if (
+            existing["definition"] != json.loads(json.dumps(dag.definition))
+            or report.created
+            or report.updated
+            or report.removed
+            or existing["source"] != source
+        ):
             tx.one("dag_update", id=dag_id, **fields)
             report.dag = "updated"
     downstream = dag.downstream()
     order = list(dag.nodes)
-    tx.exec("dag_nodes_replace", dag_id=dag_id, node_id=order, position=list(range(len(order))),
-            task_id=[task_ids[n] for n in order], trigger_rule=[dag.nodes[n].trigger_rule for n in order],
-            condition=[_condition_json(dag.nodes[n]) for n in order],
-            upstream=[Jsonb(list(dag.nodes[n].depends_on)) for n in order],
-            downstream=[Jsonb(downstream[n]) for n in order],
-            definition=[Jsonb(node_definition(dag.nodes[n])) for n in order])
+    tx.exec(
+        "dag_nodes_replace",
+        dag_id=dag_id,
+        node_id=order,
+        position=list(range(len(order))),
+        task_id=[task_ids[n] for n in order],
+        trigger_rule=[dag.nodes[n].trigger_rule for n in order],
+        condition=[_condition_json(dag.nodes[n]) for n in order],
+        upstream=[Jsonb(list(dag.nodes[n].depends_on)) for n in order],
+        downstream=[Jsonb(downstream[n]) for n in order],
+        definition=[Jsonb(node_definition(dag.nodes[n])) for n in order],
+    )
     return report
 
 
@@ -208,14 +295,24 @@ def list_dags(db: Database | Session, tenant: str = "default", limit: int = 1000
     return db.many("dag_list", tenant=tenant, limit=limit)
 
 
-def trigger(db: Database | Session, name: str, *, params: dict[str, Any] | None = None,
-            tenant: str = "default") -> int:
+def trigger(
+    db: Database | Session,
+    name: str,
+    *,
+    params: dict[str, Any] | None = None,
+    tenant: str = "default",
+) -> int:
     """Start a run of ``name`` now, also when paused (pgsched.dag_trigger_v1). ``params``
     are merged over every node's params. Returns the run id. Raises NotFound,
     ValidationError (params not a JSON object)."""
     if params is not None:
         check_json_object("params", params)
-    row = db.one("dag_trigger", name=name, tenant=tenant, params=Jsonb(params) if params is not None else None)
+    row = db.one(
+        "dag_trigger",
+        name=name,
+        tenant=tenant,
+        params=Jsonb(params) if params is not None else None,
+    )
     assert row is not None
     return int(row["run_id"])
 
@@ -228,27 +325,50 @@ def cancel(db: Database | Session, run_id: int, tenant: str = "default") -> str:
     return str(row["outcome"])
 
 
-def rerun(db: Database | Session, run_id: int, *, from_node: str | None = None, failed_only: bool = False,
-          tenant: str = "default") -> int:
+def rerun(
+    db: Database | Session,
+    run_id: int,
+    *,
+    from_node: str | None = None,
+    failed_only: bool = False,
+    tenant: str = "default",
+) -> int:
     """Run a finished run again as a new run (pgsched.dag_rerun_v1); see its comment for
     which nodes run again. Returns the new run id. Raises NotFound, ValidationError."""
-    row = db.one("dag_rerun", run_id=run_id, from_node=from_node, failed_only=failed_only, tenant=tenant)
+    row = db.one(
+        "dag_rerun", run_id=run_id, from_node=from_node, failed_only=failed_only, tenant=tenant
+    )
     assert row is not None
     return int(row["run_id"])
 
 
-def runs(db: Database | Session, name: str, *, state: str | None = None, limit: int = 20,
-         tenant: str = "default") -> list[Row]:
+def runs(
+    db: Database | Session,
+    name: str,
+    *,
+    state: str | None = None,
+    limit: int = 20,
+    tenant: str = "default",
+) -> list[Row]:
     """Runs of DAG ``name``, newest first, with node counts by state. Raises NotFound."""
     get(db, name, tenant)
     return db.many("dag_runs", name=name, tenant=tenant, state=state, limit=limit)
 
 
-def run_page(db: Database | Session, tenant: str, *, dag: str | None = None, state: str | None = None,
-             before: int | None = None, limit: int = 50) -> list[Row]:
+def run_page(
+    db: Database | Session,
+    tenant: str,
+    *,
+    dag: str | None = None,
+    state: str | None = None,
+    before: int | None = None,
+    limit: int = 50,
+) -> list[Row]:
     """Up to ``limit`` runs of ``tenant``'s DAGs, newest first, below id ``before``: of DAG
     ``dag``, in ``state``, each filter optional."""
-    return db.many("api_dag_run_list", tenant=tenant, dag=dag, state=state, before=before, limit=limit)
+    return db.many(
+        "api_dag_run_list", tenant=tenant, dag=dag, state=state, before=before, limit=limit
+    )
 
 
 def run(db: Database | Session, run_id: int, tenant: str = "default") -> tuple[Row, list[Row]]:

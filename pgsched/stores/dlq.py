@@ -8,14 +8,22 @@ from __future__ import annotations
 from ..db import Database, Row, Session
 
 
-def recent(db: Database | Session, tenant: str, *, task: str | None = None, limit: int = 50) -> list[Row]:
+def recent(
+    db: Database | Session, tenant: str, *, task: str | None = None, limit: int = 50
+) -> list[Row]:
     """The newest ``limit`` dead executions of ``tenant`` (of task ``task``), by when they
     died."""
     return db.many("dlq_list", tenant=tenant, task=task, limit=limit)
 
 
-def page(db: Database | Session, tenant: str, *, task: str | None = None, before: int | None = None,
-         limit: int = 50) -> list[Row]:
+def page(
+    db: Database | Session,
+    tenant: str,
+    *,
+    task: str | None = None,
+    before: int | None = None,
+    limit: int = 50,
+) -> list[Row]:
     """Up to ``limit`` dead executions of ``tenant`` (of task ``task``), newest id first,
     below id ``before``; each says whether its task was deleted."""
     return db.many("page_dlq_list", tenant=tenant, task=task, limit=limit, before=before)
@@ -61,7 +69,9 @@ def retry_all_confirmed(db: Database, tenant: str, task: str | None, expected: i
     with db.transaction() as tx:
         dead = (tx.one("api_dlq_count", tenant=tenant, task=task) or {"dead": 0})["dead"]
         if dead == expected:
-            retried = (tx.one("dlq_retry_all", task=task, tenant=tenant) or {"retried": 0})["retried"]
+            retried = (tx.one("dlq_retry_all", task=task, tenant=tenant) or {"retried": 0})[
+                "retried"
+            ]
             if retried == expected:
                 return int(retried)
             dead = retried

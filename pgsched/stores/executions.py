@@ -33,9 +33,17 @@ def attempts(db: Database | Session, execution_id: int) -> list[Row]:
     return db.many("execution_attempts", id=execution_id)
 
 
-def log_page(db: Database | Session, execution_id: int, after: tuple[int, int], limit: int) -> list[Row]:
+def log_page(
+    db: Database | Session, execution_id: int, after: tuple[int, int], limit: int
+) -> list[Row]:
     """Up to ``limit`` log lines of the execution after ``after`` (attempt, seq), in order."""
-    return db.many("execution_log_page", id=execution_id, after_attempt=after[0], after_seq=after[1], limit=limit)
+    return db.many(
+        "execution_log_page",
+        id=execution_id,
+        after_attempt=after[0],
+        after_seq=after[1],
+        limit=limit,
+    )
 
 
 def log_tail(db: Database | Session, execution_id: int, limit: int) -> list[Row]:
@@ -43,33 +51,73 @@ def log_tail(db: Database | Session, execution_id: int, limit: int) -> list[Row]
     return db.many("execution_log_tail", id=execution_id, limit=limit)
 
 
-def recent(db: Database | Session, tenant: str, *, task: str | None = None, state: str | None = None,
-           limit: int = 50) -> list[Row]:
+def recent(
+    db: Database | Session,
+    tenant: str,
+    *,
+    task: str | None = None,
+    state: str | None = None,
+    limit: int = 50,
+) -> list[Row]:
     """The newest ``limit`` executions of ``tenant`` (of task ``task``, in ``state``)."""
     return db.many("execution_list", tenant=tenant, task=task, state=state, limit=limit)
 
 
-def page(db: Database | Session, tenant: str, *, task: str | None = None, state: str | None = None,
-         worker: int | None = None, start: datetime | None = None, end: datetime | None = None,
-         before: int | None = None, limit: int = 50) -> list[Row]:
+def page(
+    db: Database | Session,
+    tenant: str,
+    *,
+    task: str | None = None,
+    state: str | None = None,
+    worker: int | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    before: int | None = None,
+    limit: int = 50,
+) -> list[Row]:
     """Up to ``limit`` executions of ``tenant``, newest id first, below id ``before``: of
     the task called ``task``, in ``state``, run by ``worker``, scheduled in [``start``,
     ``end``) (aware), each filter optional."""
-    return db.many("api_execution_list", tenant=tenant, task=task, state=state, worker=worker, before=before,
-                   limit=limit, **{"from": start, "to": end})
+    return db.many(
+        "api_execution_list",
+        tenant=tenant,
+        task=task,
+        state=state,
+        worker=worker,
+        before=before,
+        limit=limit,
+        **{"from": start, "to": end},
+    )
 
 
-def page_by_task_ids(db: Database | Session, tenant: str, task: str, *, state: str | None = None,
-                     worker: int | None = None, start: datetime | None = None, end: datetime | None = None,
-                     before: int | None = None, limit: int = 50) -> list[Row]:
+def page_by_task_ids(
+    db: Database | Session,
+    tenant: str,
+    task: str,
+    *,
+    state: str | None = None,
+    worker: int | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    before: int | None = None,
+    limit: int = 50,
+) -> list[Row]:
     """:func:`page` for one task, found by the ids of every task of that name (the live one
     and deleted ones): a task with few executions is then read through its index, not by
     walking every id."""
     ids = (db.one("page_task_ids", tenant=tenant, name=task) or {}).get("ids") or []
     if not ids:
         return []
-    return db.many("page_task_executions", task_ids=ids, tenant=tenant, state=state, worker=worker,
-                   before=before, limit=limit, **{"from": start, "to": end})
+    return db.many(
+        "page_task_executions",
+        task_ids=ids,
+        tenant=tenant,
+        state=state,
+        worker=worker,
+        before=before,
+        limit=limit,
+        **{"from": start, "to": end},
+    )
 
 
 def cancel(db: Database | Session, execution_id: int, tenant: str) -> str:
@@ -83,8 +131,9 @@ def cancel(db: Database | Session, execution_id: int, tenant: str) -> str:
 def retryable(row: Row) -> bool:
     """Whether :func:`retry` takes the execution ``row``: a dead one, or another that has
     ended and is not a DAG node (a node runs again with its run: ``pgsched dag rerun``)."""
-    return row["state"] == ExecutionState.DEAD or (row["state"] not in LIVE_STATES
-                                                   and row["trigger"] != ExecutionTrigger.DAG)
+    return row["state"] == ExecutionState.DEAD or (
+        row["state"] not in LIVE_STATES and row["trigger"] != ExecutionTrigger.DAG
+    )
 
 
 @dataclass(frozen=True)
@@ -103,10 +152,15 @@ def retry(db: Database, row: Row, tenant: str, *, how: str) -> Retried:
     ``how`` (``manual``, ``api``). Raises ValidationError on ``execution`` for one that is
     live, or a DAG node that is not dead."""
     if row["state"] in LIVE_STATES:
-        raise ValidationError("execution", row["id"], f"is {row['state']}; only an ended execution is retried")
+        raise ValidationError(
+            "execution", row["id"], f"is {row['state']}; only an ended execution is retried"
+        )
     if row["trigger"] == ExecutionTrigger.DAG and row["state"] != ExecutionState.DEAD:
-        raise ValidationError("execution", row["id"], "is a node of a DAG run; rerun the run instead "
-                              "(pgsched dag rerun)")
+        raise ValidationError(
+            "execution",
+            row["id"],
+            "is a node of a DAG run; rerun the run instead (pgsched dag rerun)",
+        )
     if row["state"] == ExecutionState.DEAD:
         dlq.retry(db, row["id"], tenant)
         return Retried("requeued", row["id"])

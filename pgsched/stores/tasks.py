@@ -29,23 +29,29 @@ from ..taskspec import (
 )
 
 
-def insert_values(spec: TaskSpec, schedule: Schedule, now: datetime,
-                  fired_through: datetime | None = None) -> dict[str, Any]:
+def insert_values(
+    spec: TaskSpec, schedule: Schedule, now: datetime, fired_through: datetime | None = None
+) -> dict[str, Any]:
     """Parameters of the ``task_insert`` query, the first fire planned from ``now``
     (the database's clock) and never at or before ``fired_through`` (the stored
     task's ``last_fire_at``, when it is re-planned)."""
     values = asdict(spec)
     plan = schedule.plan(now, fired_through, enabled=spec.enabled)
     values.update(
-        schedule_kind=schedule.kind, schedule_expr=schedule.expr, schedule_anchor=plan.anchor,
-        params=Jsonb(spec.params), env=Jsonb(spec.env), next_fire_at=plan.next_fire_at,
+        schedule_kind=schedule.kind,
+        schedule_expr=schedule.expr,
+        schedule_anchor=plan.anchor,
+        params=Jsonb(spec.params),
+        env=Jsonb(spec.env),
+        next_fire_at=plan.next_fire_at,
     )
     del values["schedule"]
     return values
 
 
-def create(db: Database | Session, spec: TaskSpec, *, now: datetime | None = None,
-           if_absent: bool = False) -> Row | None:
+def create(
+    db: Database | Session, spec: TaskSpec, *, now: datetime | None = None, if_absent: bool = False
+) -> Row | None:
     """Store a new task and plan its first fire from ``now`` (default: the database's
     clock, never this host's). Returns the stored row.
 
@@ -59,8 +65,14 @@ def create(db: Database | Session, spec: TaskSpec, *, now: datetime | None = Non
     return row
 
 
-def update(db: Database, name: str, changes: dict[str, Any], *, tenant: str = "default",
-           now: datetime | None = None) -> Row:
+def update(
+    db: Database,
+    name: str,
+    changes: dict[str, Any],
+    *,
+    tenant: str = "default",
+    now: datetime | None = None,
+) -> Row:
     """Change the definition of the live task ``name`` and return the stored row.
 
     ``changes`` maps :class:`TaskSpec` field names (see ``UPDATABLE``) to new values; the
@@ -83,8 +95,11 @@ def update(db: Database, name: str, changes: dict[str, Any], *, tenant: str = "d
     """
     unknown = sorted(set(changes) - UPDATABLE)
     if unknown:
-        raise ValidationError(unknown[0], changes[unknown[0]],
-                              f"cannot be updated (updatable: {', '.join(sorted(UPDATABLE))})")
+        raise ValidationError(
+            unknown[0],
+            changes[unknown[0]],
+            f"cannot be updated (updatable: {', '.join(sorted(UPDATABLE))})",
+        )
     with db.transaction() as tx:
         row = tx.one("task_get_for_update", name=name, tenant=tenant)
         if row is None:
@@ -119,21 +134,43 @@ def get(db: Database | Session, name: str, tenant: str = "default") -> Row:
     return row
 
 
-def list_tasks(db: Database | Session, tenant: str, *, search: str | None = None, limit: int = 500,
-               dag_nodes: bool = False) -> list[Row]:
+def list_tasks(
+    db: Database | Session,
+    tenant: str,
+    *,
+    search: str | None = None,
+    limit: int = 500,
+    dag_nodes: bool = False,
+) -> list[Row]:
     """Live tasks of ``tenant`` by name (those whose name contains ``search``); the tasks of
     DAG nodes (``DAG.NODE``) only with ``dag_nodes`` (a DAG's own task is always listed)."""
     return db.many("task_list", tenant=tenant, search=search, limit=limit, dag_nodes=dag_nodes)
 
 
-def page(db: Database | Session, tenant: str, *, name: str | None = None, tag: str | None = None,
-         state: str | None = None, queue: str | None = None, after: str | None = None,
-         limit: int = 50) -> list[Row]:
+def page(
+    db: Database | Session,
+    tenant: str,
+    *,
+    name: str | None = None,
+    tag: str | None = None,
+    state: str | None = None,
+    queue: str | None = None,
+    after: str | None = None,
+    limit: int = 50,
+) -> list[Row]:
     """Up to ``limit`` live tasks of ``tenant`` by name, after the name ``after``: whose name
     contains ``name``, with tag ``tag``, ``state`` ``active`` or ``paused``, on ``queue``,
     each filter optional. DAG nodes' tasks are left out, as in :func:`list_tasks`."""
-    return db.many("api_task_list", tenant=tenant, name=name, tag=tag, state=state, queue=queue, after=after,
-                   limit=limit)
+    return db.many(
+        "api_task_list",
+        tenant=tenant,
+        name=name,
+        tag=tag,
+        state=state,
+        queue=queue,
+        after=after,
+        limit=limit,
+    )
 
 
 def choices(db: Database | Session, tenant: str) -> tuple[list[str], list[str]]:
@@ -152,10 +189,17 @@ def resume(db: Database, name: str, tenant: str = "default") -> None:
     db.one("task_resume", name=name, tenant=tenant)
 
 
-def enqueue(db: Database | Session, name: str, *, params: dict[str, Any] | None = None,
-            run_at: datetime | None = None, priority: int | None = None,
-            idempotency_key: str | None = None, tenant: str = "default",
-            how: str = "manual") -> Enqueued:
+def enqueue(
+    db: Database | Session,
+    name: str,
+    *,
+    params: dict[str, Any] | None = None,
+    run_at: datetime | None = None,
+    priority: int | None = None,
+    idempotency_key: str | None = None,
+    tenant: str = "default",
+    how: str = "manual",
+) -> Enqueued:
     """Enqueue one execution of ``name`` (pgsched.enqueue_v2) and say whether the
     idempotency key deduplicated it (:class:`Enqueued`).
 
@@ -169,33 +213,71 @@ def enqueue(db: Database | Session, name: str, *, params: dict[str, Any] | None 
         check_json_object("params", params)
     if priority is not None and not 1 <= priority <= 10:
         raise ValidationError("priority", priority, "must be from 1 (most urgent) to 10")
-    if idempotency_key is not None and (not isinstance(idempotency_key, str)
-                                        or not 0 < len(idempotency_key) <= MAX_KEY_LENGTH
-                                        or "\x00" in idempotency_key):
-        raise ValidationError("idempotency_key", idempotency_key,
-                              f"must be text of 1 to {MAX_KEY_LENGTH} characters without NUL")
-    row = db.one("task_trigger", name=name, tenant=tenant,
-                 params=Jsonb(params) if params is not None else None, run_at=run_at,
-                 priority=priority, idempotency_key=idempotency_key, trigger=how)
+    if idempotency_key is not None and (
+        not isinstance(idempotency_key, str)
+        or not 0 < len(idempotency_key) <= MAX_KEY_LENGTH
+        or "\x00" in idempotency_key
+    ):
+        raise ValidationError(
+            "idempotency_key",
+            idempotency_key,
+            f"must be text of 1 to {MAX_KEY_LENGTH} characters without NUL",
+        )
+    row = db.one(
+        "task_trigger",
+        name=name,
+        tenant=tenant,
+        params=Jsonb(params) if params is not None else None,
+        run_at=run_at,
+        priority=priority,
+        idempotency_key=idempotency_key,
+        trigger=how,
+    )
     assert row is not None
-    return Enqueued(int(row["execution_id"]), bool(row["deduplicated"]), row["dedup_reason"],
-                    row["succeeded_execution_id"])
+    return Enqueued(
+        int(row["execution_id"]),
+        bool(row["deduplicated"]),
+        row["dedup_reason"],
+        row["succeeded_execution_id"],
+    )
 
 
-def trigger(db: Database | Session, name: str, *, params: dict[str, Any] | None = None,
-            run_at: datetime | None = None, priority: int | None = None,
-            idempotency_key: str | None = None, tenant: str = "default",
-            how: str = "manual") -> int:
+def trigger(
+    db: Database | Session,
+    name: str,
+    *,
+    params: dict[str, Any] | None = None,
+    run_at: datetime | None = None,
+    priority: int | None = None,
+    idempotency_key: str | None = None,
+    tenant: str = "default",
+    how: str = "manual",
+) -> int:
     """Enqueue one execution of ``name``; return its id (:func:`enqueue`'s
     ``execution_id``: with an idempotency key, possibly an execution made earlier).
     Raises what :func:`enqueue` raises."""
-    return enqueue(db, name, params=params, run_at=run_at, priority=priority,
-                   idempotency_key=idempotency_key, tenant=tenant, how=how).execution_id
+    return enqueue(
+        db,
+        name,
+        params=params,
+        run_at=run_at,
+        priority=priority,
+        idempotency_key=idempotency_key,
+        tenant=tenant,
+        how=how,
+    ).execution_id
 
 
-def enqueue_many(db: Database | Session, name: str, params: list[dict[str, Any]], *,
-                 run_at: datetime | None = None, priority: int | None = None, tenant: str = "default",
-                 how: str = "api") -> list[int]:
+def enqueue_many(
+    db: Database | Session,
+    name: str,
+    params: list[dict[str, Any]],
+    *,
+    run_at: datetime | None = None,
+    priority: int | None = None,
+    tenant: str = "default",
+    how: str = "api",
+) -> list[int]:
     """Enqueue one execution of ``name`` per element of ``params`` (JSON objects merged
     over the task's params), all at ``run_at`` (aware, default now), in one statement
     (pgsched.enqueue_many_v1). Returns the ids in the order of ``params``. Raises
@@ -205,15 +287,28 @@ def enqueue_many(db: Database | Session, name: str, params: list[dict[str, Any]]
     # One JSON text for the whole batch (enqueue_many_v2): checked as a whole, and element
     # by element only to name the one at fault.
     try:
-        text = json.dumps(params, allow_nan=False) if all(isinstance(p, dict) for p in params) else None
+        text = (
+            json.dumps(params, allow_nan=False)
+            if all(isinstance(p, dict) for p in params)
+            else None
+        )
     except (TypeError, ValueError):
         text = None
     if text is None or has_nul(text):
         for i, p in enumerate(params):
             check_json_object(f"params[{i}]", p)
-        raise ValidationError("params", params, "must be a list of JSON objects")  # not reached: one failed
-    rows = db.many("task_enqueue_many", name=name, params=text, run_at=run_at,
-                   priority=priority, tenant=tenant, trigger=how)
+        raise ValidationError(
+            "params", params, "must be a list of JSON objects"
+        )  # not reached: one failed
+    rows = db.many(
+        "task_enqueue_many",
+        name=name,
+        params=text,
+        run_at=run_at,
+        priority=priority,
+        tenant=tenant,
+        trigger=how,
+    )
     return [int(r["execution_id"]) for r in rows]
 
 

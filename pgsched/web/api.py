@@ -28,7 +28,9 @@ class ApiResponse(JSONResponse):
     """JSON with instants as ISO 8601 (UTC) and text as UTF-8."""
 
     def render(self, content: Any) -> bytes:
-        return json.dumps(content, default=json_default, ensure_ascii=False, separators=(",", ":")).encode()
+        return json.dumps(
+            content, default=json_default, ensure_ascii=False, separators=(",", ":")
+        ).encode()
 
 
 def reply(data: Any, status: int = 200) -> ApiResponse:
@@ -56,7 +58,9 @@ def json_object(request: Request, *, required: bool = True) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"body: not valid JSON ({exc})", field="body") from None
     if not isinstance(value, dict):
-        raise ApiError(422, f"body: must be a JSON object, not {type(value).__name__}", field="body")
+        raise ApiError(
+            422, f"body: must be a JSON object, not {type(value).__name__}", field="body"
+        )
     for key, item in value.items():
         _storable(str(key), item)
     return value
@@ -76,8 +80,11 @@ def _storable(field: str, value: Any) -> None:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            raise ApiError(422, f"{field}: {value[:50]!r} holds a lone surrogate, not valid Unicode",
-                           field=field) from None
+            raise ApiError(
+                422,
+                f"{field}: {value[:50]!r} holds a lone surrogate, not valid Unicode",
+                field=field,
+            ) from None
         if "\x00" in value:
             raise ApiError(422, f"{field}: {value[:50]!r} contains a NUL character", field=field)
 
@@ -86,7 +93,11 @@ def only_fields(data: dict[str, Any], allowed: set[str] | frozenset[str]) -> Non
     """ApiError 422 naming the first field of ``data`` not in ``allowed``."""
     unknown = sorted(set(data) - set(allowed))
     if unknown:
-        raise ApiError(422, f"{unknown[0]}: unknown field (known: {', '.join(sorted(allowed))})", field=unknown[0])
+        raise ApiError(
+            422,
+            f"{unknown[0]}: unknown field (known: {', '.join(sorted(allowed))})",
+            field=unknown[0],
+        )
 
 
 def text_arg(request: Request, name: str, *, max_length: int = 200) -> str | None:
@@ -96,8 +107,11 @@ def text_arg(request: Request, name: str, *, max_length: int = 200) -> str | Non
     if not value:
         return None
     if len(value) > max_length or "\x00" in value:
-        raise ApiError(422, f"{name}: {value[:50]!r} must be at most {max_length} characters without NUL",
-                       field=name)
+        raise ApiError(
+            422,
+            f"{name}: {value[:50]!r} must be at most {max_length} characters without NUL",
+            field=name,
+        )
     return value
 
 
@@ -117,7 +131,9 @@ def bounded_int(name: str, value: object, low: int, high: int) -> int:
     elif isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,19}", value.strip()):
         number = int(value)
     if number is None or not low <= number <= high:
-        raise ApiError(422, f"{name}: {str(value)[:50]!r} must be an integer from {low} to {high}", field=name)
+        raise ApiError(
+            422, f"{name}: {str(value)[:50]!r} must be an integer from {low} to {high}", field=name
+        )
     return number
 
 
@@ -126,7 +142,9 @@ def choice_arg(request: Request, name: str, choices: tuple[str, ...]) -> str | N
     if not value:
         return None
     if value not in choices:
-        raise ApiError(422, f"{name}: {value[:50]!r} must be one of {', '.join(choices)}", field=name)
+        raise ApiError(
+            422, f"{name}: {value[:50]!r} must be one of {', '.join(choices)}", field=name
+        )
     return value
 
 
@@ -147,8 +165,11 @@ def instant(name: str, value: object) -> datetime:
         moment = moment.replace(tzinfo=UTC)
     # years 1 and 9999 are refused: shifted to UTC they may leave Python's range
     if moment is None or not 2 <= moment.year <= 9998:
-        raise ApiError(422, f"{name}: {str(value)[:50]!r} is not an ISO 8601 instant (years 2 to 9998)",
-                       field=name)
+        raise ApiError(
+            422,
+            f"{name}: {str(value)[:50]!r} is not an ISO 8601 instant (years 2 to 9998)",
+            field=name,
+        )
     return moment
 
 

@@ -51,17 +51,26 @@ def dlq_retry_all(request: Request) -> Response:
     data = json_object(request)
     only_fields(data, {"expected_count", "task"})
     if "expected_count" not in data:
-        raise ApiError(422, "expected_count: is required (the number of dead executions you mean to retry)",
-                       field="expected_count")
+        raise ApiError(
+            422,
+            "expected_count: is required (the number of dead executions you mean to retry)",
+            field="expected_count",
+        )
     expected = bounded_int("expected_count", data["expected_count"], 0, 10_000_000)
     task = data.get("task")
     if task is not None and (not isinstance(task, str) or len(task) > 200 or "\x00" in task):
         raise ApiError(422, f"task: {task!r} must be a task name", field="task")
     try:
-        return reply({"retried": dlq.retry_all_confirmed(database(request), who.tenant, task, expected)})
+        return reply(
+            {"retried": dlq.retry_all_confirmed(database(request), who.tenant, task, expected)}
+        )
     except dlq.CountChanged as exc:
-        raise ApiError(409, f"expected_count: {expected} does not match the {exc.dead} dead executions "
-                       "now in the dead-letter queue; look again and confirm", field="expected_count") from None
+        raise ApiError(
+            409,
+            f"expected_count: {expected} does not match the {exc.dead} dead executions "
+            "now in the dead-letter queue; look again and confirm",
+            field="expected_count",
+        ) from None
 
 
 def dlq_retry(request: Request) -> Response:
@@ -75,7 +84,9 @@ def dlq_delete(request: Request) -> Response:
     who = require(request, "operator")
     execution_id = id_param(request)
     if not dlq.delete(database(request), execution_id, who.tenant):
-        raise NotFound(f"execution: {execution_id} is not in the dead-letter queue of tenant {who.tenant!r}")
+        raise NotFound(
+            f"execution: {execution_id} is not in the dead-letter queue of tenant {who.tenant!r}"
+        )
     return reply({"id": execution_id, "deleted": True})
 
 
@@ -83,8 +94,12 @@ def scheduler_status(request: Request) -> Response:
     require(request, "viewer")
     db = database(request)
     leader = db.one("scheduler_leader", key=LEADER_LOCK_KEY)
-    return reply({"leader": leader if leader and leader["lock_held"] else None,
-                  "standbys": db.many("scheduler_standbys", seconds=STANDBY_SEEN_SECONDS)})
+    return reply(
+        {
+            "leader": leader if leader and leader["lock_held"] else None,
+            "standbys": db.many("scheduler_standbys", seconds=STANDBY_SEEN_SECONDS),
+        }
+    )
 
 
 def scheduler_failover(request: Request) -> Response:
@@ -106,8 +121,12 @@ def token_create(request: Request) -> Response:
     data = json_object(request)
     only_fields(data, {"role", "name"})
     name = data.get("name", "")
-    token, row = create_token(database(request), role=check_role(data.get("role")), tenant=who.tenant,
-                              name=name if isinstance(name, str) else _bad_name(name))
+    token, row = create_token(
+        database(request),
+        role=check_role(data.get("role")),
+        tenant=who.tenant,
+        name=name if isinstance(name, str) else _bad_name(name),
+    )
     return reply({**row, "token": token}, 201)
 
 

@@ -19,9 +19,13 @@ def dag_run_list(request: Request) -> Response:
     limit = int_arg(request, "limit", 50, 1, 1000)
     assert limit is not None
     rows = dagruns.run_page(
-        database(request), who.tenant, dag=text_arg(request, "dag"),
-        state=choice_arg(request, "state", RUN_STATES), before=int_arg(request, "cursor", None, 1, MAX_ID),
-        limit=limit + 1)
+        database(request),
+        who.tenant,
+        dag=text_arg(request, "dag"),
+        state=choice_arg(request, "state", RUN_STATES),
+        before=int_arg(request, "cursor", None, 1, MAX_ID),
+        limit=limit + 1,
+    )
     return page(rows, limit, "id")
 
 

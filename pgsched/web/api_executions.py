@@ -25,9 +25,11 @@ from .errors import ApiError
 
 STATES = tuple(s.value for s in ExecutionState)
 LIVE = LIVE_STATES
-LOG_POLL_SECONDS = 0.5    # how often a followed log looks for new lines
+LOG_POLL_SECONDS = 0.5  # how often a followed log looks for new lines
 LOG_KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies from closing the stream
-LOG_MAX_SECONDS = 6 * 3600.0  # a stream ends after this long; the client reconnects with Last-Event-ID
+LOG_MAX_SECONDS = (
+    6 * 3600.0
+)  # a stream ends after this long; the client reconnects with Last-Event-ID
 LOG_BATCH = 1000  # log lines read at a time: a log of a million lines is never held whole
 
 
@@ -37,9 +39,16 @@ def execution_list(request: Request) -> Response:
     assert limit is not None
     start, end = time_arg(request, "from"), time_arg(request, "to")
     rows = executions.page(
-        database(request), who.tenant, task=text_arg(request, "task"),
-        state=choice_arg(request, "state", STATES), worker=int_arg(request, "worker", None, 1, MAX_ID),
-        before=int_arg(request, "cursor", None, 1, MAX_ID), limit=limit + 1, start=start, end=end)
+        database(request),
+        who.tenant,
+        task=text_arg(request, "task"),
+        state=choice_arg(request, "state", STATES),
+        worker=int_arg(request, "worker", None, 1, MAX_ID),
+        before=int_arg(request, "cursor", None, 1, MAX_ID),
+        limit=limit + 1,
+        start=start,
+        end=end,
+    )
     return page(rows, limit, "id")
 
 
@@ -50,15 +59,23 @@ def execution_get(request: Request) -> Response:
     return reply({**row, "attempts": executions.attempts(db, row["id"])})
 
 
-def _read(db: Database, execution_id: int, tenant: str, after: tuple[int, int]) -> tuple[str | None, list[Row]]:
+def _read(
+    db: Database, execution_id: int, tenant: str, after: tuple[int, int]
+) -> tuple[str | None, list[Row]]:
     """The execution's state (None when it was removed) and its log lines after ``after``."""
     # the state is read before the lines: a line written in between comes next pass
     row = executions.find(db, execution_id, tenant)
     return (row["state"] if row else None, executions.log_page(db, execution_id, after, LOG_BATCH))
 
 
-async def _events(db: Database, execution_id: int, tenant: str, after: tuple[int, int],
-                  follow: bool, closing: threading.Event) -> AsyncIterator[str]:
+async def _events(
+    db: Database,
+    execution_id: int,
+    tenant: str,
+    after: tuple[int, int],
+    follow: bool,
+    closing: threading.Event,
+) -> AsyncIterator[str]:
     """SSE of an execution's log: ``event: line`` per line (``id: attempt:seq``, data the
     line as JSON), then ``event: end`` with the final state once it has ended (null when
     the execution was removed meanwhile). When ``closing`` is set (the server is stopping)
@@ -105,9 +122,13 @@ def execution_logs(request: Request) -> Response:
     db = database(request)
     row = executions.get(db, id_param(request), who.tenant)
     follow = request.query_params.get("follow", "true") not in ("false", "0", "no")
-    return StreamingResponse(_events(db, row["id"], who.tenant, _resume_point(request), follow,
-                                     request.app.state.closing),
-                             media_type="text/event-stream", headers={"X-Accel-Buffering": "no"})
+    return StreamingResponse(
+        _events(
+            db, row["id"], who.tenant, _resume_point(request), follow, request.app.state.closing
+        ),
+        media_type="text/event-stream",
+        headers={"X-Accel-Buffering": "no"},
+    )
 
 
 def execution_cancel(request: Request) -> Response:

@@ -29,15 +29,37 @@ from .errors import ApiError
 
 # What a client may set: every definition field but the tenant (the caller's), the crontab
 # provenance (source, run_as_user: only `pgsched import-crontab` sets them).
-CREATABLE = frozenset(f.name for f in fields(taskspec.TaskSpec)) - {"tenant", "source", "run_as_user"}
+CREATABLE = frozenset(f.name for f in fields(taskspec.TaskSpec)) - {
+    "tenant",
+    "source",
+    "run_as_user",
+}
 _TYPES: dict[str, tuple[type, ...]] = {
-    "name": (str,), "handler_kind": (str,), "command": (str, type(None)), "argv": (list, type(None)),
-    "python_target": (str, type(None)), "schedule_kind": (str,), "schedule": (str, type(None)),
-    "timezone": (str,), "params": (dict,), "env": (dict,), "stdin": (str, type(None)),
-    "timeout_seconds": (int, float, type(None)), "max_attempts": (int,), "retry_policy": (str,),
-    "retry_base_seconds": (int, float), "retry_max_seconds": (int, float), "priority": (int,), "queue": (str,),
-    "no_retry_exit_codes": (list,), "no_retry_exceptions": (list,), "misfire_policy": (str,),
-    "idempotent": (bool,), "enabled": (bool,), "description": (str, type(None)), "tags": (list,),
+    "name": (str,),
+    "handler_kind": (str,),
+    "command": (str, type(None)),
+    "argv": (list, type(None)),
+    "python_target": (str, type(None)),
+    "schedule_kind": (str,),
+    "schedule": (str, type(None)),
+    "timezone": (str,),
+    "params": (dict,),
+    "env": (dict,),
+    "stdin": (str, type(None)),
+    "timeout_seconds": (int, float, type(None)),
+    "max_attempts": (int,),
+    "retry_policy": (str,),
+    "retry_base_seconds": (int, float),
+    "retry_max_seconds": (int, float),
+    "priority": (int,),
+    "queue": (str,),
+    "no_retry_exit_codes": (list,),
+    "no_retry_exceptions": (list,),
+    "misfire_policy": (str,),
+    "idempotent": (bool,),
+    "enabled": (bool,),
+    "description": (str, type(None)),
+    "tags": (list,),
 }
 _HIDDEN = ("deleted_at",)
 
@@ -65,9 +87,15 @@ def task_list(request: Request) -> Response:
     limit = int_arg(request, "limit", 50, 1, 1000)
     assert limit is not None
     rows = tasks.page(
-        database(request), who.tenant, name=text_arg(request, "name"), tag=text_arg(request, "tag"),
-        state=choice_arg(request, "state", ("active", "paused")), queue=text_arg(request, "queue"),
-        after=text_arg(request, "cursor"), limit=limit + 1)
+        database(request),
+        who.tenant,
+        name=text_arg(request, "name"),
+        tag=text_arg(request, "tag"),
+        state=choice_arg(request, "state", ("active", "paused")),
+        queue=text_arg(request, "queue"),
+        after=text_arg(request, "cursor"),
+        limit=limit + 1,
+    )
     return page(rows, limit, "name")
 
 
@@ -116,9 +144,19 @@ def task_trigger(request: Request) -> Response:
     if key is not None and (not isinstance(key, str) or not 0 < len(key) <= 200 or "\x00" in key):
         raise ValidationError("idempotency_key", key, "must be text of 1 to 200 characters")
     run_at = instant("run_at", data["run_at"]) if data.get("run_at") is not None else None
-    done = tasks.enqueue(database(request), _name(request), params=params, run_at=run_at,
-                         priority=priority, idempotency_key=key, tenant=who.tenant, how="api")
-    return reply(asdict(done), 202)  # deduplicated, dedup_reason: what the key did (taskspec.Enqueued)
+    done = tasks.enqueue(
+        database(request),
+        _name(request),
+        params=params,
+        run_at=run_at,
+        priority=priority,
+        idempotency_key=key,
+        tenant=who.tenant,
+        how="api",
+    )
+    return reply(
+        asdict(done), 202
+    )  # deduplicated, dedup_reason: what the key did (taskspec.Enqueued)
 
 
 def task_pause(request: Request) -> Response:
@@ -139,8 +177,13 @@ def task_executions(request: Request) -> Response:
     tasks.get(db, _name(request), who.tenant)  # 404 for a task that is not there
     limit = int_arg(request, "limit", 50, 1, 1000)
     assert limit is not None
-    rows = executions.page(db, who.tenant, task=_name(request),
-                           before=int_arg(request, "cursor", None, 1, 2**63 - 1), limit=limit + 1)
+    rows = executions.page(
+        db,
+        who.tenant,
+        task=_name(request),
+        before=int_arg(request, "cursor", None, 1, 2**63 - 1),
+        limit=limit + 1,
+    )
     return page(rows, limit, "id")
 
 

@@ -45,9 +45,21 @@ from .headers import SecurityHeadersMiddleware
 from .rendering import templates
 from .session import SessionCodec, SessionMiddleware
 
-ROUTE_MODULES: tuple[ModuleType, ...] = (auth, pages_dashboard, pages_tasks, pages_executions, pages_dags,
-                                          pages_dlq, pages_cluster, api_tasks, api_executions, api_dags,
-                                          api_admin, openapi, prometheus)
+ROUTE_MODULES: tuple[ModuleType, ...] = (
+    auth,
+    pages_dashboard,
+    pages_tasks,
+    pages_executions,
+    pages_dags,
+    pages_dlq,
+    pages_cluster,
+    api_tasks,
+    api_executions,
+    api_dags,
+    api_admin,
+    openapi,
+    prometheus,
+)
 """Modules whose ``routes`` make up the app, in matching order."""
 
 SESSION_MAX_AGE = 12 * 3600  # seconds a sign-in lasts
@@ -56,8 +68,13 @@ SESSION_MAX_AGE = 12 * 3600  # seconds a sign-in lasts
 def routes() -> list[BaseRoute]:
     """Every route of the app: those of :data:`ROUTE_MODULES`, then ``/static``."""
     found: list[BaseRoute] = [route for module in ROUTE_MODULES for route in module.routes]
-    found.append(Mount("/static", StaticFiles(directory=resource_dir("templates") / "web" / "static"),
-                       name="static"))
+    found.append(
+        Mount(
+            "/static",
+            StaticFiles(directory=resource_dir("templates") / "web" / "static"),
+            name="static",
+        )
+    )
     return found
 
 
@@ -69,8 +86,13 @@ class _WebApp(Starlette):
         return SecurityHeadersMiddleware(super().build_middleware_stack())
 
 
-def create_app(dsn_or_db: str | Database, *, secret: str | None = None,
-               session_max_age: int = SESSION_MAX_AGE, pool_size: int = 8) -> Starlette:
+def create_app(
+    dsn_or_db: str | Database,
+    *,
+    secret: str | None = None,
+    session_max_age: int = SESSION_MAX_AGE,
+    pool_size: int = 8,
+) -> Starlette:
     """The web admin and API over the database ``dsn_or_db`` (a DSN, whose pool the app
     opens now and closes at shutdown, or an open :class:`Database`, left open).
 
@@ -79,8 +101,11 @@ def create_app(dsn_or_db: str | Database, *, secret: str | None = None,
     Raises ConnectionFailed when the database cannot be reached.
     """
     owned = isinstance(dsn_or_db, str)
-    db = Database.connect(dsn_or_db, max_size=pool_size, application_name="pgsched web") \
-        if isinstance(dsn_or_db, str) else dsn_or_db
+    db = (
+        Database.connect(dsn_or_db, max_size=pool_size, application_name="pgsched web")
+        if isinstance(dsn_or_db, str)
+        else dsn_or_db
+    )
     codec = SessionCodec(secret or session_key(db), session_max_age)
 
     def resolve(bearer: str | None, session: dict[str, Any]) -> Principal | None:
@@ -101,7 +126,9 @@ def create_app(dsn_or_db: str | Database, *, secret: str | None = None,
 
     app = _WebApp(
         routes=routes(),
-        middleware=[Middleware(SessionMiddleware, codec=codec, resolve=resolve, on_refused=refused)],
+        middleware=[
+            Middleware(SessionMiddleware, codec=codec, resolve=resolve, on_refused=refused)
+        ],
         exception_handlers={**HANDLERS, Exception: on_crash},
         lifespan=lifespan,
     )

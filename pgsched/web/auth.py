@@ -21,8 +21,13 @@ def _next(value: object) -> str:
     """Where to go after signing in: a path on this site only (no ``//host`` or scheme),
     so the login page cannot be used to redirect elsewhere."""
     # browsers drop tabs and newlines from URLs ("/\t/evil" is "//evil") and read "\" as "/"
-    if (isinstance(value, str) and value.startswith("/") and len(value) <= 2000
-            and not any(ch <= " " or ch == "\\" for ch in value) and not value.startswith("//")):
+    if (
+        isinstance(value, str)
+        and value.startswith("/")
+        and len(value) <= 2000
+        and not any(ch <= " " or ch == "\\" for ch in value)
+        and not value.startswith("//")
+    ):
         return value
     return "/"
 
@@ -46,16 +51,32 @@ def login_page(request: Request) -> Response:
     if token and _followed_from_elsewhere(request):
         # login CSRF: another site would sign the visitor in as a principal of its choosing
         # (whose tenant then receives what they create). The link is then pasted instead.
-        return render(request, "web/login.html", {"next": target, "error": "A sign-in link only works when "
-                      "opened directly (pasted or typed in), not followed from another site.", "username": ""},
-                      status_code=403)
+        return render(
+            request,
+            "web/login.html",
+            {
+                "next": target,
+                "error": "A sign-in link only works when "
+                "opened directly (pasted or typed in), not followed from another site.",
+                "username": "",
+            },
+            status_code=403,
+        )
     if token:
         who = authenticate_token(database(request), token)
         if who is not None:
             # the link's token leaves the address bar with this redirect
             return _signed_in(request, who, target)
-        return render(request, "web/login.html", {"next": target, "error": "That sign-in link is not valid "
-                      "(the token is unknown or revoked).", "username": ""}, status_code=401)
+        return render(
+            request,
+            "web/login.html",
+            {
+                "next": target,
+                "error": "That sign-in link is not valid (the token is unknown or revoked).",
+                "username": "",
+            },
+            status_code=401,
+        )
     if principal(request) is not None and "next" in request.query_params:
         return RedirectResponse(target, status_code=303)
     return render(request, "web/login.html", {"next": target, "error": None, "username": ""})
@@ -73,8 +94,12 @@ def login(request: Request) -> Response:
         who = authenticate_user(db, username, password) if username and password else None
         error = "Wrong username or password."
     if who is None:
-        return render(request, "web/login.html", {"next": target, "error": error, "username": username},
-                      status_code=401)
+        return render(
+            request,
+            "web/login.html",
+            {"next": target, "error": error, "username": username},
+            status_code=401,
+        )
     return _signed_in(request, who, target)
 
 

@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-WIDTH, HEIGHT = 760, 220      # the SVG's viewBox, in user units
-LEFT, RIGHT, TOP, BOTTOM = 56, 12, 14, 30   # margins around the plot area
+WIDTH, HEIGHT = 760, 220  # the SVG's viewBox, in user units
+LEFT, RIGHT, TOP, BOTTOM = 56, 12, 14, 30  # margins around the plot area
 SERIES = (("latency", "schedule to start"), ("duration", "duration"))
 
 
@@ -76,18 +76,42 @@ def trend(rows: list[dict[str, Any]]) -> Chart:
         return chart.bottom - span_y * max(v, 0.0) / top_value
 
     for key, label in SERIES:
-        dots = [(round(x_of(i), 1), round(y_of(r[key]), 1)) for i, r in enumerate(rows) if r.get(key) is not None]
-        chart.lines.append({"key": key, "label": label, "dots": dots,
-                            "points": " ".join(f"{x},{y}" for x, y in dots)})
+        dots = [
+            (round(x_of(i), 1), round(y_of(r[key]), 1))
+            for i, r in enumerate(rows)
+            if r.get(key) is not None
+        ]
+        chart.lines.append(
+            {
+                "key": key,
+                "label": label,
+                "dots": dots,
+                "points": " ".join(f"{x},{y}" for x, y in dots),
+            }
+        )
     # 4 or 5 steps, whichever makes each step a round number (0.5 of 2, 1 of 5 ...)
     lead = top_value / 10 ** math.floor(math.log10(top_value))
     steps = 5 if round(lead, 6) in (2.5, 5.0) else 4
-    chart.y_ticks = [(round(y_of(top_value * k / steps), 1), seconds_label(top_value * k / steps))
-                     for k in range(steps + 1)]
+    chart.y_ticks = [
+        (round(y_of(top_value * k / steps), 1), seconds_label(top_value * k / steps))
+        for k in range(steps + 1)
+    ]
     marks = sorted({0, len(rows) // 2, len(rows) - 1})
-    def anchor(i: int) -> str:
-        return "middle" if len(marks) == 1 else "start" if i == 0 else "end" if i == len(rows) - 1 else "middle"
 
-    chart.x_labels = [(round(x_of(i), 1), rows[i]["scheduled_at"].strftime("%m-%d %H:%M"), anchor(i))
-                      for i in marks if rows[i].get("scheduled_at") is not None]
+    def anchor(i: int) -> str:
+        return (
+            "middle"
+            if len(marks) == 1
+            else "start"
+            if i == 0
+            else "end"
+            if i == len(rows) - 1
+            else "middle"
+        )
+
+    chart.x_labels = [
+        (round(x_of(i), 1), rows[i]["scheduled_at"].strftime("%m-%d %H:%M"), anchor(i))
+        for i in marks
+        if rows[i].get("scheduled_at") is not None
+    ]
     return chart

@@ -70,7 +70,9 @@ def token_digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
-def create_token(db: Database | Session, *, role: str, tenant: str = "default", name: str = "") -> tuple[str, Row]:
+def create_token(
+    db: Database | Session, *, role: str, tenant: str = "default", name: str = ""
+) -> tuple[str, Row]:
     """Create an API token; return ``(token, row)``. The token is not stored and cannot be
     shown again. Raises ValidationError for a bad role, tenant or name (at most 200
     characters)."""
@@ -79,7 +81,9 @@ def create_token(db: Database | Session, *, role: str, tenant: str = "default", 
     if not isinstance(name, str) or len(name) > 200:
         raise ValidationError("name", name, "must be text of at most 200 characters")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    row = db.one("api_token_insert", tenant=tenant, role=role, name=name, token_sha256=token_digest(token))
+    row = db.one(
+        "api_token_insert", tenant=tenant, role=role, name=name, token_sha256=token_digest(token)
+    )
     assert row is not None
     return token, row
 
@@ -106,11 +110,14 @@ def authenticate_token(db: Database | Session, token: str) -> Principal | None:
 
 
 def _token_principal(row: Row) -> Principal:
-    return Principal("token", str(row["id"]), row["name"] or f"token {row['id']}", row["role"], row["tenant"])
+    return Principal(
+        "token", str(row["id"]), row["name"] or f"token {row['id']}", row["role"], row["tenant"]
+    )
 
 
-def create_user(db: Database | Session, username: str, password: str, *, role: str,
-                tenant: str = "default") -> Row:
+def create_user(
+    db: Database | Session, username: str, password: str, *, role: str, tenant: str = "default"
+) -> Row:
     """Create a web user; return its row (without the hash). Raises ValidationError for a
     bad username (as task names: 1-200 letters, digits and ``. _ : @ / -``), a password
     under 8 characters, a bad role or tenant, or a username that is taken."""
@@ -119,8 +126,13 @@ def create_user(db: Database | Session, username: str, password: str, *, role: s
     check_name("tenant", tenant)
     if not isinstance(password, str) or len(password) < 8:
         raise ValidationError("password", "***", "must be at least 8 characters")
-    row = db.one("web_user_insert", username=username, tenant=tenant, role=role,
-                 password_hash=_hasher.hash(password))
+    row = db.one(
+        "web_user_insert",
+        username=username,
+        tenant=tenant,
+        role=role,
+        password_hash=_hasher.hash(password),
+    )
     if row is None:
         raise ValidationError("username", username, "is taken")
     return row
@@ -153,8 +165,14 @@ def authenticate_user(db: Database | Session, username: str, password: str) -> P
 
 
 def _user_principal(row: Row) -> Principal:
-    return Principal("user", row["username"], row["username"], row["role"], row["tenant"],
-                     row["created_at"].isoformat())
+    return Principal(
+        "user",
+        row["username"],
+        row["username"],
+        row["role"],
+        row["tenant"],
+        row["created_at"].isoformat(),
+    )
 
 
 def principal_of_session(db: Database | Session, session: dict[str, Any]) -> Principal | None:
@@ -170,7 +188,11 @@ def principal_of_session(db: Database | Session, session: dict[str, Any]) -> Pri
         return _token_principal(row) if row and row["db_now"].timestamp() < until else None
     if kind == "user" and isinstance(ref, str):
         row = db.one("web_user_get", username=ref)
-        if row is None or session.get("since") != row["created_at"].isoformat() or row["db_now"].timestamp() >= until:
+        if (
+            row is None
+            or session.get("since") != row["created_at"].isoformat()
+            or row["db_now"].timestamp() >= until
+        ):
             return None
         return _user_principal(row)
     return None

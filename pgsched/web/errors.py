@@ -28,15 +28,26 @@ from ..errors import (
 )
 from .access import Forbidden, NotSignedIn
 
-_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-          409: "conflict", 413: "too_large", 422: "validation", 503: "unavailable"}
+_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    422: "validation",
+    503: "unavailable",
+}
 
 
 class ApiError(Exception):
     """An error answered with HTTP ``status``; ``code`` is a stable word for programs,
     ``message`` names the field and the value, ``field`` the field at fault (or None)."""
 
-    def __init__(self, status: int, message: str, *, code: str | None = None, field: str | None = None):
+    def __init__(
+        self, status: int, message: str, *, code: str | None = None, field: str | None = None
+    ):
         super().__init__(message)
         self.status = status
         self.code = code or _CODES.get(status, "error")
@@ -48,15 +59,30 @@ def is_api(request: Request) -> bool:
     return request.url.path.startswith("/api/")
 
 
-def error_response(request: Request, status: int, message: str, *, code: str | None = None,
-                   field: str | None = None, headers: Mapping[str, str] | None = None) -> Response:
+def error_response(
+    request: Request,
+    status: int,
+    message: str,
+    *,
+    code: str | None = None,
+    field: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
     """The error as JSON for the API, as the error page otherwise."""
     if is_api(request):
-        body = {"error": {"code": code or _CODES.get(status, "error"), "message": message, "field": field}}
+        body = {
+            "error": {
+                "code": code or _CODES.get(status, "error"),
+                "message": message,
+                "field": field,
+            }
+        }
         return JSONResponse(body, status_code=status, headers=dict(headers or {}))
     from .rendering import render
 
-    return render(request, "web/error.html", {"status": status, "message": message}, status_code=status)
+    return render(
+        request, "web/error.html", {"status": status, "message": message}, status_code=status
+    )
 
 
 def _classify(exc: Exception) -> tuple[int, str | None, str | None]:
@@ -103,7 +129,9 @@ async def on_http(request: Request, exc: Exception) -> Response:
 async def on_crash(request: Request, exc: Exception) -> Response:
     """A bug: the error shape (no details; the traceback goes to the server's log)."""
     if is_api(request):
-        return error_response(request, 500, "internal error; the server log has the details", code="internal")
+        return error_response(
+            request, 500, "internal error; the server log has the details", code="internal"
+        )
     return PlainTextResponse("500: internal error; the server log has the details", status_code=500)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-NODE_W, NODE_H = 168, 46     # a node's box, in SVG user units
+NODE_W, NODE_H = 168, 46  # a node's box, in SVG user units
 GAP_X, GAP_Y, PAD = 72, 22, 16
 
 # state -> (fill, text colour): green succeeded, yellow running, red failed, grey not run,
@@ -68,12 +68,14 @@ def layers(upstream: dict[str, list[str]]) -> dict[str, int]:
                 raise ValueError(f"upstream: {node!r} is part of a cycle")
             on_path.add(node)
             stack.append((node, True))
-            stack.extend((u, False) for u in upstream.get(node, []) if u in upstream and u not in depth)
+            stack.extend(
+                (u, False) for u in upstream.get(node, []) if u in upstream and u not in depth
+            )
     return depth
 
 
 def _label(text: str, limit: int = 22) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def draw(nodes: list[dict[str, Any]]) -> Drawing:
@@ -87,7 +89,9 @@ def draw(nodes: list[dict[str, Any]]) -> Drawing:
         columns.setdefault(depth[n["node_id"]], []).append(n)
     tallest = max(len(c) for c in columns.values())
     height = 2 * PAD + tallest * NODE_H + (tallest - 1) * GAP_Y
-    drawing = Drawing(width=2 * PAD + len(columns) * NODE_W + (len(columns) - 1) * GAP_X, height=height)
+    drawing = Drawing(
+        width=2 * PAD + len(columns) * NODE_W + (len(columns) - 1) * GAP_X, height=height
+    )
     where: dict[str, tuple[int, int]] = {}
     for layer in sorted(columns):
         column = columns[layer]
@@ -97,8 +101,18 @@ def draw(nodes: list[dict[str, Any]]) -> Drawing:
             x, y = PAD + layer * (NODE_W + GAP_X), top + i * (NODE_H + GAP_Y)
             where[n["node_id"]] = (x, y)
             fill, text = COLOURS.get(n["state"], ("#ffffff", "#1d2330"))
-            drawing.nodes.append({"id": n["node_id"], "state": n["state"], "x": x, "y": y, "fill": fill,
-                                  "text": text, "label": _label(n["node_id"]), "row": n})
+            drawing.nodes.append(
+                {
+                    "id": n["node_id"],
+                    "state": n["state"],
+                    "x": x,
+                    "y": y,
+                    "fill": fill,
+                    "text": text,
+                    "label": _label(n["node_id"]),
+                    "row": n,
+                }
+            )
     for n in nodes:
         x2, y2 = where[n["node_id"]]
         for up in n["upstream"] or []:
@@ -107,6 +121,11 @@ def draw(nodes: list[dict[str, Any]]) -> Drawing:
             x1, y1 = where[up]
             sx, sy, tx, ty = x1 + NODE_W, y1 + NODE_H // 2, x2, y2 + NODE_H // 2
             bend = (tx - sx) / 2
-            drawing.edges.append({"source": up, "target": n["node_id"],
-                                  "d": f"M{sx},{sy} C{sx + bend},{sy} {tx - bend},{ty} {tx},{ty}"})
+            drawing.edges.append(
+                {
+                    "source": up,
+                    "target": n["node_id"],
+                    "d": f"M{sx},{sy} C{sx + bend},{sy} {tx - bend},{ty} {tx},{ty}",
+                }
+            )
     return drawing

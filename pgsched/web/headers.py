@@ -7,8 +7,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # default-src 'self': no inline script or style, nothing from other origins (SVG drawn by
 # the pages uses presentation attributes, which CSP does not restrict).
-CONTENT_SECURITY_POLICY = ("default-src 'self'; base-uri 'self'; form-action 'self'; "
-                           "frame-ancestors 'none'; object-src 'none'")
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; base-uri 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; object-src 'none'"
+)
 SECURITY_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Frame-Options": "DENY",

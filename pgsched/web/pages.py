@@ -62,7 +62,9 @@ class Page:
     next_url: str | None
 
 
-def keyset(request: Request, rows: list[dict[str, Any]], limit: int, key: str, param: str = "before") -> Page:
+def keyset(
+    request: Request, rows: list[dict[str, Any]], limit: int, key: str, param: str = "before"
+) -> Page:
     """The page of ``rows`` (``limit + 1`` were fetched, ordered by ``key``): the next
     page's address is this one's with ``param`` set to the last shown row's ``key``."""
     more = len(rows) > limit
@@ -82,7 +84,9 @@ def notice(request: Request) -> Notice | None:
     number = request.query_params.get("id", "")
     number = number if number.isdigit() else "?"
     text, href = found
-    return Notice(text.format(id=number), href.format(id=number) if href and number != "?" else None)
+    return Notice(
+        text.format(id=number), href.format(id=number) if href and number != "?" else None
+    )
 
 
 def done(path: str, what: str, number: int | None = None) -> RedirectResponse:
@@ -100,7 +104,9 @@ def field(request: Request, name: str, *, required: bool = True, max_length: int
     if required and not text:
         raise ValidationError(name, text, "is required")
     if len(text) > max_length or "\x00" in text:
-        raise ValidationError(name, text[:50], f"must be at most {max_length} characters without NUL")
+        raise ValidationError(
+            name, text[:50], f"must be at most {max_length} characters without NUL"
+        )
     return text
 
 

@@ -20,8 +20,11 @@ def workers(request: Request) -> Response:
     show_all = request.query_params.get("all") == "1"
     db = database(request)
     rows = db.many("worker_list", all=show_all)
-    return render(request, "web/workers.html", {"workers": rows, "show_all": show_all,
-                                                "clock_warn": _clock_warn(db)})
+    return render(
+        request,
+        "web/workers.html",
+        {"workers": rows, "show_all": show_all, "clock_warn": _clock_warn(db)},
+    )
 
 
 def _clock_warn(db: Database) -> float:
@@ -39,10 +42,24 @@ def scheduler(request: Request) -> Response:
     # lag: how long the earliest due fire has waited (0 when nothing is overdue; None
     # when nothing is scheduled at all)
     lag = max(-next_due["seconds"], 0.0) if due else None
-    tick_age = (now - leader["last_tick_at"]).total_seconds() if leader and leader["last_tick_at"] else None
-    return render(request, "web/scheduler.html", {
-        "leader": leader, "standbys": db.many("scheduler_standbys", seconds=STANDBY_SEEN_SECONDS),
-        "lag": lag, "next_due": due, "tick_age": tick_age, "now": now, "clock_warn": _clock_warn(db)})
+    tick_age = (
+        (now - leader["last_tick_at"]).total_seconds()
+        if leader and leader["last_tick_at"]
+        else None
+    )
+    return render(
+        request,
+        "web/scheduler.html",
+        {
+            "leader": leader,
+            "standbys": db.many("scheduler_standbys", seconds=STANDBY_SEEN_SECONDS),
+            "lag": lag,
+            "next_due": due,
+            "tick_age": tick_age,
+            "now": now,
+            "clock_warn": _clock_warn(db),
+        },
+    )
 
 
 routes = [

@@ -19,18 +19,34 @@ from .rendering import render
 
 def dag_list(request: Request) -> Response:
     who = require(request, "viewer")
-    return render(request, "web/dags.html", {"dags": dagruns.list_dags(database(request), who.tenant, limit=500)})
+    return render(
+        request,
+        "web/dags.html",
+        {"dags": dagruns.list_dags(database(request), who.tenant, limit=500)},
+    )
 
 
 def dag_detail(request: Request) -> Response:
     who = require(request, "viewer")
     db = database(request)
     dag = dagruns.get(db, str(request.path_params["name"]), who.tenant)
-    rows = dagruns.run_page(db, who.tenant, dag=dag["name"], before=int_arg(request, "before", None, 1, MAX_ID),
-                            limit=PAGE_SIZE + 1)
-    return render(request, "web/dag.html", {
-        "dag": dag, "nodes": dagruns.nodes(db, dag["id"]), "page": keyset(request, rows, PAGE_SIZE, "id"),
-        "notice": notice(request)})
+    rows = dagruns.run_page(
+        db,
+        who.tenant,
+        dag=dag["name"],
+        before=int_arg(request, "before", None, 1, MAX_ID),
+        limit=PAGE_SIZE + 1,
+    )
+    return render(
+        request,
+        "web/dag.html",
+        {
+            "dag": dag,
+            "nodes": dagruns.nodes(db, dag["id"]),
+            "page": keyset(request, rows, PAGE_SIZE, "id"),
+            "notice": notice(request),
+        },
+    )
 
 
 def dag_run(request: Request) -> Response:
@@ -38,8 +54,17 @@ def dag_run(request: Request) -> Response:
     db = database(request)
     run, nodes = dagruns.run(db, path_id(request, "run"), who.tenant)
     history = dagruns.run_page(db, who.tenant, dag=run["dag_name"], limit=10)
-    return render(request, "web/dag_run.html", {"run": run, "nodes": nodes, "drawing": draw(nodes),
-                                                 "history": history, "notice": notice(request)})
+    return render(
+        request,
+        "web/dag_run.html",
+        {
+            "run": run,
+            "nodes": nodes,
+            "drawing": draw(nodes),
+            "history": history,
+            "notice": notice(request),
+        },
+    )
 
 
 def dag_trigger(request: Request) -> Response:

@@ -16,17 +16,33 @@ from .rendering import render
 
 # Final states in the order the dashboard lists them.
 # the order the dashboard shows them in
-FINAL_STATES = tuple(s.value for s in (ExecutionState.SUCCEEDED, ExecutionState.FAILED, ExecutionState.TIMED_OUT,
-                                       ExecutionState.DEAD, ExecutionState.CANCELLED, ExecutionState.SKIPPED))
+FINAL_STATES = tuple(
+    s.value
+    for s in (
+        ExecutionState.SUCCEEDED,
+        ExecutionState.FAILED,
+        ExecutionState.TIMED_OUT,
+        ExecutionState.DEAD,
+        ExecutionState.CANCELLED,
+        ExecutionState.SKIPPED,
+    )
+)
 
 
 def dashboard(request: Request) -> Response:
     who = require(request, "viewer")
     db = database(request)
     numbers = stats.dashboard(db, who.tenant)
-    return render(request, "web/dashboard.html", {
-        "d": numbers, "states": FINAL_STATES, "alerts": alerts.active(db, who.tenant, limit=20),
-        "health": health.check(db)})
+    return render(
+        request,
+        "web/dashboard.html",
+        {
+            "d": numbers,
+            "states": FINAL_STATES,
+            "alerts": alerts.active(db, who.tenant, limit=20),
+            "health": health.check(db),
+        },
+    )
 
 
 routes = [Route("/", dashboard, methods=["GET"], name="dashboard")]

@@ -25,16 +25,35 @@ def dlq_list(request: Request) -> Response:
     who = require(request, "viewer")
     db = database(request)
     task = text_arg(request, "task")
-    rows = dlq.page(db, who.tenant, task=task, limit=PAGE_SIZE + 1, before=int_arg(request, "before", None, 1, MAX_ID))
+    rows = dlq.page(
+        db,
+        who.tenant,
+        task=task,
+        limit=PAGE_SIZE + 1,
+        before=int_arg(request, "before", None, 1, MAX_ID),
+    )
     retryable = dlq.count(db, who.tenant, task)
-    return render(request, "web/dlq.html", {"page": keyset(request, rows, PAGE_SIZE, "id"), "task": task,
-                                            "retryable": retryable, "notice": notice(request)})
+    return render(
+        request,
+        "web/dlq.html",
+        {
+            "page": keyset(request, rows, PAGE_SIZE, "id"),
+            "task": task,
+            "retryable": retryable,
+            "notice": notice(request),
+        },
+    )
 
 
-def _confirm(request: Request, task: str | None, count: int, error: str | None = None,
-             status_code: int = 200) -> Response:
-    return render(request, "web/dlq_retry_all.html", {"task": task, "count": count, "error": error},
-                  status_code=status_code)
+def _confirm(
+    request: Request, task: str | None, count: int, error: str | None = None, status_code: int = 200
+) -> Response:
+    return render(
+        request,
+        "web/dlq_retry_all.html",
+        {"task": task, "count": count, "error": error},
+        status_code=status_code,
+    )
 
 
 def dlq_retry_all_confirm(request: Request) -> Response:
@@ -51,9 +70,16 @@ def dlq_retry_all(request: Request) -> Response:
     try:
         retried = dlq.retry_all_confirmed(database(request), who.tenant, task, expected)
     except dlq.CountChanged as exc:
-        return _confirm(request, task, exc.dead, status_code=409, error=(
-            f"count: you confirmed {expected}, but {exc.dead} dead execution(s) are in the queue now; "
-            "nothing was retried. Confirm the new count to go on."))
+        return _confirm(
+            request,
+            task,
+            exc.dead,
+            status_code=409,
+            error=(
+                f"count: you confirmed {expected}, but {exc.dead} dead execution(s) are in the queue now; "
+                "nothing was retried. Confirm the new count to go on."
+            ),
+        )
     return done("/dlq", "retried_all", retried)
 
 
@@ -68,7 +94,9 @@ def dlq_delete(request: Request) -> Response:
     who = require(request, "operator")
     execution_id = path_id(request, "execution")
     if not dlq.delete(database(request), execution_id, who.tenant):
-        raise NotFound(f"execution: {execution_id} is not in the dead-letter queue of tenant {who.tenant!r}")
+        raise NotFound(
+            f"execution: {execution_id} is not in the dead-letter queue of tenant {who.tenant!r}"
+        )
     return done("/dlq", "removed")
 
 

@@ -23,26 +23,50 @@ from .pages_executions import executions
 from .rendering import render
 
 # the order the form offers them in
-SCHEDULE_KINDS = tuple(k.value for k in (ScheduleKind.NONE, ScheduleKind.CRON, ScheduleKind.INTERVAL, ScheduleKind.ONCE))
+SCHEDULE_KINDS = tuple(
+    k.value
+    for k in (ScheduleKind.NONE, ScheduleKind.CRON, ScheduleKind.INTERVAL, ScheduleKind.ONCE)
+)
 
 
 def _filters(request: Request) -> dict[str, str | None]:
-    return {"name": text_arg(request, "name"), "tag": text_arg(request, "tag"),
-            "state": choice_arg(request, "state", ("active", "paused")), "queue": text_arg(request, "queue")}
+    return {
+        "name": text_arg(request, "name"),
+        "tag": text_arg(request, "tag"),
+        "state": choice_arg(request, "state", ("active", "paused")),
+        "queue": text_arg(request, "queue"),
+    }
 
 
-def _list(request: Request, *, error: str | None = None, draft: dict[str, str] | None = None,
-          status_code: int = 200) -> Response:
+def _list(
+    request: Request,
+    *,
+    error: str | None = None,
+    draft: dict[str, str] | None = None,
+    status_code: int = 200,
+) -> Response:
     who = require(request, "viewer")
     db = database(request)
     filters = _filters(request)
-    rows = tasks.page(db, who.tenant, after=text_arg(request, "after"), limit=PAGE_SIZE + 1, **filters)
+    rows = tasks.page(
+        db, who.tenant, after=text_arg(request, "after"), limit=PAGE_SIZE + 1, **filters
+    )
     queues, tags = tasks.choices(db, who.tenant)
-    return render(request, "web/tasks.html", {
-        "page": keyset(request, rows, PAGE_SIZE, "name", "after"), "filters": filters,
-        "queues": queues, "tags": tags,
-        "notice": notice(request), "error": error, "draft": draft or {}, "kinds": SCHEDULE_KINDS,
-    }, status_code=status_code)
+    return render(
+        request,
+        "web/tasks.html",
+        {
+            "page": keyset(request, rows, PAGE_SIZE, "name", "after"),
+            "filters": filters,
+            "queues": queues,
+            "tags": tags,
+            "notice": notice(request),
+            "error": error,
+            "draft": draft or {},
+            "kinds": SCHEDULE_KINDS,
+        },
+        status_code=status_code,
+    )
 
 
 def task_list(request: Request) -> Response:
@@ -58,11 +82,20 @@ def task_create(request: Request) -> Response:
     kind = draft["schedule_kind"] or "none"
     try:
         if kind not in SCHEDULE_KINDS:
-            raise ValidationError("schedule_kind", kind, f"must be one of {', '.join(SCHEDULE_KINDS)}")
-        spec = TaskSpec(name=draft["name"], handler_kind="shell", command=draft["command"] or None,
-                        schedule_kind=kind, schedule=draft["schedule"] or None,
-                        timezone=draft["timezone"] or "UTC", queue=draft["queue"] or "default",
-                        tags=[t for t in draft["tags"].replace(",", " ").split() if t], tenant=who.tenant)
+            raise ValidationError(
+                "schedule_kind", kind, f"must be one of {', '.join(SCHEDULE_KINDS)}"
+            )
+        spec = TaskSpec(
+            name=draft["name"],
+            handler_kind="shell",
+            command=draft["command"] or None,
+            schedule_kind=kind,
+            schedule=draft["schedule"] or None,
+            timezone=draft["timezone"] or "UTC",
+            queue=draft["queue"] or "default",
+            tags=[t for t in draft["tags"].replace(",", " ").split() if t],
+            tenant=who.tenant,
+        )
         tasks.create(database(request), spec)
     except ValidationError as exc:
         return _list(request, error=str(exc), draft=draft, status_code=422)
@@ -109,30 +142,52 @@ def task_timezone(request: Request) -> Response:
     db = database(request)
     before = tasks.get(db, name, who.tenant)
     try:
-        after = tasks.update(db, name, {"timezone": field(request, "timezone", max_length=200)}, tenant=who.tenant)
+        after = tasks.update(
+            db, name, {"timezone": field(request, "timezone", max_length=200)}, tenant=who.tenant
+        )
     except ValidationError as exc:
         return _detail(request, name, error=str(exc), status_code=422)
-    return done(f"/tasks/{name}", "fixed" if after["enabled"] and not before["enabled"] else "updated")
+    return done(
+        f"/tasks/{name}", "fixed" if after["enabled"] and not before["enabled"] else "updated"
+    )
 
 
-def _detail(request: Request, name: str, *, error: str | None = None, status_code: int = 200) -> Response:
+def _detail(
+    request: Request, name: str, *, error: str | None = None, status_code: int = 200
+) -> Response:
     who = require(request, "viewer")
     db = database(request)
     row = tasks.get(db, name, who.tenant)
-    history = executions(db, who.tenant, task=name, before=int_arg(request, "before", None, 1, MAX_ID))
+    history = executions(
+        db, who.tenant, task=name, before=int_arg(request, "before", None, 1, MAX_ID)
+    )
     recent = stats.task_recent(db, name, who.tenant, limit=60)
     # A stored schedule this host cannot compute (a zone the tz database dropped) is shown
     # with the reason and the fix, never as an error page.
     problem = taskspec.schedule_problem(row) if row["schedule_kind"] != "none" else None
     dag_part = row["handler_kind"] == "dag" or (row["source"] or "").startswith("dag:")
-    return render(request, "web/task.html", {
-        "task": row, "fires": stats.next_fires(row, 5, after=db.now()) if row["schedule_kind"] != "none" and not problem else [],
-        "problem": problem, "fix": taskspec.fix_hint(row) if problem or row["paused_by"] == "scheduler" else None,
-        "zone_fixable": problem is not None and problem.startswith("timezone:") and not dag_part, "error": error,
-        "page": keyset(request, history, PAGE_SIZE, "id"), "chart": trend(list(reversed(recent))),
-        "notice": notice(request), "confirm_delete": request.query_params.get("confirm") == "delete",
-        "dag_part": dag_part,
-    }, status_code=status_code)
+    return render(
+        request,
+        "web/task.html",
+        {
+            "task": row,
+            "fires": stats.next_fires(row, 5, after=db.now())
+            if row["schedule_kind"] != "none" and not problem
+            else [],
+            "problem": problem,
+            "fix": taskspec.fix_hint(row) if problem or row["paused_by"] == "scheduler" else None,
+            "zone_fixable": problem is not None
+            and problem.startswith("timezone:")
+            and not dag_part,
+            "error": error,
+            "page": keyset(request, history, PAGE_SIZE, "id"),
+            "chart": trend(list(reversed(recent))),
+            "notice": notice(request),
+            "confirm_delete": request.query_params.get("confirm") == "delete",
+            "dag_part": dag_part,
+        },
+        status_code=status_code,
+    )
 
 
 def task_detail(request: Request) -> Response:

@@ -19,8 +19,11 @@ from .access import database, principal, require
 
 def scrape(request: Request) -> Response:
     if principal(request) is None:
-        return PlainTextResponse("401: a viewer token is needed (Authorization: Bearer <token>)\n",
-                                 status_code=401, headers={"WWW-Authenticate": "Bearer"})
+        return PlainTextResponse(
+            "401: a viewer token is needed (Authorization: Bearer <token>)\n",
+            status_code=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     who = require(request, "viewer")
     body, content_type = metrics.render(database(request), who.tenant)
     return Response(body, media_type=content_type)

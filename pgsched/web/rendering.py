@@ -17,25 +17,43 @@ from ..resources import resource_dir
 from .access import csrf_token, principal
 
 # (label, path) of the navigation bar in base.html
-NAV = (("Dashboard", "/"), ("Tasks", "/tasks"), ("Executions", "/executions"), ("DAGs", "/dags"),
-       ("Dead letters", "/dlq"), ("Workers", "/workers"), ("Scheduler", "/scheduler"))
+NAV = (
+    ("Dashboard", "/"),
+    ("Tasks", "/tasks"),
+    ("Executions", "/executions"),
+    ("DAGs", "/dags"),
+    ("Dead letters", "/dlq"),
+    ("Workers", "/workers"),
+    ("Scheduler", "/scheduler"),
+)
 
 
 def _context(request: Request) -> dict[str, Any]:
     token = csrf_token(request)
-    return {"principal": principal(request), "csrf_token": token, "nav": NAV,
-            "csrf_field": Markup('<input type="hidden" name="csrf_token" value="{}">').format(token)}
+    return {
+        "principal": principal(request),
+        "csrf_token": token,
+        "nav": NAV,
+        "csrf_field": Markup('<input type="hidden" name="csrf_token" value="{}">').format(token),
+    }
 
 
 def templates() -> Jinja2Templates:
     """The template set, loaded from the shipped ``templates/`` folder (names ``web/...``)."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(resource_dir("templates")), autoescape=True,
-                             trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(resource_dir("templates")),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     return Jinja2Templates(env=env, context_processors=[_context])
 
 
-def render(request: Request, name: str, context: dict[str, Any] | None = None, *,
-           status_code: int = 200) -> HTMLResponse:
+def render(
+    request: Request, name: str, context: dict[str, Any] | None = None, *, status_code: int = 200
+) -> HTMLResponse:
     """Render template ``name`` (e.g. ``"web/tasks.html"``) with ``context`` plus
     ``request``, ``principal``, ``csrf_token``, ``csrf_field`` and ``nav``."""
-    return request.app.state.templates.TemplateResponse(request, name, context or {}, status_code=status_code)
+    return request.app.state.templates.TemplateResponse(
+        request, name, context or {}, status_code=status_code
+    )

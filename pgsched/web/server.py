@@ -23,18 +23,31 @@ def free_port(host: str, first: int, tries: int = 20) -> int:
             except OSError as exc:
                 if exc.errno == errno.EADDRINUSE:
                     continue
-                raise ConfigError(f"host: cannot listen on {host!r} port {port}: {exc.strerror}") from None
+                raise ConfigError(
+                    f"host: cannot listen on {host!r} port {port}: {exc.strerror}"
+                ) from None
             return port
     if tries == 1:
         raise ConfigError(f"port: {first} is in use on {host!r}; pass another --port")
-    raise ConfigError(f"port: {first} to {first + tries - 1} are all in use on {host!r}; pass --port")
+    raise ConfigError(
+        f"port: {first} to {first + tries - 1} are all in use on {host!r}; pass --port"
+    )
 
 
 def serve_until(app: Starlette, host: str, port: int, stop: threading.Event) -> None:
     """Serve ``app`` in the calling thread until ``stop`` is set (then end open log
     streams, through the app's ``state.closing`` event, finish open requests and return)."""
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
-                                           server_header=False, timeout_graceful_shutdown=5))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            server_header=False,
+            timeout_graceful_shutdown=5,
+        )
+    )
 
     def watch() -> None:
         stop.wait()

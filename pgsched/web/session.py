@@ -65,8 +65,15 @@ class SessionCodec:
     def cookie(self, session: dict[str, Any], secure: bool) -> str:
         """A ``Set-Cookie`` value carrying ``session``."""
         response = Response()
-        response.set_cookie(COOKIE, self.serializer.dumps(session), max_age=self.max_age, path="/",
-                            httponly=True, samesite="lax", secure=secure)
+        response.set_cookie(
+            COOKIE,
+            self.serializer.dumps(session),
+            max_age=self.max_age,
+            path="/",
+            httponly=True,
+            samesite="lax",
+            secure=secure,
+        )
         return response.headers["set-cookie"]
 
 
@@ -81,9 +88,13 @@ def sign_in(request: Request, response: Response, who: Principal) -> None:
     codec: SessionCodec = request.app.state.sessions
     account = {"since": who.since} if who.since else {}
     until = request.app.state.db.now().timestamp() + codec.max_age  # the database's clock
-    response.headers.append("set-cookie", codec.cookie(new_session(kind=who.kind, ref=who.ref, until=until,
-                                                                   **account),
-                                                       request.url.scheme == "https"))
+    response.headers.append(
+        "set-cookie",
+        codec.cookie(
+            new_session(kind=who.kind, ref=who.ref, until=until, **account),
+            request.url.scheme == "https",
+        ),
+    )
 
 
 def sign_out(response: Response) -> None:
@@ -135,8 +146,14 @@ class SessionMiddleware:
     API, a page otherwise).
     """
 
-    def __init__(self, app: ASGIApp, *, codec: SessionCodec, resolve: Resolver,
-                 on_refused: Callable[[Request, int, str], Response]):
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        codec: SessionCodec,
+        resolve: Resolver,
+        on_refused: Callable[[Request, int, str], Response],
+    ):
         self.app = app
         self.codec = codec
         self.resolve = resolve
@@ -152,11 +169,15 @@ class SessionMiddleware:
         session = loaded or new_session()
         state["session"] = session
         bearer = _bearer(request)
-        state["principal"] = await anyio.to_thread.run_sync(self.resolve, bearer, session if loaded else {})
+        state["principal"] = await anyio.to_thread.run_sync(
+            self.resolve, bearer, session if loaded else {}
+        )
         if request.method not in SAFE_METHODS:
             body = await _read_body(receive)
             if body is None:
-                await self.on_refused(request, 413, f"body: larger than {MAX_BODY} bytes")(scope, receive, send)
+                await self.on_refused(request, 413, f"body: larger than {MAX_BODY} bytes")(
+                    scope, receive, send
+                )
                 return
             receive = _replay(body, receive)
             state["body"] = body
@@ -167,15 +188,27 @@ class SessionMiddleware:
                 except (HTTPException, MultiPartException) as exc:  # a malformed multipart body
                     detail = exc.detail if isinstance(exc, HTTPException) else exc.message
                     await self.on_refused(request, 400, f"body: not a readable form ({detail})")(
-                        scope, receive, send)
+                        scope, receive, send
+                    )
                     return
             # an API call with neither a token nor a session is answered 401 by its endpoint
             if bearer is None and (loaded or not scope["path"].startswith("/api/")):
-                given = request.headers.get("x-csrf-token") or (state.get("form") or {}).get("csrf_token")
-                if not (loaded and isinstance(given, str)
-                        and hmac.compare_digest(given.encode(errors="replace"), session["csrf"].encode())):
-                    await self.on_refused(request, 403, "csrf_token: missing or not this session's; "
-                                          "reload the page and submit again")(scope, receive, send)
+                given = request.headers.get("x-csrf-token") or (state.get("form") or {}).get(
+                    "csrf_token"
+                )
+                if not (
+                    loaded
+                    and isinstance(given, str)
+                    and hmac.compare_digest(
+                        given.encode(errors="replace"), session["csrf"].encode()
+                    )
+                ):
+                    await self.on_refused(
+                        request,
+                        403,
+                        "csrf_token: missing or not this session's; "
+                        "reload the page and submit again",
+                    )(scope, receive, send)
                     return
         if loaded or scope["path"].startswith("/api/"):
             await self.app(scope, receive, send)

@@ -20,7 +20,14 @@ if TYPE_CHECKING:
 
 # public name -> its module: imported when first used, so that the pure parts
 # (pgsched.worker.outcome) load without the driver
-__getattr__ = exports(__name__, {"HEARTBEAT_STALE": ".config", "PRIVATE_ENV": ".config", "WorkerConfig": ".config",
-                                 "Worker": ".process"})
+__getattr__ = exports(
+    __name__,
+    {
+        "HEARTBEAT_STALE": ".config",
+        "PRIVATE_ENV": ".config",
+        "WorkerConfig": ".config",
+        "Worker": ".process",
+    },
+)
 
 __all__ = ["HEARTBEAT_STALE", "PRIVATE_ENV", "Worker", "WorkerConfig"]

@@ -50,12 +50,26 @@ class Claimer:
     after it was declared dead); ``liveness``: its turns, watched by the heartbeat;
     ``deadline``: that of its statements while :meth:`run` runs (the heartbeat cuts it)."""
 
-    def __init__(self, db: Database, config: WorkerConfig, holdings: Holdings, clock: DatabaseClock,
-                 worker_id: Callable[[], int | None]):
-        self.db, self.config, self.holdings, self.clock, self.worker_id = db, config, holdings, clock, worker_id
+    def __init__(
+        self,
+        db: Database,
+        config: WorkerConfig,
+        holdings: Holdings,
+        clock: DatabaseClock,
+        worker_id: Callable[[], int | None],
+    ):
+        self.db, self.config, self.holdings, self.clock, self.worker_id = (
+            db,
+            config,
+            holdings,
+            clock,
+            worker_id,
+        )
         self.liveness = Liveness(config.claimer_limit())
         self.deadline: Deadline | None = None
-        self._maybe_more = True  # the queue may hold ready executions: the last claim was full, or a notification
+        self._maybe_more = (
+            True  # the queue may hold ready executions: the last claim was full, or a notification
+        )
         self._wake_r, self._wake_w = os.pipe()  # tells the claimer a slot freed up
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -66,7 +80,9 @@ class Claimer:
         avg = self.holdings.avg_run
         if avg is None or not self.config.prefetch:
             return 0
-        return min(self.config.prefetch, int(self.config.concurrency * PREFETCH_HORIZON / max(avg, 1e-6)))
+        return min(
+            self.config.prefetch, int(self.config.concurrency * PREFETCH_HORIZON / max(avg, 1e-6))
+        )
 
     def _claim_size(self) -> int:
         """How many to claim now (0: not now). Free slots are ``concurrency`` less running
@@ -74,7 +90,9 @@ class Claimer:
         the free slots and the prefetch; it is sent when a slot would otherwise wait, or
         when half the prefetch is gone (fewer, larger claims)."""
         cfg, h = self.config, self.holdings
-        free = cfg.concurrency - h.running - max(0, h.recording - max(RECORD_BACKLOG, cfg.concurrency))
+        free = (
+            cfg.concurrency - h.running - max(0, h.recording - max(RECORD_BACKLOG, cfg.concurrency))
+        )
         extra = self._prefetch()
         want = free + extra - len(h.buffer)
         if want <= 0 or (len(h.buffer) >= free and 2 * want < extra):
@@ -128,12 +146,16 @@ class Claimer:
         backoff when it breaks."""
         backoff = 0.5
         # No deadline (0) still cuts a stopping worker's statement and lets the heartbeat cut a stalled one.
-        deadline = self.deadline = Deadline(self.config.statement_deadline or float("inf"), name="claim", stop=stop)
+        deadline = self.deadline = Deadline(
+            self.config.statement_deadline or float("inf"), name="claim", stop=stop
+        )
         try:
             while not stop.is_set():
                 self.liveness.went_round()
                 try:
-                    conn = connect(self.db.dsn, application_name="pgsched worker listen", deadline=deadline)
+                    conn = connect(
+                        self.db.dsn, application_name="pgsched worker listen", deadline=deadline
+                    )
                     with conn:
                         conn.add_notify_handler(lambda n: self._notified(n.channel, n.payload))
                         Session(conn, deadline).exec("worker_listen")
@@ -145,7 +167,9 @@ class Claimer:
                 except (psycopg.Error, PgschedError) as exc:
                     if stop.is_set():
                         return  # stopping anyway (the embedded server may be going down with us)
-                    log.warning("worker listener lost its connection (%s); retrying in %.1fs", exc, backoff)
+                    log.warning(
+                        "worker listener lost its connection (%s); retrying in %.1fs", exc, backoff
+                    )
                     self.liveness.went_round()  # the wait is a turn, not a stall
                     stop.wait(backoff)
                     backoff = min(backoff * 2, 10.0)
@@ -188,9 +212,13 @@ class Claimer:
                 if len(rows) == want:
                     self._maybe_more = True  # there may be more ready right now
                 for row in rows:
-                    row["claimed_by"] = me  # a fresh heartbeat of a later registration proves nothing of it
+                    row["claimed_by"] = (
+                        me  # a fresh heartbeat of a later registration proves nothing of it
+                    )
                 if rows:
-                    self.clock.read(rows[0]["started_at"], sent, time.monotonic())  # the claim's now()
+                    self.clock.read(
+                        rows[0]["started_at"], sent, time.monotonic()
+                    )  # the claim's now()
                     due.claimed()
                     h.add(rows)
                 if not self._maybe_more:  # about to wait (no notification came meanwhile)
@@ -223,7 +251,9 @@ class Claimer:
         held = session.many("execution_held", worker_id=me)
         if not held:
             return
-        known = set(self.holdings.holding())  # after the query: what settles meanwhile is handed back by lease, a no-op
+        known = set(
+            self.holdings.holding()
+        )  # after the query: what settles meanwhile is handed back by lease, a no-op
         unknown = [r for r in held if (r["id"], r["lease_id"]) not in known]
         if not unknown:
             return
@@ -232,13 +262,21 @@ class Claimer:
         except ConnectionFailed:
             raise
         except PgschedError as exc:
-            log.warning("worker %s: could not hand back %d execution(s) claimed by a statement whose reply was "
-                        "lost (%s); tried again at the next reconnect, and the leader's rescue takes them back",
-                        me, len(unknown), exc)
+            log.warning(
+                "worker %s: could not hand back %d execution(s) claimed by a statement whose reply was "
+                "lost (%s); tried again at the next reconnect, and the leader's rescue takes them back",
+                me,
+                len(unknown),
+                exc,
+            )
             return
-        log.warning("worker %s: handed back %d execution(s) %s that a claim whose reply was lost with the "
-                    "connection had given it; they run from the queue", me, len(back),
-                    sorted(r["id"] for r in back))
+        log.warning(
+            "worker %s: handed back %d execution(s) %s that a claim whose reply was lost with the "
+            "connection had given it; they run from the queue",
+            me,
+            len(back),
+            sorted(r["id"] for r in back),
+        )
 
     def _look_up_due(self, session: Session, due: NextDue) -> None:
         """Ask when the earliest pending execution of this worker's queues is due
@@ -252,7 +290,11 @@ class Claimer:
         except PgschedError as exc:
             log.warning("could not look up when the next execution is due: %s", exc)
             return
-        due.learn(row["seconds"] if row else None, time.monotonic(), row["future_seconds"] if row else None)
+        due.learn(
+            row["seconds"] if row else None,
+            time.monotonic(),
+            row["future_seconds"] if row else None,
+        )
 
     def _unclaim(self, session: Session, rows: list[Row]) -> None:
         """Hand ``rows`` (taken off the buffer) back to the queue as if never claimed. When
@@ -265,15 +307,25 @@ class Claimer:
         except ConnectionFailed:
             raise  # the claimer reconnects, then tries again
         except PgschedError as exc:
-            log.warning("worker %s: could not hand back %d buffered execution(s) yet: %s", self.worker_id(),
-                        len(h.unclaiming), exc)
+            log.warning(
+                "worker %s: could not hand back %d buffered execution(s) yet: %s",
+                self.worker_id(),
+                len(h.unclaiming),
+                exc,
+            )
             return
         gone = len(h.unclaiming) - len(back)
         h.unclaiming.clear()
-        log.info("worker %s: handed back %d buffered execution(s): handlers got slower than the prefetch "
-                 "was sized for%s", self.worker_id(), len(back),
-                 f" ({gone} more no longer held: handed back by an earlier try whose reply was lost, or taken "
-                 "back by the leader)" if gone > 0 else "")
+        log.info(
+            "worker %s: handed back %d buffered execution(s): handlers got slower than the prefetch "
+            "was sized for%s",
+            self.worker_id(),
+            len(back),
+            f" ({gone} more no longer held: handed back by an earlier try whose reply was lost, or taken "
+            "back by the leader)"
+            if gone > 0
+            else "",
+        )
 
     def hand_back_buffer(self) -> None:
         """On stopping: slots take nothing more; what is buffered goes back to the queue as
@@ -283,8 +335,15 @@ class Claimer:
             return
         try:
             back = give_back(self.db, rows)
-            log.info("worker %s: handed back %d claimed execution(s) that had not started", self.worker_id(),
-                     len(back))
+            log.info(
+                "worker %s: handed back %d claimed execution(s) that had not started",
+                self.worker_id(),
+                len(back),
+            )
         except PgschedError as exc:
-            log.warning("worker %s: could not hand back %d claimed execution(s) (%s); the leader's rescue will",
-                        self.worker_id(), len(rows), exc)
+            log.warning(
+                "worker %s: could not hand back %d claimed execution(s) (%s); the leader's rescue will",
+                self.worker_id(),
+                len(rows),
+                exc,
+            )

@@ -29,8 +29,15 @@ class TaskDefinitions:
         self.held_max = held_max
         self._held: dict[int, tuple[int, dict[str, Any]]] = {}  # task id → (xmin, definition)
 
-    def claim(self, session: Session | Database, *, queues: list[str], limit: int, worker_id: int | None,
-              now: Any = None) -> list[Row]:
+    def claim(
+        self,
+        session: Session | Database,
+        *,
+        queues: list[str],
+        limit: int,
+        worker_id: int | None,
+        now: Any = None,
+    ) -> list[Row]:
         """Claim up to ``limit`` ready executions of ``queues`` for worker ``worker_id``
         (None, or a worker no longer registered: nothing is claimed; ``now``: an aware
         datetime, or None for the server's clock), in one statement on ``session``. Returns
@@ -41,8 +48,15 @@ class TaskDefinitions:
         ``retry_base_seconds``, ``retry_max_seconds``, ``no_retry_exit_codes``,
         ``no_retry_exceptions``). Raises what ``Session.many`` raises."""
         ids = list(self._held)
-        rows = session.many("execution_claim", queues=queues, limit=limit, worker_id=worker_id, now=now,
-                            known_task_ids=ids, known_task_versions=[self._held[i][0] for i in ids])
+        rows = session.many(
+            "execution_claim",
+            queues=queues,
+            limit=limit,
+            worker_id=worker_id,
+            now=now,
+            known_task_ids=ids,
+            known_task_versions=[self._held[i][0] for i in ids],
+        )
         for row in rows:
             definition, version = row.pop("task"), row.pop("task_version")
             if definition is None:  # held at this version when the claim was sent
@@ -64,8 +78,9 @@ def give_back(session: Session | Database, rows: list[Row]) -> list[Row]:
     only at their next poll. Returns one row (``id``) per execution handed back, or dropped
     because its task was deleted meanwhile. Raises what ``Session.many`` raises."""
     with session.transaction() as tx:
-        back = tx.many("execution_unclaim", id=[r["id"] for r in rows],
-                       lease_id=[r["lease_id"] for r in rows])
+        back = tx.many(
+            "execution_unclaim", id=[r["id"] for r in rows], lease_id=[r["lease_id"] for r in rows]
+        )
         if back:
             tx.exec("execution_wake")
     return back

@@ -36,16 +36,33 @@ log = logging.getLogger(__name__)
 Done = Callable[[bool | BaseException], None]
 
 
-FIELDS = ("id", "lease_id", "state", "finished_at", "exit_code", "error", "result", "attempt_state", "started_at",
-          "error_type")
+FIELDS = (
+    "id",
+    "lease_id",
+    "state",
+    "finished_at",
+    "exit_code",
+    "error",
+    "result",
+    "attempt_state",
+    "started_at",
+    "error_type",
+)
 
 
 def finish_params(items: list[dict[str, Any]]) -> dict[str, str]:
     """The ``items`` parameter of ``execution_finish_many`` for outcomes given as dicts of
     FIELDS (instants as aware datetimes, ``result`` any JSON value or None). Raises
     ValueError / TypeError for a result that is not strict JSON."""
-    return {"items": json.dumps([[v.timestamp() if isinstance(v := item[k], datetime) else v for k in FIELDS]
-                                 for item in items], allow_nan=False)}
+    return {
+        "items": json.dumps(
+            [
+                [v.timestamp() if isinstance(v := item[k], datetime) else v for k in FIELDS]
+                for item in items
+            ],
+            allow_nan=False,
+        )
+    }
 
 
 class Completer:
@@ -57,8 +74,13 @@ class Completer:
     A batch the database refuses (a value it cannot store) is split and each outcome
     tried alone, so one bad value fails only its own execution."""
 
-    def __init__(self, db: Database, worker_id: Callable[[], int | None], max_batch: int = 500,
-                 retry_seconds: float = 300.0):
+    def __init__(
+        self,
+        db: Database,
+        worker_id: Callable[[], int | None],
+        max_batch: int = 500,
+        retry_seconds: float = 300.0,
+    ):
         self.db, self.worker_id, self.max_batch = db, worker_id, max_batch
         self.retry_seconds = retry_seconds
         self.stopping = threading.Event()  # set: stop retrying an unreachable database
@@ -75,7 +97,12 @@ class Completer:
         """Write one final outcome and wait: True when moved, False when the lease was lost.
         Raises what writing it raised (ConnectionFailed, TransientError, PgschedError)."""
         result: Future[bool] = Future()
-        self.submit(item, lambda r: result.set_exception(r) if isinstance(r, BaseException) else result.set_result(r))
+        self.submit(
+            item,
+            lambda r: (
+                result.set_exception(r) if isinstance(r, BaseException) else result.set_result(r)
+            ),
+        )
         return result.result()
 
     def close(self, timeout: float | None = None) -> None:
@@ -103,8 +130,12 @@ class Completer:
     def _write_retrying(self, batch: list[tuple[dict[str, Any], Done]]) -> None:
         # TransientError rolled back (serialization, deadlock); a lost connection may not have
         try:
-            with_retries(lambda uncertain: self._write(batch, uncertain), seconds=self.retry_seconds,
-                         stopping=self.stopping.is_set, what=f"could not record {len(batch)} outcome(s)")
+            with_retries(
+                lambda uncertain: self._write(batch, uncertain),
+                seconds=self.retry_seconds,
+                stopping=self.stopping.is_set,
+                what=f"could not record {len(batch)} outcome(s)",
+            )
         except (ConnectionFailed, TransientError) as exc:
             _settle(batch, exc)
 
@@ -115,16 +146,24 @@ class Completer:
         rejected."""
         worker_id = self.worker_id()
         try:
-            row = self.db.one("execution_finish_many", worker_id=worker_id,
-                              **finish_params([item for item, _ in batch]))
+            row = self.db.one(
+                "execution_finish_many",
+                worker_id=worker_id,
+                **finish_params([item for item, _ in batch]),
+            )
             moved = set(row["moved"]) if row is not None else set()  # one row always (an aggregate)
             missing = [item for item, _ in batch if item["id"] not in moved]
             if uncertain and missing:
-                found = self.db.one("execution_finish_many_recorded", worker_id=worker_id, **finish_params(missing))
+                found = self.db.one(
+                    "execution_finish_many_recorded", worker_id=worker_id, **finish_params(missing)
+                )
                 earlier = set(found["recorded"]) if found is not None else set()
                 if earlier:
-                    log.info("the outcome(s) of execution(s) %s were recorded by an earlier try whose reply was "
-                             "lost with its connection", sorted(earlier))
+                    log.info(
+                        "the outcome(s) of execution(s) %s were recorded by an earlier try whose reply was "
+                        "lost with its connection",
+                        sorted(earlier),
+                    )
                     moved |= earlier
         except (ConnectionFailed, TransientError):
             raise

@@ -42,8 +42,15 @@ class Executor:
     """The slots of one worker. ``poke()`` tells the claimer a slot freed up; ``python``:
     the Python handler, once the worker runs (its watchdog is a thread)."""
 
-    def __init__(self, config: WorkerConfig, holdings: Holdings, clock: DatabaseClock, heartbeat: Heartbeat,
-                 recorder: Recorder, poke: Callable[[], None]):
+    def __init__(
+        self,
+        config: WorkerConfig,
+        holdings: Holdings,
+        clock: DatabaseClock,
+        heartbeat: Heartbeat,
+        recorder: Recorder,
+        poke: Callable[[], None],
+    ):
         self.config, self.holdings, self.clock = config, holdings, clock
         self.heartbeat, self.recorder, self.poke = heartbeat, recorder, poke
         self.python: PythonHandler | None = None
@@ -59,8 +66,9 @@ class Executor:
         h = self.holdings
         while True:
             with h.ready:
-                while not h.closing and not (h.buffer and h.running < self.config.concurrency
-                                             and not h.may_be_dead()):
+                while not h.closing and not (
+                    h.buffer and h.running < self.config.concurrency and not h.may_be_dead()
+                ):
                     h.ready.wait()  # a heartbeat's answer wakes all (Holdings.confirm_alive)
                 if h.closing:
                     return
@@ -83,7 +91,9 @@ class Executor:
         outcome on; False when the Python call was abandoned (the thread that records it
         carries on as this slot)."""
         h = self.holdings
-        sink = LogSink(self.config.max_output_lines, self.config.max_output_bytes, now=self.clock.now)
+        sink = LogSink(
+            self.config.max_output_lines, self.config.max_output_bytes, now=self.clock.now
+        )
         began = time.monotonic()
         started = self.clock.at(began)
         slot = Slot(row["lease_id"])
@@ -108,7 +118,9 @@ class Executor:
             self._finish(row, sink, slot, started, _NEVER_STARTED)
             return True
         try:
-            log.debug("execution %s (%s) attempt %s started", row["id"], row["task_name"], row["attempt"])
+            log.debug(
+                "execution %s (%s) attempt %s started", row["id"], row["task_name"], row["attempt"]
+            )
             outcome = self._run_handler(row, sink, slot, started)
         except BaseException as exc:  # even SystemExit from an imported module: record it
             log.exception("execution %s: the handler raised out of the worker thread", row["id"])
@@ -123,24 +135,34 @@ class Executor:
         self._finish(row, sink, slot, started, outcome)
         return True
 
-    def _resume(self, row: Row, sink: LogSink, slot: Slot, started: datetime, outcome: Outcome) -> None:
+    def _resume(
+        self, row: Row, sink: LogSink, slot: Slot, started: datetime, outcome: Outcome
+    ) -> None:
         """A new thread for an abandoned Python call: records it, then serves as the slot."""
         self._finish(row, sink, slot, started, outcome)
         self.slot_loop()
 
-    def _finish(self, row: Row, sink: LogSink, slot: Slot, started: datetime, outcome: Outcome) -> None:
+    def _finish(
+        self, row: Row, sink: LogSink, slot: Slot, started: datetime, outcome: Outcome
+    ) -> None:
         """The handler is done: free its slot and hand the outcome, as ended, to the
         recorder (it stays held, in ``recording``, until written)."""
         h = self.holdings
         with h.lock:
             h.running -= 1
-            slot.ended = True  # from now on a heartbeat's lost_ids naming it may be its own write's doing
+            slot.ended = (
+                True  # from now on a heartbeat's lost_ids naming it may be its own write's doing
+            )
             if slot.reason != "lease_lost":
                 h.recording += 1
         self.poke()
         if slot.reason == "lease_lost":
-            log.warning("execution %s attempt %s stopped: this worker no longer holds its lease (declared dead, "
-                        "or the execution was taken back); nothing recorded here", row["id"], row["attempt"])
+            log.warning(
+                "execution %s attempt %s stopped: this worker no longer holds its lease (declared dead, "
+                "or the execution was taken back); nothing recorded here",
+                row["id"],
+                row["attempt"],
+            )
             with h.lock:
                 h.forget(row["id"], slot)
             return
@@ -158,26 +180,41 @@ class Executor:
 
         self.recorder.end(row, sink, outcome, started, handed_back(slot.reason, outcome), settled)
 
-    def _run_handler(self, row: Row, sink: LogSink, slot: Slot, started: datetime) -> Outcome | None:
+    def _run_handler(
+        self, row: Row, sink: LogSink, slot: Slot, started: datetime
+    ) -> Outcome | None:
         kind = row["handler_kind"]
         if kind == "python":
             assert self.python is not None
-            return self.python.run(row, sink, slot, lambda: self.heartbeat.start_by(row, slot),
-                                   on_tick=lambda: self.recorder.flush_logs(row, sink),
-                                   on_abandon=lambda outcome: self._resume(row, sink, slot, started, outcome))
+            return self.python.run(
+                row,
+                sink,
+                slot,
+                lambda: self.heartbeat.start_by(row, slot),
+                on_tick=lambda: self.recorder.flush_logs(row, sink),
+                on_abandon=lambda outcome: self._resume(row, sink, slot, started, outcome),
+            )
         if kind == "dag":  # never enqueued (enqueue_v1 refuses it); say so if one appears
-            return Outcome("failed", error=f"task {row['task_name']!r} is a DAG: it starts DAG runs and is not run")
+            return Outcome(
+                "failed",
+                error=f"task {row['task_name']!r} is a DAG: it starts DAG runs and is not run",
+            )
         env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
         env.update(row["env"] or {})
-        env.update(PGSCHED_EXECUTION_ID=str(row["id"]), PGSCHED_TASK=row["task_name"],
-                   PGSCHED_ATTEMPT=str(row["attempt"]), PGSCHED_SCHEDULED_AT=row["scheduled_at"].isoformat())
+        env.update(
+            PGSCHED_EXECUTION_ID=str(row["id"]),
+            PGSCHED_TASK=row["task_name"],
+            PGSCHED_ATTEMPT=str(row["attempt"]),
+            PGSCHED_SCHEDULED_AT=row["scheduled_at"].isoformat(),
+        )
         params_file = None
         encoded = row["params"]  # JSON text as PostgreSQL wrote it (jsonb: an object)
         if len(encoded.encode("utf-8")) <= MAX_ENV_PARAMS:
             env["PGSCHED_PARAMS"] = encoded
         else:  # Linux refuses to start a program with one variable over 128 KB
-            with tempfile.NamedTemporaryFile("w", prefix="pgsched-params-", suffix=".json", delete=False,
-                                             encoding="utf-8") as f:
+            with tempfile.NamedTemporaryFile(
+                "w", prefix="pgsched-params-", suffix=".json", delete=False, encoding="utf-8"
+            ) as f:
                 f.write(encoded)
             params_file = env["PGSCHED_PARAMS_FILE"] = f.name
         if row.get("dag_run_id") is not None:
@@ -193,13 +230,24 @@ class Executor:
                 if start_by is None:
                     return NOT_STARTED
                 try:
-                    return run_command(argv, env=env, stdin=row["stdin"], timeout=row["timeout_seconds"],
-                                       sink=sink, kill_grace=self.config.kill_grace,
-                                       on_tick=lambda: self.recorder.flush_logs(row, sink), stop=slot,
-                                       stop_grace=self.config.stop_grace, start_by=start_by)
+                    return run_command(
+                        argv,
+                        env=env,
+                        stdin=row["stdin"],
+                        timeout=row["timeout_seconds"],
+                        sink=sink,
+                        kill_grace=self.config.kill_grace,
+                        on_tick=lambda: self.recorder.flush_logs(row, sink),
+                        stop=slot,
+                        stop_grace=self.config.stop_grace,
+                        start_by=start_by,
+                    )
                 except StartDeadlinePassed:
-                    log.info("execution %s: not started yet: its start deadline passed before the command's "
-                             "exec (the worker was frozen or slow); proving its lease again", row["id"])
+                    log.info(
+                        "execution %s: not started yet: its start deadline passed before the command's "
+                        "exec (the worker was frozen or slow); proving its lease again",
+                        row["id"],
+                    )
         finally:
             if params_file:
                 os.unlink(params_file)

@@ -45,11 +45,25 @@ class Heartbeat:
     watch and cut; ``done``: set once the worker has drained and stopped (a draining worker
     is alive and must not look dead), which ends :meth:`run`."""
 
-    def __init__(self, db: Database, config: WorkerConfig, holdings: Holdings, clock: DatabaseClock,
-                 worker_id: Callable[[], int | None], register: Callable[[], None], claimer: Liveness,
-                 claim_deadline: Callable[[], Deadline | None], done: threading.Event):
+    def __init__(
+        self,
+        db: Database,
+        config: WorkerConfig,
+        holdings: Holdings,
+        clock: DatabaseClock,
+        worker_id: Callable[[], int | None],
+        register: Callable[[], None],
+        claimer: Liveness,
+        claim_deadline: Callable[[], Deadline | None],
+        done: threading.Event,
+    ):
         self.db, self.config, self.holdings, self.clock = db, config, holdings, clock
-        self.worker_id, self.register, self.claimer, self.claim_deadline = worker_id, register, claimer, claim_deadline
+        self.worker_id, self.register, self.claimer, self.claim_deadline = (
+            worker_id,
+            register,
+            claimer,
+            claim_deadline,
+        )
         self.done = done
         self._stall_reported: float | None = None  # what the worker row says (None: not stalled)
         self._thread: threading.Thread | None = None
@@ -66,7 +80,9 @@ class Heartbeat:
         # At most one interval: a silent connection is replaced, and the beat sent again,
         # before the leader's dead limit (3 intervals) runs out.
         interval = self.config.heartbeat_interval
-        deadline = Deadline(min(self.config.statement_deadline or interval, interval), name="heartbeat")
+        deadline = Deadline(
+            min(self.config.statement_deadline or interval, interval), name="heartbeat"
+        )
         wait = interval
         while True:
             waited_from = time.monotonic()
@@ -80,12 +96,19 @@ class Heartbeat:
             me = self.worker_id()
             try:
                 if conn is None or conn.closed:
-                    conn = connect(self.db.dsn, application_name="pgsched worker heartbeat", deadline=deadline)
+                    conn = connect(
+                        self.db.dsn, application_name="pgsched worker heartbeat", deadline=deadline
+                    )
                 session = Session(conn, deadline)
                 holding = self.holdings.holding()
                 sent = time.monotonic()
-                row = session.one("worker_heartbeat", id=me, running=self.holdings.running,
-                                  held=sorted({i for i, _ in holding}), **probe.send())
+                row = session.one(
+                    "worker_heartbeat",
+                    id=me,
+                    running=self.holdings.running,
+                    held=sorted({i for i, _ in holding}),
+                    **probe.send(),
+                )
                 probe.received()
                 if row is not None:
                     self.clock.read(row["now"], sent, time.monotonic())
@@ -125,15 +148,26 @@ class Heartbeat:
         if state == STALLED:
             claim_deadline = self.claim_deadline()
             cut = claim_deadline.cut() if claim_deadline is not None else 0
-            log.error("worker %s: its claimer has not gone round its loop for %.1fs (limit %.1fs): its queues are "
-                      "not served; %s", me, stalled, limit,
-                      "its connection was cut so that it opens another" if cut
-                      else "it was not waiting for the database, so nothing could be cut")
+            log.error(
+                "worker %s: its claimer has not gone round its loop for %.1fs (limit %.1fs): its queues are "
+                "not served; %s",
+                me,
+                stalled,
+                limit,
+                "its connection was cut so that it opens another"
+                if cut
+                else "it was not waiting for the database, so nothing could be cut",
+            )
             return stalled
         if state == GIVE_UP:
-            log.critical("worker %s: its claimer is still stalled (%.1fs), one limit after the stall was found; exiting "
-                         "with status %d so that a supervisor starts the worker again (the leader rescues its "
-                         "executions)", me, stalled, EXIT_CLAIMER_STALLED)
+            log.critical(
+                "worker %s: its claimer is still stalled (%.1fs), one limit after the stall was found; exiting "
+                "with status %d so that a supervisor starts the worker again (the leader rescues its "
+                "executions)",
+                me,
+                stalled,
+                EXIT_CLAIMER_STALLED,
+            )
             logging.shutdown()
             os._exit(EXIT_CLAIMER_STALLED)
         if state == BACK:
@@ -152,8 +186,12 @@ class Heartbeat:
         h = self.holdings
         with h.lock:
             lost = sorted(h.active)
-        log.error("worker %s was declared dead (missed heartbeats); its executions %s were rescued "
-                  "elsewhere: stopping them here and registering again", self.worker_id(), lost or "(none)")
+        log.error(
+            "worker %s was declared dead (missed heartbeats); its executions %s were rescued "
+            "elsewhere: stopping them here and registering again",
+            self.worker_id(),
+            lost or "(none)",
+        )
         with h.lock:
             h.buffer.clear()  # claimed under the old registration: rescued as well
         stopping = h.end_all("lease_lost")
@@ -167,8 +205,12 @@ class Heartbeat:
                     break
             time.sleep(0.02)
         else:
-            log.warning("worker %s: %d execution(s) of the old registration still stopping; registering again "
-                        "anyway", self.worker_id(), sum(h.active.get(i) is slot for i, slot in stopping.items()))
+            log.warning(
+                "worker %s: %d execution(s) of the old registration still stopping; registering again "
+                "anyway",
+                self.worker_id(),
+                sum(h.active.get(i) is slot for i, slot in stopping.items()),
+            )
         try:
             self.register()
             log.info("worker registered again as %s", self.worker_id())
@@ -194,11 +236,17 @@ class Heartbeat:
         send time. The proof is retried while the database is unreachable, for
         ``record_retry_seconds``, unless the worker stops: then it is handed back."""
         try:
-            return with_retries(lambda _: self._start_by(row, slot), seconds=self.config.record_retry_seconds,
-                                stopping=self.holdings.hard_stop.is_set)
+            return with_retries(
+                lambda _: self._start_by(row, slot),
+                seconds=self.config.record_retry_seconds,
+                stopping=self.holdings.hard_stop.is_set,
+            )
         except PgschedError as exc:
-            log.warning("execution %s: could not prove its lease before starting it (%s); handing it back",
-                        row["id"], exc)
+            log.warning(
+                "execution %s: could not prove its lease before starting it (%s); handing it back",
+                row["id"],
+                exc,
+            )
             slot.end("handback")
             return None
 
@@ -218,12 +266,19 @@ class Heartbeat:
                 return start_by
             h.wake_slot()
             sent = time.monotonic()
-            proof = self.db.one("worker_start_proof", worker_id=me, id=row["id"], lease_id=row["lease_id"])
+            proof = self.db.one(
+                "worker_start_proof", worker_id=me, id=row["id"], lease_id=row["lease_id"]
+            )
             assert proof is not None  # an aggregate row, always one
             if not proof["held"]:
-                log.warning("execution %s attempt %s: not started: %s", row["id"], row["attempt"],
-                            "its claim is no longer held by this worker" if proof["alive"]
-                            else f"worker {me} was declared dead meanwhile (its executions rescued)")
+                log.warning(
+                    "execution %s attempt %s: not started: %s",
+                    row["id"],
+                    row["attempt"],
+                    "its claim is no longer held by this worker"
+                    if proof["alive"]
+                    else f"worker {me} was declared dead meanwhile (its executions rescued)",
+                )
                 slot.end("lease_lost")
                 return None
             self.clock.read(proof["now"], sent, time.monotonic())

@@ -76,11 +76,17 @@ class Holdings:
         self.running = 0  # executions whose handler runs
         self.recording = 0  # executions whose handler is done and whose outcome is being written
         self.active: dict[int, Slot] = {}
-        self.starting: dict[int, int] = {}  # id -> lease: taken off the buffer by a slot, not in active yet
-        self.revoked: set[tuple[int, int]] = set()  # (id, lease) of starting that the database no longer gives us
+        self.starting: dict[
+            int, int
+        ] = {}  # id -> lease: taken off the buffer by a slot, not in active yet
+        self.revoked: set[tuple[int, int]] = (
+            set()
+        )  # (id, lease) of starting that the database no longer gives us
         self.early_cancels: set[int] = set()  # cancels that came before their execution's slot
         self.avg_run: float | None = None  # recent handler duration (s), for the prefetch
-        self.alive_at = time.monotonic()  # when the last statement the database confirmed alive was sent
+        self.alive_at = (
+            time.monotonic()
+        )  # when the last statement the database confirmed alive was sent
 
     def confirm_alive(self, sent: float) -> None:
         """The database confirmed this registration alive by a statement sent at ``sent``
@@ -117,9 +123,12 @@ class Holdings:
         the leader's rescue takes back one this worker holds in the database but leaves out
         of two reports in a row (a claim whose reply never arrived: migration 0015)."""
         with self.lock:
-            return [*((r["id"], r["lease_id"]) for r in self.buffer),
-                    *((r["id"], r["lease_id"]) for r in self.unclaiming), *self.starting.items(),
-                    *((i, slot.lease_id) for i, slot in self.active.items())]
+            return [
+                *((r["id"], r["lease_id"]) for r in self.buffer),
+                *((r["id"], r["lease_id"]) for r in self.unclaiming),
+                *self.starting.items(),
+                *((i, slot.lease_id) for i, slot in self.active.items()),
+            ]
 
     def lost(self, lost: set[tuple[int, int]], worker_id: int | None) -> None:
         """The database no longer gives this worker these (id, lease) that it held when the
@@ -137,14 +146,24 @@ class Holdings:
                 self.buffer.extend(kept)
             revoked = {(i, lease) for i, lease in lost if self.starting.get(i) == lease}
             self.revoked |= revoked
-            stopped = [slot for i, slot in self.active.items()
-                       if (i, slot.lease_id) in lost and not slot.ended and slot.reason is None]
+            stopped = [
+                slot
+                for i, slot in self.active.items()
+                if (i, slot.lease_id) in lost and not slot.ended and slot.reason is None
+            ]
         for slot in stopped:
             slot.end("lease_lost")
         if dropped or revoked or stopped:
-            log.error("worker %s no longer holds execution(s) %s in the database (taken back while this worker "
-                      "held them): %d dropped from the buffer, %d not started, %d stopped; nothing is recorded "
-                      "for them here", worker_id, sorted({i for i, _ in lost}), dropped, len(revoked), len(stopped))
+            log.error(
+                "worker %s no longer holds execution(s) %s in the database (taken back while this worker "
+                "held them): %d dropped from the buffer, %d not started, %d stopped; nothing is recorded "
+                "for them here",
+                worker_id,
+                sorted({i for i, _ in lost}),
+                dropped,
+                len(revoked),
+                len(stopped),
+            )
 
     def forget(self, execution_id: int, slot: Slot) -> None:
         """Under ``lock``: ``slot`` no longer runs ``execution_id``. Only that slot's entry

@@ -22,8 +22,11 @@ def as_ended(outcome: Outcome, reason: str | None) -> Outcome:
     (``reason`` ``cancel``) ended ``cancelled``, whatever its handler said."""
     if reason != "cancel":
         return outcome
-    return Outcome("cancelled", outcome.exit_code, "cancelled on request"
-                   + (f" ({outcome.error})" if outcome.error else ""))
+    return Outcome(
+        "cancelled",
+        outcome.exit_code,
+        "cancelled on request" + (f" ({outcome.error})" if outcome.error else ""),
+    )
 
 
 def handed_back(reason: str | None, outcome: Outcome) -> bool:
@@ -46,7 +49,8 @@ def final_state(row: Mapping[str, Any], outcome: Outcome, stopped: bool) -> str 
     if outcome.exit_code is not None and outcome.exit_code in (row["no_retry_exit_codes"] or ()):
         return "dead"
     if set(outcome.error_types) & set(row["no_retry_exceptions"] or ()) or any(
-            t.rsplit(".", 1)[-1] in (row["no_retry_exceptions"] or ()) for t in outcome.error_types):
+        t.rsplit(".", 1)[-1] in (row["no_retry_exceptions"] or ()) for t in outcome.error_types
+    ):
         return "dead"
     return None if row["attempt"] < row["max_attempts"] else "dead"
 
@@ -75,27 +79,55 @@ class FinishedAttempt:
         """The columns of ``execution_finish_many`` for a final outcome (one value each of
         :data:`pgsched.worker.completer.FIELDS`)."""
         o = self.outcome
-        return dict(id=self.row["id"], lease_id=self.row["lease_id"], state=self.final,
-                    finished_at=self.finished_at, exit_code=o.exit_code, error=o.error, result=o.result,
-                    attempt_state=o.state, started_at=self.started_at, error_type=o.error_type)
+        return dict(
+            id=self.row["id"],
+            lease_id=self.row["lease_id"],
+            state=self.final,
+            finished_at=self.finished_at,
+            exit_code=o.exit_code,
+            error=o.error,
+            result=o.result,
+            attempt_state=o.state,
+            started_at=self.started_at,
+            error_type=o.error_type,
+        )
 
-    def summary(self, final: str | None, retry_at: datetime | None = None,
-                budget: float | None = None) -> tuple[str, tuple[Any, ...]]:
+    def summary(
+        self, final: str | None, retry_at: datetime | None = None, budget: float | None = None
+    ) -> tuple[str, tuple[Any, ...]]:
         """The log line of the recorded end (a format and its arguments): ``final`` the state
         the execution ended in as written (a cancel asked meanwhile makes a retry
         ``cancelled``), ``retry_at`` the next attempt's run_at, ``budget`` seconds the retry
         budget delayed it by."""
         row, o = self.row, self.outcome
-        what = "handed back" if self.stopped else o.state + (" (dead-letter queue)" if final == "dead" else "")
+        what = (
+            "handed back"
+            if self.stopped
+            else o.state + (" (dead-letter queue)" if final == "dead" else "")
+        )
         return "execution %s %s attempt %s/%s %s in %.2fs%s%s%s", (
-            row["id"], row["task_name"], row["attempt"], row["max_attempts"], what,
-            (self.finished_at - self.started_at).total_seconds(), f": {o.error}" if o.error else "",
+            row["id"],
+            row["task_name"],
+            row["attempt"],
+            row["max_attempts"],
+            what,
+            (self.finished_at - self.started_at).total_seconds(),
+            f": {o.error}" if o.error else "",
             f"; next attempt at {retry_at:%H:%M:%S}" if retry_at else "",
-            f" (delayed {budget:.0f}s by the retry budget)" if budget else "")
+            f" (delayed {budget:.0f}s by the retry budget)" if budget else "",
+        )
 
 
-def finished_attempt(row: dict[str, Any], outcome: Outcome, *, stopped: bool, started_at: datetime,
-                     finished_at: datetime) -> FinishedAttempt:
+def finished_attempt(
+    row: dict[str, Any],
+    outcome: Outcome,
+    *,
+    stopped: bool,
+    started_at: datetime,
+    finished_at: datetime,
+) -> FinishedAttempt:
     """The record of an attempt of ``row`` that ended with ``outcome`` (storable:
     :func:`pgsched.worker.recorder.storable`), its final state decided here, once."""
-    return FinishedAttempt(row, outcome, started_at, finished_at, stopped, final_state(row, outcome, stopped))
+    return FinishedAttempt(
+        row, outcome, started_at, finished_at, stopped, final_state(row, outcome, stopped)
+    )

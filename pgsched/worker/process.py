@@ -58,10 +58,23 @@ class Worker:
         self.holdings = Holdings(config)
         self.hard_stop = self.holdings.hard_stop
         self.claimer = Claimer(db, config, self.holdings, self.clock, self._worker_id)
-        self.recorder = Recorder(db, config, self.holdings, self.clock, self._worker_id, self.urgent, on_finish)
-        self.heartbeat = Heartbeat(db, config, self.holdings, self.clock, self._worker_id, self._register,
-                                   self.claimer.liveness, lambda: self.claimer.deadline, self._done)
-        self.executor = Executor(config, self.holdings, self.clock, self.heartbeat, self.recorder, self.claimer.poke)
+        self.recorder = Recorder(
+            db, config, self.holdings, self.clock, self._worker_id, self.urgent, on_finish
+        )
+        self.heartbeat = Heartbeat(
+            db,
+            config,
+            self.holdings,
+            self.clock,
+            self._worker_id,
+            self._register,
+            self.claimer.liveness,
+            lambda: self.claimer.deadline,
+            self._done,
+        )
+        self.executor = Executor(
+            config, self.holdings, self.clock, self.heartbeat, self.recorder, self.claimer.poke
+        )
         self.completer: Completer | None = None
         self.watchdog: Watchdog | None = None
 
@@ -74,9 +87,16 @@ class Worker:
         host = socket.gethostname()
         sent = time.monotonic()
         probe = ClockProbe()  # its round trip is unknown yet: the offset is within one
-        row = self.db.one("worker_register", name=cfg.name or f"{host}:{os.getpid()}", hostname=host,
-                          pid=os.getpid(), queues=cfg.queues, concurrency=cfg.concurrency,
-                          heartbeat_interval=cfg.heartbeat_interval, **probe.send())
+        row = self.db.one(
+            "worker_register",
+            name=cfg.name or f"{host}:{os.getpid()}",
+            hostname=host,
+            pid=os.getpid(),
+            queues=cfg.queues,
+            concurrency=cfg.concurrency,
+            heartbeat_interval=cfg.heartbeat_interval,
+            **probe.send(),
+        )
         assert row is not None
         self.id = row["id"]
         self.clock.read(row["now"], sent, time.monotonic())
@@ -85,10 +105,16 @@ class Worker:
     def run(self, stop: threading.Event) -> None:
         cfg = self.config
         self._register()
-        log.info("worker %s started: queues=%s concurrency=%d", self.id, ",".join(cfg.queues), cfg.concurrency)
+        log.info(
+            "worker %s started: queues=%s concurrency=%d",
+            self.id,
+            ",".join(cfg.queues),
+            cfg.concurrency,
+        )
         guard = _start_guardian(self.id)
-        self.completer = self.recorder.completer = Completer(self.db, self._worker_id,
-                                                              retry_seconds=cfg.record_retry_seconds)
+        self.completer = self.recorder.completer = Completer(
+            self.db, self._worker_id, retry_seconds=cfg.record_retry_seconds
+        )
         self.watchdog = Watchdog()
         self.executor.python = PythonHandler(self.watchdog, cfg.allowed_modules, cfg.stop_grace)
         self.heartbeat.start()
@@ -113,13 +139,20 @@ class Worker:
         h = self.holdings
         deadline = time.monotonic() + self.config.shutdown_timeout
         if h.running:
-            log.info("worker %s: waiting up to %.0fs for %d running execution(s)", self.id,
-                     self.config.shutdown_timeout, h.running)
+            log.info(
+                "worker %s: waiting up to %.0fs for %d running execution(s)",
+                self.id,
+                self.config.shutdown_timeout,
+                h.running,
+            )
         while h.running and time.monotonic() < deadline and not self.urgent.is_set():
             time.sleep(0.05)
         if h.running:
-            log.warning("worker %s: stopping %d execution(s) still running; they go back to the queue",
-                        self.id, h.running)
+            log.warning(
+                "worker %s: stopping %d execution(s) still running; they go back to the queue",
+                self.id,
+                h.running,
+            )
             h.end_all("handback")
         while h.running or h.recording:  # ended, they record (a retry after a database blip)
             time.sleep(0.02)
@@ -145,8 +178,16 @@ def _start_guardian(worker_id: int | None) -> Guardian | None:
     try:
         guard = Guardian.start()
     except (OSError, RuntimeError) as exc:
-        log.warning("worker %s: commands die with the worker only in part: pdeathsig of each command's own "
-                    "process, no guardian for what it starts (%s)", worker_id, exc)
+        log.warning(
+            "worker %s: commands die with the worker only in part: pdeathsig of each command's own "
+            "process, no guardian for what it starts (%s)",
+            worker_id,
+            exc,
+        )
         return None
-    log.info("worker %s: commands die with the worker: pdeathsig + guardian (pid %s)", worker_id, guard.pid)
+    log.info(
+        "worker %s: commands die with the worker: pdeathsig + guardian (pid %s)",
+        worker_id,
+        guard.pid,
+    )
     return guard

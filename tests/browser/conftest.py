@@ -30,8 +30,14 @@ from ..conftest import _fresh_database
 from ..helpers import Process, wait_until
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 ARTIFACTS = Path(os.environ.get("PGSCHED_ARTIFACTS") or Path(__file__).parent / "artifacts")
 
 
@@ -47,25 +53,47 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def stack(pg_server: dict, template_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    pg_server: dict, template_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
     with _fresh_database(pg_server, "pgsched_b", template_db) as dsn:
         db = Database.connect(dsn, max_size=8)
         port = free_port("127.0.0.1", 18600)
         stop = threading.Event()
-        server = threading.Thread(target=serve_until, args=(create_app(db), "127.0.0.1", port, stop),
-                                  name="web", daemon=True)
+        server = threading.Thread(
+            target=serve_until,
+            args=(create_app(db), "127.0.0.1", port, stop),
+            name="web",
+            daemon=True,
+        )
         server.start()
-        worker = Process(dsn, "worker", "--queue", "default", "--concurrency", "4", "--heartbeat-interval", "1",
-                         log_dir=tmp_path_factory.mktemp("worker"))
+        worker = Process(
+            dsn,
+            "worker",
+            "--queue",
+            "default",
+            "--concurrency",
+            "4",
+            "--heartbeat-interval",
+            "1",
+            log_dir=tmp_path_factory.mktemp("worker"),
+        )
         scheduler = Process(dsn, "scheduler", log_dir=tmp_path_factory.mktemp("scheduler"))
         sql = psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
         sql.execute("SET TIME ZONE 'UTC'")
         try:
-            wait_until(lambda: sql.execute("SELECT 1 FROM pgsched.worker WHERE state = 'running'").fetchone(),
-                       message="the worker registers")
-            wait_until(lambda: sql.execute("SELECT 1 FROM pgsched.leader").fetchone(), message="a scheduler leads")
+            wait_until(
+                lambda: sql.execute(
+                    "SELECT 1 FROM pgsched.worker WHERE state = 'running'"
+                ).fetchone(),
+                message="the worker registers",
+            )
+            wait_until(
+                lambda: sql.execute("SELECT 1 FROM pgsched.leader").fetchone(),
+                message="a scheduler leads",
+            )
             yield Stack(dsn, f"http://127.0.0.1:{port}", db, sql, worker)
         finally:
             worker.stop()

@@ -31,15 +31,25 @@ def test_create_trigger_follow_the_log_pause_and_resume(stack: Stack, visitor: V
     visitor.shot("tasks-create-form")
     page.click("form.create button[type=submit]")
     page.wait_for_url(re.compile(r"/tasks/browser-lines"))
-    row = stack.one("SELECT command, queue, tags, enabled FROM pgsched.task WHERE name = 'browser-lines' "
-                    "AND deleted_at IS NULL")
-    assert row == {"command": LINES, "queue": "default", "tags": ["browser", "demo"], "enabled": True}
+    row = stack.one(
+        "SELECT command, queue, tags, enabled FROM pgsched.task WHERE name = 'browser-lines' "
+        "AND deleted_at IS NULL"
+    )
+    assert row == {
+        "command": LINES,
+        "queue": "default",
+        "tags": ["browser", "demo"],
+        "enabled": True,
+    }
     visitor.shot("task-created")
 
     page.click("form[action='/tasks/trigger'] button")
     page.wait_for_selector(".notice")
     ident = int(re.search(r"execution (\d+) is queued", page.inner_text(".notice")).group(1))
-    assert stack.one("SELECT trigger FROM pgsched.execution_all WHERE id = %s", ident)["trigger"] == "manual"
+    assert (
+        stack.one("SELECT trigger FROM pgsched.execution_all WHERE id = %s", ident)["trigger"]
+        == "manual"
+    )
     visitor.shot("task-triggered")
 
     visitor.go(f"/executions/{ident}")
@@ -58,11 +68,17 @@ def test_create_trigger_follow_the_log_pause_and_resume(stack: Stack, visitor: V
     visitor.go("/tasks/browser-lines")
     page.click("form[action='/tasks/pause'] button")
     page.wait_for_selector("text=Paused: the schedule stops firing")
-    assert stack.one("SELECT enabled FROM pgsched.task WHERE name = 'browser-lines'")["enabled"] is False
+    assert (
+        stack.one("SELECT enabled FROM pgsched.task WHERE name = 'browser-lines'")["enabled"]
+        is False
+    )
     visitor.shot("task-paused")
     page.click("form[action='/tasks/resume'] button")
     page.wait_for_selector("text=Resumed")
-    assert stack.one("SELECT enabled FROM pgsched.task WHERE name = 'browser-lines'")["enabled"] is True
+    assert (
+        stack.one("SELECT enabled FROM pgsched.task WHERE name = 'browser-lines'")["enabled"]
+        is True
+    )
     visitor.shot("task-resumed")
 
 
@@ -76,7 +92,9 @@ def test_cancel_a_running_execution(stack: Stack, visitor: Visitor):
     visitor.page.click(f"form[action='/executions/{ident}/cancel'] button")
     visitor.page.wait_for_selector(".notice")
     wait_until(lambda: state_of(stack, ident) == "cancelled", message="the worker stops it")
-    attempt = stack.one("SELECT state FROM pgsched.execution_attempt WHERE execution_id = %s", ident)
+    attempt = stack.one(
+        "SELECT state FROM pgsched.execution_attempt WHERE execution_id = %s", ident
+    )
     assert attempt["state"] == "cancelled"
     visitor.go(f"/executions/{ident}")
     assert visitor.page.inner_text("#state") == "cancelled"
@@ -92,10 +110,18 @@ def test_retry_a_dead_letter(stack: Stack, visitor: Visitor):
     visitor.page.click(f"form[action='/dlq/{ident}/retry'] button")
     visitor.page.wait_for_selector("text=is queued again with fresh attempts")
     # the same execution runs again (attempt 2) and, failing again, dies again
-    wait_until(lambda: stack.one("SELECT attempt, state FROM pgsched.execution_all WHERE id = %s", ident)
-               == {"attempt": 2, "state": "dead"}, message="the retried execution runs again")
-    attempts = stack.sql.execute("SELECT attempt, exit_code FROM pgsched.execution_attempt "
-                                 "WHERE execution_id = %s ORDER BY attempt", [ident]).fetchall()
+    wait_until(
+        lambda: (
+            stack.one("SELECT attempt, state FROM pgsched.execution_all WHERE id = %s", ident)
+            == {"attempt": 2, "state": "dead"}
+        ),
+        message="the retried execution runs again",
+    )
+    attempts = stack.sql.execute(
+        "SELECT attempt, exit_code FROM pgsched.execution_attempt "
+        "WHERE execution_id = %s ORDER BY attempt",
+        [ident],
+    ).fetchall()
     assert attempts == [{"attempt": 1, "exit_code": 3}, {"attempt": 2, "exit_code": 3}]
     visitor.shot("dlq-retried")
     visitor.go(f"/executions/{ident}")
@@ -105,43 +131,78 @@ def test_retry_a_dead_letter(stack: Stack, visitor: Visitor):
     visitor.go("/dlq")
     visitor.page.click("a[href^='/dlq/retry-all']")
     count = int(visitor.page.get_attribute("input[name=count]", "value"))
-    dead = stack.one("SELECT count(*) AS n FROM pgsched.execution_history h JOIN pgsched.task t ON t.id = h.task_id "
-                     "WHERE h.state = 'dead' AND t.deleted_at IS NULL")["n"]
+    dead = stack.one(
+        "SELECT count(*) AS n FROM pgsched.execution_history h JOIN pgsched.task t ON t.id = h.task_id "
+        "WHERE h.state = 'dead' AND t.deleted_at IS NULL"
+    )["n"]
     assert count == dead >= 1
     visitor.shot("dlq-retry-all-confirm")
     visitor.page.click("form[action='/dlq/retry-all'] button")
     assert visitor.page.inner_text(".notice") == f"Retried {count} dead execution(s)."
-    wait_until(lambda: stack.one("SELECT attempt, state FROM pgsched.execution_all WHERE id = %s", ident)
-               == {"attempt": 3, "state": "dead"}, message="retried again by retry all")
+    wait_until(
+        lambda: (
+            stack.one("SELECT attempt, state FROM pgsched.execution_all WHERE id = %s", ident)
+            == {"attempt": 3, "state": "dead"}
+        ),
+        message="retried again by retry all",
+    )
     visitor.shot("dlq-retried-all")
 
 
 def test_open_a_dag_run_and_every_page(stack: Stack, visitor: Visitor):
-    data = {"name": "browser-etl", "nodes": [
-        {"id": "extract_orders", "command": "echo orders"},
-        {"id": "extract_users", "command": "echo users"},
-        {"id": "merge", "command": "echo merged", "depends_on": ["extract_orders", "extract_users"]},
-        {"id": "report", "command": "echo report", "depends_on": ["merge"]},
-        {"id": "broken", "command": "exit 1", "depends_on": ["extract_users"]},
-        {"id": "after_broken", "command": "true", "depends_on": ["broken"]}]}
+    data = {
+        "name": "browser-etl",
+        "nodes": [
+            {"id": "extract_orders", "command": "echo orders"},
+            {"id": "extract_users", "command": "echo users"},
+            {
+                "id": "merge",
+                "command": "echo merged",
+                "depends_on": ["extract_orders", "extract_users"],
+            },
+            {"id": "report", "command": "echo report", "depends_on": ["merge"]},
+            {"id": "broken", "command": "exit 1", "depends_on": ["extract_users"]},
+            {"id": "after_broken", "command": "true", "depends_on": ["broken"]},
+        ],
+    }
     dagruns.apply(stack.db, dag_module.parse(data))
     visitor.go("/dags/browser-etl")
     visitor.page.click("form[action='/dags/trigger'] button")
     visitor.page.wait_for_url(re.compile(r"/dags/runs/\d+"))
     run_id = int(re.search(r"/dags/runs/(\d+)", visitor.page.url).group(1))
-    wait_until(lambda: stack.one("SELECT state FROM pgsched.dag_run WHERE id = %s", run_id)["state"]
-               not in ("running", "failing"), message="the run ends")
+    wait_until(
+        lambda: (
+            stack.one("SELECT state FROM pgsched.dag_run WHERE id = %s", run_id)["state"]
+            not in ("running", "failing")
+        ),
+        message="the run ends",
+    )
     visitor.go(f"/dags/runs/{run_id}")
-    states = {n.get_attribute("data-node"): n.get_attribute("data-state")
-              for n in visitor.page.query_selector_all("svg.dag g.node")}
-    stored = {r["node_id"]: r["state"] for r in stack.sql.execute(
-        "SELECT node_id, state FROM pgsched.dag_node_run WHERE run_id = %s", [run_id])}
+    states = {
+        n.get_attribute("data-node"): n.get_attribute("data-state")
+        for n in visitor.page.query_selector_all("svg.dag g.node")
+    }
+    stored = {
+        r["node_id"]: r["state"]
+        for r in stack.sql.execute(
+            "SELECT node_id, state FROM pgsched.dag_node_run WHERE run_id = %s", [run_id]
+        )
+    }
     assert states == stored
     assert stored["report"] == "succeeded" and stored["broken"] == "failed"
     assert stored["after_broken"] == "upstream_failed"
     assert len(visitor.page.query_selector_all("svg.dag path[data-edge]")) == 5
     visitor.shot("dag-run")
-    for path in ("/", "/tasks", "/executions", "/dags", "/dags/browser-etl", "/dlq", "/workers", "/scheduler"):
+    for path in (
+        "/",
+        "/tasks",
+        "/executions",
+        "/dags",
+        "/dags/browser-etl",
+        "/dlq",
+        "/workers",
+        "/scheduler",
+    ):
         visitor.go(path)
         assert visitor.page.query_selector("main h1") is not None, path
         visitor.shot(path.strip("/").replace("/", "-") or "dashboard")

@@ -39,9 +39,14 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                owner.received.append({"path": self.path, "body": json.loads(body),
-                                       "event": self.headers["X-Pgsched-Event"],
-                                       "delivery": self.headers["X-Pgsched-Delivery"]})
+                owner.received.append(
+                    {
+                        "path": self.path,
+                        "body": json.loads(body),
+                        "event": self.headers["X-Pgsched-Event"],
+                        "delivery": self.headers["X-Pgsched-Delivery"],
+                    }
+                )
                 self.send_response(owner.status)
                 self.end_headers()
                 self.wfile.write(b"nope" if owner.status >= 300 else b"ok")
@@ -77,19 +82,37 @@ def fail_to_dead(db: Database, task: str) -> int:
     ending it dead (its attempts used up)."""
     execution_id = tasks.trigger(db, task)
     queues = [tasks.get(db, task)["queue"]]
-    worker = db.one("worker_register", name="w", hostname="h", pid=1, queues=queues, concurrency=1,
-                    heartbeat_interval=5, host_time=None, round_trip=None)
+    worker = db.one(
+        "worker_register",
+        name="w",
+        hostname="h",
+        pid=1,
+        queues=queues,
+        concurrency=1,
+        heartbeat_interval=5,
+        host_time=None,
+        round_trip=None,
+    )
     assert worker is not None
     [row] = TaskDefinitions().claim(db, queues=queues, limit=1, worker_id=worker["id"])
     assert row["id"] == execution_id
-    db.exec("execution_finish", id=row["id"], lease_id=row["lease_id"], state="dead", finished_at=row["started_at"],
-            exit_code=3, error="boom", result=None)
+    db.exec(
+        "execution_finish",
+        id=row["id"],
+        lease_id=row["lease_id"],
+        state="dead",
+        finished_at=row["started_at"],
+        exit_code=3,
+        error="boom",
+        result=None,
+    )
     return execution_id
 
 
 @pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_failure_and_dlq_webhooks_are_queued_with_the_failure_and_delivered(
-        db: Database, sql: psycopg.Connection, receiver: Receiver) -> None:
+    db: Database, sql: psycopg.Connection, receiver: Receiver
+) -> None:
     tasks.create(db, TaskSpec(name="etl", command="false"))
     tasks.create(db, TaskSpec(name="quiet", command="false"))  # no webhooks: nothing queued
     alerts.configure(db, "etl", on_failure=receiver.url + "/fail", on_dlq=receiver.url + "/dlq")
@@ -98,8 +121,10 @@ def test_failure_and_dlq_webhooks_are_queued_with_the_failure_and_delivered(
     fail_to_dead(db, "quiet")
 
     rows = deliveries(sql)
-    assert [(r["event"], r["url"]) for r in rows] == [("failure", receiver.url + "/fail"),
-                                                      ("dlq", receiver.url + "/dlq")]
+    assert [(r["event"], r["url"]) for r in rows] == [
+        ("failure", receiver.url + "/fail"),
+        ("dlq", receiver.url + "/dlq"),
+    ]
     sent = webhooks.send_due(db)
     assert [s["error"] for s in sent] == [None, None]
     by_path = {r["path"]: r for r in receiver.received}
@@ -114,7 +139,8 @@ def test_failure_and_dlq_webhooks_are_queued_with_the_failure_and_delivered(
 
 @pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_a_failing_receiver_is_retried_with_backoff_then_given_up(
-        db: Database, sql: psycopg.Connection, receiver: Receiver) -> None:
+    db: Database, sql: psycopg.Connection, receiver: Receiver
+) -> None:
     tasks.create(db, TaskSpec(name="etl", command="false"))
     alerts.configure(db, "etl", on_failure=receiver.url + "/hook")
     fail_to_dead(db, "etl")
@@ -124,7 +150,11 @@ def test_a_failing_receiver_is_retried_with_backoff_then_given_up(
 
     def after(row: dict, start: timedelta, delay: float) -> bool:
         """Retried ``delay`` seconds after its POST ended (a POST here takes well under 2 s)."""
-        return timedelta(0) <= row["retry_at"] - (now + start + timedelta(seconds=delay)) < timedelta(seconds=2)
+        return (
+            timedelta(0)
+            <= row["retry_at"] - (now + start + timedelta(seconds=delay))
+            < timedelta(seconds=2)
+        )
 
     [first] = webhooks.send_due(db, now=now, policy=policy)
     assert first["error"].startswith("HTTP 500") and after(first, timedelta(0), 10)
@@ -141,8 +171,9 @@ def test_a_failing_receiver_is_retried_with_backoff_then_given_up(
 
 
 @pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
-def test_a_receiver_that_recovers_gets_the_delivery(db: Database, sql: psycopg.Connection,
-                                                    receiver: Receiver) -> None:
+def test_a_receiver_that_recovers_gets_the_delivery(
+    db: Database, sql: psycopg.Connection, receiver: Receiver
+) -> None:
     tasks.create(db, TaskSpec(name="etl", command="false"))
     alerts.configure(db, "etl", on_failure=receiver.url)
     fail_to_dead(db, "etl")
@@ -155,11 +186,15 @@ def test_a_receiver_that_recovers_gets_the_delivery(db: Database, sql: psycopg.C
     assert ok["error"] is None
     [row] = deliveries(sql)
     assert row["attempts"] == 2 and row["delivered_at"] is not None and row["last_error"] is None
-    assert [r["delivery"] for r in receiver.received] == [str(row["id"])] * 2  # receivers can dedupe
+    assert [r["delivery"] for r in receiver.received] == [
+        str(row["id"])
+    ] * 2  # receivers can dedupe
 
 
 @pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
-def test_unreachable_receiver_is_an_error_not_a_crash(db: Database, sql: psycopg.Connection) -> None:
+def test_unreachable_receiver_is_an_error_not_a_crash(
+    db: Database, sql: psycopg.Connection
+) -> None:
     tasks.create(db, TaskSpec(name="etl", command="false"))
     alerts.configure(db, "etl", on_failure="http://127.0.0.1:9/")  # discard port: refused
     fail_to_dead(db, "etl")
@@ -168,16 +203,26 @@ def test_unreachable_receiver_is_an_error_not_a_crash(db: Database, sql: psycopg
 
 
 def test_missed_schedule_opens_once_sends_on_missed_and_resolves(
-        db: Database, sql: psycopg.Connection, receiver: Receiver) -> None:
-    tasks.create(db, TaskSpec(name="tick", command="true", schedule_kind="cron", schedule="* * * * *"))
-    tasks.create(db, TaskSpec(name="fine", command="true", schedule_kind="cron", schedule="* * * * *"))
+    db: Database, sql: psycopg.Connection, receiver: Receiver
+) -> None:
+    tasks.create(
+        db, TaskSpec(name="tick", command="true", schedule_kind="cron", schedule="* * * * *")
+    )
+    tasks.create(
+        db, TaskSpec(name="fine", command="true", schedule_kind="cron", schedule="* * * * *")
+    )
     alerts.configure(db, "tick", on_missed=receiver.url + "/missed")
-    sql.execute("UPDATE pgsched.task SET next_fire_at = now() - interval '5 minutes' WHERE name = 'tick'")
-    sql.execute("UPDATE pgsched.task SET next_fire_at = now() - interval '30 seconds' WHERE name = 'fine'")
+    sql.execute(
+        "UPDATE pgsched.task SET next_fire_at = now() - interval '5 minutes' WHERE name = 'tick'"
+    )
+    sql.execute(
+        "UPDATE pgsched.task SET next_fire_at = now() - interval '30 seconds' WHERE name = 'fine'"
+    )
 
     changes = alerts.detect(db)
-    assert [(c["change"], c["kind"], c["details"]["task"]) for c in changes] == \
-        [("opened", "missed_schedule", "tick")]
+    assert [(c["change"], c["kind"], c["details"]["task"]) for c in changes] == [
+        ("opened", "missed_schedule", "tick")
+    ]
     assert changes[0]["details"]["reasons"][0]["reason"] == "overdue"
     assert alerts.detect(db) == []  # still missed: the open alert stays the only one
     [open_alert] = alerts.active(db)
@@ -191,46 +236,67 @@ def test_missed_schedule_opens_once_sends_on_missed_and_resolves(
 
     # The scheduler catches up: the fire starts on time and the next one is ahead.
     task_id = tasks.get(db, "tick")["id"]
-    sql.execute("UPDATE pgsched.task SET next_fire_at = now() + interval '1 minute' WHERE id = %(t)s", {"t": task_id})
-    sql.execute("""INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state, trigger,
+    sql.execute(
+        "UPDATE pgsched.task SET next_fire_at = now() + interval '1 minute' WHERE id = %(t)s",
+        {"t": task_id},
+    )
+    sql.execute(
+        """INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state, trigger,
                        priority, queue, params, attempt, max_attempts, created_at, started_at, finished_at)
                    VALUES (nextval('pgsched.execution_id_seq'), 'default', %(t)s, now(), now(), 'succeeded',
                            'schedule', 5, 'default', '{}', 1, 1, now(), now() + interval '1 second',
-                           now() + interval '2 seconds')""", {"t": task_id})
+                           now() + interval '2 seconds')""",
+        {"t": task_id},
+    )
     resolved = alerts.detect(db)
     assert [(c["change"], c["id"]) for c in resolved] == [("resolved", open_alert["id"])]
     assert alerts.active(db) == []
 
 
 def test_waiting_and_misfired_fires_count_as_missed(db: Database, sql: psycopg.Connection) -> None:
-    tasks.create(db, TaskSpec(name="queued", command="true", schedule_kind="cron", schedule="0 * * * *"))
-    tasks.create(db, TaskSpec(name="skipped", command="true", schedule_kind="cron", schedule="0 * * * *"))
+    tasks.create(
+        db, TaskSpec(name="queued", command="true", schedule_kind="cron", schedule="0 * * * *")
+    )
+    tasks.create(
+        db, TaskSpec(name="skipped", command="true", schedule_kind="cron", schedule="0 * * * *")
+    )
     alerts.configure(db, "queued", missed_after_seconds=600)
     queued = tasks.get(db, "queued")["id"]
     make_execution(sql, queued, scheduled_at=-timedelta(minutes=5), trigger="schedule")
     sql.execute("UPDATE pgsched.task SET missed_fires = 3 WHERE name = 'skipped'")
 
     changes = alerts.detect(db)
-    assert [c["details"]["task"] for c in changes] == ["skipped"]  # queued's own threshold is 10 min
+    assert [c["details"]["task"] for c in changes] == [
+        "skipped"
+    ]  # queued's own threshold is 10 min
     assert changes[0]["details"]["reasons"] == [{"reason": "misfired", "fires_not_run": 3}]
     alerts.configure(db, "queued", missed_after_seconds=None)  # back to the global 60 s
     [again] = alerts.detect(db)
-    assert again["details"]["task"] == "queued" and again["details"]["reasons"][0]["reason"] == "waiting"
+    assert (
+        again["details"]["task"] == "queued"
+        and again["details"]["reasons"][0]["reason"] == "waiting"
+    )
 
 
 def test_failure_rate_alert_opens_over_threshold_and_resolves(
-        db: Database, sql: psycopg.Connection, receiver: Receiver) -> None:
+    db: Database, sql: psycopg.Connection, receiver: Receiver
+) -> None:
     row = tasks.create(db, TaskSpec(name="flaky", command="true"))
     assert row is not None
     alerts.configure(db, "flaky", on_failure=receiver.url + "/rate", failure_min_executions=4)
-    sql.execute("INSERT INTO pgsched.setting (name, value) VALUES ('alert_failure_rate', '0.3') "
-                "ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value")
+    sql.execute(
+        "INSERT INTO pgsched.setting (name, value) VALUES ('alert_failure_rate', '0.3') "
+        "ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value"
+    )
     seed(sql, row["id"], 3, ago_from=60, ago_to=600)  # seed's states: 2 succeeded, 1 failed
     assert alerts.detect(db) == []  # 3 executions: under the minimum of 4
-    seed(sql, row["id"], 7, ago_from=60, ago_to=600)  # 1-7: 3 succeeded, failed, timed_out, dead, cancelled
-    judged = sql.execute("SELECT count(*) FILTER (WHERE state IN ('failed','timed_out','dead')) AS bad, "
-                         "count(*) FILTER (WHERE state <> 'cancelled') AS n FROM pgsched.execution_history"
-                         ).fetchone()
+    seed(
+        sql, row["id"], 7, ago_from=60, ago_to=600
+    )  # 1-7: 3 succeeded, failed, timed_out, dead, cancelled
+    judged = sql.execute(
+        "SELECT count(*) FILTER (WHERE state IN ('failed','timed_out','dead')) AS bad, "
+        "count(*) FILTER (WHERE state <> 'cancelled') AS n FROM pgsched.execution_history"
+    ).fetchone()
     assert judged is not None and judged["bad"] / judged["n"] > 0.3
 
     [opened] = alerts.detect(db)
@@ -250,7 +316,10 @@ def test_configure_validates_and_clears(db: Database) -> None:
     tasks.create(db, TaskSpec(name="etl", command="true"))
     with pytest.raises(ValidationError, match="on_failure"):
         alerts.configure(db, "etl", on_failure="ftp://example.com/x")
-    for malformed in ("http://[::1", "http://example.com:99999/x"):  # urllib raises ValueError on these
+    for malformed in (
+        "http://[::1",
+        "http://example.com:99999/x",
+    ):  # urllib raises ValueError on these
         with pytest.raises(ValidationError, match=r"on_failure: .* is not a URL"):
             alerts.configure(db, "etl", on_failure=malformed)
     with pytest.raises(ValidationError, match="failure_rate"):
@@ -261,24 +330,38 @@ def test_configure_validates_and_clears(db: Database) -> None:
 
 
 @pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
-def test_the_leader_rolls_up_detects_and_sends_on_its_own(db: Database, sql: psycopg.Connection,
-                                                          receiver: Receiver) -> None:
+def test_the_leader_rolls_up_detects_and_sends_on_its_own(
+    db: Database, sql: psycopg.Connection, receiver: Receiver
+) -> None:
     from pgsched.scheduler import Scheduler, SchedulerConfig
 
     tasks.create(db, TaskSpec(name="etl", command="false", queue="nobody"))
-    alerts.configure(db, "etl", on_failure=receiver.url + "/fail", on_missed=receiver.url + "/missed")
+    alerts.configure(
+        db, "etl", on_failure=receiver.url + "/fail", on_missed=receiver.url + "/missed"
+    )
     fail_to_dead(db, "etl")
-    make_execution(sql, tasks.get(db, "etl")["id"], scheduled_at=-timedelta(minutes=5), trigger="schedule",
-                   queue="nobody")
+    make_execution(
+        sql,
+        tasks.get(db, "etl")["id"],
+        scheduled_at=-timedelta(minutes=5),
+        trigger="schedule",
+        queue="nobody",
+    )
     stop = threading.Event()
-    scheduler = Scheduler(db, SchedulerConfig(observe_interval=0.2, max_sleep=0.2, name="leader-under-test"))
+    scheduler = Scheduler(
+        db, SchedulerConfig(observe_interval=0.2, max_sleep=0.2, name="leader-under-test")
+    )
     thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
     thread.start()
     try:
-        wait_until(lambda: {r["path"] for r in receiver.received} == {"/fail", "/missed"},
-                   message="both webhooks delivered by the leader")
-        wait_until(lambda: sql.execute("SELECT rolled_at FROM pgsched.stats_rollup_state").fetchone(),
-                   message="a roll-up")
+        wait_until(
+            lambda: {r["path"] for r in receiver.received} == {"/fail", "/missed"},
+            message="both webhooks delivered by the leader",
+        )
+        wait_until(
+            lambda: sql.execute("SELECT rolled_at FROM pgsched.stats_rollup_state").fetchone(),
+            message="a roll-up",
+        )
     finally:
         stop.set()
         thread.join(15)
@@ -288,14 +371,36 @@ def test_the_leader_rolls_up_detects_and_sends_on_its_own(db: Database, sql: psy
 
 
 def test_cli_sets_and_clears_webhooks(db: Database, dsn: str) -> None:
-    cli(dsn, "task", "create", "hooked", "--command", "true", "--on-failure", "https://hooks.example/f",
-        "--missed-after", "30")
-    assert alerts.alerting_of(db, "hooked") == alerts.Alerting(on_failure="https://hooks.example/f",
-                                                               missed_after_seconds=30.0)
+    cli(
+        dsn,
+        "task",
+        "create",
+        "hooked",
+        "--command",
+        "true",
+        "--on-failure",
+        "https://hooks.example/f",
+        "--missed-after",
+        "30",
+    )
+    assert alerts.alerting_of(db, "hooked") == alerts.Alerting(
+        on_failure="https://hooks.example/f", missed_after_seconds=30.0
+    )
     cli(dsn, "task", "update", "hooked", "--on-failure", "", "--on-dlq", "http://hooks.example/d")
-    assert alerts.alerting_of(db, "hooked") == alerts.Alerting(on_dlq="http://hooks.example/d",
-                                                               missed_after_seconds=30.0)
-    bad = cli(dsn, "task", "create", "other", "--command", "true", "--on-missed", "mailto:x@y", check=False)
+    assert alerts.alerting_of(db, "hooked") == alerts.Alerting(
+        on_dlq="http://hooks.example/d", missed_after_seconds=30.0
+    )
+    bad = cli(
+        dsn,
+        "task",
+        "create",
+        "other",
+        "--command",
+        "true",
+        "--on-missed",
+        "mailto:x@y",
+        check=False,
+    )
     assert bad.returncode != 0 and "on_missed" in bad.stderr
     assert db.one("task_get", name="other", tenant="default") is None  # nothing half-made
     shown = cli(dsn, "task", "show", "hooked")
@@ -310,25 +415,35 @@ def test_python_tasks_declare_their_webhooks(db: Database) -> None:
     from pgsched.app import App
 
     app = App()
-    app.task(name="pyjob", on_failure="https://hooks.example/f", on_dlq="https://hooks.example/d")(pyjob)
+    app.task(name="pyjob", on_failure="https://hooks.example/f", on_dlq="https://hooks.example/d")(
+        pyjob
+    )
     with pytest.raises(ValidationError, match="on_missed"):
         app.task(name="bad", on_missed="hooks.example")
     assert app.sync(db) == ["pyjob"]
-    assert alerts.alerting_of(db, "pyjob") == alerts.Alerting(on_failure="https://hooks.example/f",
-                                                              on_dlq="https://hooks.example/d")
+    assert alerts.alerting_of(db, "pyjob") == alerts.Alerting(
+        on_failure="https://hooks.example/f", on_dlq="https://hooks.example/d"
+    )
 
 
-def test_a_failure_rate_hovering_at_the_threshold_does_not_flap(db: Database, sql: psycopg.Connection) -> None:
+def test_a_failure_rate_hovering_at_the_threshold_does_not_flap(
+    db: Database, sql: psycopg.Connection
+) -> None:
     row = tasks.create(db, TaskSpec(name="flaky", command="true"))
     assert row is not None
-    alerts.configure(db, "flaky", on_failure="http://127.0.0.1:9/", failure_rate=0.5, failure_min_executions=4)
+    alerts.configure(
+        db, "flaky", on_failure="http://127.0.0.1:9/", failure_rate=0.5, failure_min_executions=4
+    )
     seed(sql, row["id"], 6, ago_from=60, ago_to=600, unstarted_every=100)
 
     def failures(n: int) -> None:
         """The first ``n`` of the six executions failed, the others succeeded."""
-        sql.execute("UPDATE pgsched.execution_history h SET state = CASE WHEN r.k <= %s THEN 'failed' "
-                    "ELSE 'succeeded' END FROM (SELECT id, row_number() OVER (ORDER BY id) AS k "
-                    "FROM pgsched.execution_history) r WHERE r.id = h.id", [n])
+        sql.execute(
+            "UPDATE pgsched.execution_history h SET state = CASE WHEN r.k <= %s THEN 'failed' "
+            "ELSE 'succeeded' END FROM (SELECT id, row_number() OVER (ORDER BY id) AS k "
+            "FROM pgsched.execution_history) r WHERE r.id = h.id",
+            [n],
+        )
 
     failures(4)  # 0.67 > 0.5
     [opened] = alerts.detect(db)
@@ -337,8 +452,9 @@ def test_a_failure_rate_hovering_at_the_threshold_does_not_flap(db: Database, sq
     assert alerts.detect(db) == []
     failures(4)
     assert alerts.detect(db) == []  # the same alert is still open: no second one, no second webhook
-    assert sql.execute("SELECT count(*) AS n FROM pgsched.webhook_delivery WHERE event = 'failure_rate'"
-                       ).fetchone() == {"n": 1}
+    assert sql.execute(
+        "SELECT count(*) AS n FROM pgsched.webhook_delivery WHERE event = 'failure_rate'"
+    ).fetchone() == {"n": 1}
     failures(2)  # 0.33: at most RESOLVE_FRACTION of the threshold
     [resolved] = alerts.detect(db)
     assert resolved["change"] == "resolved" and resolved["id"] == opened["id"]

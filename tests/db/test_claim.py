@@ -47,7 +47,9 @@ def enqueue(db, name: str = "job", *, run_at: datetime, priority: int | None = N
 def claim(
     db, worker_id: int, limit: int = 10, queues=("default",), now: datetime | None = None
 ) -> list[dict]:
-    return TaskDefinitions().claim(db, queues=list(queues), limit=limit, worker_id=worker_id, now=now)
+    return TaskDefinitions().claim(
+        db, queues=list(queues), limit=limit, worker_id=worker_id, now=now
+    )
 
 
 def live(sql, execution_id: int) -> dict | None:
@@ -77,8 +79,11 @@ def test_one_claim_returns_its_rows_in_the_order_they_are_to_start(db, sql):
     priority-9 executions before its priority-2 ones)."""
     make_task(db, now=T0)
     worker = register(db)
-    sql.execute("SELECT pgsched.enqueue_many_v2('job', (SELECT jsonb_agg('{}'::jsonb) FROM generate_series(1, 2000)),"
-                " %s, 9)", (T0 - timedelta(hours=1),))
+    sql.execute(
+        "SELECT pgsched.enqueue_many_v2('job', (SELECT jsonb_agg('{}'::jsonb) FROM generate_series(1, 2000)),"
+        " %s, 9)",
+        (T0 - timedelta(hours=1),),
+    )
     urgent = [enqueue(db, run_at=T0 - timedelta(minutes=1), priority=2) for _ in range(5)]
     older_urgent = enqueue(db, run_at=T0 - timedelta(minutes=2), priority=2)
     sql.execute("ANALYZE pgsched.execution")
@@ -94,12 +99,23 @@ def test_params_come_as_json_text_and_a_non_object_as_an_empty_object(db, sql):
     params instead of failing on func(**None)."""
     task = make_task(db, now=T0)
     worker = register(db)
-    stored = ['{"a": [1, 2], "\u00e9": 123456789012345678901234567890}', "null", "[]", '"text"', "5"]
+    stored = [
+        '{"a": [1, 2], "\u00e9": 123456789012345678901234567890}',
+        "null",
+        "[]",
+        '"text"',
+        "5",
+    ]
     for value in stored:
         make_execution(sql, task["id"], scheduled_at=T0, params=value)
     rows = sorted(claim(db, worker, now=T0), key=lambda r: r["id"])
     assert [json.loads(r["params"]) for r in rows] == [
-        {"a": [1, 2], "\u00e9": 123456789012345678901234567890}, {}, {}, {}, {}]
+        {"a": [1, 2], "\u00e9": 123456789012345678901234567890},
+        {},
+        {},
+        {},
+        {},
+    ]
 
 
 def test_claim_marks_rows_running_for_this_worker(db, sql):
@@ -131,11 +147,24 @@ def test_a_claim_sends_a_task_definition_only_when_the_claimer_does_not_hold_it(
         enqueue(db, run_at=T0)
     held = TaskDefinitions()
     [first] = held.claim(db, queues=["default"], limit=1, worker_id=worker, now=T0)
-    assert (first["command"], first["env"], first["retry_policy"], first["no_retry_exit_codes"]) == (
-        "true", {"A": "1"}, "linear", [3])
-    version = sql.execute("SELECT xmin::text::bigint AS v FROM pgsched.task WHERE name = 'job'").fetchone()["v"]
-    [raw] = db.many("execution_claim", queues=["default"], limit=1, worker_id=worker, now=T0,
-                    known_task_ids=[first["task_id"]], known_task_versions=[version])
+    assert (
+        first["command"],
+        first["env"],
+        first["retry_policy"],
+        first["no_retry_exit_codes"],
+    ) == ("true", {"A": "1"}, "linear", [3])
+    version = sql.execute(
+        "SELECT xmin::text::bigint AS v FROM pgsched.task WHERE name = 'job'"
+    ).fetchone()["v"]
+    [raw] = db.many(
+        "execution_claim",
+        queues=["default"],
+        limit=1,
+        worker_id=worker,
+        now=T0,
+        known_task_ids=[first["task_id"]],
+        known_task_versions=[version],
+    )
     assert raw["task"] is None and raw["task_version"] == version  # not sent again
     tasks.update(db, "job", {"command": "echo v2"})
     [second] = held.claim(db, queues=["default"], limit=1, worker_id=worker, now=T0)
@@ -158,11 +187,14 @@ def test_claimed_definitions_stay_current_past_the_held_limit_and_after_updates(
             tasks.update(db, f"job-{i}", {"command": f"echo {i} v{round_}"})
         rows = held.claim(db, queues=["default"], limit=5, worker_id=worker, now=T0)
         rows += held.claim(db, queues=["default"], limit=100, worker_id=worker, now=T0)
-        stored = {r["id"]: (r["command"], r["env"]) for r in sql.execute(
-            "SELECT t.id, t.command, t.env FROM pgsched.task t")}
+        stored = {
+            r["id"]: (r["command"], r["env"])
+            for r in sql.execute("SELECT t.id, t.command, t.env FROM pgsched.task t")
+        }
         assert len(rows) == 12
         assert {r["task_id"]: (r["command"], r["env"]) for r in rows} == {
-            r["task_id"]: stored[r["task_id"]] for r in rows}, round_
+            r["task_id"]: stored[r["task_id"]] for r in rows
+        }, round_
         assert len(held._held) <= 8
 
 
@@ -331,7 +363,9 @@ def test_every_claim_gets_a_new_lease(db, sql):
     ids = [enqueue(db, run_at=T0) for _ in range(3)]
     leases = [r["lease_id"] for r in claim(db, worker, now=T0)]
     assert len(set(leases)) == 3 and None not in leases
-    sql.execute("UPDATE pgsched.execution SET state = 'pending', lease_id = NULL WHERE id = %s", [ids[0]])
+    sql.execute(
+        "UPDATE pgsched.execution SET state = 'pending', lease_id = NULL WHERE id = %s", [ids[0]]
+    )
     (again,) = claim(db, worker, now=T0)
     assert again["id"] == ids[0] and again["lease_id"] not in leases
 
@@ -367,7 +401,9 @@ def test_a_finished_execution_is_not_claimed_again(db):
     assert claim(db, worker, now=T0 + timedelta(days=1)) == []
 
 
-def test_a_worker_frozen_inside_a_transaction_does_not_keep_its_execution_from_the_rescue(dsn, db, sql):
+def test_a_worker_frozen_inside_a_transaction_does_not_keep_its_execution_from_the_rescue(
+    dsn, db, sql
+):
     """A worker stopped (SIGSTOP, a paused VM) between two statements of a transaction holds
     its execution's row lock: the rescue (SKIP LOCKED) would pass the execution by for as long
     as the worker stays frozen. The worker's pool ends such a transaction on the server."""
@@ -379,11 +415,19 @@ def test_a_worker_frozen_inside_a_transaction_does_not_keep_its_execution_from_t
     try:
         with pytest.raises(PgschedError):
             with frozen.transaction() as tx:  # as _store_outcome begins a retry
-                assert tx.one("execution_cancel_requested", id=execution, lease_id=row["lease_id"]) is not None
-                sql.execute("UPDATE pgsched.worker SET last_heartbeat_at = now() - interval '1 hour' WHERE id = %s",
-                            (worker,))
-                rescued = wait_until(lambda: sql.execute("SELECT * FROM pgsched_internal.rescue_v1()").fetchall(),
-                                     timeout=10, message="the frozen transaction ended and its execution rescued")
+                assert (
+                    tx.one("execution_cancel_requested", id=execution, lease_id=row["lease_id"])
+                    is not None
+                )
+                sql.execute(
+                    "UPDATE pgsched.worker SET last_heartbeat_at = now() - interval '1 hour' WHERE id = %s",
+                    (worker,),
+                )
+                rescued = wait_until(
+                    lambda: sql.execute("SELECT * FROM pgsched_internal.rescue_v1()").fetchall(),
+                    timeout=10,
+                    message="the frozen transaction ended and its execution rescued",
+                )
         assert [(r["execution_id"], r["outcome"]) for r in rescued] == [(execution, "requeued")]
     finally:
         frozen.close()

@@ -29,22 +29,31 @@ BACKLOG = 100_000
 def fill(sql, task: str, queue: str, n: int, *, oldest: datetime) -> None:
     """``n`` ready executions of ``task`` on ``queue``, run_at from ``oldest`` on, a
     millisecond apart, in one INSERT (the statement trigger checks the task once)."""
-    sql.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, queue)
+    sql.execute(
+        """INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, queue)
                    SELECT t.id, %(oldest)s, %(oldest)s + g * interval '1 ms', %(queue)s
                      FROM pgsched.task t, generate_series(1, %(n)s) g
                     WHERE t.name = %(task)s""",
-                {"task": task, "queue": queue, "n": n, "oldest": oldest})
+        {"task": task, "queue": queue, "n": n, "oldest": oldest},
+    )
 
 
-def claim_buffers(dsn: str, worker: int, queues: list[str],
-                  limit: int = 10) -> tuple[dict[str, int], list[int]]:
+def claim_buffers(
+    dsn: str, worker: int, queues: list[str], limit: int = 10
+) -> tuple[dict[str, int], list[int]]:
     """The shared buffers (hit + read) one execution_claim of ``queues`` touches, from
     EXPLAIN (ANALYZE, BUFFERS): ``picked``, choosing and locking the rows (that CTE reads
     the ones before it), and ``all``, the whole statement; and the ids it claimed. Rolled
     back, so the same claim can be measured again."""
     text = queries.get("execution_claim").text
-    params = {"queues": queues, "limit": limit, "worker_id": worker, "now": T0,
-              "known_task_ids": [], "known_task_versions": []}
+    params = {
+        "queues": queues,
+        "limit": limit,
+        "worker_id": worker,
+        "now": T0,
+        "known_task_ids": [],
+        "known_task_versions": [],
+    }
     with psycopg.connect(dsn, row_factory=dict_row) as conn:
         ids = sorted(r["id"] for r in conn.execute(text, params))  # and warms the caches
         conn.rollback()
@@ -70,8 +79,10 @@ def flat(before: dict[str, int], after: dict[str, int], claimed: int, queues: in
     and free-space map). Never in proportion to the backlog: the index without the queue
     read about 3,000 buffers more."""
     fronts = 10 * queues
-    return (after["picked"] <= before["picked"] + 2 * fronts + 10
-            and after["all"] <= before["all"] + 2 * fronts + 5 * claimed + 10)
+    return (
+        after["picked"] <= before["picked"] + 2 * fronts + 10
+        and after["all"] <= before["all"] + 2 * fronts + 5 * claimed + 10
+    )
 
 
 def test_a_claim_touches_no_more_beside_a_backlog_on_another_queue(dsn, db, sql):
@@ -109,8 +120,12 @@ def test_a_worker_of_the_backlogged_queue_and_another_reads_only_the_fronts(dsn,
     worker = register(db, queues=("default", "bulk"))
     sql.execute("VACUUM ANALYZE pgsched.execution")
     small, ids_small = claim_buffers(dsn, worker, ["default", "bulk"])
-    expected = [r["id"] for r in sql.execute(
-        "SELECT id FROM pgsched.execution ORDER BY priority, run_at, id LIMIT 10")]
+    expected = [
+        r["id"]
+        for r in sql.execute(
+            "SELECT id FROM pgsched.execution ORDER BY priority, run_at, id LIMIT 10"
+        )
+    ]
     assert ids_small == sorted(expected)
     queues = sql.execute("SELECT queue FROM pgsched.execution WHERE id = ANY(%s)", [expected])
     assert {r["queue"] for r in queues} == {"default", "bulk"}
@@ -132,20 +147,27 @@ def test_the_claim_order_holds_across_a_workers_queues(db, sql):
     for _ in range(300):
         q = rng.choice("abcd")
         run_at = T0 - timedelta(seconds=rng.randrange(50))
-        sql.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, queue,
+        sql.execute(
+            """INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, queue,
                                                      priority)
                        SELECT id, %s, %s, %s, %s FROM pgsched.task WHERE name = %s""",
-                    [T0, run_at, q, rng.randint(1, 10), f"job-{q}"])
-    expected = [r["id"] for r in sql.execute(
-        "SELECT id FROM pgsched.execution WHERE queue <> 'd' ORDER BY priority, run_at, id")]
+            [T0, run_at, q, rng.randint(1, 10), f"job-{q}"],
+        )
+    expected = [
+        r["id"]
+        for r in sql.execute(
+            "SELECT id FROM pgsched.execution WHERE queue <> 'd' ORDER BY priority, run_at, id"
+        )
+    ]
     worker = register(db, queues=("a", "b", "c"))
     got: list[int] = []
     sizes = iter([1, 2, 3, 5, 8, 13, 21, 34, 55, 89] * 10)
     while rows := claim(db, worker, limit=next(sizes), queues=("c", "a", "b", "a"), now=T0):
         got += [r["id"] for r in rows]
     assert got == expected  # each claim's rows in start order, and claim after claim
-    assert {r["state"] for r in sql.execute(
-        "SELECT state FROM pgsched.execution WHERE queue = 'd'")} == {"pending"}
+    assert {
+        r["state"] for r in sql.execute("SELECT state FROM pgsched.execution WHERE queue = 'd'")
+    } == {"pending"}
 
 
 def test_a_claim_leaves_nothing_it_did_not_claim_locked(dsn, db, sql):
@@ -160,8 +182,9 @@ def test_a_claim_leaves_nothing_it_did_not_claim_locked(dsn, db, sql):
     mine = claim(db, w, limit=5, queues=("a", "b"), now=T0)
     assert {r["task_name"] for r in mine} == {"job-a"} and len(mine) == 5
     with psycopg.connect(dsn, row_factory=dict_row) as probe:  # what no transaction holds
-        free = probe.execute("SELECT count(*) AS n FROM (SELECT id FROM pgsched.execution"
-                             " FOR UPDATE SKIP LOCKED) x").fetchone()["n"]
+        free = probe.execute(
+            "SELECT count(*) AS n FROM (SELECT id FROM pgsched.execution FOR UPDATE SKIP LOCKED) x"
+        ).fetchone()["n"]
     assert free == 10
     theirs = claim(db, v, limit=5, queues=("b",), now=T0)
     assert {r["task_name"] for r in theirs} == {"job-b"} and len(theirs) == 5
@@ -179,11 +202,15 @@ def test_a_held_row_at_the_front_never_keeps_a_claim_from_the_rows_behind_it(dsn
     urgent = [r["id"] for r in sql.execute("SELECT id FROM pgsched.execution WHERE priority = 1")]
     with psycopg.connect(dsn) as holder:
         holder.execute("SELECT 1 FROM pgsched.execution WHERE id = ANY(%s) FOR UPDATE", [urgent])
-        got = [claim(db, worker, limit=1, now=T0) for _ in range(2)] + [claim(db, worker, limit=3, now=T0)]
+        got = [claim(db, worker, limit=1, now=T0) for _ in range(2)] + [
+            claim(db, worker, limit=3, now=T0)
+        ]
         holder.rollback()
     assert [len(rows) for rows in got] == [1, 1, 2]
     assert all(r["priority"] == 5 for rows in got for r in rows)
-    assert [r["id"] for r in claim(db, worker, limit=5, now=T0)] == urgent  # free again: claimed next
+    assert [
+        r["id"] for r in claim(db, worker, limit=5, now=T0)
+    ] == urgent  # free again: claimed next
 
 
 @pytest.mark.clone("claims from several threads at once")
@@ -226,7 +253,9 @@ def test_a_claim_reads_no_run_of_its_own_queue_that_is_due_later(dsn, db, sql):
     make_task(db, "job", now=T0)
     worker = register(db)
     fill(sql, "job", "default", 3, oldest=T0 - timedelta(minutes=1))
-    sql.execute("UPDATE pgsched.execution SET priority = 9")  # the later priority: the scan passes the future runs
+    sql.execute(
+        "UPDATE pgsched.execution SET priority = 9"
+    )  # the later priority: the scan passes the future runs
     sql.execute("VACUUM ANALYZE pgsched.execution")
     alone, ids_alone = claim_buffers(dsn, worker, ["default"])
     fill(sql, "job", "default", BACKLOG, oldest=T0 + timedelta(days=1))  # priority 5, due tomorrow

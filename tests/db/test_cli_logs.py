@@ -16,8 +16,18 @@ def test_a_long_log_is_printed_whole_in_order(db, dsn, monkeypatch):
     tasks.create(db, TaskSpec(name="job", command="echo hi"))
     ident = tasks.trigger(db, "job")
     now = datetime.now(UTC)
-    db.exec("execution_log_insert", id=ident, attempt=1, tenant="default", seq=list(range(1, 8)),
-            stream=["stdout"] * 7, logged_at=[now] * 7, line=[f"line {i}" for i in range(1, 8)])
+    db.exec(
+        "execution_log_insert",
+        id=ident,
+        attempt=1,
+        tenant="default",
+        seq=list(range(1, 8)),
+        stream=["stdout"] * 7,
+        logged_at=[now] * 7,
+        line=[f"line {i}" for i in range(1, 8)],
+    )
     printed = CliRunner().invoke(main, ["--dsn", dsn, "execution", "logs", str(ident)])
     assert printed.exit_code == 0, printed.output
-    assert [row.rsplit(": ", 1)[1] for row in printed.output.splitlines()] == [f"line {i}" for i in range(1, 8)]
+    assert [row.rsplit(": ", 1)[1] for row in printed.output.splitlines()] == [
+        f"line {i}" for i in range(1, 8)
+    ]

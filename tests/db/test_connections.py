@@ -29,11 +29,13 @@ def proxy(dsn):
 
 def _tcp(conn) -> dict[str, int]:
     with socket.socket(fileno=__import__("os").dup(conn.fileno())) as s:
-        return {"keepalive": s.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
-                "idle": s.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
-                "interval": s.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
-                "count": s.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT),
-                "user_timeout_ms": s.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT)}
+        return {
+            "keepalive": s.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+            "idle": s.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+            "interval": s.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
+            "count": s.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT),
+            "user_timeout_ms": s.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT),
+        }
 
 
 DEFAULTS = {"keepalive": 1, "idle": 10, "interval": 5, "count": 3, "user_timeout_ms": 30000}

@@ -45,12 +45,18 @@ def reference_entries(text: str) -> list[dict]:
         head = re.match(r"\s*(?:\S+\s+){6}", raw)  # 5 time fields and the user
         assert head, raw
         fields = head.group().split()
-        schedule, user, rest = " ".join(fields[:5]), fields[5], raw[head.end():]
+        schedule, user, rest = " ".join(fields[:5]), fields[5], raw[head.end() :]
         pieces = re.split(r"(?<!\\)%", rest)
         unescape = lambda s: s.replace("\\%", "%")  # noqa: E731
-        entries.append({"schedule": schedule, "user": user, "command": unescape(pieces[0]),
-                        "stdin": "\n".join(unescape(p) for p in pieces[1:]) if len(pieces) > 1 else None,
-                        "env": dict(env)})
+        entries.append(
+            {
+                "schedule": schedule,
+                "user": user,
+                "command": unescape(pieces[0]),
+                "stdin": "\n".join(unescape(p) for p in pieces[1:]) if len(pieces) > 1 else None,
+                "env": dict(env),
+            }
+        )
     return entries
 
 
@@ -61,12 +67,21 @@ def test_every_shipped_crontab_imports_exactly(db, sql, path):
     expected = reference_entries(text)
     report = importer.import_crontab(db, path, system=True)
     assert [line.action for line in report.lines] == ["created"] * len(expected), report.lines
-    stored = sql.execute("SELECT * FROM pgsched.task ORDER BY split_part(source, ':', 2)::int").fetchall()
+    stored = sql.execute(
+        "SELECT * FROM pgsched.task ORDER BY split_part(source, ':', 2)::int"
+    ).fetchall()
     assert len(stored) == len(expected)
     for row, want in zip(stored, expected, strict=True):
-        assert (row["schedule_expr"], row["run_as_user"], row["command"], row["stdin"], row["env"]) == (
-            want["schedule"], want["user"], want["command"], want["stdin"], want["env"])
-        ours = Schedule(row["schedule_kind"], row["schedule_expr"], row["timezone"]).upcoming(FROM, 5)
+        assert (
+            row["schedule_expr"],
+            row["run_as_user"],
+            row["command"],
+            row["stdin"],
+            row["env"],
+        ) == (want["schedule"], want["user"], want["command"], want["stdin"], want["env"])
+        ours = Schedule(row["schedule_kind"], row["schedule_expr"], row["timezone"]).upcoming(
+            FROM, 5
+        )
         oracle = CronSim(want["schedule"], FROM.astimezone(ZoneInfo(row["timezone"])))
         assert ours == [next(oracle).astimezone(UTC) for _ in range(5)], row["schedule_expr"]
     # Re-importing changes nothing.

@@ -31,20 +31,30 @@ INSERT = """INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
 def count(sql, task_id=None):
     if task_id is None:
         return sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"]
-    return sql.execute("SELECT count(*) AS n FROM pgsched.execution WHERE task_id = %s",
-                       [task_id]).fetchone()["n"]
+    return sql.execute(
+        "SELECT count(*) AS n FROM pgsched.execution WHERE task_id = %s", [task_id]
+    ).fetchone()["n"]
 
 
 def test_the_foreign_key_is_gone_and_the_triggers_are_in_its_place(sql):
     keys = sql.execute("""SELECT conname FROM pg_constraint
                            WHERE conrelid = 'pgsched.execution'::regclass AND contype = 'f'""").fetchall()
     assert keys == []
-    names = {r["tgname"] for r in sql.execute(
-        """SELECT tgname FROM pg_trigger
+    names = {
+        r["tgname"]
+        for r in sql.execute(
+            """SELECT tgname FROM pg_trigger
             WHERE tgrelid IN ('pgsched.execution'::regclass, 'pgsched.task'::regclass)
-              AND NOT tgisinternal""")}
-    assert {"execution_inserted", "execution_task_recheck", "task_referenced_delete",
-            "task_referenced_update", "task_referenced_truncate"} <= names
+              AND NOT tgisinternal"""
+        )
+    }
+    assert {
+        "execution_inserted",
+        "execution_task_recheck",
+        "task_referenced_delete",
+        "task_referenced_update",
+        "task_referenced_truncate",
+    } <= names
 
 
 def test_an_insert_naming_a_missing_task_fails_whole(db, sql):
@@ -77,7 +87,9 @@ def test_moving_an_execution_to_a_missing_task_fails(db, sql):
     execution_id = tasks.trigger(db, "mover")
     with pytest.raises(pg_errors.ForeignKeyViolation, match="task_id -5 is not a task"):
         sql.execute("UPDATE pgsched.execution SET task_id = -5 WHERE id = %s", [execution_id])
-    row = sql.execute("SELECT task_id FROM pgsched.execution WHERE id = %s", [execution_id]).fetchone()
+    row = sql.execute(
+        "SELECT task_id FROM pgsched.execution WHERE id = %s", [execution_id]
+    ).fetchone()
     assert row["task_id"] == task["id"]
 
 
@@ -90,8 +102,12 @@ def test_a_task_named_by_executions_cannot_be_deleted_renumbered_or_truncated(db
         sql.execute("UPDATE pgsched.task SET id = id + 1000 WHERE id = %s", [task["id"]])
     with pytest.raises(pg_errors.ForeignKeyViolation, match="still named by executions"):
         sql.execute("TRUNCATE pgsched.task CASCADE")
-    assert sql.execute("SELECT count(*) AS n FROM pgsched.task WHERE id = %s",
-                       [task["id"]]).fetchone()["n"] == 1
+    assert (
+        sql.execute(
+            "SELECT count(*) AS n FROM pgsched.task WHERE id = %s", [task["id"]]
+        ).fetchone()["n"]
+        == 1
+    )
     assert count(sql, task["id"]) == 1
 
 
@@ -100,8 +116,12 @@ def test_a_task_no_execution_names_can_be_deleted(db, sql):
     other = make_task(db, "busy", now=T0)
     tasks.trigger(db, "busy")
     sql.execute("DELETE FROM pgsched.task WHERE id = %s", [task["id"]])
-    assert sql.execute("SELECT count(*) AS n FROM pgsched.task WHERE id = %s",
-                       [task["id"]]).fetchone()["n"] == 0
+    assert (
+        sql.execute(
+            "SELECT count(*) AS n FROM pgsched.task WHERE id = %s", [task["id"]]
+        ).fetchone()["n"]
+        == 0
+    )
     assert count(sql, other["id"]) == 1
 
 
@@ -123,8 +143,10 @@ def race(dsn, sql, first: tuple[str, list], second: tuple[str, list]) -> dict:
 
         thread = threading.Thread(target=go)
         thread.start()
-        wait_for(lambda: not thread.is_alive() or waiting_on_a_lock(sql, "race second"),
-                 what=f"{second[0]!r} to wait on a lock (or to end)")
+        wait_for(
+            lambda: not thread.is_alive() or waiting_on_a_lock(sql, "race second"),
+            what=f"{second[0]!r} to wait on a lock (or to end)",
+        )
         assert thread.is_alive(), f"{second[0]!r} did not wait for the open transaction"
         holding.commit()
         thread.join(10)
@@ -135,7 +157,9 @@ def test_a_delete_waits_for_an_open_insert_and_then_fails(db, sql, dsn):
     """The INSERT locks its task FOR KEY SHARE until it commits: a DELETE of the task
     waits, then sees the committed execution and fails."""
     task = make_task(db, "raced", now=T0)
-    outcome = race(dsn, sql, (INSERT, [[task["id"]]]), ("DELETE FROM pgsched.task WHERE id = %s", [task["id"]]))
+    outcome = race(
+        dsn, sql, (INSERT, [[task["id"]]]), ("DELETE FROM pgsched.task WHERE id = %s", [task["id"]])
+    )
     assert "error" in outcome and "done" not in outcome
     assert count(sql, task["id"]) == 1
 
@@ -144,6 +168,8 @@ def test_an_insert_waits_for_an_open_delete_and_then_fails(db, sql, dsn):
     """The other order: the DELETE is open when the INSERT comes; the INSERT's lock waits,
     finds the row gone once the DELETE commits, and fails."""
     task = make_task(db, "gone", now=T0)
-    outcome = race(dsn, sql, ("DELETE FROM pgsched.task WHERE id = %s", [task["id"]]), (INSERT, [[task["id"]]]))
+    outcome = race(
+        dsn, sql, ("DELETE FROM pgsched.task WHERE id = %s", [task["id"]]), (INSERT, [[task["id"]]])
+    )
     assert "error" in outcome and "done" not in outcome
     assert count(sql) == 0

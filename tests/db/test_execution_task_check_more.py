@@ -28,14 +28,16 @@ T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
 def count(sql, task_id=None):
     if task_id is None:
         return sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"]
-    return sql.execute("SELECT count(*) AS n FROM pgsched.execution WHERE task_id = %s",
-                       [task_id]).fetchone()["n"]
+    return sql.execute(
+        "SELECT count(*) AS n FROM pgsched.execution WHERE task_id = %s", [task_id]
+    ).fetchone()["n"]
 
 
 def copy_rows(dsn, task_ids):
     with psycopg.connect(dsn, autocommit=True) as conn:
         with conn.cursor().copy(
-                "COPY pgsched.execution (task_id, scheduled_at, run_at) FROM STDIN") as copy:
+            "COPY pgsched.execution (task_id, scheduled_at, run_at) FROM STDIN"
+        ) as copy:
             for t in task_ids:
                 copy.write_row((t, T0, T0))
 
@@ -88,14 +90,20 @@ def test_a_key_enqueued_twice_concurrently_makes_one_execution(db, sql, dsn):
 
         thread = threading.Thread(target=go)
         thread.start()
-        wait_for(lambda: not thread.is_alive() or waiting_on_a_lock(sql, "second enqueue"),
-                 what="the second enqueue to wait on a lock (or to end)")
+        wait_for(
+            lambda: not thread.is_alive() or waiting_on_a_lock(sql, "second enqueue"),
+            what="the second enqueue to wait on a lock (or to end)",
+        )
         assert thread.is_alive(), "the second enqueue did not wait for the first's key"
         holding.commit()
         thread.join(10)
     assert got["id"] == first
-    assert sql.execute("SELECT count(*) AS n FROM pgsched.execution WHERE idempotency_key = 'k-1'"
-                       ).fetchone()["n"] == 1
+    assert (
+        sql.execute(
+            "SELECT count(*) AS n FROM pgsched.execution WHERE idempotency_key = 'k-1'"
+        ).fetchone()["n"]
+        == 1
+    )
 
 
 def test_an_idempotent_batch_enqueued_twice_makes_each_run_once(db, sql):
@@ -114,23 +122,35 @@ def test_migrating_0008_to_0009_keeps_executions_and_their_rules(empty_dsn):
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         task_id = conn.execute(
             """INSERT INTO pgsched.task (name, handler_kind, command) VALUES ('old', 'shell', 'true')
-               RETURNING id""").fetchone()[0]
-        conn.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
-                        SELECT %s, now(), now() FROM generate_series(1, 5)""", [task_id])
+               RETURNING id"""
+        ).fetchone()[0]
+        conn.execute(
+            """INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
+                        SELECT %s, now(), now() FROM generate_series(1, 5)""",
+            [task_id],
+        )
     applied = migrate.migrate(empty_dsn)  # 0009 and every later migration, on such data
     assert [m.version for m in applied] == [m.version for m in known[8:]]
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        assert conn.execute("SELECT count(*) FROM pgsched.execution WHERE task_id = %s",
-                            [task_id]).fetchone()[0] == 5
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM pgsched.execution WHERE task_id = %s", [task_id]
+            ).fetchone()[0]
+            == 5
+        )
         with pytest.raises(pg_errors.ForeignKeyViolation):
             conn.execute("DELETE FROM pgsched.task WHERE id = %s", [task_id])
         with pytest.raises(pg_errors.ForeignKeyViolation):
-            conn.execute("INSERT INTO pgsched.execution (task_id, scheduled_at, run_at) VALUES (-7, now(), now())")
+            conn.execute(
+                "INSERT INTO pgsched.execution (task_id, scheduled_at, run_at) VALUES (-7, now(), now())"
+            )
         assert conn.execute("SELECT pgsched_internal.enqueue_v1('old')").fetchone()[0] is not None
 
 
 @pytest.mark.parametrize("isolation", ["REPEATABLE READ", "SERIALIZABLE"])
-def test_an_insert_in_a_strict_transaction_cannot_name_a_task_deleted_meanwhile(db, sql, dsn, isolation):
+def test_an_insert_in_a_strict_transaction_cannot_name_a_task_deleted_meanwhile(
+    db, sql, dsn, isolation
+):
     """The INSERT's transaction took its snapshot while the task existed; a DELETE then
     commits. The INSERT must fail (a foreign key would raise a serialization failure)."""
     task = make_task(db, "strict", now=T0)
@@ -139,8 +159,11 @@ def test_an_insert_in_a_strict_transaction_cannot_name_a_task_deleted_meanwhile(
         inserter.execute("SELECT count(*) FROM pgsched.task")  # take the snapshot
         sql.execute("DELETE FROM pgsched.task WHERE id = %s", [task["id"]])
         with pytest.raises((pg_errors.ForeignKeyViolation, pg_errors.SerializationFailure)):
-            inserter.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
-                                VALUES (%s, now(), now())""", [task["id"]])
+            inserter.execute(
+                """INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
+                                VALUES (%s, now(), now())""",
+                [task["id"]],
+            )
     assert count(sql) == 0
 
 
@@ -153,7 +176,6 @@ def test_the_cli_soft_delete_still_works_for_a_task_with_executions(db, sql, dsn
     row = sql.execute("SELECT deleted_at FROM pgsched.task WHERE id = %s", [task["id"]]).fetchone()
     assert row["deleted_at"] is not None
     assert count(sql, task["id"]) >= 0
-
 
 
 def test_scheduler_fires_and_dag_nodes_wake_the_workers(db, sql, listener):
@@ -170,8 +192,18 @@ def test_scheduler_fires_and_dag_nodes_wake_the_workers(db, sql, listener):
     assert count(sql, task["id"]) == 1
     assert notifications_until_marker(listener, sql) == [""]
 
-    dagruns.apply(db, dag_module.parse({"name": "pair", "nodes": [
-        {"id": "a", "command": "true"}, {"id": "b", "command": "true", "depends_on": ["a"]}]}))
+    dagruns.apply(
+        db,
+        dag_module.parse(
+            {
+                "name": "pair",
+                "nodes": [
+                    {"id": "a", "command": "true"},
+                    {"id": "b", "command": "true", "depends_on": ["a"]},
+                ],
+            }
+        ),
+    )
     notifications_until_marker(listener, sql)
     run = dagruns.trigger(db, "pair")
     assert notifications_until_marker(listener, sql) == [""]  # node a queued
@@ -185,16 +217,26 @@ def test_renumbering_a_task_races_an_insert_both_ways(db, sql, dsn):
     from .test_execution_task_check import INSERT, race
 
     first = make_task(db, "renumbered", now=T0)
-    outcome = race(dsn, sql, (INSERT, [[first["id"]]]),
-                   ("UPDATE pgsched.task SET id = id + 1000 WHERE id = %s", [first["id"]]))
+    outcome = race(
+        dsn,
+        sql,
+        (INSERT, [[first["id"]]]),
+        ("UPDATE pgsched.task SET id = id + 1000 WHERE id = %s", [first["id"]]),
+    )
     assert "error" in outcome
     assert count(sql, first["id"]) == 1
     second = make_task(db, "renumbered_first", now=T0)
-    outcome = race(dsn, sql, ("UPDATE pgsched.task SET id = id + 1000 WHERE id = %s", [second["id"]]),
-                   (INSERT, [[second["id"]]]))
+    outcome = race(
+        dsn,
+        sql,
+        ("UPDATE pgsched.task SET id = id + 1000 WHERE id = %s", [second["id"]]),
+        (INSERT, [[second["id"]]]),
+    )
     assert "error" in outcome
     orphans = sql.execute("""SELECT count(*) AS n FROM pgsched.execution e
-                              WHERE NOT EXISTS (SELECT FROM pgsched.task k WHERE k.id = e.task_id)""").fetchone()["n"]
+                              WHERE NOT EXISTS (SELECT FROM pgsched.task k WHERE k.id = e.task_id)""").fetchone()[
+        "n"
+    ]
     assert orphans == 0
 
 
@@ -206,12 +248,28 @@ def test_a_key_that_already_succeeded_is_skipped_not_run_again(db, sql):
     first = tasks.trigger(db, "once_only", idempotency_key="done-1")
     worker = register(db)
     (row,) = claim(db, worker, limit=1)
-    assert db.exec("execution_finish", id=first, lease_id=row["lease_id"], state="succeeded",
-                   finished_at=datetime.now(UTC), exit_code=0, error=None, result=None) == 1
+    assert (
+        db.exec(
+            "execution_finish",
+            id=first,
+            lease_id=row["lease_id"],
+            state="succeeded",
+            finished_at=datetime.now(UTC),
+            exit_code=0,
+            error=None,
+            result=None,
+        )
+        == 1
+    )
     again = tasks.trigger(db, "once_only", idempotency_key="done-1")
     assert count(sql, task["id"]) == 0
-    states = [r["state"] for r in sql.execute(
-        "SELECT state FROM pgsched.execution_history WHERE task_id = %s ORDER BY finished_at", [task["id"]])]
+    states = [
+        r["state"]
+        for r in sql.execute(
+            "SELECT state FROM pgsched.execution_history WHERE task_id = %s ORDER BY finished_at",
+            [task["id"]],
+        )
+    ]
     assert states[0] == "succeeded" and "succeeded" not in states[1:]
     assert again is not None
 
@@ -222,8 +280,19 @@ def test_a_dead_letter_retry_wakes_the_workers(db, sql, listener):
     task = make_task(db, "dies", now=T0)
     ident = tasks.trigger(db, "dies")
     (row,) = claim(db, register(db), limit=1)
-    assert db.exec("execution_finish", id=ident, lease_id=row["lease_id"], state="dead",
-                   finished_at=datetime.now(UTC), exit_code=1, error="boom", result=None) == 1
+    assert (
+        db.exec(
+            "execution_finish",
+            id=ident,
+            lease_id=row["lease_id"],
+            state="dead",
+            finished_at=datetime.now(UTC),
+            exit_code=1,
+            error="boom",
+            result=None,
+        )
+        == 1
+    )
     notifications_until_marker(listener, sql)
     sql.execute("SELECT pgsched.dlq_retry_v1(%s, 'default')", [ident])
     assert count(sql, task["id"]) == 1
@@ -231,9 +300,14 @@ def test_a_dead_letter_retry_wakes_the_workers(db, sql, listener):
 
 
 def many_tasks(sql, n):
-    return [r["id"] for r in sql.execute(
-        """INSERT INTO pgsched.task (name, handler_kind, command)
-           SELECT 'bulk_' || i, 'shell', 'true' FROM generate_series(1, %s) i RETURNING id""", [n])]
+    return [
+        r["id"]
+        for r in sql.execute(
+            """INSERT INTO pgsched.task (name, handler_kind, command)
+           SELECT 'bulk_' || i, 'shell', 'true' FROM generate_series(1, %s) i RETURNING id""",
+            [n],
+        )
+    ]
 
 
 @pytest.mark.parametrize("where", [0, 150, 299])
@@ -241,8 +315,11 @@ def test_one_missing_task_among_hundreds_fails_the_whole_insert(sql, where):
     ids = many_tasks(sql, 300)
     named = ids[:where] + [-42] + ids[where:]
     with pytest.raises(pg_errors.ForeignKeyViolation, match="task_id -42 is not a task"):
-        sql.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
-                       SELECT t, now(), now() FROM unnest(%s::bigint[]) t""", [named])
+        sql.execute(
+            """INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
+                       SELECT t, now(), now() FROM unnest(%s::bigint[]) t""",
+            [named],
+        )
     assert count(sql) == 0
 
 
@@ -251,8 +328,11 @@ def test_an_open_insert_holds_every_task_it_names(sql, dsn):
     whatever plan the check took: a DELETE of any of them cannot take its lock."""
     ids = many_tasks(sql, 300)
     with psycopg.connect(dsn) as inserter, psycopg.connect(dsn) as deleter:
-        inserter.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
-                            SELECT t, now(), now() FROM unnest(%s::bigint[]) t""", [ids + ids[::-1]])
+        inserter.execute(
+            """INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
+                            SELECT t, now(), now() FROM unnest(%s::bigint[]) t""",
+            [ids + ids[::-1]],
+        )
         free = []
         for i in ids:
             try:
@@ -291,8 +371,11 @@ def test_a_strict_delete_waiting_for_an_open_insert_leaves_no_orphan(db, sql, ds
     task = make_task(db, "orphaned", now=T0)
     outcome: dict = {}
     with psycopg.connect(dsn) as holding:
-        holding.execute("""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
-                           VALUES (%s, now(), now())""", [task["id"]])
+        holding.execute(
+            """INSERT INTO pgsched.execution (task_id, scheduled_at, run_at)
+                           VALUES (%s, now(), now())""",
+            [task["id"]],
+        )
 
         def go():
             with psycopg.connect(dsn, application_name="strict delete") as conn:
@@ -306,13 +389,17 @@ def test_a_strict_delete_waiting_for_an_open_insert_leaves_no_orphan(db, sql, ds
 
         thread = threading.Thread(target=go)
         thread.start()
-        wait_for(lambda: not thread.is_alive() or waiting_on_a_lock(sql, "strict delete"),
-                 what="the DELETE to wait on a lock (or to end)")
+        wait_for(
+            lambda: not thread.is_alive() or waiting_on_a_lock(sql, "strict delete"),
+            what="the DELETE to wait on a lock (or to end)",
+        )
         assert thread.is_alive(), "the DELETE did not wait for the open INSERT"
         holding.commit()
         thread.join(10)
     orphans = sql.execute("""SELECT count(*) AS n FROM pgsched.execution e
-                              WHERE NOT EXISTS (SELECT FROM pgsched.task k WHERE k.id = e.task_id)""").fetchone()["n"]
+                              WHERE NOT EXISTS (SELECT FROM pgsched.task k WHERE k.id = e.task_id)""").fetchone()[
+        "n"
+    ]
     assert "error" in outcome and "READ COMMITTED" in str(outcome["error"])
     assert orphans == 0 and count(sql, task["id"]) == 1
 
@@ -322,9 +409,11 @@ def test_strict_transactions_may_not_delete_renumber_or_truncate_tasks(db, sql, 
     """Outside READ COMMITTED every change of the task side is refused, even with no
     execution in sight; a DELETE that matches no row is not."""
     task = make_task(db, "strict", now=T0)
-    for statement in (f"DELETE FROM pgsched.task WHERE id = {task['id']}",
-                      f"UPDATE pgsched.task SET id = id + 1000 WHERE id = {task['id']}",
-                      "TRUNCATE pgsched.task CASCADE"):
+    for statement in (
+        f"DELETE FROM pgsched.task WHERE id = {task['id']}",
+        f"UPDATE pgsched.task SET id = id + 1000 WHERE id = {task['id']}",
+        "TRUNCATE pgsched.task CASCADE",
+    ):
         with psycopg.connect(dsn) as conn:
             conn.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
             with pytest.raises(pg_errors.FeatureNotSupported, match=f"not {isolation.lower()}"):
@@ -333,6 +422,18 @@ def test_strict_transactions_may_not_delete_renumber_or_truncate_tasks(db, sql, 
         conn.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
         conn.execute("DELETE FROM pgsched.task WHERE id = -1")
         conn.commit()
-    assert sql.execute("SELECT count(*) AS n FROM pgsched.task WHERE id = %s", [task["id"]]).fetchone()["n"] == 1
-    sql.execute("DELETE FROM pgsched.task WHERE id = %s", [task["id"]])  # READ COMMITTED, unnamed: fine
-    assert sql.execute("SELECT count(*) AS n FROM pgsched.task WHERE id = %s", [task["id"]]).fetchone()["n"] == 0
+    assert (
+        sql.execute(
+            "SELECT count(*) AS n FROM pgsched.task WHERE id = %s", [task["id"]]
+        ).fetchone()["n"]
+        == 1
+    )
+    sql.execute(
+        "DELETE FROM pgsched.task WHERE id = %s", [task["id"]]
+    )  # READ COMMITTED, unnamed: fine
+    assert (
+        sql.execute(
+            "SELECT count(*) AS n FROM pgsched.task WHERE id = %s", [task["id"]]
+        ).fetchone()["n"]
+        == 0
+    )

@@ -26,8 +26,10 @@ from .test_claim import claim, finish, register
 pytestmark = pytest.mark.rolled_back
 
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
-ENQUEUE_V2 = ("SELECT execution_id, deduplicated, dedup_reason, succeeded_execution_id "
-              "FROM pgsched.enqueue_v2(%s, idempotency_key => %s)")
+ENQUEUE_V2 = (
+    "SELECT execution_id, deduplicated, dedup_reason, succeeded_execution_id "
+    "FROM pgsched.enqueue_v2(%s, idempotency_key => %s)"
+)
 ENQUEUE_V1 = "SELECT pgsched.enqueue_v1(%s, idempotency_key => %s) AS id"
 
 
@@ -48,8 +50,11 @@ def end(db, ident, state="succeeded"):
 
 
 def rows_of(sql, task_id):
-    return sql.execute("SELECT id, state, idempotency_key FROM pgsched.execution_all "
-                       "WHERE task_id = %s ORDER BY id", [task_id]).fetchall()
+    return sql.execute(
+        "SELECT id, state, idempotency_key FROM pgsched.execution_all "
+        "WHERE task_id = %s ORDER BY id",
+        [task_id],
+    ).fetchall()
 
 
 def row(ident, state, key):
@@ -82,8 +87,12 @@ def test_a_key_that_succeeded_on_one_task_does_not_skip_another_tasks_run(db, sq
 def test_enqueue_v2_says_a_new_execution_was_made(db, sql):
     task = make_task(db, "report", now=T0)
     made = enqueue_v2(sql, "report", "k-1")
-    assert made == {"execution_id": made["execution_id"], "deduplicated": False,
-                    "dedup_reason": None, "succeeded_execution_id": None}
+    assert made == {
+        "execution_id": made["execution_id"],
+        "deduplicated": False,
+        "dedup_reason": None,
+        "succeeded_execution_id": None,
+    }
     assert rows_of(sql, task["id"]) == [row(made["execution_id"], "pending", "k-1")]
     plain = enqueue_v2(sql, "report", None)  # no key: nothing to deduplicate on
     assert plain["deduplicated"] is False and plain["execution_id"] != made["execution_id"]
@@ -93,8 +102,12 @@ def test_enqueue_v2_says_it_returned_the_live_execution_of_the_key(db, sql):
     task = make_task(db, "report", now=T0)
     first = enqueue_v2(sql, "report", "k-1")["execution_id"]
     again = enqueue_v2(sql, "report", "k-1")
-    assert again == {"execution_id": first, "deduplicated": True, "dedup_reason": "live",
-                     "succeeded_execution_id": None}
+    assert again == {
+        "execution_id": first,
+        "deduplicated": True,
+        "dedup_reason": "live",
+        "succeeded_execution_id": None,
+    }
     claim(db, register(db))  # running is live too
     assert enqueue_v2(sql, "report", "k-1") == again
     assert [r["id"] for r in rows_of(sql, task["id"])] == [first]
@@ -108,8 +121,10 @@ def test_enqueue_v2_names_the_succeeded_execution_and_the_skipped_one_it_recorde
     again = enqueue_v2(sql, "report", "k-1")
     assert again["deduplicated"] is True and again["dedup_reason"] == "succeeded"
     assert again["succeeded_execution_id"] == first and again["execution_id"] != first
-    assert rows_of(sql, task["id"]) == [row(first, "succeeded", "k-1"),
-                                        row(again["execution_id"], "skipped", "k-1")]
+    assert rows_of(sql, task["id"]) == [
+        row(first, "succeeded", "k-1"),
+        row(again["execution_id"], "skipped", "k-1"),
+    ]
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
 
 
@@ -124,8 +139,9 @@ def test_the_python_enqueue_reports_what_the_key_did(db, sql):
     make_task(db, "report", now=T0)
     made = tasks.enqueue(db, "report", idempotency_key="k")
     assert made == Enqueued(made.execution_id)
-    assert tasks.enqueue(db, "report", idempotency_key="k") == Enqueued(made.execution_id, True,
-                                                                        "live")
+    assert tasks.enqueue(db, "report", idempotency_key="k") == Enqueued(
+        made.execution_id, True, "live"
+    )
     for bad in ("", "x" * 201, "a\x00b"):
         with pytest.raises(ValidationError, match="idempotency_key"):
             tasks.enqueue(db, "report", idempotency_key=bad)
@@ -134,23 +150,33 @@ def test_the_python_enqueue_reports_what_the_key_did(db, sql):
 @pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_run_request_returns_whether_it_was_deduplicated(db, sql):
     a, b = make_task(db, "invoice", now=T0), make_task(db, "receipt", now=T0)
-    insert = ("INSERT INTO pgsched.run_request (task, idempotency_key) VALUES (%s, 'order-7') "
-              "RETURNING execution_id, deduplicated, dedup_reason, succeeded_execution_id")
+    insert = (
+        "INSERT INTO pgsched.run_request (task, idempotency_key) VALUES (%s, 'order-7') "
+        "RETURNING execution_id, deduplicated, dedup_reason, succeeded_execution_id"
+    )
     first = sql.execute(insert, ["invoice"]).fetchone()
     assert first["deduplicated"] is False and first["dedup_reason"] is None
     again = sql.execute(insert, ["invoice"]).fetchone()
-    assert again == {"execution_id": first["execution_id"], "deduplicated": True,
-                     "dedup_reason": "live", "succeeded_execution_id": None}
+    assert again == {
+        "execution_id": first["execution_id"],
+        "deduplicated": True,
+        "dedup_reason": "live",
+        "succeeded_execution_id": None,
+    }
     other = sql.execute(insert, ["receipt"]).fetchone()  # another task: its own execution
     assert other["deduplicated"] is False and other["execution_id"] != first["execution_id"]
     assert [len(rows_of(sql, t["id"])) for t in (a, b)] == [1, 1]
     end(db, first["execution_id"])
     skipped = sql.execute(insert, ["invoice"]).fetchone()
     assert [skipped[k] for k in ("deduplicated", "dedup_reason", "succeeded_execution_id")] == [
-        True, "succeeded", first["execution_id"]]
+        True,
+        "succeeded",
+        first["execution_id"],
+    ]
     # the RETURNING of before still works
-    plain = sql.execute("INSERT INTO pgsched.run_request (task) VALUES ('receipt') "
-                        "RETURNING execution_id").fetchone()
+    plain = sql.execute(
+        "INSERT INTO pgsched.run_request (task) VALUES ('receipt') RETURNING execution_id"
+    ).fetchone()
     assert plain["execution_id"] is not None
 
 
@@ -170,8 +196,9 @@ def test_a_dead_letter_retry_is_not_skipped_for_another_tasks_key(db, sql, their
     if theirs == "succeeded":
         end(db, other)
     assert db.one("dlq_retry", id=failed, tenant="default")["id"] == failed
-    again = sql.execute("SELECT state, attempt, max_attempts FROM pgsched.execution_all "
-                        "WHERE id = %s", [failed]).fetchone()
+    again = sql.execute(
+        "SELECT state, attempt, max_attempts FROM pgsched.execution_all WHERE id = %s", [failed]
+    ).fetchone()
     assert again == {"state": "pending", "attempt": 1, "max_attempts": 2}  # queued, not skipped
 
 
@@ -183,10 +210,13 @@ def test_a_dead_letter_retry_is_skipped_for_its_own_tasks_key_that_succeeded(db,
     mine = tasks.trigger(db, "invoice", idempotency_key="order-7")
     end(db, mine)
     db.one("dlq_retry", id=failed, tenant="default")
-    got = sql.execute("SELECT state, error FROM pgsched.execution_all WHERE id = %s",
-                      [failed]).fetchone()
-    assert got == {"state": "skipped",
-                   "error": f"idempotency key 'order-7' already taken by execution {mine}"}
+    got = sql.execute(
+        "SELECT state, error FROM pgsched.execution_all WHERE id = %s", [failed]
+    ).fetchone()
+    assert got == {
+        "state": "skipped",
+        "error": f"idempotency key 'order-7' already taken by execution {mine}",
+    }
 
 
 def test_two_enqueues_racing_on_one_tasks_key_make_one_execution(db, sql, dsn):
@@ -201,8 +231,10 @@ def test_two_enqueues_racing_on_one_tasks_key_make_one_execution(db, sql, dsn):
 
         thread = threading.Thread(target=second)
         thread.start()
-        wait_until(lambda: waiting_on_a_lock(sql, "racer"),
-                   message="the second enqueue waits for the first's key")
+        wait_until(
+            lambda: waiting_on_a_lock(sql, "racer"),
+            message="the second enqueue waits for the first's key",
+        )
         holding.commit()
         thread.join(10)
     assert got["row"] == (first, True, "live", None)
@@ -226,22 +258,36 @@ def test_the_key_lookups_are_served_by_indexes_on_task_and_key(db, sql):
     """The live lookup and the already-succeeded lookup (in every history partition: the
     lookup names no finished_at) each find the key through an index of (tenant, task_id,
     idempotency_key)."""
-    unique = sql.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = 'pgsched' "
-                         "AND indexname = 'execution_task_idempotency_key'").fetchone()
-    assert unique == {"indexdef": "CREATE UNIQUE INDEX execution_task_idempotency_key ON "
-                                  "pgsched.execution USING btree (tenant, task_id, "
-                                  "idempotency_key) WHERE (idempotency_key IS NOT NULL)"}
-    per_partition = {r["relname"] for r in sql.execute(
-        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-        "WHERE i.inhparent = 'pgsched.execution_history_succeeded_key_idx'::regclass")}
-    partitions = sql.execute("SELECT count(*) AS n FROM pg_inherits "
-                             "WHERE inhparent = 'pgsched.execution_history'::regclass").fetchone()
+    unique = sql.execute(
+        "SELECT indexdef FROM pg_indexes WHERE schemaname = 'pgsched' "
+        "AND indexname = 'execution_task_idempotency_key'"
+    ).fetchone()
+    assert unique == {
+        "indexdef": "CREATE UNIQUE INDEX execution_task_idempotency_key ON "
+        "pgsched.execution USING btree (tenant, task_id, "
+        "idempotency_key) WHERE (idempotency_key IS NOT NULL)"
+    }
+    per_partition = {
+        r["relname"]
+        for r in sql.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = 'pgsched.execution_history_succeeded_key_idx'::regclass"
+        )
+    }
+    partitions = sql.execute(
+        "SELECT count(*) AS n FROM pg_inherits "
+        "WHERE inhparent = 'pgsched.execution_history'::regclass"
+    ).fetchone()
     assert len(per_partition) == partitions["n"] > 1
     sql.execute("SET enable_seqscan = off")
-    history = ("SELECT id FROM pgsched.execution_history WHERE tenant = 'default' AND task_id = 1 "
-               "AND idempotency_key = 'k' AND state = 'succeeded' LIMIT 1")
-    live = ("SELECT id FROM pgsched.execution WHERE tenant = 'default' AND task_id = 1 "
-            "AND idempotency_key = 'k'")
+    history = (
+        "SELECT id FROM pgsched.execution_history WHERE tenant = 'default' AND task_id = 1 "
+        "AND idempotency_key = 'k' AND state = 'succeeded' LIMIT 1"
+    )
+    live = (
+        "SELECT id FROM pgsched.execution WHERE tenant = 'default' AND task_id = 1 "
+        "AND idempotency_key = 'k'"
+    )
     for lookup in (history, live):
         plan = "\n".join(r["QUERY PLAN"] for r in sql.execute("EXPLAIN " + lookup)) + " "
         names = per_partition | {"execution_task_idempotency_key"}
@@ -256,22 +302,30 @@ def test_migrating_to_0012_keeps_keyed_executions_and_finds_their_keys(empty_dsn
     at = next(i for i, m in enumerate(known) if m.name == "idempotency_per_task")
     migrate.migrate(empty_dsn, known[:at])
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        conn.execute("INSERT INTO pgsched.task (name, handler_kind, command) "
-                     "VALUES ('old', 'shell', 'true')")
+        conn.execute(
+            "INSERT INTO pgsched.task (name, handler_kind, command) VALUES ('old', 'shell', 'true')"
+        )
         live = conn.execute(ENQUEUE_V1, ["old", "live-key"]).fetchone()[0]
         done = conn.execute(ENQUEUE_V1, ["old", "done-key"]).fetchone()[0]
-        conn.execute("""
+        conn.execute(
+            """
             WITH gone AS (DELETE FROM pgsched.execution WHERE id = %s RETURNING *)
             INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at,
                 state, trigger, priority, queue, params, idempotency_key, attempt, max_attempts,
                 created_at, started_at, finished_at)
             SELECT id, tenant, task_id, scheduled_at, run_at, 'succeeded', trigger, priority,
                    queue, params, idempotency_key, 1, max_attempts, created_at, now(), now()
-              FROM gone""", [done])
-    assert [m.version for m in migrate.migrate(empty_dsn, known[:at + 1])] == [at + 1]
+              FROM gone""",
+            [done],
+        )
+    assert [m.version for m in migrate.migrate(empty_dsn, known[: at + 1])] == [at + 1]
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         assert conn.execute(ENQUEUE_V2, ["old", "live-key"]).fetchone() == (
-            live, True, "live", None)
+            live,
+            True,
+            "live",
+            None,
+        )
         skipped, *how = conn.execute(ENQUEUE_V2, ["old", "done-key"]).fetchone()
         assert how == [True, "succeeded", done] and skipped > done
         assert conn.execute("SELECT count(*) FROM pgsched.execution").fetchone()[0] == 1
@@ -285,6 +339,9 @@ def test_the_sql_api_refuses_a_key_the_cli_and_rest_refuse(db, sql, key):
     PostgreSQL's own error (an index row at most about 2.7 kB). Nothing is written."""
     task = make_task(db, "report", now=T0)
     for call in (ENQUEUE_V2, ENQUEUE_V1):
-        with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"idempotency_key: .* must be text of 1 to 200"):
+        with pytest.raises(
+            psycopg.errors.InvalidParameterValue,
+            match=r"idempotency_key: .* must be text of 1 to 200",
+        ):
             sql.execute(call, ["report", key])
     assert rows_of(sql, task["id"]) == []

@@ -23,13 +23,25 @@ CALL = re.compile(r"\b(pgsched(?:_internal)?)\.([a-z][a-z0-9_]*_v[0-9]+)\(")
 
 
 def functions(sql, schema: str) -> set[str]:
-    return {r["proname"] for r in sql.execute(
-        "SELECT proname FROM pg_proc WHERE pronamespace = %s::regnamespace", [schema])}
+    return {
+        r["proname"]
+        for r in sql.execute(
+            "SELECT proname FROM pg_proc WHERE pronamespace = %s::regnamespace", [schema]
+        )
+    }
 
 
 def test_the_public_schema_holds_exactly_the_functions_docs_sql_api_describes(sql):
-    documented = {name for schema, name in CALL.findall(
-        "\n".join(line for line in (REPO / "docs" / "sql-api.md").read_text().splitlines() if line.startswith("### ")))}
+    documented = {
+        name
+        for schema, name in CALL.findall(
+            "\n".join(
+                line
+                for line in (REPO / "docs" / "sql-api.md").read_text().splitlines()
+                if line.startswith("### ")
+            )
+        )
+    }
     assert documented, "no '### `pgsched.name_vN(...)`' headings found in docs/sql-api.md"
     assert functions(sql, "pgsched") == documented
 
@@ -37,16 +49,27 @@ def test_the_public_schema_holds_exactly_the_functions_docs_sql_api_describes(sq
 def test_every_function_a_body_calls_is_in_the_schema_it_names(sql):
     known = {(s, n) for s in ("pgsched", "pgsched_internal") for n in functions(sql, s)}
     wrong = []
-    for row in sql.execute("SELECT oid::regprocedure::text AS f, prosrc FROM pg_proc "
-                           "WHERE pronamespace IN ('pgsched'::regnamespace, 'pgsched_internal'::regnamespace)"):
-        wrong += [f"{row['f']} calls {s}.{n}" for s, n in CALL.findall(row["prosrc"]) if (s, n) not in known]
+    for row in sql.execute(
+        "SELECT oid::regprocedure::text AS f, prosrc FROM pg_proc "
+        "WHERE pronamespace IN ('pgsched'::regnamespace, 'pgsched_internal'::regnamespace)"
+    ):
+        wrong += [
+            f"{row['f']} calls {s}.{n}"
+            for s, n in CALL.findall(row["prosrc"])
+            if (s, n) not in known
+        ]
     assert wrong == []
 
 
 def test_every_function_the_named_queries_call_is_in_the_schema_they_name(sql):
     known = {(s, n) for s in ("pgsched", "pgsched_internal") for n in functions(sql, s)}
-    wrong = [f"{path.name}: {s}.{n}" for path in sorted((REPO / "sql").glob("*.sql")) if path.name != "schema.sql"
-             for s, n in CALL.findall(path.read_text()) if (s, n) not in known]
+    wrong = [
+        f"{path.name}: {s}.{n}"
+        for path in sorted((REPO / "sql").glob("*.sql"))
+        if path.name != "schema.sql"
+        for s, n in CALL.findall(path.read_text())
+        if (s, n) not in known
+    ]
     assert wrong == []
 
 
@@ -60,13 +83,19 @@ def test_an_upgrade_from_0016_with_work_in_flight_is_a_fresh_schema_and_goes_on(
             # Before: a DAG run in flight, a pending execution, a paused task.
             dagruns.apply(db, dag_module.parse(ETL))
             run = sql.execute("SELECT pgsched.dag_trigger_v1('etl') AS id").fetchone()["id"]
-            sql.execute("INSERT INTO pgsched.task (name, handler_kind, command, queue) "
-                        "VALUES ('old', 'shell', 'true', 'elsewhere')")
+            sql.execute(
+                "INSERT INTO pgsched.task (name, handler_kind, command, queue) "
+                "VALUES ('old', 'shell', 'true', 'elsewhere')"
+            )
             pending = sql.execute("SELECT pgsched.enqueue_v1('old') AS id").fetchone()["id"]
             assert sql.execute("SELECT pgsched.pause_v1('old') AS ok").fetchone()["ok"]
 
-            assert [m.version for m in migrate.migrate(empty_dsn)] == [m.version for m in known[at:]]
-            snapshot = schema_snapshot.SNAPSHOT.read_text()  # what a fresh database is (test_schema_snapshot)
+            assert [m.version for m in migrate.migrate(empty_dsn)] == [
+                m.version for m in known[at:]
+            ]
+            snapshot = (
+                schema_snapshot.SNAPSHOT.read_text()
+            )  # what a fresh database is (test_schema_snapshot)
             if schema_snapshot.snapshot_major(snapshot) == schema_snapshot.server_major(empty_dsn):
                 assert schema_snapshot.dump(empty_dsn) == snapshot
 
@@ -77,9 +106,17 @@ def test_an_upgrade_from_0016_with_work_in_flight_is_a_fresh_schema_and_goes_on(
             drive.finish(run, "extract_a")
             drive.finish(run, "extract_b")
             assert drive.states(run)["merge"] == "queued"
-            assert sql.execute("SELECT pgsched.cancel_v1(%s) AS how", [pending]).fetchone()["how"] == "cancelled"
+            assert (
+                sql.execute("SELECT pgsched.cancel_v1(%s) AS how", [pending]).fetchone()["how"]
+                == "cancelled"
+            )
             assert sql.execute("SELECT pgsched.resume_v1('old') AS ok").fetchone()["ok"]
-            assert sql.execute("SELECT paused_by FROM pgsched.task WHERE name = 'old'").fetchone()["paused_by"] is None
+            assert (
+                sql.execute("SELECT paused_by FROM pgsched.task WHERE name = 'old'").fetchone()[
+                    "paused_by"
+                ]
+                is None
+            )
             assert dagruns.cancel(db, run) == "cancelled"
             assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
     finally:

@@ -24,7 +24,9 @@ def test_migrate_applies_all_then_nothing(empty_dsn, sql):
     assert [m.version for m in applied] == [m.version for m in known]
     assert migrate.migrate(empty_dsn) == []
     with psycopg.connect(empty_dsn) as conn:
-        rows = conn.execute("SELECT version, checksum FROM pgsched.schema_migration ORDER BY version").fetchall()
+        rows = conn.execute(
+            "SELECT version, checksum FROM pgsched.schema_migration ORDER BY version"
+        ).fetchall()
     assert rows == [(m.version, m.checksum) for m in known]
 
 
@@ -57,8 +59,12 @@ def test_processes_refuse_a_schema_behind(empty_dsn):
             migrate.require_current(tx)
     finally:
         db.close()
-    proc = subprocess.run([sys.executable, "-m", "pgsched", "--dsn", empty_dsn, "task", "list"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pgsched", "--dsn", empty_dsn, "task", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1
     assert "run 'pgsched migrate'" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -66,18 +72,29 @@ def test_processes_refuse_a_schema_behind(empty_dsn):
 
 def test_failed_migration_leaves_nothing(empty_dsn):
     known = migrate.load()
-    broken = migrate.Migration(len(known) + 1, "broken", "CREATE TABLE pgsched.half (x int);\nSELECT 1/0;")
+    broken = migrate.Migration(
+        len(known) + 1, "broken", "CREATE TABLE pgsched.half (x int);\nSELECT 1/0;"
+    )
     with pytest.raises(migrate.MigrationError, match="rolled back"):
         migrate.migrate(empty_dsn, known + [broken])
     with psycopg.connect(empty_dsn) as conn:
         assert conn.execute("SELECT to_regclass('pgsched.half')").fetchone() == (None,)
-        assert conn.execute("SELECT max(version) FROM pgsched.schema_migration").fetchone() == (len(known),)
+        assert conn.execute("SELECT max(version) FROM pgsched.schema_migration").fetchone() == (
+            len(known),
+        )
 
 
 def test_ten_concurrent_migrate_processes_leave_one_correct_schema(empty_dsn):
-    procs = [subprocess.Popen([sys.executable, "-m", "pgsched", "--dsn", empty_dsn, "migrate"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-             for _ in range(10)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pgsched", "--dsn", empty_dsn, "migrate"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        for _ in range(10)
+    ]
     results = [(p.communicate(timeout=120), p.returncode) for p in procs]
     results = [(code, out, err) for (out, err), code in results]
     assert all(code == 0 for code, _, _ in results), results
@@ -85,12 +102,27 @@ def test_ten_concurrent_migrate_processes_leave_one_correct_schema(empty_dsn):
     assert len(applied) == 1, results
     assert sum("schema is up to date" in out for _, out, _ in results) == 9
     with psycopg.connect(empty_dsn) as conn:
-        assert conn.execute("SELECT count(*) FROM pgsched.schema_migration").fetchone() == (len(migrate.load()),)
-        tables = {r[0] for r in conn.execute(
-            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = 'pgsched' AND c.relkind IN ('r', 'p', 'v')").fetchall()}
-    assert {"task", "execution", "execution_history", "execution_attempt", "execution_log", "worker",
-            "leader", "run_request", "schema_migration"} <= tables
+        assert conn.execute("SELECT count(*) FROM pgsched.schema_migration").fetchone() == (
+            len(migrate.load()),
+        )
+        tables = {
+            r[0]
+            for r in conn.execute(
+                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = 'pgsched' AND c.relkind IN ('r', 'p', 'v')"
+            ).fetchall()
+        }
+    assert {
+        "task",
+        "execution",
+        "execution_history",
+        "execution_attempt",
+        "execution_log",
+        "worker",
+        "leader",
+        "run_request",
+        "schema_migration",
+    } <= tables
 
 
 def test_migrate_creates_the_history_partitions_around_today(empty_dsn):
@@ -99,7 +131,13 @@ def test_migrate_creates_the_history_partitions_around_today(empty_dsn):
     migrate.migrate(empty_dsn)
     today = datetime.now(UTC).date()
     with psycopg.connect(empty_dsn) as conn:
-        names = {r[0] for r in conn.execute(
-            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-            "WHERE c.relname ~ '^execution_history_p[0-9]{8}$'")}
-    assert {f"execution_history_p{today + timedelta(days=d):%Y%m%d}" for d in (-1, 0, 1, 2, 3)} <= names
+        names = {
+            r[0]
+            for r in conn.execute(
+                "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                "WHERE c.relname ~ '^execution_history_p[0-9]{8}$'"
+            )
+        }
+    assert {
+        f"execution_history_p{today + timedelta(days=d):%Y%m%d}" for d in (-1, 0, 1, 2, 3)
+    } <= names

@@ -264,10 +264,14 @@ def test_retention_gives_way_to_a_reader_instead_of_stalling_inserts(db, sql, ds
     maintain_partitions(db, now, retention_days=30, premake_days=1)
     reader = psycopg.connect(dsn)
     try:
-        reader.execute("SELECT count(*) FROM pgsched.execution_history")  # holds ACCESS SHARE until commit
+        reader.execute(
+            "SELECT count(*) FROM pgsched.execution_history"
+        )  # holds ACCESS SHARE until commit
         later = now + timedelta(days=40)
         began = time.monotonic()
-        report = maintain_partitions(db, later, retention_days=30, premake_days=1, lock_timeout_ms=200)
+        report = maintain_partitions(
+            db, later, retention_days=30, premake_days=1, lock_timeout_ms=200
+        )
         # It gave up within the lock timeout per partition instead of queueing behind the
         # reader (where every insert into history would have queued behind it in turn).
         assert time.monotonic() - began < 10
@@ -275,4 +279,6 @@ def test_retention_gives_way_to_a_reader_instead_of_stalling_inserts(db, sql, ds
     finally:
         reader.close()
     report = maintain_partitions(db, later, retention_days=30, premake_days=1)
-    assert report["busy"] == [] and any(n.startswith("execution_history_p2026010") for n in report["dropped"])
+    assert report["busy"] == [] and any(
+        n.startswith("execution_history_p2026010") for n in report["dropped"]
+    )

@@ -24,18 +24,28 @@ DROPPED = ("US/Pacific-New", "Mars/Olympus")  # a zone tzdata dropped in 2020, o
 
 
 def stored(sql, name: str) -> dict:
-    return sql.execute("SELECT * FROM pgsched.task WHERE name = %s AND deleted_at IS NULL", [name]).fetchone()
+    return sql.execute(
+        "SELECT * FROM pgsched.task WHERE name = %s AND deleted_at IS NULL", [name]
+    ).fetchone()
 
 
 def hourly(db, name: str, **fields) -> dict:
-    row = tasks.create(db, TaskSpec(name=name, command="true", schedule_kind="cron", schedule="0 * * * *",
-                                    **fields), now=T0)
+    row = tasks.create(
+        db,
+        TaskSpec(name=name, command="true", schedule_kind="cron", schedule="0 * * * *", **fields),
+        now=T0,
+    )
     assert row is not None
     return row
 
 
 def pause_fields(row: dict) -> tuple:
-    return row["enabled"], row["paused_by"], row["pause_reason"] is not None, row["paused_at"] is not None
+    return (
+        row["enabled"],
+        row["paused_by"],
+        row["pause_reason"] is not None,
+        row["paused_at"] is not None,
+    )
 
 
 @pytest.mark.parametrize("zone", DROPPED)
@@ -52,9 +62,12 @@ def test_the_scheduler_stores_why_it_paused_a_task_whose_zone_the_tz_database_la
         row = stored(sql, name)
         assert pause_fields(row) == (False, "scheduler", True, True), row
         assert row["paused_at"] >= before and row["next_fire_at"] is None
-        assert row["pause_reason"].startswith(f"the scheduler cannot compute its {step}: timezone: {zone!r} "
-                                              "is not an IANA time zone"), row["pause_reason"]
-    fired = sql.execute("SELECT count(*) AS n FROM pgsched.execution WHERE task_id = %s", [due["id"]]).fetchone()
+        assert row["pause_reason"].startswith(
+            f"the scheduler cannot compute its {step}: timezone: {zone!r} is not an IANA time zone"
+        ), row["pause_reason"]
+    fired = sql.execute(
+        "SELECT count(*) AS n FROM pgsched.execution WHERE task_id = %s", [due["id"]]
+    ).fetchone()
     assert fired["n"] == 1  # its due fire ran; only the next could not be computed
 
 
@@ -89,7 +102,9 @@ def test_fixing_the_zone_resumes_a_task_the_scheduler_paused_and_plans_its_next_
     scheduler.tick(db, 1, T0)
     assert stored(sql, "report")["paused_by"] == "scheduler"
     # any other change is refused while the zone is broken, naming the zone
-    with pytest.raises(ValidationError, match="timezone: 'US/Pacific-New' is not an IANA time zone"):
+    with pytest.raises(
+        ValidationError, match="timezone: 'US/Pacific-New' is not an IANA time zone"
+    ):
         tasks.update(db, "report", {"command": "echo fixed"}, now=T0)
 
     row = tasks.update(db, "report", {"timezone": "America/Los_Angeles"}, now=T0)
@@ -108,10 +123,16 @@ def test_an_update_keeps_a_task_an_operator_paused_paused(db, sql):
     assert pause_fields(row) == (False, "operator", False, True) and row["next_fire_at"] is None
 
 
-def test_an_update_that_leaves_the_schedule_alone_does_not_resume_a_task_the_scheduler_paused(db, sql):
+def test_an_update_that_leaves_the_schedule_alone_does_not_resume_a_task_the_scheduler_paused(
+    db, sql
+):
     hourly(db, "broken")
     job = stored(sql, "broken")
-    db.exec("task_disable", ids=[job["id"]], reasons=["the scheduler cannot compute its schedule: croniter"])
+    db.exec(
+        "task_disable",
+        ids=[job["id"]],
+        reasons=["the scheduler cannot compute its schedule: croniter"],
+    )
 
     row = tasks.update(db, "broken", {"command": "echo other"}, now=T0)
 

@@ -21,7 +21,9 @@ def test_a_failed_statement_names_its_query_file_and_line(db):
         db.one("api_dlq_delete", id="not a number", tenant="default")
     assert where("api_dlq_delete") in info.value.__notes__
     assert where("api_dlq_delete").startswith("query 'api_dlq_delete' (sql/api.sql:")
-    assert str(info.value).startswith("invalid input syntax for type bigint")  # the message is unchanged
+    assert str(info.value).startswith(
+        "invalid input syntax for type bigint"
+    )  # the message is unchanged
     cause = info.value.__cause__
     assert isinstance(cause, pg_errors.InvalidTextRepresentation)  # the original type, noted too
     assert where("api_dlq_delete") in cause.__notes__
@@ -40,4 +42,3 @@ def test_in_a_transaction_the_failed_query_is_named_once(db):
         tx.one("clock_now")
         tx.one("api_dlq_delete", id="x", tenant="default")
     assert info.value.__notes__ == [where("api_dlq_delete")]
-

@@ -34,17 +34,23 @@ def running(db, sql, n=1, name="job", worker=None, **fields):
 
 
 def silence(sql, worker, seconds=60):
-    sql.execute("UPDATE pgsched.worker SET last_heartbeat_at = now() - make_interval(secs => %s) WHERE id = %s",
-                [seconds, worker])
+    sql.execute(
+        "UPDATE pgsched.worker SET last_heartbeat_at = now() - make_interval(secs => %s) WHERE id = %s",
+        [seconds, worker],
+    )
 
 
 def state_of(sql, execution_id):
-    return sql.execute("SELECT * FROM pgsched.execution_all WHERE id = %s", [execution_id]).fetchone()
+    return sql.execute(
+        "SELECT * FROM pgsched.execution_all WHERE id = %s", [execution_id]
+    ).fetchone()
 
 
 def attempts(sql, execution_id):
-    return sql.execute("SELECT * FROM pgsched.execution_attempt WHERE execution_id = %s ORDER BY attempt, started_at",
-                       [execution_id]).fetchall()
+    return sql.execute(
+        "SELECT * FROM pgsched.execution_attempt WHERE execution_id = %s ORDER BY attempt, started_at",
+        [execution_id],
+    ).fetchall()
 
 
 # --- rescue ---------------------------------------------------------------------------
@@ -56,16 +62,32 @@ def test_a_silent_worker_is_declared_dead_and_its_executions_requeued_once(db, s
     silence(sql, worker, seconds=16)  # heartbeat interval 5 s: dead after 15 s
     rescued = scheduler.rescue(db)
     assert sorted((r["execution_id"], r["worker_id"], r["outcome"]) for r in rescued) == sorted(
-        (c["id"], worker, "requeued") for c in claimed)
+        (c["id"], worker, "requeued") for c in claimed
+    )
     states = {r["id"]: r["state"] for r in sql.execute("SELECT id, state FROM pgsched.worker")}
     assert states == {worker: "dead", alive: "running"}
     for c in claimed:
         row = state_of(sql, c["id"])
-        assert (row["state"], row["worker_id"], row["attempt"], row["max_attempts"], row["lost_attempts"]) == (
-            "pending", None, 1, 2, 0)  # the lost attempt does not use up its one try; its start was not
+        assert (
+            row["state"],
+            row["worker_id"],
+            row["attempt"],
+            row["max_attempts"],
+            row["lost_attempts"],
+        ) == (
+            "pending",
+            None,
+            1,
+            2,
+            0,
+        )  # the lost attempt does not use up its one try; its start was not
         # recorded, so the loss does not count either (tests/db/test_start_confirmation.py)
         [lost] = attempts(sql, c["id"])
-        assert (lost["state"], lost["worker_id"], lost["lease_id"]) == ("lost", worker, c["lease_id"])
+        assert (lost["state"], lost["worker_id"], lost["lease_id"]) == (
+            "lost",
+            worker,
+            c["lease_id"],
+        )
         assert f"worker {worker} was lost" in lost["error"]
     assert scheduler.rescue(db) == []  # exactly once
     # The dead worker's late outcome is rejected: its lease is gone.
@@ -103,7 +125,10 @@ def test_an_execution_lost_three_times_after_it_started_is_dead(db, sql):
 
 def test_a_rescued_execution_whose_cancel_was_asked_is_cancelled(db, sql):
     worker, (first,) = running(db, sql)
-    assert sql.execute("SELECT pgsched.cancel_v1(%s) AS o", [first["id"]]).fetchone()["o"] == "cancelling"
+    assert (
+        sql.execute("SELECT pgsched.cancel_v1(%s) AS o", [first["id"]]).fetchone()["o"]
+        == "cancelling"
+    )
     silence(sql, worker)
     assert [r["outcome"] for r in scheduler.rescue(db)] == ["cancelled"]
     assert state_of(sql, first["id"])["state"] == "cancelled"
@@ -117,7 +142,11 @@ def test_cancel_of_a_pending_execution_ends_it_at_once(db, sql):
     ident = tasks.trigger(db, "job", run_at=T0 + timedelta(days=1))
     assert sql.execute("SELECT pgsched.cancel_v1(%s) AS o", [ident]).fetchone()["o"] == "cancelled"
     row = state_of(sql, ident)
-    assert (row["state"], row["attempt"], row["error"]) == ("cancelled", 0, "cancelled while pending")
+    assert (row["state"], row["attempt"], row["error"]) == (
+        "cancelled",
+        0,
+        "cancelled while pending",
+    )
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
     # again: it has ended, nothing changes
     assert sql.execute("SELECT pgsched.cancel_v1(%s) AS o", [ident]).fetchone()["o"] == "finished"
@@ -127,13 +156,22 @@ def test_cancel_of_a_running_execution_tells_its_worker(db, sql, dsn):
     worker, (first,) = running(db, sql)
     with psycopg.connect(dsn, autocommit=True) as listener:
         listener.execute("LISTEN pgsched_cancel")
-        assert sql.execute("SELECT pgsched.cancel_v1(%s) AS o", [first["id"]]).fetchone()["o"] == "cancelling"
+        assert (
+            sql.execute("SELECT pgsched.cancel_v1(%s) AS o", [first["id"]]).fetchone()["o"]
+            == "cancelling"
+        )
         assert notifications_until_marker(listener, sql, "pgsched_cancel") == [str(first["id"])]
     row = state_of(sql, first["id"])
     assert row["state"] == "running" and row["cancel_requested_at"] is not None
-    beat = db.one("worker_heartbeat", id=worker, running=1, held=[], host_time=None, round_trip=None)
+    beat = db.one(
+        "worker_heartbeat", id=worker, running=1, held=[], host_time=None, round_trip=None
+    )
     assert beat.pop("now") is not None  # the database's clock, for the worker's records
-    assert beat == {"alive": True, "cancel_ids": [first["id"]], "lost_ids": []}  # for a worker that missed the NOTIFY
+    assert beat == {
+        "alive": True,
+        "cancel_ids": [first["id"]],
+        "lost_ids": [],
+    }  # for a worker that missed the NOTIFY
 
 
 def test_cancel_of_an_unknown_execution_names_it(db):
@@ -145,7 +183,9 @@ def test_a_dead_worker_learns_it_from_its_heartbeat(db, sql):
     worker, _ = running(db, sql)
     silence(sql, worker)
     scheduler.rescue(db)
-    beat = db.one("worker_heartbeat", id=worker, running=1, held=[], host_time=None, round_trip=None)
+    beat = db.one(
+        "worker_heartbeat", id=worker, running=1, held=[], host_time=None, round_trip=None
+    )
     assert {k: beat[k] for k in ("alive", "cancel_ids")} == {"alive": False, "cancel_ids": []}
 
 
@@ -158,18 +198,36 @@ def dead(db, sql, name="job", key=None, **fields):
     ident = tasks.trigger(db, name, run_at=T0, idempotency_key=key)
     worker = register(db, f"w-{name}")
     (c,) = claim(db, worker, now=T0)
-    assert finish(db, ident, c["lease_id"], state="dead", exit_code=3, error="exited with code 3",
-                  finished_at=datetime.now(UTC)) == 1
+    assert (
+        finish(
+            db,
+            ident,
+            c["lease_id"],
+            state="dead",
+            exit_code=3,
+            error="exited with code 3",
+            finished_at=datetime.now(UTC),
+        )
+        == 1
+    )
     return ident
 
 
 def test_dlq_retry_gives_a_fresh_set_of_attempts_and_keeps_the_old(db, sql):
     ident = dead(db, sql, max_attempts=2)
-    sql.execute("""INSERT INTO pgsched.execution_attempt (execution_id, attempt, state, started_at, finished_at)
-                   VALUES (%s, 1, 'failed', now(), now())""", [ident])
+    sql.execute(
+        """INSERT INTO pgsched.execution_attempt (execution_id, attempt, state, started_at, finished_at)
+                   VALUES (%s, 1, 'failed', now(), now())""",
+        [ident],
+    )
     assert db.one("dlq_retry", id=ident, tenant="default")["id"] == ident
     row = state_of(sql, ident)
-    assert (row["state"], row["attempt"], row["max_attempts"], row["worker_id"]) == ("pending", 1, 3, None)
+    assert (row["state"], row["attempt"], row["max_attempts"], row["worker_id"]) == (
+        "pending",
+        1,
+        3,
+        None,
+    )
     assert len(attempts(sql, ident)) == 1
     worker = register(db, "again")
     (c,) = claim(db, worker, now=datetime.now(UTC))
@@ -196,7 +254,10 @@ def test_dlq_retry_all_and_purge(db, sql):
     c = dead(db, sql, "c")
     assert db.one("dlq_retry_all", task="a", tenant="default")["retried"] == 1
     assert state_of(sql, a)["state"] == "pending" and state_of(sql, b)["state"] == "dead"
-    sql.execute("UPDATE pgsched.execution_history SET finished_at = now() - interval '8 days' WHERE id = %s", [b])
+    sql.execute(
+        "UPDATE pgsched.execution_history SET finished_at = now() - interval '8 days' WHERE id = %s",
+        [b],
+    )
     assert db.one("dlq_purge", seconds=7 * 86400.0, tenant="default")["purged"] == 1
     assert state_of(sql, b) is None and state_of(sql, c)["state"] == "dead"
     assert db.one("dlq_purge", seconds=0.0, tenant="default")["purged"] == 1
@@ -216,7 +277,9 @@ def test_retries_over_the_budget_move_to_a_later_minute(db, sql):
     assert slot() == soon  # nothing queued yet
     for _ in range(2):
         ident = tasks.trigger(db, "job", run_at=minute + timedelta(seconds=50))
-        sql.execute("UPDATE pgsched.execution SET attempt = 1 WHERE id = %s", [ident])  # a queued retry
+        sql.execute(
+            "UPDATE pgsched.execution SET attempt = 1 WHERE id = %s", [ident]
+        )  # a queued retry
     assert slot() == minute + timedelta(minutes=1)  # this minute is full: delayed, never dropped
     sql.execute("UPDATE pgsched.setting SET value = '3' WHERE name = 'retry_budget_min_per_minute'")
     assert slot() == soon
@@ -228,10 +291,17 @@ def test_retries_already_started_in_a_minute_count_against_it(db, sql):
     make_task(db, now=T0)
     ident = tasks.trigger(db, "job", run_at=T0)
     now = datetime.now(UTC)
-    sql.execute("""INSERT INTO pgsched.execution_attempt (execution_id, attempt, state, started_at, finished_at)
-                   VALUES (%s, 2, 'failed', %s, %s)""", [ident, now, now])  # a retry ran this minute
+    sql.execute(
+        """INSERT INTO pgsched.execution_attempt (execution_id, attempt, state, started_at, finished_at)
+                   VALUES (%s, 2, 'failed', %s, %s)""",
+        [ident, now, now],
+    )  # a retry ran this minute
     proposed = now + timedelta(seconds=1)
-    expected = proposed if proposed.minute != now.minute else now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    expected = (
+        proposed
+        if proposed.minute != now.minute
+        else now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    )
     assert db.one("execution_retry_slot", proposed=proposed)["run_at"] == expected
 
 
@@ -242,18 +312,32 @@ def at(minute: int, second: int = 0) -> datetime:
     return T0.replace(minute=minute, second=second)
 
 
-@pytest.mark.parametrize(("policy", "fires", "missed"), [
-    ("once", [at(6)], 5),  # one run, for the latest missed instant (10:06)
-    ("all", [at(m) for m in range(1, 7)], 0),
-    ("skip", [at(6)], 5),  # 10:06 is 30 s late: within the grace, it runs
-])
+@pytest.mark.parametrize(
+    ("policy", "fires", "missed"),
+    [
+        ("once", [at(6)], 5),  # one run, for the latest missed instant (10:06)
+        ("all", [at(m) for m in range(1, 7)], 0),
+        ("skip", [at(6)], 5),  # 10:06 is 30 s late: within the grace, it runs
+    ],
+)
 def test_misfire_policies_after_downtime(db, sql, policy, fires, missed):
-    task = tasks.create(db, TaskSpec(name="minutely", command="true", schedule_kind="cron", schedule="* * * * *",
-                                     misfire_policy=policy), now=at(0, 30))
+    task = tasks.create(
+        db,
+        TaskSpec(
+            name="minutely",
+            command="true",
+            schedule_kind="cron",
+            schedule="* * * * *",
+            misfire_policy=policy,
+        ),
+        now=at(0, 30),
+    )
     assert task["next_fire_at"] == at(1)
     # the scheduler was down from 10:00:30 until 10:06:30
     scheduler.tick(db, 1, at(6, 30))
-    rows = sql.execute("SELECT scheduled_at FROM pgsched.execution ORDER BY scheduled_at").fetchall()
+    rows = sql.execute(
+        "SELECT scheduled_at FROM pgsched.execution ORDER BY scheduled_at"
+    ).fetchall()
     assert [r["scheduled_at"] for r in rows] == fires
     row = sql.execute("SELECT next_fire_at, missed_fires FROM pgsched.task").fetchone()
     assert (row["next_fire_at"], row["missed_fires"]) == (at(7), missed)
@@ -261,18 +345,38 @@ def test_misfire_policies_after_downtime(db, sql, policy, fires, missed):
 
 def test_misfire_all_is_capped(db, sql):
     sql.execute("UPDATE pgsched.setting SET value = '3' WHERE name = 'misfire_all_cap'")
-    tasks.create(db, TaskSpec(name="minutely", command="true", schedule_kind="cron", schedule="* * * * *",
-                              misfire_policy="all"), now=at(0, 30))
+    tasks.create(
+        db,
+        TaskSpec(
+            name="minutely",
+            command="true",
+            schedule_kind="cron",
+            schedule="* * * * *",
+            misfire_policy="all",
+        ),
+        now=at(0, 30),
+    )
     scheduler.tick(db, 1, at(6, 30))
-    rows = sql.execute("SELECT scheduled_at FROM pgsched.execution ORDER BY scheduled_at").fetchall()
+    rows = sql.execute(
+        "SELECT scheduled_at FROM pgsched.execution ORDER BY scheduled_at"
+    ).fetchall()
     assert [r["scheduled_at"] for r in rows] == [at(1), at(2), at(3)]
     row = sql.execute("SELECT next_fire_at, missed_fires FROM pgsched.task").fetchone()
     assert (row["next_fire_at"], row["missed_fires"]) == (at(7), 3)
 
 
 def test_skip_runs_a_fire_that_is_only_a_little_late(db, sql):
-    tasks.create(db, TaskSpec(name="minutely", command="true", schedule_kind="cron", schedule="* * * * *",
-                              misfire_policy="skip"), now=at(0, 30))
+    tasks.create(
+        db,
+        TaskSpec(
+            name="minutely",
+            command="true",
+            schedule_kind="cron",
+            schedule="* * * * *",
+            misfire_policy="skip",
+        ),
+        now=at(0, 30),
+    )
     scheduler.tick(db, 1, at(1, 20))  # 20 s late, within the 60 s grace
     rows = sql.execute("SELECT scheduled_at FROM pgsched.execution").fetchall()
     assert [r["scheduled_at"] for r in rows] == [at(1)]
@@ -307,8 +411,13 @@ def test_an_attempt_that_ends_after_a_cancel_is_not_retried(db, sql):
     (row,) = claim(db, worker.id)
     assert sql.execute("SELECT pgsched.cancel_v1(%s) AS o", [ident]).fetchone()["o"] == "cancelling"
     now = datetime.now(UTC)
-    attempt = finished_attempt(row, Outcome("failed", 1, "exited with code 1"), stopped=False, started_at=now,
-                               finished_at=now)
+    attempt = finished_attempt(
+        row,
+        Outcome("failed", 1, "exited with code 1"),
+        stopped=False,
+        started_at=now,
+        finished_at=now,
+    )
     assert attempt.final is None  # a retry, until the write finds the cancel
     written = worker.recorder.write(attempt)
     assert (written.final, written.retry_at) == ("cancelled", None)
@@ -320,7 +429,9 @@ def test_dlq_retry_all_and_purge_at_once_each_skip_what_the_other_holds(db, sql,
     ids = [dead(db, sql, f"t{i}") for i in range(4)]
     with psycopg.connect(dsn, autocommit=False) as other:
         # another session is retrying the first two (rows locked, not yet committed)
-        other.execute("SELECT id FROM pgsched.execution_history WHERE id = ANY(%s) FOR UPDATE", [ids[:2]])
+        other.execute(
+            "SELECT id FROM pgsched.execution_history WHERE id = ANY(%s) FOR UPDATE", [ids[:2]]
+        )
         assert db.one("dlq_purge", seconds=0.0, tenant="default")["purged"] == 2
         assert db.one("dlq_retry_all", task=None, tenant="default")["retried"] == 0
         other.rollback()

@@ -72,8 +72,11 @@ def test_partitions_run_once_creates_the_days_around_now_and_again_nothing(db):
 
 def test_worker_prune_run_once_removes_workers_stopped_long_ago(db, sql):
     old, recent = register(db, name="old"), register(db, name="recent")
-    sql.execute("UPDATE pgsched.worker SET state = 'stopped', stopped_at = now() - interval '8 days' "
-                "WHERE id = %s", [old])
+    sql.execute(
+        "UPDATE pgsched.worker SET state = 'stopped', stopped_at = now() - interval '8 days' "
+        "WHERE id = %s",
+        [old],
+    )
     service = WorkerPrune(db, ServerClock(db))
     assert service.run_once(db.now()) == 1
     assert {r["id"] for r in sql.execute("SELECT id FROM pgsched.worker")} == {recent}
@@ -81,16 +84,25 @@ def test_worker_prune_run_once_removes_workers_stopped_long_ago(db, sql):
 
 def test_stats_roll_up_run_once_rolls_up(db, sql):
     assert StatsRollUp(db, ServerClock(db)).run_once(db.now()) >= 0
-    assert sql.execute("SELECT rolled_at FROM pgsched.stats_rollup_state").fetchone()["rolled_at"] is not None
+    assert (
+        sql.execute("SELECT rolled_at FROM pgsched.stats_rollup_state").fetchone()["rolled_at"]
+        is not None
+    )
 
 
 def test_alert_detection_run_once_judges_at_the_instant_it_is_given(db, sql):
-    tasks.create(db, TaskSpec(name="late", command="true", schedule_kind="cron", schedule="* * * * *"))
-    sql.execute("UPDATE pgsched.task SET next_fire_at = now() + interval '1 minute' WHERE name = 'late'")
+    tasks.create(
+        db, TaskSpec(name="late", command="true", schedule_kind="cron", schedule="* * * * *")
+    )
+    sql.execute(
+        "UPDATE pgsched.task SET next_fire_at = now() + interval '1 minute' WHERE name = 'late'"
+    )
     service = AlertDetection(db, ServerClock(db))
     assert service.run_once(db.now()) == []  # not due yet
     later = db.now() + timedelta(minutes=10)  # its fire is 9 minutes overdue then
-    assert [(c["change"], c["kind"]) for c in service.run_once(later)] == [("opened", "missed_schedule")]
+    assert [(c["change"], c["kind"]) for c in service.run_once(later)] == [
+        ("opened", "missed_schedule")
+    ]
 
 
 def test_webhook_sender_run_once_with_nothing_due_waits_a_poll(db):
@@ -106,15 +118,20 @@ def test_a_service_started_and_stopped_twice_against_the_database(db, sql):
     service = Rescue(db, ServerClock(db), epoch=None, interval=0.05)
     service.start()
     service.start()
-    wait_until(lambda: live(sql, held["id"])["state"] == "pending", message="the rescue thread's round")
+    wait_until(
+        lambda: live(sql, held["id"])["state"] == "pending", message="the rescue thread's round"
+    )
     service.stop()
     service.stop()
     assert not service.running
 
 
 def test_the_tick_still_fires_at_the_instant_it_is_given(db):
-    tasks.create(db, TaskSpec(name="due", command="true", schedule_kind="interval", schedule="60"),
-                 now=db.now() - timedelta(minutes=5))
+    tasks.create(
+        db,
+        TaskSpec(name="due", command="true", schedule_kind="interval", schedule="60"),
+        now=db.now() - timedelta(minutes=5),
+    )
     assert tick(db, None, db.now()) == 1
 
 
@@ -134,10 +151,18 @@ def test_a_scheduler_started_and_stopped_twice_leads_then_marks_itself_stopped(d
     scheduler.stop()  # before start: nothing to stop
     scheduler.start()
     scheduler.start()
-    wait_until(lambda: sql.execute("SELECT role FROM pgsched.scheduler_node WHERE name = 'embedded'")
-               .fetchone() == {"role": "leader"}, message="the scheduler to lead")
+    wait_until(
+        lambda: (
+            sql.execute(
+                "SELECT role FROM pgsched.scheduler_node WHERE name = 'embedded'"
+            ).fetchone()
+            == {"role": "leader"}
+        ),
+        message="the scheduler to lead",
+    )
     scheduler.stop()
     scheduler.stop()
     assert scheduler.epoch is None
-    assert sql.execute("SELECT role FROM pgsched.scheduler_node WHERE name = 'embedded'").fetchone() == {
-        "role": "stopped"}
+    assert sql.execute(
+        "SELECT role FROM pgsched.scheduler_node WHERE name = 'embedded'"
+    ).fetchone() == {"role": "stopped"}

@@ -39,8 +39,17 @@ def task_row(sql, task_id: int) -> dict:
 
 
 def test_a_due_cron_task_fires_once_at_its_scheduled_time(db, sql):
-    task = make_task(db, "five", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2),
-                     params={"p": 1}, priority=2, queue="q1", max_attempts=3)
+    task = make_task(
+        db,
+        "five",
+        schedule_kind="cron",
+        schedule="*/5 * * * *",
+        now=at(10, 2),
+        params={"p": 1},
+        priority=2,
+        queue="q1",
+        max_attempts=3,
+    )
     assert task["next_fire_at"] == at(10, 5)
 
     assert scheduler.tick(db, 7, at(10, 4, 59)) == 0  # not due yet
@@ -73,7 +82,14 @@ def test_ticking_twice_at_the_same_instant_does_not_fire_twice(db, sql):
 
 
 def test_cron_in_a_time_zone_fires_at_local_time(db, sql):
-    task = make_task(db, "berlin", schedule_kind="cron", schedule="0 9 * * *", now=at(0), timezone="Europe/Berlin")
+    task = make_task(
+        db,
+        "berlin",
+        schedule_kind="cron",
+        schedule="0 9 * * *",
+        now=at(0),
+        timezone="Europe/Berlin",
+    )
     assert task["next_fire_at"] == at(8)  # 09:00 CET
     scheduler.tick(db, 1, at(8, 0, 1))
     assert fire_times(sql, task["id"]) == [at(8)]
@@ -81,7 +97,9 @@ def test_cron_in_a_time_zone_fires_at_local_time(db, sql):
 
 
 def test_interval_task_fires_on_its_anchor_grid_without_drift(db, sql):
-    task = make_task(db, "minutely", schedule_kind="interval", schedule="1m", now=at(10, 0, 0, 700000))
+    task = make_task(
+        db, "minutely", schedule_kind="interval", schedule="1m", now=at(10, 0, 0, 700000)
+    )
     assert task["schedule_anchor"] == at(10)  # created at 10:00:00.7, anchored on the second
     assert task["next_fire_at"] == at(10, 1)
     for late_tick in (at(10, 1, 0, 900000), at(10, 2, 5), at(10, 3, 59, 990000)):
@@ -105,7 +123,9 @@ def test_once_task_fires_once_and_is_never_replanned(db, sql):
 
 
 def test_once_task_created_after_its_instant_runs_at_the_next_tick(db, sql):
-    task = make_task(db, "overdue", schedule_kind="once", schedule="2025-01-15T09:00:00", now=at(10))
+    task = make_task(
+        db, "overdue", schedule_kind="once", schedule="2025-01-15T09:00:00", now=at(10)
+    )
     assert task["next_fire_at"] == at(9)
     assert scheduler.tick(db, 1, at(10, 0, 1)) == 1
     assert fire_times(sql, task["id"]) == [at(9)]
@@ -121,7 +141,11 @@ def test_missed_fires_collapse_into_one_catch_up_for_the_latest(db, sql):
     assert scheduler.tick(db, 1, at(10, 11, 30)) == 1
     assert fire_times(sql, task["id"]) == [at(10, 11)]
     row = task_row(sql, task["id"])
-    assert (row["next_fire_at"], row["last_fire_at"], row["missed_fires"]) == (at(10, 12), at(10, 11), 10)
+    assert (row["next_fire_at"], row["last_fire_at"], row["missed_fires"]) == (
+        at(10, 12),
+        at(10, 11),
+        10,
+    )
     assert scheduler.tick(db, 1, at(10, 11, 45)) == 0
     assert scheduler.tick(db, 1, at(10, 12)) == 1
     assert fire_times(sql, task["id"]) == [at(10, 11), at(10, 12)]
@@ -143,7 +167,9 @@ def test_paused_tasks_do_not_fire(db, sql):
 
 
 def test_a_disabled_task_is_created_unplanned_and_does_not_fire(db, sql):
-    task = make_task(db, "off", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2), enabled=False)
+    task = make_task(
+        db, "off", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2), enabled=False
+    )
     assert task["next_fire_at"] is None
     assert scheduler.tick(db, 1, at(10, 30)) == 0
     assert task_row(sql, task["id"])["next_fire_at"] is None
@@ -171,9 +197,14 @@ def test_a_resumed_interval_task_is_planned_on_its_grid(db, sql):
 
 
 def test_a_batch_smaller_than_the_due_tasks_still_fires_them_all(db, sql):
-    ids = [make_task(db, f"t{i}", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2))["id"] for i in range(7)]
+    ids = [
+        make_task(db, f"t{i}", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2))["id"]
+        for i in range(7)
+    ]
     unplanned = [
-        make_task(db, f"u{i}", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2), enabled=False)["id"]
+        make_task(
+            db, f"u{i}", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2), enabled=False
+        )["id"]
         for i in range(3)
     ]
     for name in ("u0", "u1", "u2"):
@@ -217,9 +248,17 @@ def fire(db, task_ids: list[int], fires: list[datetime], epoch: int, advance: bo
     ``advance``, scheduler_advance (next fire 11:00, last fire the latest of ``fires``)."""
     ids = ["{" + ",".join(map(str, task_ids)) + "}"]
     with db.transaction() as tx:
-        made = tx.exec("scheduler_fire", ids=ids, run_group=[1] * len(fires), run_at=fires, epoch=epoch)
+        made = tx.exec(
+            "scheduler_fire", ids=ids, run_group=[1] * len(fires), run_at=fires, epoch=epoch
+        )
         if advance:
-            tx.exec("scheduler_advance", ids=ids, next_fire_at=[at(11, 0)], fired_at=[max(fires)], missed=[0])
+            tx.exec(
+                "scheduler_advance",
+                ids=ids,
+                next_fire_at=[at(11, 0)],
+                fired_at=[max(fires)],
+                missed=[0],
+            )
     return made
 
 
@@ -246,25 +285,38 @@ def test_a_fire_at_or_before_last_fire_at_is_never_made_again_after_it_left_the_
     longer holds it): sent again, by a stale leader or anything else, it is not made."""
     task = make_task(db, "five", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2))
     assert scheduler.tick(db, 1, at(10, 5)) == 1
-    sql.execute("""WITH done AS (DELETE FROM pgsched.execution WHERE task_id = %s RETURNING *)
+    sql.execute(
+        """WITH done AS (DELETE FROM pgsched.execution WHERE task_id = %s RETURNING *)
                    INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state,
                           trigger, priority, queue, params, attempt, max_attempts, created_at, finished_at)
                    SELECT id, tenant, task_id, scheduled_at, run_at, 'succeeded', trigger, priority, queue,
-                          params, 1, max_attempts, created_at, now() FROM done""", [task["id"]])
-    assert fire(db, [task["id"]], [at(10, 5)], epoch=2, advance=False) == 0  # the scheduler skips it
+                          params, 1, max_attempts, created_at, now() FROM done""",
+        [task["id"]],
+    )
+    assert (
+        fire(db, [task["id"]], [at(10, 5)], epoch=2, advance=False) == 0
+    )  # the scheduler skips it
     assert fire(db, [task["id"]], [at(10, 0), at(10, 5)], epoch=2, advance=False) == 0
     assert executions(sql, task["id"]) == []
     # any other INSERT of such a fire is refused by the database itself, whatever it names
-    for extra, values in (("", ""), (", created_at", ", now() - interval '1 microsecond'"),
-                          (", id", ", (SELECT id FROM pgsched.execution_history LIMIT 1)")):
+    for extra, values in (
+        ("", ""),
+        (", created_at", ", now() - interval '1 microsecond'"),
+        (", id", ", (SELECT id FROM pgsched.execution_history LIMIT 1)"),
+    ):
         with pytest.raises(psycopg.errors.CheckViolation, match="already fired through"):
-            sql.execute(f"""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, trigger{extra})
-                            VALUES (%s, %s, %s, 'schedule'{values})""", [task["id"], at(10, 5), at(10, 5)])
+            sql.execute(
+                f"""INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, trigger{extra})
+                            VALUES (%s, %s, %s, 'schedule'{values})""",
+                [task["id"], at(10, 5), at(10, 5)],
+            )
     # nor can an UPDATE make another execution that fire
     other = tasks.trigger(db, "five", run_at=at(10, 7))
     with pytest.raises(psycopg.errors.CheckViolation, match="already fired through"):
-        sql.execute("UPDATE pgsched.execution SET trigger = 'schedule', scheduled_at = %s WHERE id = %s",
-                    [at(10, 5), other])
+        sql.execute(
+            "UPDATE pgsched.execution SET trigger = 'schedule', scheduled_at = %s WHERE id = %s",
+            [at(10, 5), other],
+        )
     sql.execute("DELETE FROM pgsched.execution WHERE id = %s", [other])
     # and the next fire is made as usual
     assert scheduler.tick(db, 1, at(10, 10)) == 1
@@ -296,17 +348,26 @@ def test_a_tick_notifies_once_per_transaction(db, sql, dsn, batch, transactions)
 
 
 def test_a_delete_that_waits_for_a_tick_drops_what_that_tick_inserted(db, dsn, sql):
-    task = tasks.create(db, TaskSpec(name="racy", command="true", schedule_kind="cron", schedule="* * * * *"))
+    task = tasks.create(
+        db, TaskSpec(name="racy", command="true", schedule_kind="cron", schedule="* * * * *")
+    )
     tick = psycopg.connect(dsn)  # plays the tick: holds the task row and inserts its fire
     try:
         tick.execute("SELECT 1 FROM pgsched.task WHERE id = %s FOR UPDATE", (task["id"],))
-        tick.execute("INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, trigger) "
-                     "VALUES (%s, now(), now(), 'schedule')", (task["id"],))
+        tick.execute(
+            "INSERT INTO pgsched.execution (task_id, scheduled_at, run_at, trigger) "
+            "VALUES (%s, now(), now(), 'schedule')",
+            (task["id"],),
+        )
         result: dict = {}
         deleting = threading.Thread(target=lambda: result.update(dropped=tasks.delete(db, "racy")))
         deleting.start()
-        wait_until(lambda: sql.execute("SELECT count(*) AS n FROM pg_locks WHERE NOT granted").fetchone()["n"],
-                   message="the delete to wait for the tick's row lock")
+        wait_until(
+            lambda: sql.execute("SELECT count(*) AS n FROM pg_locks WHERE NOT granted").fetchone()[
+                "n"
+            ],
+            message="the delete to wait for the tick's row lock",
+        )
         tick.commit()
         deleting.join(10)
     finally:
@@ -320,18 +381,26 @@ def test_a_burst_is_fired_by_parallel_batches_each_task_exactly_once(db, sql):
     """2,500 tasks on three schedules due at once, batches of 200 on 3 connections: every
     task fires once, and tasks that share a schedule get the same next fire time."""
     due = at(9, 0)
-    sql.execute("""INSERT INTO pgsched.task (name, schedule_kind, schedule_expr, timezone, handler_kind, command,
+    sql.execute(
+        """INSERT INTO pgsched.task (name, schedule_kind, schedule_expr, timezone, handler_kind, command,
                                             next_fire_at)
                    SELECT 'burst-' || i, 'cron', (ARRAY['* * * * *', '*/5 * * * *', '0 * * * *'])[i %% 3 + 1],
                           (ARRAY['UTC', 'Europe/Berlin'])[i %% 2 + 1], 'shell', 'true', %s
-                     FROM generate_series(1, 2500) i""", [due])
+                     FROM generate_series(1, 2500) i""",
+        [due],
+    )
     assert scheduler.tick(db, 3, at(9, 0, 1), batch=200, parallel=3) == 2500
-    per_task = sql.execute("SELECT task_id, count(*) AS n FROM pgsched.execution GROUP BY task_id").fetchall()
+    per_task = sql.execute(
+        "SELECT task_id, count(*) AS n FROM pgsched.execution GROUP BY task_id"
+    ).fetchall()
     assert len(per_task) == 2500 and {r["n"] for r in per_task} == {1}
     planned = sql.execute("""SELECT schedule_expr, array_agg(DISTINCT next_fire_at) AS nexts FROM pgsched.task
                               GROUP BY schedule_expr ORDER BY schedule_expr""").fetchall()
     assert [(r["schedule_expr"], r["nexts"]) for r in planned] == [
-        ("* * * * *", [at(9, 1)]), ("*/5 * * * *", [at(9, 5)]), ("0 * * * *", [at(10, 0)])]
+        ("* * * * *", [at(9, 1)]),
+        ("*/5 * * * *", [at(9, 5)]),
+        ("0 * * * *", [at(10, 0)]),
+    ]
     assert scheduler.tick(db, 3, at(9, 0, 2), batch=200, parallel=3) == 0
 
 
@@ -341,15 +410,24 @@ def test_two_schedulers_catching_up_one_burst_at_once_make_each_fire_once(db, sq
     starts (both with parallel batches): 1,500 tasks that missed five fires each (misfire
     policy all), some paused meanwhile. Every (task, fire) is made exactly once, none of a
     task left unpaused is missing, and every task's next fire is the next minute."""
-    sql.execute("""INSERT INTO pgsched.task (name, schedule_kind, schedule_expr, timezone, handler_kind, command,
+    sql.execute(
+        """INSERT INTO pgsched.task (name, schedule_kind, schedule_expr, timezone, handler_kind, command,
                                             next_fire_at, misfire_policy)
                    SELECT 'burst-' || i, 'cron', '* * * * *', (ARRAY['UTC', 'America/New_York'])[i %% 2 + 1],
                           'shell', 'true', %s, 'all'
-                     FROM generate_series(1, 1500) i""", [at(9, 0)])
+                     FROM generate_series(1, 1500) i""",
+        [at(9, 0)],
+    )
     now = at(9, 4, 30)
     counts: list[int] = []
-    leaders = [threading.Thread(target=lambda epoch=epoch: counts.append(
-        scheduler.tick(db, epoch, now, batch=100, parallel=2))) for epoch in (3, 4)]
+    leaders = [
+        threading.Thread(
+            target=lambda epoch=epoch: counts.append(
+                scheduler.tick(db, epoch, now, batch=100, parallel=2)
+            )
+        )
+        for epoch in (3, 4)
+    ]
     for t in leaders:
         t.start()
     paused = [f"burst-{i}" for i in range(1, 1501, 150)]
@@ -364,11 +442,14 @@ def test_two_schedulers_catching_up_one_burst_at_once_make_each_fire_once(db, sq
     by_name = {r["name"]: r for r in fires}
     assert all(r["n"] == r["distinct_fires"] for r in fires)  # no fire twice
     unpaused = {f"burst-{i}" for i in range(1, 1501)} - set(paused)
-    assert {name: (r["n"], r["first"], r["last"]) for name, r in by_name.items() if name in unpaused} == {
-        name: (5, at(9, 0), at(9, 4)) for name in unpaused}
+    assert {
+        name: (r["n"], r["first"], r["last"]) for name, r in by_name.items() if name in unpaused
+    } == {name: (5, at(9, 0), at(9, 4)) for name in unpaused}
     assert all(by_name[name]["n"] in (0, 5) for name in paused if name in by_name)
     assert sum(counts) >= sum(r["n"] for r in fires)  # a fire both made counts for each
-    nexts = sql.execute("SELECT array_agg(DISTINCT next_fire_at) AS n FROM pgsched.task WHERE enabled").fetchone()
+    nexts = sql.execute(
+        "SELECT array_agg(DISTINCT next_fire_at) AS n FROM pgsched.task WHERE enabled"
+    ).fetchone()
     assert nexts["n"] == [at(9, 5)]
 
 
@@ -377,7 +458,8 @@ def test_groups_of_a_batch_fire_apart_and_a_group_whose_schedule_breaks_is_pause
     task fires once; the broken group's tasks are paused after that fire, each named in the
     log; 25 tasks that missed fires (more than the batch query names) are each named too."""
     due = at(9, 0)
-    sql.execute("""INSERT INTO pgsched.task (name, schedule_kind, schedule_expr, timezone, handler_kind, command,
+    sql.execute(
+        """INSERT INTO pgsched.task (name, schedule_kind, schedule_expr, timezone, handler_kind, command,
                                             next_fire_at, misfire_policy)
                    SELECT 'late-' || i, 'cron', '*/5 * * * *', 'UTC', 'shell', 'true', %s, 'once'
                      FROM generate_series(1, 25) i
@@ -386,21 +468,29 @@ def test_groups_of_a_batch_fire_apart_and_a_group_whose_schedule_breaks_is_pause
                      FROM generate_series(1, 3) i
                    UNION ALL
                    SELECT 'broken-' || i, 'cron', 'not a cron', 'UTC', 'shell', 'true', %s, 'once'
-                     FROM generate_series(1, 2) i""", [at(8, 45), due, due])
+                     FROM generate_series(1, 2) i""",
+        [at(8, 45), due, due],
+    )
     assert scheduler.tick(db, 1, at(9, 0, 30)) == 30
     per_task = sql.execute("""SELECT t.name, count(e.id) AS n, min(e.scheduled_at) AS fire, t.enabled, t.next_fire_at,
                                      t.missed_fires
                                 FROM pgsched.task t LEFT JOIN pgsched.execution e ON e.task_id = t.id
                                GROUP BY t.id ORDER BY t.name""").fetchall()
-    assert {r["name"]: (r["n"], r["fire"], r["enabled"], r["next_fire_at"], r["missed_fires"]) for r in per_task} == {
+    assert {
+        r["name"]: (r["n"], r["fire"], r["enabled"], r["next_fire_at"], r["missed_fires"])
+        for r in per_task
+    } == {
         **{f"late-{i}": (1, at(9, 0), True, at(9, 5), 3) for i in range(1, 26)},
         **{f"hourly-{i}": (1, due, True, at(10, 0), 0) for i in range(1, 4)},
         **{f"broken-{i}": (1, due, False, None, 0) for i in range(1, 3)},
     }
     warned = [r.getMessage() for r in caplog.records if "missed fire(s) not run" in r.getMessage()]
-    assert sorted(warned) == sorted(f"task late-{i}: 3 missed fire(s) not run (misfire policy once)"
-                                    for i in range(1, 26))
-    paused = [r.getMessage() for r in caplog.records if "cannot compute its next fire" in r.getMessage()]
+    assert sorted(warned) == sorted(
+        f"task late-{i}: 3 missed fire(s) not run (misfire policy once)" for i in range(1, 26)
+    )
+    paused = [
+        r.getMessage() for r in caplog.records if "cannot compute its next fire" in r.getMessage()
+    ]
     assert [m.split(":")[0] for m in sorted(paused)] == ["task broken-1", "task broken-2"]
     assert scheduler.tick(db, 1, at(9, 0, 31)) == 0
 
@@ -412,23 +502,34 @@ def test_a_dead_scheduled_fire_retried_from_the_dead_letter_queue_runs_again(db,
     task = make_task(db, "five", schedule_kind="cron", schedule="*/5 * * * *", now=at(10, 2))
     assert scheduler.tick(db, 1, at(10, 5)) == 1
     [row] = executions(sql, task["id"])
-    sql.execute("""WITH done AS (DELETE FROM pgsched.execution WHERE id = %s RETURNING *)
+    sql.execute(
+        """WITH done AS (DELETE FROM pgsched.execution WHERE id = %s RETURNING *)
                    INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state,
                           trigger, priority, queue, params, attempt, max_attempts, created_at, finished_at)
                    SELECT id, tenant, task_id, scheduled_at, run_at, 'dead', trigger, priority, queue,
-                          params, 1, max_attempts, created_at, now() FROM done""", [row["id"]])
+                          params, 1, max_attempts, created_at, now() FROM done""",
+        [row["id"]],
+    )
     assert task_row(sql, task["id"])["last_fire_at"] == at(10, 5)
     # a copy of the dead row, the dead one kept for a retry, would run the fire twice: refused at commit
     with pytest.raises(psycopg.errors.CheckViolation, match="still in the dead-letter queue"):
-        sql.execute("""INSERT INTO pgsched.execution (id, tenant, task_id, scheduled_at, run_at, trigger,
+        sql.execute(
+            """INSERT INTO pgsched.execution (id, tenant, task_id, scheduled_at, run_at, trigger,
                               priority, queue, params, max_attempts, created_at)
                        SELECT id, tenant, task_id, scheduled_at, now(), trigger, priority, queue, params,
-                              max_attempts, created_at FROM pgsched.execution_history WHERE id = %s""", [row["id"]])
-    with pytest.raises(psycopg.errors.CheckViolation, match="already fired through"):  # a copy dated now, at once
-        sql.execute("""INSERT INTO pgsched.execution (id, tenant, task_id, scheduled_at, run_at, trigger,
+                              max_attempts, created_at FROM pgsched.execution_history WHERE id = %s""",
+            [row["id"]],
+        )
+    with pytest.raises(
+        psycopg.errors.CheckViolation, match="already fired through"
+    ):  # a copy dated now, at once
+        sql.execute(
+            """INSERT INTO pgsched.execution (id, tenant, task_id, scheduled_at, run_at, trigger,
                               priority, queue, params, max_attempts)
                        SELECT id, tenant, task_id, scheduled_at, now(), trigger, priority, queue, params,
-                              max_attempts FROM pgsched.execution_history WHERE id = %s""", [row["id"]])
+                              max_attempts FROM pgsched.execution_history WHERE id = %s""",
+            [row["id"]],
+        )
     assert executions(sql, task["id"]) == []
     sql.execute("SELECT pgsched.dlq_retry_v1(%s)", [row["id"]])
     [again] = executions(sql, task["id"])

@@ -17,11 +17,15 @@ def test_a_database_set_to_another_datestyle_and_time_zone_works(dsn, sql):
     sql.execute(f"ALTER DATABASE {name} SET TimeZone = 'Asia/Kolkata'")
     db = Database.connect(dsn)
     try:
-        row = tasks.create(db, TaskSpec(name="daily", command="true", schedule_kind="cron", schedule="0 9 * * *"))
+        row = tasks.create(
+            db, TaskSpec(name="daily", command="true", schedule_kind="cron", schedule="0 9 * * *")
+        )
         assert row is not None and row["next_fire_at"].tzinfo is not None
         assert tasks.get(db, "daily")["next_fire_at"] == row["next_fire_at"]
         assert db.now().utcoffset() == UTC.utcoffset(None)
     finally:
         db.close()
     with connect(dsn) as conn:  # the dedicated connections (listener, leader lock, migrations)
-        assert conn.execute("SELECT now() AS now").fetchone()["now"].utcoffset() == UTC.utcoffset(None)
+        assert conn.execute("SELECT now() AS now").fetchone()["now"].utcoffset() == UTC.utcoffset(
+            None
+        )

@@ -57,7 +57,15 @@ def move_to_history(sql, execution_id, state):
 
 
 def test_enqueue_returns_the_id_of_a_new_pending_execution(db, sql):
-    task = make_task(db, "report", params={"a": 1, "b": "task"}, priority=3, queue="reports", max_attempts=4, now=T0)
+    task = make_task(
+        db,
+        "report",
+        params={"a": 1, "b": "task"},
+        priority=3,
+        queue="reports",
+        max_attempts=4,
+        now=T0,
+    )
     before = sql.execute("SELECT clock_timestamp() AS t").fetchone()["t"]
     execution_id = sql.execute(
         'SELECT pgsched.enqueue_v1(\'report\', \'{"b": "call", "c": [1]}\') AS id'
@@ -164,24 +172,48 @@ def test_a_key_that_already_succeeded_is_recorded_as_skipped_not_run(db, sql):
     ).fetchone()["id"]
     assert again != first
     assert live_count(sql) == 0  # nothing to run
-    rows = sql.execute("SELECT id, state, attempt, idempotency_key, error FROM pgsched.execution_all "
-                       "WHERE task_id = %s ORDER BY id", [task["id"]]).fetchall()
+    rows = sql.execute(
+        "SELECT id, state, attempt, idempotency_key, error FROM pgsched.execution_all "
+        "WHERE task_id = %s ORDER BY id",
+        [task["id"]],
+    ).fetchall()
     assert rows == [
         {"id": first, "state": "succeeded", "attempt": 1, "idempotency_key": "k-1", "error": None},
-        {"id": again, "state": "skipped", "attempt": 0, "idempotency_key": "k-1",
-         "error": f"idempotency key 'k-1' already succeeded in execution {first}"}]
+        {
+            "id": again,
+            "state": "skipped",
+            "attempt": 0,
+            "idempotency_key": "k-1",
+            "error": f"idempotency key 'k-1' already succeeded in execution {first}",
+        },
+    ]
 
 
 def test_an_idempotent_task_derives_its_key_from_params_and_time(db, sql):
     task = make_task(db, "report", idempotent=True, now=T0)
     at = "2030-01-01 00:00:00+00"
-    one = sql.execute("SELECT pgsched.enqueue_v1('report', '{\"n\": 1}', %s) AS id", [at]).fetchone()["id"]
-    same = sql.execute("SELECT pgsched.enqueue_v1('report', '{\"n\": 1}', %s) AS id", [at]).fetchone()["id"]
-    other = sql.execute("SELECT pgsched.enqueue_v1('report', '{\"n\": 2}', %s) AS id", [at]).fetchone()["id"]
+    one = sql.execute(
+        "SELECT pgsched.enqueue_v1('report', '{\"n\": 1}', %s) AS id", [at]
+    ).fetchone()["id"]
+    same = sql.execute(
+        "SELECT pgsched.enqueue_v1('report', '{\"n\": 1}', %s) AS id", [at]
+    ).fetchone()["id"]
+    other = sql.execute(
+        "SELECT pgsched.enqueue_v1('report', '{\"n\": 2}', %s) AS id", [at]
+    ).fetchone()["id"]
     assert same == one and other != one
-    keys = [r["idempotency_key"] for r in sql.execute(
-        "SELECT idempotency_key FROM pgsched.execution WHERE task_id = %s ORDER BY id", [task["id"]])]
-    assert len(keys) == 2 and all(k.startswith(f"auto:{task['id']}:") for k in keys) and keys[0] != keys[1]
+    keys = [
+        r["idempotency_key"]
+        for r in sql.execute(
+            "SELECT idempotency_key FROM pgsched.execution WHERE task_id = %s ORDER BY id",
+            [task["id"]],
+        )
+    ]
+    assert (
+        len(keys) == 2
+        and all(k.startswith(f"auto:{task['id']}:") for k in keys)
+        and keys[0] != keys[1]
+    )
 
 
 def test_idempotency_key_of_a_failed_execution_allows_a_new_one(db, sql):
@@ -361,10 +393,14 @@ def test_a_multi_row_insert_sends_one_notification(db, sql, dsn):
         assert notifications_until_marker(listener, sql) == ["", ""]
 
 
-@pytest.mark.parametrize("run_at", ["-infinity", "infinity", "0001-01-01 00:00:00+00 BC", "9999-01-01 00:00:00+00"])
+@pytest.mark.parametrize(
+    "run_at", ["-infinity", "infinity", "0001-01-01 00:00:00+00 BC", "9999-01-01 00:00:00+00"]
+)
 def test_enqueue_refuses_instants_that_would_jam_the_queue(db, sql, run_at):
     make_task(db, "jam", now=T0)
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"run_at: .* is outside 1970 to 9000"):
+    with pytest.raises(
+        psycopg.errors.InvalidParameterValue, match=r"run_at: .* is outside 1970 to 9000"
+    ):
         sql.execute("SELECT pgsched.enqueue_v1('jam', run_at => %s::timestamptz)", (run_at,))
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
 
@@ -372,7 +408,9 @@ def test_enqueue_refuses_instants_that_would_jam_the_queue(db, sql, run_at):
 @pytest.mark.parametrize("trigger", ["schedule", "bogus", None])
 def test_enqueue_refuses_the_schedule_trigger_and_unknown_ones(db, sql, trigger):
     make_task(db, "sneaky", now=T0)
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"trigger: .* must be api, manual or insert"):
+    with pytest.raises(
+        psycopg.errors.InvalidParameterValue, match=r"trigger: .* must be api, manual or insert"
+    ):
         sql.execute("SELECT pgsched.enqueue_v1('sneaky', trigger => %s)", (trigger,))
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
 
@@ -381,21 +419,30 @@ def test_enqueue_many_inserts_every_run_in_one_statement_in_order(db, sql):
     tasks.create(db, TaskSpec(name="batch", command="true", params={"base": 1}, priority=7))
     ids = tasks.enqueue_many(db, "batch", [{"n": i} for i in range(500)], priority=2)
     assert len(ids) == 500 and ids == sorted(ids)
-    rows = sql.execute("SELECT id, params, priority, trigger, run_at = scheduled_at AS same FROM pgsched.execution "
-                       "ORDER BY id").fetchall()
+    rows = sql.execute(
+        "SELECT id, params, priority, trigger, run_at = scheduled_at AS same FROM pgsched.execution "
+        "ORDER BY id"
+    ).fetchall()
     assert [r["id"] for r in rows] == ids
     assert [r["params"] for r in rows] == [{"base": 1, "n": i} for i in range(500)]
     assert {(r["priority"], r["trigger"], r["same"]) for r in rows} == {(2, "api", True)}
-    assert sql.execute("SELECT count(DISTINCT created_at) AS n FROM pgsched.execution").fetchone()["n"] == 1
+    assert (
+        sql.execute("SELECT count(DISTINCT created_at) AS n FROM pgsched.execution").fetchone()["n"]
+        == 1
+    )
 
 
 def test_enqueue_many_refuses_bad_input_and_writes_nothing(db, sql):
     tasks.create(db, TaskSpec(name="batch", command="true"))
     with pytest.raises(ValidationError, match=r"params\[1\]: \[1\] must be a JSON object"):
         tasks.enqueue_many(db, "batch", [{}, [1]])  # type: ignore[list-item]
-    with pytest.raises(pg_errors.InvalidParameterValue, match=r"params\[1\]: \[1\] is not a JSON object"):
+    with pytest.raises(
+        pg_errors.InvalidParameterValue, match=r"params\[1\]: \[1\] is not a JSON object"
+    ):
         sql.execute("SELECT pgsched.enqueue_many_v1('batch', ARRAY['{}', '[1]']::jsonb[])")
-    with pytest.raises(pg_errors.InvalidParameterValue, match=r"params\[1\]: \[1\] is not a JSON object"):
+    with pytest.raises(
+        pg_errors.InvalidParameterValue, match=r"params\[1\]: \[1\] is not a JSON object"
+    ):
         sql.execute("SELECT pgsched.enqueue_many_v2('batch', '[{}, [1]]')")
     with pytest.raises(pg_errors.InvalidParameterValue, match=r"params: \{\} is not a JSON array"):
         sql.execute("SELECT pgsched.enqueue_many_v2('batch', '{}')")
@@ -410,12 +457,20 @@ def test_enqueue_many_refuses_bad_input_and_writes_nothing(db, sql):
 
 def test_enqueue_many_v2_takes_one_json_array_and_keeps_its_order(db, sql):
     tasks.create(db, TaskSpec(name="batch", command="true", params={"base": 1}))
-    ids = [r["e"] for r in sql.execute(
-        "SELECT e FROM pgsched.enqueue_many_v2('batch', %s::jsonb, priority => 3) AS e",
-        ('[{"n": 2}, {"n": 1}, {"n": 3}]',)).fetchall()]
+    ids = [
+        r["e"]
+        for r in sql.execute(
+            "SELECT e FROM pgsched.enqueue_many_v2('batch', %s::jsonb, priority => 3) AS e",
+            ('[{"n": 2}, {"n": 1}, {"n": 3}]',),
+        ).fetchall()
+    ]
     rows = sql.execute("SELECT id, params, priority FROM pgsched.execution ORDER BY id").fetchall()
     assert [r["id"] for r in rows] == ids and len(ids) == 3
-    assert [r["params"] for r in rows] == [{"base": 1, "n": 2}, {"base": 1, "n": 1}, {"base": 1, "n": 3}]
+    assert [r["params"] for r in rows] == [
+        {"base": 1, "n": 2},
+        {"base": 1, "n": 1},
+        {"base": 1, "n": 3},
+    ]
     assert {r["priority"] for r in rows} == {3}
 
 
@@ -444,8 +499,13 @@ def test_an_enqueue_and_a_delete_of_its_task_wait_for_each_other(db, dsn, sql):
         enqueuer.commit()
         deleting.join(10)
         assert not deleting.is_alive()
-    assert sql.execute("SELECT count(*) AS n FROM pgsched.execution e JOIN pgsched.task t ON t.id = e.task_id "
-                       "WHERE t.name = 'racy'").fetchone()["n"] == 0
+    assert (
+        sql.execute(
+            "SELECT count(*) AS n FROM pgsched.execution e JOIN pgsched.task t ON t.id = e.task_id "
+            "WHERE t.name = 'racy'"
+        ).fetchone()["n"]
+        == 0
+    )
 
     make_task(db, "racy2", now=T0)
     outcome: dict[str, BaseException] = {}

@@ -38,23 +38,54 @@ def lost_unknown(db, sql, name="job", **fields):
     """An execution lost once with a worker that never recorded its start: requeued with
     confirm_start set. Returns its id."""
     worker, (first,) = running(db, sql, name=name, **fields)
-    assert first["confirm_start"] is False  # a first claim asks for nothing: no write on the hot path
+    assert (
+        first["confirm_start"] is False
+    )  # a first claim asks for nothing: no write on the hot path
     assert rescued_once(db, sql, worker)["outcome"] == "requeued"
     return first["id"]
 
 
 def test_a_start_not_known_is_recorded_lost_without_counting_and_confirmation_asked(db, sql):
     worker, (first,) = running(db, sql, max_attempts=1)
-    assert rescued_once(db, sql, worker) == {"execution_id": first["id"], "worker_id": worker, "outcome": "requeued"}
+    assert rescued_once(db, sql, worker) == {
+        "execution_id": first["id"],
+        "worker_id": worker,
+        "outcome": "requeued",
+    }
     row = live(sql, first["id"])
-    assert {k: row[k] for k in ("state", "attempt", "max_attempts", "lost_attempts", "confirm_start",
-                                "start_confirmed_at", "worker_id", "lease_id")} == {
-        "state": "pending", "attempt": 1, "max_attempts": 2, "lost_attempts": 0, "confirm_start": True,
-        "start_confirmed_at": None, "worker_id": None, "lease_id": None}
+    assert {
+        k: row[k]
+        for k in (
+            "state",
+            "attempt",
+            "max_attempts",
+            "lost_attempts",
+            "confirm_start",
+            "start_confirmed_at",
+            "worker_id",
+            "lease_id",
+        )
+    } == {
+        "state": "pending",
+        "attempt": 1,
+        "max_attempts": 2,
+        "lost_attempts": 0,
+        "confirm_start": True,
+        "start_confirmed_at": None,
+        "worker_id": None,
+        "lease_id": None,
+    }
     [lost] = attempts(sql, first["id"])
-    assert (lost["attempt"], lost["state"], lost["worker_id"], lost["lease_id"]) == (1, "lost", worker,
-                                                                                     first["lease_id"])
-    assert "start was not recorded" in lost["error"] and "does not count toward max_lost_attempts" in lost["error"]
+    assert (lost["attempt"], lost["state"], lost["worker_id"], lost["lease_id"]) == (
+        1,
+        "lost",
+        worker,
+        first["lease_id"],
+    )
+    assert (
+        "start was not recorded" in lost["error"]
+        and "does not count toward max_lost_attempts" in lost["error"]
+    )
 
 
 def test_a_start_that_had_to_be_recorded_and_was_not_goes_back_as_never_claimed(db, sql):
@@ -65,11 +96,33 @@ def test_a_start_that_had_to_be_recorded_and_was_not_goes_back_as_never_claimed(
     assert (again["id"], again["attempt"], again["confirm_start"]) == (ident, 2, True)
     assert rescued_once(db, sql, worker)["outcome"] == "unclaimed"
     row = live(sql, ident)
-    assert {k: row[k] for k in ("state", "attempt", "max_attempts", "lost_attempts", "confirm_start", "run_at",
-                                "started_at", "worker_id", "lease_id")} == {
-        "state": "pending", "attempt": 1, "max_attempts": 2, "lost_attempts": 0, "confirm_start": True,
-        "run_at": before["run_at"], "started_at": None, "worker_id": None, "lease_id": None}
-    assert [a["attempt"] for a in attempts(sql, ident)] == [1]  # no attempt row for the one never started
+    assert {
+        k: row[k]
+        for k in (
+            "state",
+            "attempt",
+            "max_attempts",
+            "lost_attempts",
+            "confirm_start",
+            "run_at",
+            "started_at",
+            "worker_id",
+            "lease_id",
+        )
+    } == {
+        "state": "pending",
+        "attempt": 1,
+        "max_attempts": 2,
+        "lost_attempts": 0,
+        "confirm_start": True,
+        "run_at": before["run_at"],
+        "started_at": None,
+        "worker_id": None,
+        "lease_id": None,
+    }
+    assert [a["attempt"] for a in attempts(sql, ident)] == [
+        1
+    ]  # no attempt row for the one never started
 
 
 def test_a_recorded_start_makes_the_loss_count(db, sql):
@@ -81,10 +134,24 @@ def test_a_recorded_start_makes_the_loss_count(db, sql):
     assert confirmed_at is not None
     assert rescued_once(db, sql, worker)["outcome"] == "requeued"
     row = live(sql, ident)
-    assert {k: row[k] for k in ("state", "attempt", "max_attempts", "lost_attempts", "confirm_start",
-                                "start_confirmed_at")} == {
-        "state": "pending", "attempt": 2, "max_attempts": 3, "lost_attempts": 1, "confirm_start": True,
-        "start_confirmed_at": None}
+    assert {
+        k: row[k]
+        for k in (
+            "state",
+            "attempt",
+            "max_attempts",
+            "lost_attempts",
+            "confirm_start",
+            "start_confirmed_at",
+        )
+    } == {
+        "state": "pending",
+        "attempt": 2,
+        "max_attempts": 3,
+        "lost_attempts": 1,
+        "confirm_start": True,
+        "start_confirmed_at": None,
+    }
     second = attempts(sql, ident)[1]
     assert (second["attempt"], second["state"], second["started_at"]) == (2, "lost", confirmed_at)
     assert "while running attempt 2" in second["error"] and "does not count" not in second["error"]
@@ -102,8 +169,11 @@ def test_one_rescue_applies_each_rule_to_its_own_execution(db, sql):
     silence(sql, worker)
     outcomes = {r["execution_id"]: r["outcome"] for r in scheduler.rescue(db)}
     assert outcomes == {fresh["id"]: "requeued", make[0]: "requeued", make[1]: "unclaimed"}
-    lost = {i: (r["lost_attempts"], r["attempt"], r["confirm_start"])
-            for i in outcomes for r in [live(sql, i)]}
+    lost = {
+        i: (r["lost_attempts"], r["attempt"], r["confirm_start"])
+        for i in outcomes
+        for r in [live(sql, i)]
+    }
     assert lost == {fresh["id"]: (0, 1, True), make[0]: (1, 2, True), make[1]: (0, 1, True)}
 
 
@@ -115,7 +185,11 @@ def test_one_that_never_started_is_dropped_when_its_task_was_deleted_meanwhile(d
     worker = register(db, "second")
     [_held] = claim(db, worker)  # the second worker holds it, unstarted
     assert tasks.delete(db, "job") == 0  # held: not pending, so kept
-    assert rescued_once(db, sql, worker) == {"execution_id": ident, "worker_id": worker, "outcome": "dropped"}
+    assert rescued_once(db, sql, worker) == {
+        "execution_id": ident,
+        "worker_id": worker,
+        "outcome": "dropped",
+    }
     assert live(sql, ident) is None
     assert claim(db, register(db, "third")) == []
     assert [a["attempt"] for a in attempts(sql, ident)] == [1]  # the first loss only
@@ -136,11 +210,23 @@ def test_every_way_back_to_the_queue_clears_the_recorded_start(db, sql):
     [row] = claim(db, worker)
     assert confirm(db, row) == 1
     assert db.many("execution_unclaim", id=[ident], lease_id=[row["lease_id"]]) == [{"id": ident}]
-    assert (live(sql, ident)["start_confirmed_at"], live(sql, ident)["confirm_start"]) == (None, True)
+    assert (live(sql, ident)["start_confirmed_at"], live(sql, ident)["confirm_start"]) == (
+        None,
+        True,
+    )
     [row] = claim(db, worker)
     assert confirm(db, row) == 1
-    assert db.exec("execution_retry", id=ident, lease_id=row["lease_id"], run_at=T0, extra_attempts=0,
-                   budget_delay_seconds=None) == 1
+    assert (
+        db.exec(
+            "execution_retry",
+            id=ident,
+            lease_id=row["lease_id"],
+            run_at=T0,
+            extra_attempts=0,
+            budget_delay_seconds=None,
+        )
+        == 1
+    )
     assert live(sql, ident)["start_confirmed_at"] is None
     [row] = claim(db, worker)
     assert row["confirm_start"] is True and live(sql, ident)["start_confirmed_at"] is None
@@ -153,12 +239,16 @@ def test_a_worker_runs_an_execution_that_asks_only_once_its_start_is_recorded(db
 
     marker = tmp_path / "ran"
     ident = lost_unknown(db, sql)
-    sql.execute("UPDATE pgsched.task SET command = %s WHERE name = 'job'", [f"echo ran >> {marker}"])
+    sql.execute(
+        "UPDATE pgsched.task SET command = %s WHERE name = 'job'", [f"echo ran >> {marker}"]
+    )
     worker = Worker(db, WorkerConfig())
     worker._register()
     [row] = claim(db, worker.id)
     assert row["confirm_start"]
-    assert rescued_once(db, sql, worker.id)["outcome"] == "unclaimed"  # while it waited in the buffer
+    assert (
+        rescued_once(db, sql, worker.id)["outcome"] == "unclaimed"
+    )  # while it waited in the buffer
     worker.holdings.running = 1  # as the slot that took it from the buffer
     assert worker.executor.execute(row)
     assert not marker.exists()

@@ -51,7 +51,9 @@ def test_an_election_ends_an_older_terms_open_transaction_and_then_begins(dsn, l
     frozen_pid = frozen.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"]
     try:
         assert elect_within(lock) == 2
-        gone = sql.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE pid = %s", [frozen_pid]).fetchone()
+        gone = sql.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE pid = %s", [frozen_pid]
+        ).fetchone()
         assert gone["n"] == 0
         with pytest.raises(psycopg.OperationalError):
             frozen.execute("SELECT 1")
@@ -64,15 +66,20 @@ def test_a_tick_or_rescue_under_an_older_term_creates_nothing(db, lock, sql):
     assert elect_within(lock) == 1
     assert elect_within(lock) == 2
     now = db.now()
-    tasks.create(db, TaskSpec(name="due", command="true", schedule_kind="interval", schedule="60"),
-                 now=now - timedelta(minutes=5))
+    tasks.create(
+        db,
+        TaskSpec(name="due", command="true", schedule_kind="interval", schedule="60"),
+        now=now - timedelta(minutes=5),
+    )
     with pytest.raises(scheduler.TermOver):
         scheduler.tick(db, 1, now)
     with pytest.raises(scheduler.TermOver):
         scheduler.rescue(db, 1)
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0
     assert scheduler.tick(db, 2, now) == 1
-    assert [r["leader_epoch"] for r in sql.execute("SELECT leader_epoch FROM pgsched.execution")] == [2]
+    assert [
+        r["leader_epoch"] for r in sql.execute("SELECT leader_epoch FROM pgsched.execution")
+    ] == [2]
     assert scheduler.rescue(db, 2) == []
 
 
@@ -80,9 +87,11 @@ def test_a_bursts_parallel_batches_under_an_older_term_create_nothing(db, lock, 
     assert elect_within(lock) == 1
     assert elect_within(lock) == 2
     now = db.now()
-    sql.execute("INSERT INTO pgsched.task (name, schedule_kind, schedule_expr, handler_kind, command, next_fire_at) "
-                "SELECT 'burst-' || g, 'interval', '3600', 'shell', 'true', %s FROM generate_series(1, 50) g",
-                [now - timedelta(seconds=1)])
+    sql.execute(
+        "INSERT INTO pgsched.task (name, schedule_kind, schedule_expr, handler_kind, command, next_fire_at) "
+        "SELECT 'burst-' || g, 'interval', '3600', 'shell', 'true', %s FROM generate_series(1, 50) g",
+        [now - timedelta(seconds=1)],
+    )
     with pytest.raises(scheduler.TermOver):
         scheduler.tick(db, 1, now, batch=10, parallel=4)
     assert sql.execute("SELECT count(*) AS n FROM pgsched.execution").fetchone()["n"] == 0

@@ -71,7 +71,9 @@ def allowed_values(sql) -> dict[tuple[str, str], set[str]]:
     for row in sql.execute(_CHECKS):
         key = (row["table"], row["column"])
         assert key not in found, f"two value lists constrain {key}"
-        found[key] = {v.replace("''", "'") for v in re.findall(r"'((?:[^']|'')*)'::text", row["definition"])}
+        found[key] = {
+            v.replace("''", "'") for v in re.findall(r"'((?:[^']|'')*)'::text", row["definition"])
+        }
     return found
 
 

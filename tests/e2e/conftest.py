@@ -32,7 +32,17 @@ def sandboxed(argv: list[str]) -> list[str]:
     """``argv`` run in a private mount namespace with the cron folders swapped out."""
     if shutil.which("unshare") is None:
         raise RuntimeError("the e2e crontab test needs unshare(1) (util-linux) and root")
-    return ["unshare", "-m", "--propagation", "private", "sh", "-c", SANDBOX_SETUP + '\nexec "$@"', "sandbox", *argv]
+    return [
+        "unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        SANDBOX_SETUP + '\nexec "$@"',
+        "sandbox",
+        *argv,
+    ]
 
 
 @pytest.fixture
@@ -44,7 +54,9 @@ def processes(tmp_path: Path) -> Iterator[list[Process]]:
     for proc in started:
         proc.stop()
         # captured by pytest and shown only when the test failed
-        print(f"----- pgsched {' '.join(proc.args)} (exit {proc.proc.returncode}) -----\n{proc.output}")
+        print(
+            f"----- pgsched {' '.join(proc.args)} (exit {proc.proc.returncode}) -----\n{proc.output}"
+        )
 
 
 @pytest.fixture

@@ -12,9 +12,19 @@ from ..helpers import REPO
 
 
 def test_dag_overhead_smoke(pg_server):
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "dag_overhead.py"), "--smoke",
-                           "--dsn", dsn_for(pg_server, "postgres")],
-                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "dag_overhead.py"),
+            "--smoke",
+            "--dsn",
+            dsn_for(pg_server, "postgres"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "| DAG run |" in proc.stdout and "DAG per-node overhead" in proc.stdout
 
@@ -22,10 +32,23 @@ def test_dag_overhead_smoke(pg_server):
 def test_run_smoke_on_pgsched_and_the_pgbench_reference(pg_server, tmp_path):
     """The side-by-side benchmark at tiny sizes (peers are left out here: their own
     environment is installed from PyPI on the first full run)."""
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "run.py"), "--smoke", "--systems",
-                           "pgsched,pgbench", "--dsn", dsn_for(pg_server, "postgres"),
-                           "--results", str(tmp_path / "smoke.jsonl")],
-                          capture_output=True, text=True, timeout=600, cwd=REPO)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "run.py"),
+            "--smoke",
+            "--systems",
+            "pgsched,pgbench",
+            "--dsn",
+            dsn_for(pg_server, "postgres"),
+            "--results",
+            str(tmp_path / "smoke.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "claim throughput: drain of 500, empty history" in proc.stdout
     assert "scheduler burst, 1,000 cron tasks" in proc.stdout

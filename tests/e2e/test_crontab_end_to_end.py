@@ -19,7 +19,10 @@ from .conftest import sandboxed
 pytestmark = pytest.mark.e2e
 
 FILES = ["debian-crontab", "sysstat.cron.d"]
-CRON_ENV = {"SHELL": "/bin/sh", "PATH": "/usr/bin:/bin"}  # crontab(5): what cron sets unless the file does
+CRON_ENV = {
+    "SHELL": "/bin/sh",
+    "PATH": "/usr/bin:/bin",
+}  # crontab(5): what cron sets unless the file does
 
 
 def direct_run(entry) -> tuple[int, list[str]]:
@@ -27,8 +30,14 @@ def direct_run(entry) -> tuple[int, list[str]]:
     env = {**os.environ, **CRON_ENV, **entry.env}
     shell = entry.env.get("SHELL", "/bin/sh")
     stdin = None if entry.stdin is None else entry.stdin + "\n"
-    proc = subprocess.run(sandboxed([shell, "-c", entry.command]), input=stdin, capture_output=True, text=True,
-                          env=env, timeout=60)
+    proc = subprocess.run(
+        sandboxed([shell, "-c", entry.command]),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     return proc.returncode, sorted(proc.stdout.splitlines() + proc.stderr.splitlines())
 
 
@@ -52,7 +61,10 @@ def test_debian_crontabs_import_trigger_and_run(dsn, sql, start):
     for name in FILES:
         out = cli(dsn, "import-crontab", "--system", str(crontab_file(name))).stdout
         assert "0 created" in out and "unchanged" in out, out
-    assert sql.execute("SELECT id, name, updated_at FROM pgsched.task ORDER BY id").fetchall() == before
+    assert (
+        sql.execute("SELECT id, name, updated_at FROM pgsched.task ORDER BY id").fetchall()
+        == before
+    )
 
     stored = {r["name"]: r for r in sql.execute("SELECT * FROM pgsched.task").fetchall()}
     assert set(stored) == set(entries)
@@ -68,27 +80,43 @@ def test_debian_crontabs_import_trigger_and_run(dsn, sql, start):
         ids[name] = int(__import__("json").loads(out)["execution_id"])
 
     def finished():
-        rows = sql.execute("SELECT id, state, exit_code FROM pgsched.execution_history WHERE id = ANY(%s)",
-                           (list(ids.values()),)).fetchall()
+        rows = sql.execute(
+            "SELECT id, state, exit_code FROM pgsched.execution_history WHERE id = ANY(%s)",
+            (list(ids.values()),),
+        ).fetchall()
         return rows if len(rows) == len(ids) else None
 
-    done = {r["id"]: r for r in wait_until(finished, timeout=60, message="all triggered executions to finish")}
+    done = {
+        r["id"]: r
+        for r in wait_until(finished, timeout=60, message="all triggered executions to finish")
+    }
     for name, entry in entries.items():
         code, lines = direct_run(entry)
         got = done[ids[name]]
         assert got["exit_code"] == code, (name, entry.command)
-        assert got["state"] == ("succeeded" if code == 0 else "dead")  # failed for good: the dead-letter queue
-        logged = sql.execute("SELECT line FROM pgsched.execution_log WHERE execution_id = %s ORDER BY seq",
-                             (ids[name],)).fetchall()
+        assert got["state"] == (
+            "succeeded" if code == 0 else "dead"
+        )  # failed for good: the dead-letter queue
+        logged = sql.execute(
+            "SELECT line FROM pgsched.execution_log WHERE execution_id = %s ORDER BY seq",
+            (ids[name],),
+        ).fetchall()
         assert sorted(r["line"] for r in logged) == lines, (name, entry.command)
-        attempts = sql.execute("SELECT state, exit_code, worker_id FROM pgsched.execution_attempt "
-                               "WHERE execution_id = %s", (ids[name],)).fetchall()
+        attempts = sql.execute(
+            "SELECT state, exit_code, worker_id FROM pgsched.execution_attempt "
+            "WHERE execution_id = %s",
+            (ids[name],),
+        ).fetchall()
         assert len(attempts) == 1 and attempts[0]["exit_code"] == code and attempts[0]["worker_id"]
 
     # The sandboxed daily job really ran through run-parts, and its output was captured.
     daily = next(n for n, e in entries.items() if "cron.daily" in e.command)
-    daily_lines = [r["line"] for r in sql.execute(
-        "SELECT line FROM pgsched.execution_log WHERE execution_id = %s", (ids[daily],)).fetchall()]
+    daily_lines = [
+        r["line"]
+        for r in sql.execute(
+            "SELECT line FROM pgsched.execution_log WHERE execution_id = %s", (ids[daily],)
+        ).fetchall()
+    ]
     assert "cron.daily job ran in /" in daily_lines
 
     # And the CLI shows them.

@@ -29,17 +29,28 @@ def dev_process(home: Path, log_path: Path) -> Iterator[tuple[subprocess.Popen, 
     env = {k: v for k, v in os.environ.items() if k != "PGSCHED_DSN"}
     env["PGSCHED_HOME"] = str(home)
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "pgsched", "dev"], stdout=log, stderr=subprocess.STDOUT,
-                                env=env, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pgsched", "dev"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            text=True,
+        )
         try:
-            banner = wait_until(lambda: "Ctrl-C to stop" in log_path.read_text() and log_path.read_text(),
-                                timeout=60, message="dev banner")
+            banner = wait_until(
+                lambda: "Ctrl-C to stop" in log_path.read_text() and log_path.read_text(),
+                timeout=60,
+                message="dev banner",
+            )
             yield proc, banner
             proc.send_signal(signal.SIGINT)
             try:
                 code = proc.wait(30)
             except subprocess.TimeoutExpired:
-                pytest.fail("dev did not stop within 30 s of SIGINT; its output:\n" + log_path.read_text()[-4000:])
+                pytest.fail(
+                    "dev did not stop within 30 s of SIGINT; its output:\n"
+                    + log_path.read_text()[-4000:]
+                )
             assert code == 0, log_path.read_text()[-4000:]
         finally:
             if proc.poll() is None:
@@ -56,21 +67,36 @@ def test_dev_on_the_embedded_default(tmp_path):
     try:
         with dev_process(home, log_path) as (_, out):
             assert "applied 0001_initial" in out and "examples: 8 task(s) created" in out
-            assert "DAG documents" in out and "documents.classify" not in out  # nodes are not listed
+            assert (
+                "DAG documents" in out and "documents.classify" not in out
+            )  # nodes are not listed
             # the banner's command needs no DSN: PGSCHED_HOME finds the same embedded server
-            assert re.search(rf"in another terminal:  PGSCHED_HOME={re.escape(str(home))} \S*pgsched task list", out)
+            assert re.search(
+                rf"in another terminal:  PGSCHED_HOME={re.escape(str(home))} \S*pgsched task list",
+                out,
+            )
             env = {"PGSCHED_HOME": str(home), "PGSCHED_DSN": ""}
             dsn = None
             listed = cli(dsn, "task", "list", "--json", env=env).stdout
             assert "example-cron-clock" in listed
             cli(dsn, "task", "trigger", "example-cron-clock", env=env)
-            wait_until(lambda: re.search(r"ok   example-cron-clock .*\n\s+\| cron says: it is",
-                                         log_path.read_text()),
-                       timeout=20, message="the triggered example to be printed with its output")
+            wait_until(
+                lambda: re.search(
+                    r"ok   example-cron-clock .*\n\s+\| cron says: it is", log_path.read_text()
+                ),
+                timeout=20,
+                message="the triggered example to be printed with its output",
+            )
             cli(dsn, "dag", "trigger", "documents", env=env)  # its Python nodes run on dev's worker
-            wait_until(lambda: re.search(r"ok   documents.invoice .*\"booked\": \"invoice-2025-0042.pdf\"[^\n]*\n"
-                                         r"(.*\n)*.*ok   documents.archive", log_path.read_text()),
-                       timeout=20, message="the example DAG's nodes to be printed")
+            wait_until(
+                lambda: re.search(
+                    r"ok   documents.invoice .*\"booked\": \"invoice-2025-0042.pdf\"[^\n]*\n"
+                    r"(.*\n)*.*ok   documents.archive",
+                    log_path.read_text(),
+                ),
+                timeout=20,
+                message="the example DAG's nodes to be printed",
+            )
             # the web admin's one-time link signs in as a local admin
             link = re.search(r"web admin:\s+(http://127\.0\.0\.1:\d+/login\?token=\S+)", out)
             assert link, out
@@ -95,17 +121,30 @@ def test_the_embedded_server_stops_with_the_last_live_process_after_one_was_kill
     try:
         cli(None, "migrate", env={"PGSCHED_HOME": str(home), "PGSCHED_DSN": ""})
         with open(log_path, "w") as log:
-            worker = subprocess.Popen([sys.executable, "-m", "pgsched", "worker"], stdout=log,
-                                      stderr=subprocess.STDOUT, env=env)
-        wait_until(lambda: "started: queues=default" in log_path.read_text(), timeout=60,
-                   message="the worker on the embedded server")
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "pgsched", "worker"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        wait_until(
+            lambda: "started: queues=default" in log_path.read_text(),
+            timeout=60,
+            message="the worker on the embedded server",
+        )
         worker.kill()
         worker.wait()
         assert postmaster.exists()  # it shared the server, and did not leave
-        cli(None, "task", "list", env={"PGSCHED_HOME": str(home), "PGSCHED_DSN": ""})  # joins, then leaves
-        wait_until(lambda: not postmaster.exists(), timeout=30, message="the embedded server to stop")
+        cli(
+            None, "task", "list", env={"PGSCHED_HOME": str(home), "PGSCHED_DSN": ""}
+        )  # joins, then leaves
+        wait_until(
+            lambda: not postmaster.exists(), timeout=30, message="the embedded server to stop"
+        )
     finally:
         if postmaster.exists():  # the fault: stop the server ourselves
             os.kill(int(postmaster.read_text().split()[0]), signal.SIGINT)
-            wait_until(lambda: not postmaster.exists(), timeout=30, message="the leftover server to stop")
+            wait_until(
+                lambda: not postmaster.exists(), timeout=30, message="the leftover server to stop"
+            )
         shutil.rmtree(home, ignore_errors=True)

@@ -80,18 +80,30 @@ def tasks_dir(tmp_path):
 
 
 def worker(start, tasks_dir, *args: str, poll: float = 30, **kwargs):
-    return start("worker", "--poll-interval", str(poll), "--pythonpath", str(tasks_dir), *args,
-                 **kwargs)
+    return start(
+        "worker", "--poll-interval", str(poll), "--pythonpath", str(tasks_dir), *args, **kwargs
+    )
 
 
 def create(dsn, name: str, target: str, params: dict, *args: str) -> None:
-    cli(dsn, "task", "create", name, "--python", f"duetasks:{target}",
-        "--params", json.dumps(params), *args)
+    cli(
+        dsn,
+        "task",
+        "create",
+        name,
+        "--python",
+        f"duetasks:{target}",
+        "--params",
+        json.dumps(params),
+        *args,
+    )
 
 
 def enqueue(sql, task: str, seconds_ahead: float = 0) -> int:
-    return sql.execute("SELECT pgsched.enqueue_v1(%s, run_at => now() + make_interval(secs => %s))"
-                       " AS id", [task, seconds_ahead]).fetchone()["id"]
+    return sql.execute(
+        "SELECT pgsched.enqueue_v1(%s, run_at => now() + make_interval(secs => %s)) AS id",
+        [task, seconds_ahead],
+    ).fetchone()["id"]
 
 
 def lateness(row: dict) -> float:
@@ -101,13 +113,24 @@ def lateness(row: dict) -> float:
 
 
 def attempts(sql, ident: int) -> list[dict]:
-    return sql.execute("SELECT * FROM pgsched.execution_attempt WHERE execution_id = %s"
-                       " ORDER BY attempt", [ident]).fetchall()
+    return sql.execute(
+        "SELECT * FROM pgsched.execution_attempt WHERE execution_id = %s ORDER BY attempt", [ident]
+    ).fetchall()
 
 
 def test_a_retry_after_a_20_second_backoff_starts_on_time(dsn, sql, start, tasks_dir):
-    create(dsn, "flaky", "flaky", {"dsn": dsn, "marker": str(tasks_dir / "failed")},
-           "--max-attempts", "2", "--retry-policy", "fixed", "--retry-base", "20")
+    create(
+        dsn,
+        "flaky",
+        "flaky",
+        {"dsn": dsn, "marker": str(tasks_dir / "failed")},
+        "--max-attempts",
+        "2",
+        "--retry-policy",
+        "fixed",
+        "--retry-base",
+        "20",
+    )
     worker(start, tasks_dir)
     ident = enqueue(sql, "flaky")
     done = finished(sql, ident, timeout=60)
@@ -130,13 +153,16 @@ def test_a_run_enqueued_for_later_starts_on_time(dsn, sql, start, tasks_dir, shi
     worker(start, tasks_dir, poll=poll, env=clock_off(shift) if shift else None)
     ident = enqueue(sql, "stamp", 5)
     late = lateness(finished(sql, ident, timeout=40))
-    print(f"run enqueued 5 s ahead started {late * 1000:.1f} ms after its run_at"
-          f" (worker clock {shift or 0:+d} s, poll {poll} s)")
+    print(
+        f"run enqueued 5 s ahead started {late * 1000:.1f} ms after its run_at"
+        f" (worker clock {shift or 0:+d} s, poll {poll} s)"
+    )
     assert 0 <= late <= ON_TIME
 
 
 def test_a_run_enqueued_for_later_starts_on_time_beside_a_due_one_another_transaction_holds(
-        dsn, sql, start, tasks_dir):
+    dsn, sql, start, tasks_dir
+):
     """An application's transaction holds a due execution (a cancel inside a longer
     transaction, SELECT ... FOR UPDATE, a foreign key from its own table): the worker
     cannot claim it and retries less and less often, but a run enqueued for later is still
@@ -149,8 +175,11 @@ def test_a_run_enqueued_for_later_starts_on_time_beside_a_due_one_another_transa
         worker(start, tasks_dir)
         began = sql.execute("SELECT now() AS t").fetchone()["t"]
         # by twelve seconds on, the worker's retries of the held row are about five seconds apart
-        wait_until(lambda: (sql.execute("SELECT now() AS t").fetchone()["t"] - began).total_seconds() > 12,
-                   timeout=30, message="twelve seconds of the held row")
+        wait_until(
+            lambda: (sql.execute("SELECT now() AS t").fetchone()["t"] - began).total_seconds() > 12,
+            timeout=30,
+            message="twelve seconds of the held row",
+        )
         ident = enqueue(sql, "stamp", 3)
         late = lateness(finished(sql, ident, timeout=40))
         app.rollback()
@@ -159,19 +188,34 @@ def test_a_run_enqueued_for_later_starts_on_time_beside_a_due_one_another_transa
 
 
 def test_a_dag_nodes_retry_starts_on_time(dsn, sql, start, tasks_dir):
-    dag = {"name": "due", "nodes": [
-        {"id": "first", "python": "duetasks:stamp", "params": {"dsn": dsn}},
-        {"id": "flaky", "python": "duetasks:flaky_node", "depends_on": ["first"],
-         "max_attempts": 2, "retry_policy": "fixed", "retry_base": 3,
-         "params": {"dsn": dsn, "marker": str(tasks_dir / "failed")}}]}
+    dag = {
+        "name": "due",
+        "nodes": [
+            {"id": "first", "python": "duetasks:stamp", "params": {"dsn": dsn}},
+            {
+                "id": "flaky",
+                "python": "duetasks:flaky_node",
+                "depends_on": ["first"],
+                "max_attempts": 2,
+                "retry_policy": "fixed",
+                "retry_base": 3,
+                "params": {"dsn": dsn, "marker": str(tasks_dir / "failed")},
+            },
+        ],
+    }
     (tasks_dir / "due.json").write_text(json.dumps(dag))
     cli(dsn, "dag", "apply", str(tasks_dir / "due.json"))
     worker(start, tasks_dir)
     run_id = json.loads(cli(dsn, "dag", "trigger", "due", "--json").stdout)["run_id"]
-    node = wait_until(lambda: sql.execute(
-        "SELECT * FROM pgsched.dag_node_run WHERE run_id = %s AND node_id = 'flaky'"
-        " AND state = 'succeeded'", [run_id]).fetchone(),
-        timeout=40, message="the flaky node to succeed")
+    node = wait_until(
+        lambda: sql.execute(
+            "SELECT * FROM pgsched.dag_node_run WHERE run_id = %s AND node_id = 'flaky'"
+            " AND state = 'succeeded'",
+            [run_id],
+        ).fetchone(),
+        timeout=40,
+        message="the flaky node to succeed",
+    )
     done = finished(sql, node["execution_id"])
     first, _ = attempts(sql, node["execution_id"])
     assert first["state"] == "failed" and done["run_at"] == first["next_run_at"]
@@ -183,10 +227,13 @@ def test_a_dag_nodes_retry_starts_on_time(dsn, sql, start, tasks_dir):
 def listening(sql, workers: int) -> bool:
     """Whether ``workers`` workers are idle and waiting: each claimer has asked when the
     next execution is due (execution_next_due) since it last claimed."""
-    return sql.execute("""SELECT count(*) AS n FROM pg_stat_activity
+    return (
+        sql.execute("""SELECT count(*) AS n FROM pg_stat_activity
                            WHERE datname = current_database() AND state = 'idle'
                              AND application_name = 'pgsched worker listen'
-                             AND query LIKE '%%clock_timestamp()%%'""").fetchone()["n"] == workers
+                             AND query LIKE '%%clock_timestamp()%%'""").fetchone()["n"]
+        == workers
+    )
 
 
 def test_an_idle_worker_learns_of_a_retry_another_worker_wrote(dsn, sql, start, tasks_dir):
@@ -195,8 +242,18 @@ def test_an_idle_worker_learns_of_a_retry_another_worker_wrote(dsn, sql, start, 
     retry on time (the retry's transaction notified it; the retry is an UPDATE, which the
     insert trigger does not see)."""
     go = tasks_dir / "go"
-    create(dsn, "flaky", "flaky", {"dsn": dsn, "marker": str(tasks_dir / "failed"), "go": str(go)},
-           "--max-attempts", "2", "--retry-policy", "fixed", "--retry-base", "3")
+    create(
+        dsn,
+        "flaky",
+        "flaky",
+        {"dsn": dsn, "marker": str(tasks_dir / "failed"), "go": str(go)},
+        "--max-attempts",
+        "2",
+        "--retry-policy",
+        "fixed",
+        "--retry-base",
+        "3",
+    )
     a = worker(start, tasks_dir, poll=60)
     ident = enqueue(sql, "flaky")
     wait_until(lambda: (go.parent / "failed").exists(), message="A to run the first attempt")
@@ -206,9 +263,12 @@ def test_an_idle_worker_learns_of_a_retry_another_worker_wrote(dsn, sql, start, 
     wait_until(lambda: attempts(sql, ident), message="the first attempt to be recorded")
     a.stop(signal.SIGKILL)
     done = finished(sql, ident, timeout=30)
-    ran = sql.execute("SELECT w.pid FROM pgsched.execution_attempt x"
-                      "  JOIN pgsched.worker w ON w.id = x.worker_id"
-                      " WHERE x.execution_id = %s ORDER BY x.attempt", [ident]).fetchall()
+    ran = sql.execute(
+        "SELECT w.pid FROM pgsched.execution_attempt x"
+        "  JOIN pgsched.worker w ON w.id = x.worker_id"
+        " WHERE x.execution_id = %s ORDER BY x.attempt",
+        [ident],
+    ).fetchall()
     assert [r["pid"] for r in ran] == [a.proc.pid, b.proc.pid]
     late = lateness(done)
     print(f"retry written by A started on B {late * 1000:.1f} ms after its run_at")

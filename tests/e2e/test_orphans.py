@@ -21,7 +21,15 @@ from ..helpers import alive, cli, finished, trigger, wait_until
 
 pytestmark = pytest.mark.e2e
 
-WORKER = ("worker", "--heartbeat-interval", "1", "--poll-interval", "0.5", "--shutdown-timeout", "1")
+WORKER = (
+    "worker",
+    "--heartbeat-interval",
+    "1",
+    "--poll-interval",
+    "0.5",
+    "--shutdown-timeout",
+    "1",
+)
 
 # Each command writes the pids of what it starts into $D/NAME.*, then waits.
 COMMANDS = {
@@ -34,7 +42,7 @@ COMMANDS = {
     "bare": 'setsid env -i /bin/sleep 300 & echo $! > "$D/bare.child"; wait',
 }
 
-MODULE = textwrap.dedent('''
+MODULE = textwrap.dedent("""
     import os, subprocess, time
     from pgsched import App
 
@@ -56,7 +64,7 @@ MODULE = textwrap.dedent('''
             os._exit(0)
         note(d, "py.fork", pid)
         time.sleep(300)
-''')
+""")
 
 
 def started_at(pid: int) -> int | None:
@@ -101,8 +109,12 @@ def pids():
 
 
 def guardian_pid(worker) -> int:
-    line = wait_until(lambda: re.search(r"commands die with the worker: pdeathsig \+ guardian \(pid (\d+)\)",
-                                        worker.output), message="the worker to say its containment")
+    line = wait_until(
+        lambda: re.search(
+            r"commands die with the worker: pdeathsig \+ guardian \(pid (\d+)\)", worker.output
+        ),
+        message="the worker to say its containment",
+    )
     return int(line.group(1))
 
 
@@ -110,23 +122,45 @@ def guardian_pid(worker) -> int:
 def bystanders(tmp_path):
     """Processes that are not the worker's: one the test runner started (in a session of its
     own, with a token of the same name but another value); reaped after the test."""
-    procs = [subprocess.Popen(["sleep", "300"], start_new_session=True,
-                              env={**os.environ, "PGSCHED_WORKER_TOKEN": "1-not-this-workers"})]
+    procs = [
+        subprocess.Popen(
+            ["sleep", "300"],
+            start_new_session=True,
+            env={**os.environ, "PGSCHED_WORKER_TOKEN": "1-not-this-workers"},
+        )
+    ]
     yield procs
     for p in procs:
         p.kill()
         p.wait()
 
 
-def test_a_sigkilled_worker_leaves_no_process_of_its_executions_alive(dsn, sql, start, tmp_path, bystanders,
-                                                                         pids):
+def test_a_sigkilled_worker_leaves_no_process_of_its_executions_alive(
+    dsn, sql, start, tmp_path, bystanders, pids
+):
     (tmp_path / "orphan_tasks.py").write_text(MODULE)
     for name, command in COMMANDS.items():
         cli(dsn, "task", "create", name, "--command", command, "--env", f"D={tmp_path}")
-    cli(dsn, "task", "create", "spawner", "--python", "orphan_tasks:spawner", "--params",
-        f'{{"d": "{tmp_path}"}}')
-    cli(dsn, "task", "create", "elsewhere", "--queue", "other", "--command",
-        f'echo $$ > "{tmp_path}/other.sh"; exec sleep 300')
+    cli(
+        dsn,
+        "task",
+        "create",
+        "spawner",
+        "--python",
+        "orphan_tasks:spawner",
+        "--params",
+        f'{{"d": "{tmp_path}"}}',
+    )
+    cli(
+        dsn,
+        "task",
+        "create",
+        "elsewhere",
+        "--queue",
+        "other",
+        "--command",
+        f'echo $$ > "{tmp_path}/other.sh"; exec sleep 300',
+    )
     other = start(*WORKER, "--queue", "other")
     trigger(dsn, "elsewhere")
     theirs = pids(tmp_path, ["other.sh"])
@@ -135,16 +169,31 @@ def test_a_sigkilled_worker_leaves_no_process_of_its_executions_alive(dsn, sql, 
     guardian = guardian_pid(worker)
     for name in [*COMMANDS, "spawner"]:
         trigger(dsn, name)
-    ours = pids(tmp_path, ["bg.sh", "bg.child", "detached.leader", "detached.orphan", "bare.child",
-                           "py.child", "py.bare", "py.fork"])
+    ours = pids(
+        tmp_path,
+        [
+            "bg.sh",
+            "bg.child",
+            "detached.leader",
+            "detached.orphan",
+            "bare.child",
+            "py.child",
+            "py.bare",
+            "py.fork",
+        ],
+    )
     # what neither carries the token nor stays in a watched session is known from the
     # guardian's scans of the worker's descendants: give it one
     wait_until(lambda: min(age(p) for p in ours.values()) > 2 * SCAN_INTERVAL, message="a scan")
 
     began = time.monotonic()
     worker.proc.kill()
-    wait_until(lambda: not any(alive(p) for p in [*ours.values(), guardian]), timeout=2.0, interval=0.01,
-               message="every process of the killed worker's executions to die")
+    wait_until(
+        lambda: not any(alive(p) for p in [*ours.values(), guardian]),
+        timeout=2.0,
+        interval=0.01,
+        message="every process of the killed worker's executions to die",
+    )
     print(f"\nlast orphan gone {time.monotonic() - began:.3f}s after the SIGKILL")
     worker.proc.wait(5)
     assert re.search(r"worker \d+ died: killed \d+ of its process\(es\)", worker.output)
@@ -176,26 +225,49 @@ def test_the_rescued_copy_of_a_killed_workers_execution_runs_alone(dsn, sql, sta
     first = start(*WORKER)
     ident = trigger(dsn, "ticker")
     ticks = tmp_path / "ticks"
-    wait_until(lambda: ticks.exists() and ticks.read_text().count("tick 1") >= 4, message="attempt 1 to tick")
+    wait_until(
+        lambda: ticks.exists() and ticks.read_text().count("tick 1") >= 4,
+        message="attempt 1 to tick",
+    )
     tickers = pids(tmp_path, ["ticker.detached", "ticker.child"])
     first.proc.kill()
     first.proc.wait(5)
-    wait_until(lambda: not any(alive(p) for p in tickers.values()), timeout=2.0, interval=0.01,
-               message="attempt 1's processes to die with their worker")
+    wait_until(
+        lambda: not any(alive(p) for p in tickers.values()),
+        timeout=2.0,
+        interval=0.01,
+        message="attempt 1's processes to die with their worker",
+    )
     start(*WORKER)  # runs the rescued copy
     done = finished(sql, ident, timeout=30)
     assert done["state"] == "succeeded" and done["attempt"] == 2
     lines = ticks.read_text().splitlines()
-    after = lines[lines.index("start 2"):]
+    after = lines[lines.index("start 2") :]
     assert "tick 1" not in after, f"attempt 1 ran on beside its rescued copy: {after}"
     assert after == ["start 2", *["tick 2"] * 20, "end 2"]
 
 
-def test_a_stopping_workers_guardian_ends_what_it_left_and_kills_nothing_else(dsn, sql, start, tmp_path,
-                                                                            bystanders, pids):
-    cli(dsn, "task", "create", "leaves", "--command", f'sleep 300 >/dev/null 2>&1 & echo $! > "{tmp_path}/left"')
-    cli(dsn, "task", "create", "elsewhere", "--queue", "other", "--command",
-        f'echo $$ > "{tmp_path}/other.sh"; exec sleep 300')
+def test_a_stopping_workers_guardian_ends_what_it_left_and_kills_nothing_else(
+    dsn, sql, start, tmp_path, bystanders, pids
+):
+    cli(
+        dsn,
+        "task",
+        "create",
+        "leaves",
+        "--command",
+        f'sleep 300 >/dev/null 2>&1 & echo $! > "{tmp_path}/left"',
+    )
+    cli(
+        dsn,
+        "task",
+        "create",
+        "elsewhere",
+        "--queue",
+        "other",
+        "--command",
+        f'echo $$ > "{tmp_path}/other.sh"; exec sleep 300',
+    )
     other = start(*WORKER, "--queue", "other")
     trigger(dsn, "elsewhere")
     theirs = pids(tmp_path, ["other.sh"])
@@ -206,6 +278,8 @@ def test_a_stopping_workers_guardian_ends_what_it_left_and_kills_nothing_else(ds
 
     assert worker.stop(signal.SIGTERM) == 0
     assert not alive(guardian) and not alive(left)
-    assert re.search(r"worker \d+ stopped: ended 1 process\(es\) it had left running", worker.output)
+    assert re.search(
+        r"worker \d+ stopped: ended 1 process\(es\) it had left running", worker.output
+    )
     assert alive(theirs["other.sh"]) and other.proc.poll() is None and alive(guardian_pid(other))
     assert all(p.poll() is None for p in bystanders)

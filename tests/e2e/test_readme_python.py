@@ -58,7 +58,7 @@ def readme_worker() -> list[str]:
     """The arguments of the ``pgsched worker`` command the README gives for its Python
     example (the first after the ``From Python`` heading), without its comment."""
     text = (REPO / "README.md").read_text()
-    section = text[text.index("### From Python"):]
+    section = text[text.index("### From Python") :]
     line = re.search(r"^pgsched worker (.+?)\s*(#.*)?$", section, re.M)
     assert line, "README.md's From Python section starts no worker"
     return shlex.split(line.group(1))

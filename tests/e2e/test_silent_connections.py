@@ -31,24 +31,44 @@ def proxy(dsn):
 
 
 def _worker_up(sql, proxy) -> None:
-    wait_until(lambda: proxy.open_connections(LISTEN) and proxy.open_connections(HEARTBEAT)
-               and sql.execute("SELECT 1 FROM pgsched.worker WHERE state = 'running'").fetchone(),
-               message="the worker registered, listening and heartbeating")
+    wait_until(
+        lambda: (
+            proxy.open_connections(LISTEN)
+            and proxy.open_connections(HEARTBEAT)
+            and sql.execute("SELECT 1 FROM pgsched.worker WHERE state = 'running'").fetchone()
+        ),
+        message="the worker registered, listening and heartbeating",
+    )
 
 
-def test_a_worker_whose_connections_all_go_silent_recovers_and_runs_what_comes_after(dsn, sql, proxy, start):
+def test_a_worker_whose_connections_all_go_silent_recovers_and_runs_what_comes_after(
+    dsn, sql, proxy, start
+):
     cli(dsn, "task", "create", "after", "--command", "echo ran")
-    worker = start("worker", "--poll-interval", "0.5", "--heartbeat-interval", "1", "--statement-deadline", "2",
-                   env={"PGSCHED_DSN": proxy.dsn})
-    assert finished(sql, trigger(dsn, "after"))["state"] == "succeeded"  # its pool has been used too
+    worker = start(
+        "worker",
+        "--poll-interval",
+        "0.5",
+        "--heartbeat-interval",
+        "1",
+        "--statement-deadline",
+        "2",
+        env={"PGSCHED_DSN": proxy.dsn},
+    )
+    assert (
+        finished(sql, trigger(dsn, "after"))["state"] == "succeeded"
+    )  # its pool has been used too
     _worker_up(sql, proxy)
     assert proxy.blackhole() >= 3  # the claimer's, the heartbeat's and the pool's
     began = time.monotonic()
     ident = trigger(dsn, "after")
     done = finished(sql, ident, timeout=30)
     took = time.monotonic() - began
-    started = sql.execute("SELECT extract(epoch FROM started_at - created_at)::float8 AS s "
-                          "FROM pgsched.execution_history WHERE id = %s", (ident,)).fetchone()["s"]
+    started = sql.execute(
+        "SELECT extract(epoch FROM started_at - created_at)::float8 AS s "
+        "FROM pgsched.execution_history WHERE id = %s",
+        (ident,),
+    ).fetchone()["s"]
     print(f"enqueued after the blackhole: started after {started:.2f}s, recorded after {took:.2f}s")
     assert done["state"] == "succeeded"
     # Bound: the next poll (0.5 s), the claim's deadline (2 s) and a watchdog tick, a new
@@ -59,15 +79,27 @@ def test_a_worker_whose_connections_all_go_silent_recovers_and_runs_what_comes_a
     assert "no reply within the claim statement deadline (2s)" in worker.output
     assert worker.proc.poll() is None  # recovered in place, not restarted
     # the heartbeat replaced its connection too, and the worker is still alive in the database
-    wait_until(lambda: sql.execute("SELECT 1 FROM pgsched.worker WHERE state = 'running' AND "
-                                   "last_heartbeat_at > now() - interval '2 seconds'").fetchone(),
-               message="heartbeats go on")
+    wait_until(
+        lambda: sql.execute(
+            "SELECT 1 FROM pgsched.worker WHERE state = 'running' AND "
+            "last_heartbeat_at > now() - interval '2 seconds'"
+        ).fetchone(),
+        message="heartbeats go on",
+    )
 
 
 def test_sigterm_stops_a_worker_whose_claim_connection_is_silent(dsn, sql, proxy, start):
     # The default statement deadline (30 s): the claim is cut because the worker stops.
-    worker = start("worker", "--poll-interval", "0.2", "--heartbeat-interval", "1", "--shutdown-timeout", "2",
-                   env={"PGSCHED_DSN": proxy.dsn})
+    worker = start(
+        "worker",
+        "--poll-interval",
+        "0.2",
+        "--heartbeat-interval",
+        "1",
+        "--shutdown-timeout",
+        "2",
+        env={"PGSCHED_DSN": proxy.dsn},
+    )
     _worker_up(sql, proxy)
     assert proxy.blackhole(LISTEN) == 1
     wait_until(lambda: proxy.dropped(LISTEN) > 0, message="a claim sent that is never answered")
@@ -79,25 +111,45 @@ def test_sigterm_stops_a_worker_whose_claim_connection_is_silent(dsn, sql, proxy
     assert sql.execute("SELECT state FROM pgsched.worker").fetchone()["state"] == "stopped"
 
 
-def test_without_a_deadline_the_heartbeat_finds_the_stalled_claimer_reports_and_recovers_it(dsn, sql, proxy,
-                                                                                              start):
+def test_without_a_deadline_the_heartbeat_finds_the_stalled_claimer_reports_and_recovers_it(
+    dsn, sql, proxy, start
+):
     cli(dsn, "task", "create", "after", "--command", "echo ran")
-    worker = start("worker", "--poll-interval", "0.5", "--heartbeat-interval", "1", "--statement-deadline", "0",
-                   env={"PGSCHED_DSN": proxy.dsn})
+    worker = start(
+        "worker",
+        "--poll-interval",
+        "0.5",
+        "--heartbeat-interval",
+        "1",
+        "--statement-deadline",
+        "0",
+        env={"PGSCHED_DSN": proxy.dsn},
+    )
     _worker_up(sql, proxy)
     assert proxy.blackhole(LISTEN) == 1
     began = time.monotonic()
     ident = trigger(dsn, "after")
     # the limit: 3 polls + the 10 s connect timeout = 11.5 s, seen at the next heartbeat
-    wait_until(lambda: sql.execute("SELECT 1 FROM pgsched.worker WHERE claimer_stalled_since IS NOT NULL")
-               .fetchone(), timeout=20, interval=0.02, message="the stall reported in the worker row")
+    wait_until(
+        lambda: sql.execute(
+            "SELECT 1 FROM pgsched.worker WHERE claimer_stalled_since IS NOT NULL"
+        ).fetchone(),
+        timeout=20,
+        interval=0.02,
+        message="the stall reported in the worker row",
+    )
     detected = time.monotonic() - began
     done = finished(sql, ident, timeout=20)
     recovered = time.monotonic() - began
-    wait_until(lambda: sql.execute("SELECT 1 FROM pgsched.worker WHERE state = 'running' "
-                                   "AND claimer_stalled_since IS NULL").fetchone(),
-               message="the report cleared once the claimer goes round again")
-    print(f"no deadline: stall reported after {detected:.2f}s, the execution recorded after {recovered:.2f}s")
+    wait_until(
+        lambda: sql.execute(
+            "SELECT 1 FROM pgsched.worker WHERE state = 'running' AND claimer_stalled_since IS NULL"
+        ).fetchone(),
+        message="the report cleared once the claimer goes round again",
+    )
+    print(
+        f"no deadline: stall reported after {detected:.2f}s, the execution recorded after {recovered:.2f}s"
+    )
     assert done["state"] == "succeeded"
     assert 11.0 <= detected < 14.5
     assert recovered < detected + 3.0
@@ -107,7 +159,9 @@ def test_without_a_deadline_the_heartbeat_finds_the_stalled_claimer_reports_and_
 
 
 def test_status_shows_a_stalled_claimer(dsn, sql):
-    sql.execute("INSERT INTO pgsched.worker (name, hostname, pid, queues, concurrency, claimer_stalled_since) "
-                "VALUES ('w1', 'h', 1, '{default}', 4, now() - interval '40 seconds')")
+    sql.execute(
+        "INSERT INTO pgsched.worker (name, hostname, pid, queues, concurrency, claimer_stalled_since) "
+        "VALUES ('w1', 'h', 1, '{default}', 4, now() - interval '40 seconds')"
+    )
     out = cli(dsn, "status").stdout
     assert re.search(r"claimer stalled for 4\ds: its queues are not served", out), out

@@ -19,7 +19,9 @@ pytestmark = pytest.mark.e2e
 
 
 def fetch(url: str, token: str | None = None) -> tuple[int, str]:
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    request = urllib.request.Request(
+        url, headers={"Authorization": f"Bearer {token}"} if token else {}
+    )
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
             return response.status, response.read().decode()
@@ -35,7 +37,9 @@ def test_web_serves_pages_and_the_api_until_sigterm(dsn, tmp_path):
     web = Process(dsn, "web", "--port", str(port), log_dir=tmp_path)
     try:
         base = f"http://127.0.0.1:{port}"
-        wait_until(lambda: fetch(base + "/login")[0] == 200, timeout=30, message="the web admin to answer")
+        wait_until(
+            lambda: fetch(base + "/login")[0] == 200, timeout=30, message="the web admin to answer"
+        )
         status, body = fetch(base + "/api/v1/tasks", token)
         assert status == 200 and json.loads(body) == {"items": [], "next_cursor": None}
         assert fetch(base + "/api/v1/tasks")[0] == 401
@@ -49,7 +53,9 @@ def test_web_serves_pages_and_the_api_until_sigterm(dsn, tmp_path):
         port = taken.getsockname()[1]
         busy = cli(dsn, "web", "--port", str(port), check=False)
     assert busy.returncode == 1 and "Traceback" not in busy.stderr
-    assert busy.stderr.strip() == f"Error: port: {port} is in use on '127.0.0.1'; pass another --port"
+    assert (
+        busy.stderr.strip() == f"Error: port: {port} is in use on '127.0.0.1'; pass another --port"
+    )
 
 
 def test_a_sign_in_on_a_web_process_whose_clock_is_off_is_valid_on_the_others(dsn, tmp_path):
@@ -61,18 +67,27 @@ def test_a_sign_in_on_a_web_process_whose_clock_is_off_is_valid_on_the_others(ds
 
     token = cli(dsn, "token", "create", "--role", "viewer").stdout.strip()
     ports = [free_port("127.0.0.1", 18400), free_port("127.0.0.1", 18500)]
-    webs = [Process(dsn, "web", "--port", str(ports[0]), log_dir=tmp_path, env=clock_off(300)),
-            Process(dsn, "web", "--port", str(ports[1]), log_dir=tmp_path)]
+    webs = [
+        Process(dsn, "web", "--port", str(ports[0]), log_dir=tmp_path, env=clock_off(300)),
+        Process(dsn, "web", "--port", str(ports[1]), log_dir=tmp_path),
+    ]
     try:
         for port in ports:
-            wait_until(lambda port=port: fetch(f"http://127.0.0.1:{port}/login")[0] == 200, timeout=30,
-                       message=f"the web admin on {port} to answer")
+            wait_until(
+                lambda port=port: fetch(f"http://127.0.0.1:{port}/login")[0] == 200,
+                timeout=30,
+                message=f"the web admin on {port} to answer",
+            )
         for signer, other in ((ports[0], ports[1]), (ports[1], ports[0])):
-            browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+            browser = urllib.request.build_opener(
+                urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+            )
             with browser.open(f"http://127.0.0.1:{signer}/login?token={token}", timeout=10) as page:
                 assert page.url.endswith("/")  # signed in
             with browser.open(f"http://127.0.0.1:{other}/tasks", timeout=10) as page:
-                assert page.url.endswith("/tasks"), f"signed in on {signer}, sent to {page.url} by {other}"
+                assert page.url.endswith("/tasks"), (
+                    f"signed in on {signer}, sent to {page.url} by {other}"
+                )
     finally:
         for web in webs:
             web.stop(signal.SIGTERM)
@@ -91,8 +106,12 @@ def test_a_sign_in_ends_when_the_database_clock_passes_its_lifetime(dsn, sql):
             assert client.get(f"/login?token={token}").url.path == "/"
             assert client.get("/tasks").url.path == "/tasks"
             began = sql.execute("SELECT now() AS t").fetchone()["t"]
-            wait_until(lambda: (sql.execute("SELECT now() AS t").fetchone()["t"] - began).total_seconds() > 2.2,
-                       message="the sign-in's two seconds to pass by the database's clock")
+            wait_until(
+                lambda: (
+                    (sql.execute("SELECT now() AS t").fetchone()["t"] - began).total_seconds() > 2.2
+                ),
+                message="the sign-in's two seconds to pass by the database's clock",
+            )
             assert client.get("/tasks").url.path == "/login"  # sent to sign in again
     finally:
         db.close()

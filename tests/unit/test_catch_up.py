@@ -14,13 +14,36 @@ from pgsched.scheduler.catch_up import Misfire, catch_up
 
 from ..helpers import utc
 
-EXPRESSIONS = ["* * * * *", "*/7 2-5 * * *", "0 0 * * *", "30 2 * * *", "0 */3 * * 1-5", "15 1,2,3 L * *",
-               "0 0 29 2 *", "5 4 * * sun", "*/20 * * * * *", "0 9 1W * *", "0 0 * * 5#2", "@hourly", "@daily",
-               "0,30 * 1-7 * mon", "59 23 31 12 *"]
-ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Pacific/Apia", "Asia/Kathmandu"]
+EXPRESSIONS = [
+    "* * * * *",
+    "*/7 2-5 * * *",
+    "0 0 * * *",
+    "30 2 * * *",
+    "0 */3 * * 1-5",
+    "15 1,2,3 L * *",
+    "0 0 29 2 *",
+    "5 4 * * sun",
+    "*/20 * * * * *",
+    "0 9 1W * *",
+    "0 0 * * 5#2",
+    "@hourly",
+    "@daily",
+    "0,30 * 1-7 * mon",
+    "59 23 31 12 *",
+]
+ZONES = [
+    "UTC",
+    "Europe/Berlin",
+    "America/New_York",
+    "Australia/Lord_Howe",
+    "Pacific/Apia",
+    "Asia/Kathmandu",
+]
 
 
-def one_by_one(schedule: Schedule, after: datetime, until: datetime) -> tuple[int, datetime | None, datetime | None]:
+def one_by_one(
+    schedule: Schedule, after: datetime, until: datetime
+) -> tuple[int, datetime | None, datetime | None]:
     count, latest, at = 0, None, after
     while (nxt := schedule.next_after(at)) is not None and nxt <= until:
         count, latest, at = count + 1, nxt, nxt
@@ -39,7 +62,9 @@ def test_walk_counts_what_a_fire_by_fire_walk_counts(seed):
         if expr.startswith("*/20") and span > timedelta(days=3):
             span = timedelta(days=3)  # the oracle walks every fire: keep it quick
         schedule = Schedule("cron", expr, tz)
-        assert tuple(schedule.walk(after, after + span)) == one_by_one(schedule, after, after + span), (expr, tz)
+        assert tuple(schedule.walk(after, after + span)) == one_by_one(
+            schedule, after, after + span
+        ), (expr, tz)
 
 
 def test_walk_of_a_long_span_is_exact_without_walking_every_fire():
@@ -47,7 +72,11 @@ def test_walk_of_a_long_span_is_exact_without_walking_every_fire():
     fire would take about a minute)."""
     start = utc(2025, 1, 1)
     fires, latest, nxt = cron.walk("* * * * *", "Europe/Berlin", start, start + timedelta(days=365))
-    assert (fires, latest, nxt) == (365 * 1440, start + timedelta(days=365), start + timedelta(days=365, minutes=1))
+    assert (fires, latest, nxt) == (
+        365 * 1440,
+        start + timedelta(days=365),
+        start + timedelta(days=365, minutes=1),
+    )
     # (Berlin's clocks changed twice that year: those days are walked fire by fire, 23 and
     # 25 hours of readings, and the total is still one a minute.) An interval, by arithmetic:
     every = Schedule("interval", "7", anchor=utc(2025, 1, 1))
@@ -63,7 +92,12 @@ def minutely() -> tuple[Schedule, datetime, datetime]:
 def test_once_runs_the_latest_missed_fire():
     schedule, due, now = minutely()
     decided = catch_up(schedule, "once", due, now, Misfire())
-    assert decided == ([utc(2025, 1, 15, 10, 11)], utc(2025, 1, 15, 10, 12), 10, utc(2025, 1, 15, 10, 11))
+    assert decided == (
+        [utc(2025, 1, 15, 10, 11)],
+        utc(2025, 1, 15, 10, 12),
+        10,
+        utc(2025, 1, 15, 10, 11),
+    )
 
 
 def test_skip_runs_only_a_fire_on_time_and_counts_every_other():
@@ -80,7 +114,10 @@ def test_all_runs_every_due_fire_up_to_the_cap():
     assert every.run == [utc(2025, 1, 15, 10, m) for m in range(1, 12)] and every.missed == 0
     capped = catch_up(schedule, "all", due, now, Misfire(cap=3))
     assert (capped.run, capped.missed, capped.latest) == (
-        [utc(2025, 1, 15, 10, m) for m in (1, 2, 3)], 8, utc(2025, 1, 15, 10, 11))
+        [utc(2025, 1, 15, 10, m) for m in (1, 2, 3)],
+        8,
+        utc(2025, 1, 15, 10, 11),
+    )
 
 
 @pytest.mark.parametrize("policy", ["once", "skip", "all"])
@@ -88,10 +125,17 @@ def test_a_month_down_counts_every_missed_fire(policy):
     """30 days of a per-minute job: 43,200 due fires, counted exactly (the count once
     stopped at 1,000 and said "at least")."""
     due = utc(2025, 6, 1)
-    decided = catch_up(Schedule("cron", "* * * * *", "America/New_York"), policy, due,
-                       due + timedelta(days=30, seconds=5), Misfire(cap=100))
+    decided = catch_up(
+        Schedule("cron", "* * * * *", "America/New_York"),
+        policy,
+        due,
+        due + timedelta(days=30, seconds=5),
+        Misfire(cap=100),
+    )
     assert decided.missed + len(decided.run) == 30 * 1440 + 1
-    assert decided.latest == due + timedelta(days=30) and decided.next == due + timedelta(days=30, minutes=1)
+    assert decided.latest == due + timedelta(days=30) and decided.next == due + timedelta(
+        days=30, minutes=1
+    )
 
 
 def test_first_fire_never_at_or_before_the_last_fire():
@@ -101,19 +145,34 @@ def test_first_fire_never_at_or_before_the_last_fire():
     assert hourly.first_fire(utc(2025, 1, 15, 9, 30)) == utc(2025, 1, 15, 10)
     assert hourly.first_fire(utc(2025, 1, 15, 9, 30), utc(2025, 1, 15, 11)) == utc(2025, 1, 15, 12)
     once = Schedule("once", "2025-01-15T08:00:00Z")
-    assert once.first_fire(utc(2025, 1, 15, 9)) == utc(2025, 1, 15, 8)  # past, never fired: runs at once
+    assert once.first_fire(utc(2025, 1, 15, 9)) == utc(
+        2025, 1, 15, 8
+    )  # past, never fired: runs at once
     assert once.first_fire(utc(2025, 1, 15, 9), utc(2025, 1, 15, 8)) is None
     assert once.first_fire(utc(2025, 1, 15, 9), utc(2025, 1, 15, 7)) == utc(2025, 1, 15, 8)
 
 
-@pytest.mark.parametrize(("expr", "tz", "after", "until"), [
-    # the clocks jump from 23:00 to 00:00: the skipped 23:30 runs at the next day's midnight
-    ("30 23 * * *", "America/Nuuk", utc(2026, 3, 25), utc(2026, 4, 2)),
-    ("30 23 * * *", "America/Scoresbysund", utc(2025, 3, 20), utc(2025, 4, 5)),
-    ("*/30 * * * *", "America/Nuuk", utc(2026, 3, 20), utc(2026, 4, 5)),
-    ("30 0 * * *", "America/Nuuk", utc(2026, 10, 20), utc(2026, 11, 5)),  # and when they fall back
-    ("0 12 * * *", "Pacific/Apia", utc(2011, 12, 20), utc(2012, 1, 10)),  # 30 December 2011 skipped whole
-])
+@pytest.mark.parametrize(
+    ("expr", "tz", "after", "until"),
+    [
+        # the clocks jump from 23:00 to 00:00: the skipped 23:30 runs at the next day's midnight
+        ("30 23 * * *", "America/Nuuk", utc(2026, 3, 25), utc(2026, 4, 2)),
+        ("30 23 * * *", "America/Scoresbysund", utc(2025, 3, 20), utc(2025, 4, 5)),
+        ("*/30 * * * *", "America/Nuuk", utc(2026, 3, 20), utc(2026, 4, 5)),
+        (
+            "30 0 * * *",
+            "America/Nuuk",
+            utc(2026, 10, 20),
+            utc(2026, 11, 5),
+        ),  # and when they fall back
+        (
+            "0 12 * * *",
+            "Pacific/Apia",
+            utc(2011, 12, 20),
+            utc(2012, 1, 10),
+        ),  # 30 December 2011 skipped whole
+    ],
+)
 def test_walk_counts_the_fires_next_to_a_clock_change_at_midnight(expr, tz, after, until):
     schedule = Schedule("cron", expr, tz)
     assert tuple(schedule.walk(after, until)) == one_by_one(schedule, after, until)
@@ -148,10 +207,23 @@ def test_the_catch_up_module_is_pure():
                 names = [node.module] if node.module else [a.name for a in node.names]
                 for name in names:
                     target = base.joinpath(*name.split("."))
-                    todo += [p for p in (target.with_suffix(".py"), target / "__init__.py") if p.exists()]
+                    todo += [
+                        p for p in (target.with_suffix(".py"), target / "__init__.py") if p.exists()
+                    ]
     found = {p.relative_to(root).as_posix() for p in seen}
     assert {"scheduler/catch_up.py", "schedule.py", "taskspec.py"} <= found
     assert not found & {"db.py", "queries.py", "clock.py", "scheduler/__init__.py"}, found
-    assert all(p.startswith("cron/") or p in {"scheduler/catch_up.py", "errors.py", "schedule.py", "taskspec.py",
-                                               "jsontext.py", "retry.py"} for p in found), found
+    assert all(
+        p.startswith("cron/")
+        or p
+        in {
+            "scheduler/catch_up.py",
+            "errors.py",
+            "schedule.py",
+            "taskspec.py",
+            "jsontext.py",
+            "retry.py",
+        }
+        for p in found
+    ), found
     assert not outside & {"psycopg", "psycopg_pool", "pgsched"}

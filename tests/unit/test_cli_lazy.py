@@ -17,7 +17,9 @@ from pgsched.cli.root import _Group, main
 def test_every_registered_command_is_in_the_lazy_table_with_its_module():
     for info in pkgutil.iter_modules(pgsched.cli.__path__):
         importlib.import_module(f"pgsched.cli.{info.name}")
-    registered = {name: cmd.callback.__module__.rsplit(".", 1)[1] for name, cmd in main.commands.items()}
+    registered = {
+        name: cmd.callback.__module__.rsplit(".", 1)[1] for name, cmd in main.commands.items()
+    }
     assert registered == {name: modules[0] for name, modules in _Group.LAZY.items()}
 
 
@@ -47,8 +49,9 @@ def test_each_command_loaded_alone_has_all_its_subcommands():
     for info in pkgutil.iter_modules(pgsched.cli.__path__):
         importlib.import_module(f"pgsched.cli.{info.name}")
     for name in sorted(_Group.LAZY):
-        alone = subprocess.run([sys.executable, "-c", _TREE, name], capture_output=True, text=True,
-                               check=True).stdout.split("\n")
+        alone = subprocess.run(
+            [sys.executable, "-c", _TREE, name], capture_output=True, text=True, check=True
+        ).stdout.split("\n")
         everything = [" ".join(p) for p in _paths(main.commands[name], [name])]
         assert [line for line in alone if line] == everything, name
 
@@ -61,8 +64,12 @@ def _paths(cmd, path):
 
 
 def test_a_worker_start_does_not_import_the_dag_crontab_or_web_code():
-    code = ("import sys; from pgsched.cli.root import main; main.get_command(None, 'worker'); "
-            "print(sorted(m for m in sys.modules if m.startswith(('pgsched.cli.', 'pgsched.dag', 'yaml', "
-            "'pgsched.web', 'pgsched.crontab'))))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    code = (
+        "import sys; from pgsched.cli.root import main; main.get_command(None, 'worker'); "
+        "print(sorted(m for m in sys.modules if m.startswith(('pgsched.cli.', 'pgsched.dag', 'yaml', "
+        "'pgsched.web', 'pgsched.crontab'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert eval(out) == ["pgsched.cli.output", "pgsched.cli.processes", "pgsched.cli.root"]

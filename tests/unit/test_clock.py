@@ -13,8 +13,14 @@ from pgsched.clock import ClockProbe, DatabaseClock
 
 
 def test_the_first_send_has_no_round_trip_and_the_next_is_ahead_by_half_of_the_last(monkeypatch):
-    ticks = [100.0, 100.4, 200.0]  # the monotonic clock: sent, answered (0.4 s), sent again (then stays)
-    monkeypatch.setattr(clock.time, "monotonic", lambda: ticks.pop(0) if len(ticks) > 1 else ticks[0])
+    ticks = [
+        100.0,
+        100.4,
+        200.0,
+    ]  # the monotonic clock: sent, answered (0.4 s), sent again (then stays)
+    monkeypatch.setattr(
+        clock.time, "monotonic", lambda: ticks.pop(0) if len(ticks) > 1 else ticks[0]
+    )
     probe = ClockProbe()
     before = datetime.now(UTC)
     first = probe.send()
@@ -60,7 +66,9 @@ def test_the_database_clock_keeps_its_best_reading_until_its_age_makes_it_worse(
     clock.read(t + timedelta(seconds=2.0005), sent=102.0, received=102.001)
     assert clock.at(102.0005) == t + timedelta(seconds=2.0005)
     # a slow one does too, once the best reading is old enough for drift to matter more
-    clock.read(t + timedelta(seconds=302.05), sent=402.0, received=402.08)  # 300 s on: 150 ms of drift
+    clock.read(
+        t + timedelta(seconds=302.05), sent=402.0, received=402.08
+    )  # 300 s on: 150 ms of drift
     assert clock.at(402.04) == t + timedelta(seconds=302.05)
 
 

@@ -15,28 +15,39 @@ from pgsched.handlers.output import LogSink
 from pgsched.jsontext import has_nul
 
 
-@pytest.mark.parametrize(("line", "result"), [
-    ('{"rows": 120}', {"rows": 120}),
-    ("42", 42),
-    ("true", True),
-    ("  extracted 80 rows  ", "extracted 80 rows"),
-    ("NaN", "NaN"),                       # not JSON
-    ("1e999", "1e999"),                   # JSON, but infinite: PostgreSQL cannot store it
-    ("[1, 1e999]", "[1, 1e999]"),
-    ('"a\\u0000b"', '"a\\u0000b"'),       # jsonb refuses NUL characters
-    ('"a\\\\u0000b"', "a\\u0000b"),      # the text backslash-u0000 is no NUL: it is JSON
-    ('"a\\\\\\u0000b"', '"a\\\\\\u0000b"'),  # an escaped backslash, then a NUL
-    ('"\\ud800"', '"\\ud800"'),           # a lone surrogate: not UTF-8
-    (None, None),
-])
+@pytest.mark.parametrize(
+    ("line", "result"),
+    [
+        ('{"rows": 120}', {"rows": 120}),
+        ("42", 42),
+        ("true", True),
+        ("  extracted 80 rows  ", "extracted 80 rows"),
+        ("NaN", "NaN"),  # not JSON
+        ("1e999", "1e999"),  # JSON, but infinite: PostgreSQL cannot store it
+        ("[1, 1e999]", "[1, 1e999]"),
+        ('"a\\u0000b"', '"a\\u0000b"'),  # jsonb refuses NUL characters
+        ('"a\\\\u0000b"', "a\\u0000b"),  # the text backslash-u0000 is no NUL: it is JSON
+        ('"a\\\\\\u0000b"', '"a\\\\\\u0000b"'),  # an escaped backslash, then a NUL
+        ('"\\ud800"', '"\\ud800"'),  # a lone surrogate: not UTF-8
+        (None, None),
+    ],
+)
 def test_the_last_line_is_json_when_postgres_can_store_it_else_text(line, result):
     assert command_result(line) == result
 
 
-@pytest.mark.parametrize(("value", "nul"), [
-    ("a\x00b", True), ("\\u0000", False), ("\\\x00", True), ("\\\\u0000", False), ("plain", False),
-    ({"k\x00": 1}, True), (["\\u0000", "x"], False),
-])
+@pytest.mark.parametrize(
+    ("value", "nul"),
+    [
+        ("a\x00b", True),
+        ("\\u0000", False),
+        ("\\\x00", True),
+        ("\\\\u0000", False),
+        ("plain", False),
+        ({"k\x00": 1}, True),
+        (["\\u0000", "x"], False),
+    ],
+)
 def test_has_nul_tells_a_nul_character_from_the_text_backslash_u0000(value, nul):
     assert has_nul(json.dumps(value)) is nul
 
@@ -60,7 +71,9 @@ def test_a_last_line_longer_than_the_read_limit_is_no_result():
     assert sink.last_stdout is None
     lines = sink.drain()
     assert len(lines) == 3  # the long line is kept in the log, in two pieces
-    assert {logged_at for _, _, logged_at, _ in lines} == {LOGGED_AT}  # the clock given, not the host's
+    assert {logged_at for _, _, logged_at, _ in lines} == {
+        LOGGED_AT
+    }  # the clock given, not the host's
 
 
 def test_a_line_of_exactly_the_read_limit_is_whole():
@@ -70,8 +83,19 @@ def test_a_line_of_exactly_the_read_limit_is_whole():
 
 
 def test_a_chain_of_thousands_of_nodes_draws_without_recursion():
-    nodes = [{"node_id": f"n{i}", "position": i, "upstream": [f"n{i - 1}"] if i else [], "state": "succeeded",
-              "started_at": None, "duration_seconds": None, "error": None, "result": None} for i in range(3000)]
+    nodes = [
+        {
+            "node_id": f"n{i}",
+            "position": i,
+            "upstream": [f"n{i - 1}"] if i else [],
+            "state": "succeeded",
+            "started_at": None,
+            "duration_seconds": None,
+            "error": None,
+            "result": None,
+        }
+        for i in range(3000)
+    ]
     lines = tree_lines(nodes)
     assert len(lines) == 3000
     assert max(len(line) for line in lines) < 200  # the indent stops growing

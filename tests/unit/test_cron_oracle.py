@@ -20,8 +20,17 @@ from hypothesis import strategies as st
 
 from pgsched import cron
 
-ZONES = ["UTC", "Europe/London", "Europe/Berlin", "America/New_York", "America/Sao_Paulo",
-         "Australia/Lord_Howe", "Asia/Kolkata", "Pacific/Chatham", "Africa/Casablanca"]
+ZONES = [
+    "UTC",
+    "Europe/London",
+    "Europe/Berlin",
+    "America/New_York",
+    "America/Sao_Paulo",
+    "Australia/Lord_Howe",
+    "Asia/Kolkata",
+    "Pacific/Chatham",
+    "Africa/Casablanca",
+]
 FIELDS = [(0, 59), (0, 23), (1, 31), (1, 12), (0, 7)]
 
 
@@ -50,8 +59,10 @@ def expressions(draw) -> str:
 # The day extensions cronsim shares with us: L and LW in the day of month, wL and w#k in
 # the day of week (cronsim has neither dW nor L-n; test_cron_days.py checks those by hand).
 DOM_EXTRA = st.sampled_from(["L", "LW"])
-DOW_EXTRA = st.one_of(st.builds("{}L".format, st.integers(0, 7)),
-                      st.builds("{}#{}".format, st.integers(0, 7), st.integers(1, 5)))
+DOW_EXTRA = st.one_of(
+    st.builds("{}L".format, st.integers(0, 7)),
+    st.builds("{}#{}".format, st.integers(0, 7), st.integers(1, 5)),
+)
 
 
 @st.composite
@@ -83,16 +94,26 @@ def _lord_howe_fall_back_near(instant: datetime) -> bool:
     return False
 
 
-@settings(max_examples=400, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(expr=expressions(), tz=st.sampled_from(ZONES),
-       start=st.datetimes(datetime(2020, 1, 1), datetime(2030, 12, 31), timezones=st.just(UTC)))
+@settings(
+    max_examples=400, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(
+    expr=expressions(),
+    tz=st.sampled_from(ZONES),
+    start=st.datetimes(datetime(2020, 1, 1), datetime(2030, 12, 31), timezones=st.just(UTC)),
+)
 def test_next_fires_agree_with_cronsim(expr, tz, start):
     _compare(expr, tz, start)
 
 
-@settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(expr=expressions_with_day_extensions(), tz=st.sampled_from(ZONES),
-       start=st.datetimes(datetime(2020, 1, 1), datetime(2030, 12, 31), timezones=st.just(UTC)))
+@settings(
+    max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(
+    expr=expressions_with_day_extensions(),
+    tz=st.sampled_from(ZONES),
+    start=st.datetimes(datetime(2020, 1, 1), datetime(2030, 12, 31), timezones=st.just(UTC)),
+)
 def test_day_extensions_agree_with_cronsim(expr, tz, start):
     _compare(expr, tz, start)
 

@@ -61,8 +61,10 @@ BOTH = "(a day field that starts with '*' makes a day match both, crontab(5))"
         ("0 0 31W 4 *", "day-of-month 31W never occurs in month 4 (April has 30 days)"),
         (
             "0 0 L-29 2 *",
-            (f"day-of-month L-29 never occurs in month 2 ({FEB}, and L-n is n days before the last "
-            "day)"),
+            (
+                f"day-of-month L-29 never occurs in month 2 ({FEB}, and L-n is n days before the last "
+                "day)"
+            ),
         ),
         (
             "0 0 L-30 4,6 *",
@@ -135,8 +137,10 @@ BOTH = "(a day field that starts with '*' makes a day match both, crontab(5))"
         ),
         (
             "* * * * 5#6",
-            ("day-of-week 5#6 has occurrence 6, out of range 1-5 (w#k: the k-th weekday w of the "
-            "month)"),
+            (
+                "day-of-week 5#6 has occurrence 6, out of range 1-5 (w#k: the k-th weekday w of the "
+                "month)"
+            ),
         ),
         ("* * 5L * *", "day-of-month 5L is not a number"),
         ("* * * * 15W", "day-of-week 15W is not a number or a name (sun..sat)"),

@@ -58,7 +58,9 @@ def test_no_line_is_lost_in_any_shared_crontab():
             if not stripped or stripped.startswith("#"):
                 assert line_no not in entry_lines + problem_lines, (path.name, line_no)
                 continue
-            counted = (line_no in entry_lines) + (line_no in problem_lines) + bool(ENV_LINE.match(line))
+            counted = (
+                (line_no in entry_lines) + (line_no in problem_lines) + bool(ENV_LINE.match(line))
+            )
             assert counted == 1, f"{path.name}:{line_no} {line!r} counted {counted} times"
         for entry in result.entries:
             assert entry.raw == text.split("\n")[entry.line_no - 1]
@@ -88,9 +90,21 @@ def test_debian_crontab():
     env = {"SHELL": "/bin/sh", "PATH": DEBIAN_PATH}
     expected = [
         (18, "17 * * * *", "cd / && run-parts --report /etc/cron.hourly"),
-        (19, "25 6 * * *", "test -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.daily; }"),
-        (20, "47 6 * * 7", "test -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.weekly; }"),
-        (21, "52 6 1 * *", "test -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.monthly; }"),
+        (
+            19,
+            "25 6 * * *",
+            "test -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.daily; }",
+        ),
+        (
+            20,
+            "47 6 * * 7",
+            "test -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.weekly; }",
+        ),
+        (
+            21,
+            "52 6 1 * *",
+            "test -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.monthly; }",
+        ),
     ]
     assert [(e.line_no, e.schedule, e.command) for e in result.entries] == expected
     for entry in result.entries:
@@ -199,7 +213,7 @@ def test_env_applies_only_below_and_later_overrides_earlier():
 
 
 def test_cron_tz_and_mailto():
-    text = "CRON_TZ=Europe/Paris\nMAILTO=ops@example.com\n0 3 * * * backup\nCRON_TZ=UTC\nMAILTO=\"\"\n0 4 * * * other\n"
+    text = 'CRON_TZ=Europe/Paris\nMAILTO=ops@example.com\n0 3 * * * backup\nCRON_TZ=UTC\nMAILTO=""\n0 4 * * * other\n'
     first, second = parse_crontab(text).entries
     assert (first.timezone, first.mailto) == ("Europe/Paris", "ops@example.com")
     assert first.env == {"CRON_TZ": "Europe/Paris", "MAILTO": "ops@example.com"}
@@ -267,8 +281,16 @@ def test_system_crontab_user_column():
 
 @pytest.mark.parametrize(
     ("written", "schedule"),
-    [("@daily", "@daily"), ("@DAILY", "@daily"), ("@midnight", "@midnight"), ("@Annually", "@annually"),
-     ("@yearly", "@yearly"), ("@monthly", "@monthly"), ("@weekly", "@weekly"), ("@hourly", "@hourly")],
+    [
+        ("@daily", "@daily"),
+        ("@DAILY", "@daily"),
+        ("@midnight", "@midnight"),
+        ("@Annually", "@annually"),
+        ("@yearly", "@yearly"),
+        ("@monthly", "@monthly"),
+        ("@weekly", "@weekly"),
+        ("@hourly", "@hourly"),
+    ],
 )
 def test_nicknames(written, schedule):
     entry = one_entry(f"{written} run-it --now")
@@ -287,7 +309,9 @@ def test_reboot_is_unsupported():
 
 
 def test_unknown_nickname():
-    assert one_problem("@fortnightly x").reason.startswith("line 1: unknown schedule nickname '@fortnightly'")
+    assert one_problem("@fortnightly x").reason.startswith(
+        "line 1: unknown schedule nickname '@fortnightly'"
+    )
 
 
 # --- time field validation ---------------------------------------------------------
@@ -306,8 +330,14 @@ def test_unknown_nickname():
         ("* * * * fri-sun x", "day-of-week fri-sun is a reversed range (5 > 0)"),
         ("*/0 * * * * x", "minute */0 has step 0 (the step must be at least 1)"),
         ("1-10/0 * * * * x", "minute 1-10/0 has step 0 (the step must be at least 1)"),
-        ("5/10 * * * * x", "minute 5/10 puts a step on a single value (a step needs '*' or a range)"),
-        ("* * * jan/2 * x", "month jan/2 puts a step on a single value (a step needs '*' or a range)"),
+        (
+            "5/10 * * * * x",
+            "minute 5/10 puts a step on a single value (a step needs '*' or a range)",
+        ),
+        (
+            "* * * jan/2 * x",
+            "month jan/2 puts a step on a single value (a step needs '*' or a range)",
+        ),
         ("*/x * * * * x", "minute */x has step 'x', which is not a number"),
         ("*/jan * * * * x", "minute */jan has step 'jan', which is not a number"),
         ("jan * * * * x", "minute jan is not a number"),
@@ -341,13 +371,26 @@ def test_good_time_fields(line, schedule):
     assert one_entry(line).schedule == schedule
 
 
-@pytest.mark.parametrize(("line", "reason"), [
-    ("0 0 30 2 * x", "day-of-month 30 never occurs in month 2 (February has at most 29 days)"),
-    ("0 0 31 4,6,9,11 * x", ("day-of-month 31 never occurs in months 4,6,9,11 (April, June, "
-                            "September and November have 30 days)")),
-    ("0 0 31 feb-apr/2 * x", ("day-of-month 31 never occurs in months feb-apr/2 (February has at "
-                             "most 29 days; April has 30 days)")),
-])
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("0 0 30 2 * x", "day-of-month 30 never occurs in month 2 (February has at most 29 days)"),
+        (
+            "0 0 31 4,6,9,11 * x",
+            (
+                "day-of-month 31 never occurs in months 4,6,9,11 (April, June, "
+                "September and November have 30 days)"
+            ),
+        ),
+        (
+            "0 0 31 feb-apr/2 * x",
+            (
+                "day-of-month 31 never occurs in months feb-apr/2 (February has at "
+                "most 29 days; April has 30 days)"
+            ),
+        ),
+    ],
+)
 def test_a_date_that_never_comes_is_a_problem(line, reason):
     assert one_problem(line).reason == f"line 1: {reason}"
 
@@ -358,7 +401,10 @@ def test_a_date_that_never_comes_is_a_problem(line, reason):
 def test_wrong_field_count():
     problem = one_problem("\n\nhello world\n")
     assert problem.line_no == 3
-    assert problem.reason == "line 3: expected 5 time fields and a command, found 2 field(s): 'hello world'"
+    assert (
+        problem.reason
+        == "line 3: expected 5 time fields and a command, found 2 field(s): 'hello world'"
+    )
 
 
 def test_missing_command_user_crontab():
@@ -377,7 +423,10 @@ def test_missing_command_after_user_system_crontab():
 
 
 def test_star_after_time_fields_is_a_typo_like_cronie():
-    assert one_problem("* * * * * * cmd").reason == "line 1: command '*' starts with '*' (a sixth time field?)"
+    assert (
+        one_problem("* * * * * * cmd").reason
+        == "line 1: command '*' starts with '*' (a sixth time field?)"
+    )
     assert one_problem("* * * * * * root cmd", system=True).reason == (
         "line 1: user '*' starts with '*' (a sixth time field?)"
     )
@@ -423,16 +472,19 @@ def test_the_dont_log_prefix_is_accepted_and_ignored():
     assert "minute -5" in one_problem("--5 * * * * x").reason
 
 
-@pytest.mark.parametrize(("line", "setting"), [
-    ("FOO=bar", ("FOO", "bar")),
-    ("  FOO = bar baz  ", ("FOO", "bar baz")),
-    ('FOO="a b"', ("FOO", "a b")),
-    ("X='y'  ", ("X", "y")),
-    ("FOO-BAR=1", ("FOO-BAR", "1")),  # cronie's env.c takes any name up to a blank or '='
-    ('"QUOTED NAME"=v', ("QUOTED NAME", "v")),
-    ("EMPTY=", ("EMPTY", "")),
-    ('MAILTO=""', ("MAILTO", "")),
-])
+@pytest.mark.parametrize(
+    ("line", "setting"),
+    [
+        ("FOO=bar", ("FOO", "bar")),
+        ("  FOO = bar baz  ", ("FOO", "bar baz")),
+        ('FOO="a b"', ("FOO", "a b")),
+        ("X='y'  ", ("X", "y")),
+        ("FOO-BAR=1", ("FOO-BAR", "1")),  # cronie's env.c takes any name up to a blank or '='
+        ('"QUOTED NAME"=v', ("QUOTED NAME", "v")),
+        ("EMPTY=", ("EMPTY", "")),
+        ('MAILTO=""', ("MAILTO", "")),
+    ],
+)
 def test_environment_lines_as_cronie_reads_them(line, setting):
     parsed = parse_crontab(f"{line}\n* * * * * true\n")
     assert parsed.problems == [] and list(parsed.entries[0].env.items()) == [setting]

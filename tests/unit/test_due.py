@@ -37,7 +37,7 @@ def test_work_due_and_not_claimed_is_tried_at_once_then_less_and_less_often():
         due.learn(-0.3 if i % 2 else 0.0, received=1000.0)
         delays.append(round(due.at - 1000.0, 6))
     first = HELD_RETRY_FIRST
-    assert delays == [0.0, *(first * 2 ** k for k in range(6)), 0.5, 0.5, 0.5]
+    assert delays == [0.0, *(first * 2**k for k in range(6)), 0.5, 0.5, 0.5]
     due.claimed()
     due.learn(0.0, received=2000.0)
     assert due.at == 2000.0

@@ -12,7 +12,9 @@ from pgsched.lifecycle import ExecutionState, ExecutionTrigger
 from pgsched.stores import executions
 
 
-@pytest.mark.parametrize(("state", "trigger"), list(itertools.product(ExecutionState, ExecutionTrigger)))
+@pytest.mark.parametrize(
+    ("state", "trigger"), list(itertools.product(ExecutionState, ExecutionTrigger))
+)
 def test_the_button_shows_for_what_the_retry_accepts(state, trigger):
     row = {"id": 7, "state": state.value, "trigger": trigger.value, "task_name": "t", "params": {}}
     live = state in (ExecutionState.PENDING, ExecutionState.RUNNING)

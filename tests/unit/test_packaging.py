@@ -11,8 +11,21 @@ from ..helpers import REPO
 
 
 def test_wheel_ships_sql_migrations_templates_and_examples(tmp_path):
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path), str(REPO)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--wheel",
+            "--no-isolation",
+            "--outdir",
+            str(tmp_path),
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     wheel = next(tmp_path.glob("pgsched-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for folder in ("sql", "migrations", "examples"):
@@ -26,10 +39,32 @@ def test_wheel_ships_sql_migrations_templates_and_examples(tmp_path):
 
     # Installed from the wheel (no source tree on the path), it finds its own copies.
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
-                   check=True, capture_output=True, timeout=300)
-    probe = ("import pgsched.resources as r, pgsched.migrate as m, pgsched.queries as q;"
-             "print(r.resource_dir('sql')); print(len(m.load())); print(len(q.registry()))")
-    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True,
-                         cwd=tmp_path, env={"PYTHONPATH": str(target)}).stdout.split()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    probe = (
+        "import pgsched.resources as r, pgsched.migrate as m, pgsched.queries as q;"
+        "print(r.resource_dir('sql')); print(len(m.load())); print(len(q.registry()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(target)},
+    ).stdout.split()
     assert out[0].startswith(str(target)) and int(out[1]) >= 1 and int(out[2]) > 10

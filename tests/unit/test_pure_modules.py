@@ -9,29 +9,58 @@ import sys
 
 import pytest
 
-PURE = ["pgsched", "pgsched.taskspec", "pgsched.schedule", "pgsched.retry", "pgsched.crontab", "pgsched.jsontext",
-        "pgsched.errors", "pgsched.lifecycle", "pgsched.roles",
-        "pgsched.cron", "pgsched.cron.fields", "pgsched.cron.days", "pgsched.cron.dst", "pgsched.cron.fires",
-        "pgsched.cron.walk", "pgsched.cron.expression",
-        "pgsched.dag", "pgsched.dag.definition", "pgsched.dag.loading", "pgsched.dag.validation",
-        "pgsched.dag.graph", "pgsched.dag.rules", "pgsched.lazy", "pgsched.worker.outcome"]
+PURE = [
+    "pgsched",
+    "pgsched.taskspec",
+    "pgsched.schedule",
+    "pgsched.retry",
+    "pgsched.crontab",
+    "pgsched.jsontext",
+    "pgsched.errors",
+    "pgsched.lifecycle",
+    "pgsched.roles",
+    "pgsched.cron",
+    "pgsched.cron.fields",
+    "pgsched.cron.days",
+    "pgsched.cron.dst",
+    "pgsched.cron.fires",
+    "pgsched.cron.walk",
+    "pgsched.cron.expression",
+    "pgsched.dag",
+    "pgsched.dag.definition",
+    "pgsched.dag.loading",
+    "pgsched.dag.validation",
+    "pgsched.dag.graph",
+    "pgsched.dag.rules",
+    "pgsched.lazy",
+    "pgsched.worker.outcome",
+]
 FORBIDDEN = ("psycopg", "psycopg_pool", "starlette", "jinja2", "click")
 
 
 @pytest.mark.parametrize("module", PURE)
 def test_a_pure_module_loads_no_driver_and_no_face(module):
-    probe = (f"import sys, {module}\n"
-             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {FORBIDDEN!r}))")
+    probe = (
+        f"import sys, {module}\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {FORBIDDEN!r}))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", f"importing {module} loaded {out.stdout.strip()}"
 
 
 def test_the_package_still_gives_its_public_names():
-    probe = ("from pgsched import App, PgschedError, TaskInterrupted, ValidationError\n"
-             "import pgsched\n"
-             "print(App.__module__, PgschedError.__module__, TaskInterrupted.__name__, ValidationError.__name__)")
+    probe = (
+        "from pgsched import App, PgschedError, TaskInterrupted, ValidationError\n"
+        "import pgsched\n"
+        "print(App.__module__, PgschedError.__module__, TaskInterrupted.__name__, ValidationError.__name__)"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["pgsched.app", "pgsched.errors", "TaskInterrupted", "ValidationError"]
+    assert out.stdout.split() == [
+        "pgsched.app",
+        "pgsched.errors",
+        "TaskInterrupted",
+        "ValidationError",
+    ]
 
 
 def test_an_unknown_name_is_an_attribute_error():

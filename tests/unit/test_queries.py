@@ -173,12 +173,17 @@ def test_a_binary_header_marks_the_query_binary():
 
 def test_every_query_is_named_after_its_file():
     # sql/<entity>.sql holds the queries of that entity: a name says where its text is.
-    wrong = [f"{q.source}: {name!r} does not start with {q.source.split('.sql')[0]!r}_"
-             for name, q in registry().items() if not name.startswith(q.source.split(".sql")[0] + "_")]
+    wrong = [
+        f"{q.source}: {name!r} does not start with {q.source.split('.sql')[0]!r}_"
+        for name, q in registry().items()
+        if not name.startswith(q.source.split(".sql")[0] + "_")
+    ]
     assert wrong == []
 
 
 def test_registry_skips_the_schema_dump(tmp_path: Path):
     (tmp_path / "a.sql").write_text("-- name: a_one :one\nSELECT 1\n")
-    (tmp_path / queries.SNAPSHOT).write_text("--\n-- Name: x; Type: TABLE\n--\nCREATE TABLE x (id int);\n")
+    (tmp_path / queries.SNAPSHOT).write_text(
+        "--\n-- Name: x; Type: TABLE\n--\nCREATE TABLE x (id int);\n"
+    )
     assert list(registry(tmp_path)) == ["a_one"]

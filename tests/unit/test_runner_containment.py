@@ -19,7 +19,7 @@ from pgsched.handlers.output import LogSink
 
 from ..helpers import REPO, alive, wait_until
 
-RUNNER = textwrap.dedent('''
+RUNNER = textwrap.dedent("""
     import sys
     from datetime import datetime, timezone
     from pgsched.handlers import command as runner
@@ -30,7 +30,7 @@ RUNNER = textwrap.dedent('''
         runner._setpriv = lambda: None
     run_command(["sh", "-c", 'echo $$ > "$0"; exec sleep 300', sys.argv[1]], env={}, stdin=None, timeout=None,
                 sink=LogSink(now=lambda: datetime.now(timezone.utc)))
-''')
+""")
 
 
 @pytest.mark.parametrize("how", ["setpriv", "preexec"])
@@ -41,17 +41,26 @@ def test_a_command_dies_with_the_process_that_runs_it(tmp_path, how):
     runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(pid_file), how], cwd=REPO)
     pid = None
     try:
-        pid = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), message="the command"))
+        pid = int(
+            wait_until(
+                lambda: pid_file.exists() and pid_file.read_text().strip(), message="the command"
+            )
+        )
         assert alive(pid)
 
         def name() -> str:
             with open(f"/proc/{pid}/status") as f:
                 return f.readline()
+
         # the command itself, exec'd by setpriv when there (the pid is written just before
         # the shell execs sleep: wait for the exec)
-        wait_until(lambda: "sleep" in name(), timeout=5.0, interval=0.01, message="the shell to exec sleep")
+        wait_until(
+            lambda: "sleep" in name(), timeout=5.0, interval=0.01, message="the shell to exec sleep"
+        )
         runner.kill()
-        wait_until(lambda: not alive(pid), timeout=2.0, interval=0.01, message="the command to die with it")
+        wait_until(
+            lambda: not alive(pid), timeout=2.0, interval=0.01, message="the command to die with it"
+        )
     finally:
         runner.kill()
         runner.wait()
@@ -74,13 +83,22 @@ def test_a_timeout_or_stop_ends_what_left_the_process_group(tmp_path, ending):
     pid_file = tmp_path / "pid"
     stop = threading.Event()
     if ending == "stop":
-        threading.Thread(target=lambda: wait_until(pid_file.exists, message="the command") and stop.set(),
-                         daemon=True).start()
+        threading.Thread(
+            target=lambda: wait_until(pid_file.exists, message="the command") and stop.set(),
+            daemon=True,
+        ).start()
     command = """setsid sh -c 'echo $$ > "$0.tmp"; mv "$0.tmp" "$0"; exec sleep 300' "$F" &
                  (sleep 300 >/dev/null 2>&1 &); wait"""
-    outcome = run_command(["sh", "-c", command], env={**os.environ, "F": str(pid_file)}, stdin=None,
-                          timeout=1.0 if ending == "timeout" else None, kill_grace=0.5, stop_grace=0.5,
-                          stop=stop, sink=LogSink(now=lambda: datetime.now(UTC)))
+    outcome = run_command(
+        ["sh", "-c", command],
+        env={**os.environ, "F": str(pid_file)},
+        stdin=None,
+        timeout=1.0 if ending == "timeout" else None,
+        kill_grace=0.5,
+        stop_grace=0.5,
+        stop=stop,
+        sink=LogSink(now=lambda: datetime.now(UTC)),
+    )
     assert outcome.state == ("timed_out" if ending == "timeout" else "failed")
     pid = int(pid_file.read_text())
     try:
@@ -103,18 +121,35 @@ def test_the_start_gate_refuses_a_command_whose_start_deadline_passed(tmp_path):
 
     ran = tmp_path / "ran"
     with pytest.raises(StartDeadlinePassed):
-        run_command(["sh", "-c", f"touch {ran}"], env={"PATH": "/usr/bin:/bin"}, stdin=None, timeout=None,
-                    sink=_sink(), start_by=time.monotonic() - 0.05)
+        run_command(
+            ["sh", "-c", f"touch {ran}"],
+            env={"PATH": "/usr/bin:/bin"},
+            stdin=None,
+            timeout=None,
+            sink=_sink(),
+            start_by=time.monotonic() - 0.05,
+        )
     assert not ran.exists()
-    outcome = run_command(["sh", "-c", f"touch {ran}"], env={"PATH": "/usr/bin:/bin"}, stdin=None, timeout=None,
-                          sink=_sink(), start_by=time.monotonic() + 5)
+    outcome = run_command(
+        ["sh", "-c", f"touch {ran}"],
+        env={"PATH": "/usr/bin:/bin"},
+        stdin=None,
+        timeout=None,
+        sink=_sink(),
+        start_by=time.monotonic() + 5,
+    )
     assert outcome.state == "succeeded" and ran.exists()
 
 
 def test_a_command_that_exits_125_is_not_taken_for_a_refused_start():
     import time
 
-    outcome = run_command(["sh", "-c", "echo 'pgsched: not started: its start deadline had passed'; exit 125"],
-                          env={"PATH": "/usr/bin:/bin"}, stdin=None, timeout=None, sink=_sink(),
-                          start_by=time.monotonic() + 5)
+    outcome = run_command(
+        ["sh", "-c", "echo 'pgsched: not started: its start deadline had passed'; exit 125"],
+        env={"PATH": "/usr/bin:/bin"},
+        stdin=None,
+        timeout=None,
+        sink=_sink(),
+        start_by=time.monotonic() + 5,
+    )
     assert (outcome.state, outcome.exit_code) == ("failed", 125)

@@ -151,16 +151,19 @@ def test_validate_cron_wrong_field_count_names_the_value(expr, count):
     assert f"has {count} fields" in str(info.value)
 
 
-@pytest.mark.parametrize(("expr", "reason"), [
-    ("61 * * * *", "minute 61 is out of range 0-59"),
-    ("* 25 * * *", "hour 25 is out of range 0-23"),
-    ("* * 32 * *", "day-of-month 32 is out of range 1-31"),
-    ("* * * 13 *", "month 13 is out of range 1-12"),
-    ("a b c d e", "minute a is not a number"),
-    ("*/0 * * * *", "minute */0 has step 0"),
-    ("5-1 * * * *", "minute 5-1 is a reversed range (5 > 1)"),
-    ("0 0 30 2 *", "day-of-month 30 never occurs in month 2"),
-])
+@pytest.mark.parametrize(
+    ("expr", "reason"),
+    [
+        ("61 * * * *", "minute 61 is out of range 0-59"),
+        ("* 25 * * *", "hour 25 is out of range 0-23"),
+        ("* * 32 * *", "day-of-month 32 is out of range 1-31"),
+        ("* * * 13 *", "month 13 is out of range 1-12"),
+        ("a b c d e", "minute a is not a number"),
+        ("*/0 * * * *", "minute */0 has step 0"),
+        ("5-1 * * * *", "minute 5-1 is a reversed range (5 > 1)"),
+        ("0 0 30 2 *", "day-of-month 30 never occurs in month 2"),
+    ],
+)
 def test_validate_cron_bad_expression_names_the_value(expr, reason):
     with pytest.raises(ValidationError, match="not a usable cron expression") as info:
         validate_cron(expr)
@@ -270,11 +273,17 @@ def test_once_naive_timestamp_is_read_in_the_task_zone():
 def test_a_one_shot_at_a_local_time_the_clocks_skip_is_refused_and_one_shown_twice_is_its_first():
     """Europe/Berlin, 2027: the clocks jump from 02:00 to 03:00 on 28 March and fall back
     from 03:00 to 02:00 on 31 October (PEP 495 would quietly move 02:30 to 03:30)."""
-    with pytest.raises(ValidationError, match=r"schedule: '2027-03-28T02:30:00' does not exist in Europe/Berlin"):
+    with pytest.raises(
+        ValidationError, match=r"schedule: '2027-03-28T02:30:00' does not exist in Europe/Berlin"
+    ):
         parse_once("2027-03-28T02:30:00", "Europe/Berlin")
     assert parse_once("2027-03-28T03:30:00", "Europe/Berlin") == utc(2027, 3, 28, 1, 30)
-    assert parse_once("2027-10-31T02:30:00", "Europe/Berlin") == utc(2027, 10, 31, 0, 30)  # the first 02:30
-    assert parse_once("2027-03-28T02:30:00+01:00", "Europe/Berlin") == utc(2027, 3, 28, 1, 30)  # an offset: as given
+    assert parse_once("2027-10-31T02:30:00", "Europe/Berlin") == utc(
+        2027, 10, 31, 0, 30
+    )  # the first 02:30
+    assert parse_once("2027-03-28T02:30:00+01:00", "Europe/Berlin") == utc(
+        2027, 3, 28, 1, 30
+    )  # an offset: as given
 
 
 @pytest.mark.parametrize("name", ["localtime", "posixrules", "Factory", "right/Europe/Berlin"])
@@ -381,42 +390,51 @@ def test_intervals_outside_one_second_to_ten_years_are_refused(text):
 
 # --- the day-of-month / day-of-week rule (crontab(5), Vixie cron and cronie) --------------
 
+
 def test_both_day_fields_restricted_means_either_matches():
     # 13th of the month OR a Friday, from Mon 2026-02-02.
     job = cron("0 12 13 * 5")
     assert job.upcoming(utc(2026, 2, 2, 0, 0), 4) == [
-        utc(2026, 2, 6, 12, 0),   # Friday 6th
+        utc(2026, 2, 6, 12, 0),  # Friday 6th
         utc(2026, 2, 13, 12, 0),  # Friday 13th (both)
         utc(2026, 2, 20, 12, 0),  # Friday 20th
         utc(2026, 2, 27, 12, 0),  # Friday 27th
     ]
-    assert cron("0 12 13 * 5").next_after(utc(2026, 3, 7, 0, 0)) == utc(2026, 3, 13, 12, 0)  # Friday again
-    assert cron("0 12 10 * 5").next_after(utc(2026, 3, 7, 0, 0)) == utc(2026, 3, 10, 12, 0)  # Tuesday 10th
+    assert cron("0 12 13 * 5").next_after(utc(2026, 3, 7, 0, 0)) == utc(
+        2026, 3, 13, 12, 0
+    )  # Friday again
+    assert cron("0 12 10 * 5").next_after(utc(2026, 3, 7, 0, 0)) == utc(
+        2026, 3, 10, 12, 0
+    )  # Tuesday 10th
 
 
 def test_a_day_field_starting_with_a_star_counts_as_unrestricted():
     # '*/2' day-of-month with Monday: odd days that are Mondays (both must match).
     job = cron("0 0 */2 * 1")
     assert job.upcoming(utc(2025, 1, 1, 0, 0), 4) == [
-        utc(2025, 1, 13, 0, 0), utc(2025, 1, 27, 0, 0), utc(2025, 2, 3, 0, 0), utc(2025, 2, 17, 0, 0),
+        utc(2025, 1, 13, 0, 0),
+        utc(2025, 1, 27, 0, 0),
+        utc(2025, 2, 3, 0, 0),
+        utc(2025, 2, 17, 0, 0),
     ]
     # and the other way round: the 1st of the month when it falls on an even weekday number
     job = cron("0 0 1 * */2")  # Sun, Tue, Thu, Sat
     assert job.upcoming(utc(2025, 1, 1, 0, 0), 4) == [
-        utc(2025, 2, 1, 0, 0),   # Saturday
-        utc(2025, 3, 1, 0, 0),   # Saturday
-        utc(2025, 4, 1, 0, 0),   # Tuesday
-        utc(2025, 5, 1, 0, 0),   # Thursday
+        utc(2025, 2, 1, 0, 0),  # Saturday
+        utc(2025, 3, 1, 0, 0),  # Saturday
+        utc(2025, 4, 1, 0, 0),  # Tuesday
+        utc(2025, 5, 1, 0, 0),  # Thursday
     ]
 
 
 def test_wildcard_jobs_do_not_run_in_a_skipped_hour_but_fixed_time_jobs_run_after_the_jump():
     # Europe/Berlin springs forward on 2025-03-30 at 02:00 CET to 03:00 CEST: 02:xx never exists.
     assert cron("*/20 2 * * *", "Europe/Berlin").upcoming(utc(2025, 3, 29, 12, 0), 2) == [
-        utc(2025, 3, 31, 0, 0), utc(2025, 3, 31, 0, 20),  # 02:00 and 02:20 CEST the next day
+        utc(2025, 3, 31, 0, 0),
+        utc(2025, 3, 31, 0, 20),  # 02:00 and 02:20 CEST the next day
     ]
     assert cron("30 2 * * *", "Europe/Berlin").upcoming(utc(2025, 3, 29, 12, 0), 2) == [
-        utc(2025, 3, 30, 1, 0),   # right after the jump: 03:00 CEST
+        utc(2025, 3, 30, 1, 0),  # right after the jump: 03:00 CEST
         utc(2025, 3, 31, 0, 30),  # 02:30 CEST
     ]
 
@@ -424,8 +442,14 @@ def test_wildcard_jobs_do_not_run_in_a_skipped_hour_but_fixed_time_jobs_run_afte
 def test_a_plan_anchors_an_interval_at_now_and_keeps_a_paused_one_shot():
     now = datetime(2026, 3, 1, 12, 0, 0, 750_000, tzinfo=UTC)
     every = Schedule.parse("interval", "90s")
-    assert every.plan(now) == (now.replace(microsecond=0), now.replace(microsecond=0) + timedelta(seconds=90))
-    assert every.plan(now, enabled=False) == (now.replace(microsecond=0), None)  # planned when it resumes
+    assert every.plan(now) == (
+        now.replace(microsecond=0),
+        now.replace(microsecond=0) + timedelta(seconds=90),
+    )
+    assert every.plan(now, enabled=False) == (
+        now.replace(microsecond=0),
+        None,
+    )  # planned when it resumes
     once = Schedule.parse("once", "2026-02-01T00:00:00Z")
     instant = datetime(2026, 2, 1, tzinfo=UTC)
     assert once.plan(now, enabled=False) == (None, instant)  # its instant, even past and paused

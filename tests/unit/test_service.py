@@ -74,7 +74,9 @@ def test_a_failing_loop_logs_once_retries_and_says_when_it_works_again(caplog):
             wait_until(lambda: service.seen, message="a round that works")
         finally:
             service.stop()
-    records = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "pgsched.test_service"]
+    records = [
+        (r.levelname, r.getMessage()) for r in caplog.records if r.name == "pgsched.test_service"
+    ]
     assert records[0] == ("ERROR", "counting failed: the database is away")
     assert [level for level, _ in records[1:5]] == ["DEBUG"] * 4  # the retries: not logged again
     assert ("INFO", "counting works again after 5 failed round(s)") in records

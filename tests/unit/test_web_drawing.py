@@ -24,17 +24,24 @@ def test_a_long_chain_needs_no_recursion_and_a_cycle_is_refused():
 
 
 def test_drawing_puts_edges_left_to_right_and_colours_by_state():
-    nodes = [{"node_id": "extract", "upstream": [], "state": "succeeded"},
-             {"node_id": "load", "upstream": ["extract"], "state": "running"},
-             {"node_id": "check", "upstream": ["extract"], "state": "failed"},
-             {"node_id": "report", "upstream": ["load", "check"], "state": "upstream_failed"},
-             {"node_id": "later", "upstream": ["report"], "state": "waiting"}]
+    nodes = [
+        {"node_id": "extract", "upstream": [], "state": "succeeded"},
+        {"node_id": "load", "upstream": ["extract"], "state": "running"},
+        {"node_id": "check", "upstream": ["extract"], "state": "failed"},
+        {"node_id": "report", "upstream": ["load", "check"], "state": "upstream_failed"},
+        {"node_id": "later", "upstream": ["report"], "state": "waiting"},
+    ]
     d = draw(nodes)
     at = {n["id"]: n for n in d.nodes}
     assert at["load"]["x"] == at["check"]["x"] > at["extract"]["x"]
     assert at["load"]["y"] != at["check"]["y"]
-    assert [at[s]["fill"] for s in ("extract", "load", "check", "report", "later")] == \
-        ["#1f8a4c", "#f2c94c", "#c0392b", "#9aa3b2", "#ffffff"]
+    assert [at[s]["fill"] for s in ("extract", "load", "check", "report", "later")] == [
+        "#1f8a4c",
+        "#f2c94c",
+        "#c0392b",
+        "#9aa3b2",
+        "#ffffff",
+    ]
     assert len(d.edges) == 5
     for e in d.edges:  # each edge starts at its source's right side and ends at its target's left
         start = e["d"].split()[0]
@@ -46,8 +53,14 @@ def test_drawing_puts_edges_left_to_right_and_colours_by_state():
 
 def test_trend_scales_both_series_on_one_axis():
     t0 = datetime(2026, 11, 30, tzinfo=UTC)
-    rows = [{"scheduled_at": t0 + timedelta(minutes=i), "latency": 0.1 * i, "duration": None if i == 1 else 3.0}
-            for i in range(3)]
+    rows = [
+        {
+            "scheduled_at": t0 + timedelta(minutes=i),
+            "latency": 0.1 * i,
+            "duration": None if i == 1 else 3.0,
+        }
+        for i in range(3)
+    ]
     chart = trend(rows)
     latency, duration = chart.lines
     assert latency["dots"][0][1] == chart.bottom  # 0 s on the axis

@@ -37,8 +37,10 @@ def client(app) -> Iterator[TestClient]:
 @pytest.fixture
 def token_for(db: Database) -> Callable[..., str]:
     """``token_for(role, tenant="default", name="")``: a new API token."""
+
     def make(role: str, tenant: str = "default", name: str = "") -> str:
         return create_token(db, role=role, tenant=tenant, name=name)[0]
+
     return make
 
 
@@ -48,7 +50,11 @@ def api(app, token_for) -> Callable[..., TestClient]:
     clients: list[TestClient] = []
 
     def make(role: str, tenant: str = "default") -> TestClient:
-        c = TestClient(app, follow_redirects=False, headers={"Authorization": f"Bearer {token_for(role, tenant)}"})
+        c = TestClient(
+            app,
+            follow_redirects=False,
+            headers={"Authorization": f"Bearer {token_for(role, tenant)}"},
+        )
         clients.append(c)
         return c
 

@@ -25,18 +25,50 @@ def dead(db, name="job", tenant="default"):
     ident = tasks.trigger(db, name, tenant=tenant)
     worker = register(db, f"w{ident}")
     (c,) = [r for r in claim(db, worker) if r["id"] == ident]
-    db.exec("execution_attempt_insert", id=ident, attempt=1, tenant=tenant, worker_id=worker, state="failed",
-            started_at=c["started_at"], finished_at=datetime.now(UTC), exit_code=3, error="exit 3",
-            error_type=None, lease_id=c["lease_id"], next_run_at=None, budget_delay_seconds=None)
-    assert finish(db, ident, c["lease_id"], state="dead", exit_code=3, error="exit 3",
-                  finished_at=datetime.now(UTC)) == 1
+    db.exec(
+        "execution_attempt_insert",
+        id=ident,
+        attempt=1,
+        tenant=tenant,
+        worker_id=worker,
+        state="failed",
+        started_at=c["started_at"],
+        finished_at=datetime.now(UTC),
+        exit_code=3,
+        error="exit 3",
+        error_type=None,
+        lease_id=c["lease_id"],
+        next_run_at=None,
+        budget_delay_seconds=None,
+    )
+    assert (
+        finish(
+            db,
+            ident,
+            c["lease_id"],
+            state="dead",
+            exit_code=3,
+            error="exit 3",
+            finished_at=datetime.now(UTC),
+        )
+        == 1
+    )
     return ident
 
 
 def test_task_crud_and_actions(api, db, sql):
     op = api("operator")
-    created = op.post(f"{V}/tasks", json={"name": "nightly", "command": "echo hi", "schedule_kind": "cron",
-                                          "schedule": "0 3 * * *", "tags": ["etl"], "queue": "batch"})
+    created = op.post(
+        f"{V}/tasks",
+        json={
+            "name": "nightly",
+            "command": "echo hi",
+            "schedule_kind": "cron",
+            "schedule": "0 3 * * *",
+            "tags": ["etl"],
+            "queue": "batch",
+        },
+    )
     assert created.status_code == 201, created.text
     assert created.json()["tags"] == ["etl"] and created.json()["tenant"] == "default"
     dup = op.post(f"{V}/tasks", json={"name": "nightly", "command": "true"})
@@ -44,9 +76,16 @@ def test_task_crud_and_actions(api, db, sql):
 
     got = op.get(f"{V}/tasks/nightly").json()
     assert got["schedule_expr"] == "0 3 * * *" and got["next_fire_at"]
-    changed = op.patch(f"{V}/tasks/nightly", json={"priority": 2, "description": "the nightly load"})
+    changed = op.patch(
+        f"{V}/tasks/nightly", json={"priority": 2, "description": "the nightly load"}
+    )
     assert changed.status_code == 200 and changed.json()["priority"] == 2
-    assert sql.execute("SELECT priority FROM pgsched.task WHERE name = 'nightly'").fetchone()["priority"] == 2
+    assert (
+        sql.execute("SELECT priority FROM pgsched.task WHERE name = 'nightly'").fetchone()[
+            "priority"
+        ]
+        == 2
+    )
 
     assert op.post(f"{V}/tasks/nightly/pause").json()["enabled"] is False
     assert op.get(f"{V}/tasks", params={"state": "paused"}).json()["items"][0]["name"] == "nightly"
@@ -55,20 +94,26 @@ def test_task_crud_and_actions(api, db, sql):
     fired = op.post(f"{V}/tasks/nightly/trigger", json={"params": {"day": "2026-11-29"}})
     assert fired.status_code == 202
     ident = fired.json()["execution_id"]
-    row = sql.execute("SELECT state, params, trigger FROM pgsched.execution WHERE id = %s", [ident]).fetchone()
+    row = sql.execute(
+        "SELECT state, params, trigger FROM pgsched.execution WHERE id = %s", [ident]
+    ).fetchone()
     assert row == {"state": "pending", "params": {"day": "2026-11-29"}, "trigger": "api"}
     runs = op.get(f"{V}/tasks/nightly/executions").json()["items"]
     assert [r["id"] for r in runs] == [ident]
 
     gone = op.delete(f"{V}/tasks/nightly")
     assert gone.status_code == 200 and gone.json()["pending_dropped"] == 1
-    assert sql.execute("SELECT deleted_at FROM pgsched.task WHERE name = 'nightly'").fetchone()["deleted_at"]
+    assert sql.execute("SELECT deleted_at FROM pgsched.task WHERE name = 'nightly'").fetchone()[
+        "deleted_at"
+    ]
     assert op.get(f"{V}/tasks/nightly").status_code == 404
 
 
 def test_task_list_filters_and_pages(api, db):
     for i in range(5):
-        make_task(db, f"t{i}", tags=["even"] if i % 2 == 0 else [], queue="q1" if i < 2 else "default")
+        make_task(
+            db, f"t{i}", tags=["even"] if i % 2 == 0 else [], queue="q1" if i < 2 else "default"
+        )
     tasks.pause(db, "t4")
     viewer = api("viewer")
     first = viewer.get(f"{V}/tasks", params={"limit": 2}).json()
@@ -87,12 +132,37 @@ def test_bad_input_is_a_4xx_naming_the_field(api, db):
     op = api("operator")
     make_task(db)
     cases = [
-        (op.post(f"{V}/tasks", content=b"{not json", headers={"content-type": "application/json"}), 400, "body"),
+        (
+            op.post(
+                f"{V}/tasks", content=b"{not json", headers={"content-type": "application/json"}
+            ),
+            400,
+            "body",
+        ),
         (op.post(f"{V}/tasks", json=[1, 2]), 422, "body"),
-        (op.post(f"{V}/tasks", json={"name": "x", "command": "true", "colour": "red"}), 422, "colour"),
-        (op.post(f"{V}/tasks", json={"name": "x", "command": "true", "priority": "high"}), 422, "priority"),
-        (op.post(f"{V}/tasks", json={"name": "x", "command": "true", "schedule_kind": "cron",
-                                     "schedule": "61 * * * *"}), 422, None),
+        (
+            op.post(f"{V}/tasks", json={"name": "x", "command": "true", "colour": "red"}),
+            422,
+            "colour",
+        ),
+        (
+            op.post(f"{V}/tasks", json={"name": "x", "command": "true", "priority": "high"}),
+            422,
+            "priority",
+        ),
+        (
+            op.post(
+                f"{V}/tasks",
+                json={
+                    "name": "x",
+                    "command": "true",
+                    "schedule_kind": "cron",
+                    "schedule": "61 * * * *",
+                },
+            ),
+            422,
+            None,
+        ),
         (op.patch(f"{V}/tasks/job", json={"name": "renamed"}), 422, "name"),
         (op.get(f"{V}/tasks", params={"limit": "lots"}), 422, "limit"),
         (op.get(f"{V}/executions", params={"from": "yesterday"}), 422, "from"),
@@ -112,23 +182,46 @@ def test_viewers_may_read_but_not_act(api, db):
     make_task(db)
     ident = tasks.trigger(db, "job")
     viewer = api("viewer")
-    for path in ("/tasks", "/tasks/job", "/tasks/job/executions", "/executions", f"/executions/{ident}",
-                 "/dag-runs", "/workers", "/metrics/summary", "/dlq", "/scheduler"):
+    for path in (
+        "/tasks",
+        "/tasks/job",
+        "/tasks/job/executions",
+        "/executions",
+        f"/executions/{ident}",
+        "/dag-runs",
+        "/workers",
+        "/metrics/summary",
+        "/dlq",
+        "/scheduler",
+    ):
         assert viewer.get(V + path).status_code == 200, path
-    actions = [("post", "/tasks", {"name": "x", "command": "true"}), ("patch", "/tasks/job", {"priority": 1}),
-               ("delete", "/tasks/job", None), ("post", "/tasks/job/trigger", None), ("post", "/tasks/job/pause", None),
-               ("post", "/tasks/job/resume", None), ("post", f"/executions/{ident}/cancel", None),
-               ("post", f"/executions/{ident}/retry", None), ("post", "/dlq/retry-all", {"expected_count": 0}),
-               ("post", f"/dlq/{ident}/retry", None), ("delete", f"/dlq/{ident}", None),
-               ("post", "/scheduler/failover", None), ("get", "/tokens", None), ("post", "/tokens", {"role": "viewer"}),
-               ("delete", "/tokens/1", None)]
+    actions = [
+        ("post", "/tasks", {"name": "x", "command": "true"}),
+        ("patch", "/tasks/job", {"priority": 1}),
+        ("delete", "/tasks/job", None),
+        ("post", "/tasks/job/trigger", None),
+        ("post", "/tasks/job/pause", None),
+        ("post", "/tasks/job/resume", None),
+        ("post", f"/executions/{ident}/cancel", None),
+        ("post", f"/executions/{ident}/retry", None),
+        ("post", "/dlq/retry-all", {"expected_count": 0}),
+        ("post", f"/dlq/{ident}/retry", None),
+        ("delete", f"/dlq/{ident}", None),
+        ("post", "/scheduler/failover", None),
+        ("get", "/tokens", None),
+        ("post", "/tokens", {"role": "viewer"}),
+        ("delete", "/tokens/1", None),
+    ]
     operator = api("operator")
     for method, path, body in actions:
         response = getattr(viewer, method)(V + path, **({"json": body} if body is not None else {}))
         assert response.status_code == 403, (method, path, response.text)
         assert response.json()["error"]["code"] == "forbidden"
         if path.startswith(("/tokens", "/scheduler/failover")):
-            assert getattr(operator, method)(V + path, **({"json": body} if body else {})).status_code == 403
+            assert (
+                getattr(operator, method)(V + path, **({"json": body} if body else {})).status_code
+                == 403
+            )
     assert sql_count(db, "SELECT count(*) AS n FROM pgsched.execution") == 1  # nothing happened
     nobody = api("viewer")
     nobody.headers.pop("Authorization")
@@ -159,8 +252,11 @@ def test_tenants_never_see_each_other(api, db):
     assert a.delete(f"{V}/dlq/{theirs}").status_code == 404
     assert a.get(f"{V}/metrics/summary").json()["dead_letter"] == 1
     assert a.post(f"{V}/dlq/retry-all", json={"expected_count": 1}).json() == {"retried": 1}
-    b_state = sql_count(db, f"SELECT count(*) AS n FROM pgsched.execution_history WHERE id = {theirs} "
-                            "AND state = 'dead'")
+    b_state = sql_count(
+        db,
+        f"SELECT count(*) AS n FROM pgsched.execution_history WHERE id = {theirs} "
+        "AND state = 'dead'",
+    )
     assert b_state == 1
     b_tokens = api("admin", "b").get(f"{V}/tokens").json()["items"]
     assert all(t["tenant"] == "b" for t in b_tokens)
@@ -183,16 +279,26 @@ def test_execution_cancel_and_retry(api, db, sql):
     make_task(db)
     op = api("operator")
     pending = tasks.trigger(db, "job")
-    assert op.post(f"{V}/executions/{pending}/cancel").json() == {"id": pending, "outcome": "cancelled"}
-    assert sql.execute("SELECT state FROM pgsched.execution_all WHERE id = %s", [pending]).fetchone()["state"] \
+    assert op.post(f"{V}/executions/{pending}/cancel").json() == {
+        "id": pending,
+        "outcome": "cancelled",
+    }
+    assert (
+        sql.execute("SELECT state FROM pgsched.execution_all WHERE id = %s", [pending]).fetchone()[
+            "state"
+        ]
         == "cancelled"
+    )
     again = op.post(f"{V}/executions/{pending}/retry").json()
     assert again["outcome"] == "new_execution" and again["execution_id"] != pending
     live = op.post(f"{V}/executions/{again['execution_id']}/retry")
     assert live.status_code == 409 and live.json()["error"]["field"] == "id"
     gone = dead(db)
     assert op.post(f"{V}/executions/{gone}/retry").json()["outcome"] == "requeued"
-    assert sql.execute("SELECT state FROM pgsched.execution WHERE id = %s", [gone]).fetchone()["state"] == "pending"
+    assert (
+        sql.execute("SELECT state FROM pgsched.execution WHERE id = %s", [gone]).fetchone()["state"]
+        == "pending"
+    )
     detail = op.get(f"{V}/executions/{gone}").json()
     assert detail["task_name"] == "job" and [a["attempt"] for a in detail["attempts"]] == [1]
 
@@ -207,10 +313,17 @@ def test_dlq_retry_all_needs_the_count_confirmed_and_delete(api, db, sql):
     stale = op.post(f"{V}/dlq/retry-all", json={"expected_count": 1})
     assert stale.status_code == 409 and "2 dead" in stale.json()["error"]["message"]
     assert op.delete(f"{V}/dlq/{first}").json() == {"id": first, "deleted": True}
-    assert sql.execute("SELECT 1 FROM pgsched.execution_all WHERE id = %s", [first]).fetchone() is None
+    assert (
+        sql.execute("SELECT 1 FROM pgsched.execution_all WHERE id = %s", [first]).fetchone() is None
+    )
     assert op.delete(f"{V}/dlq/{first}").status_code == 404
     assert op.post(f"{V}/dlq/retry-all", json={"expected_count": 1}).json() == {"retried": 1}
-    assert sql.execute("SELECT state FROM pgsched.execution WHERE id = %s", [second]).fetchone()["state"] == "pending"
+    assert (
+        sql.execute("SELECT state FROM pgsched.execution WHERE id = %s", [second]).fetchone()[
+            "state"
+        ]
+        == "pending"
+    )
     third = dead(db)
     assert op.post(f"{V}/dlq/{third}/retry").status_code == 202
 
@@ -221,8 +334,16 @@ def test_logs_stream_as_server_sent_events_until_the_execution_ends(api, db):
     (c,) = claim(db, register(db))
 
     def log(seq, line):
-        db.exec("execution_log_insert", id=ident, attempt=1, tenant="default", seq=[seq], stream=["stdout"],
-                logged_at=[datetime.now(UTC)], line=[line])
+        db.exec(
+            "execution_log_insert",
+            id=ident,
+            attempt=1,
+            tenant="default",
+            seq=[seq],
+            stream=["stdout"],
+            logged_at=[datetime.now(UTC)],
+            line=[line],
+        )
 
     log(1, "first")
     events: list[tuple[str, str]] = []
@@ -249,15 +370,26 @@ def test_logs_stream_as_server_sent_events_until_the_execution_ends(api, db):
     assert events[-1] == ("end", json.dumps({"state": "succeeded"}))
     # ended: one pass, resumed after the first line
     text = viewer.get(f"{V}/executions/{ident}/logs", headers={"Last-Event-ID": "1:1"}).text
-    assert "first" not in text and "second" in text and text.rstrip().endswith('{"state": "succeeded"}')
+    assert (
+        "first" not in text
+        and "second" in text
+        and text.rstrip().endswith('{"state": "succeeded"}')
+    )
 
 
 def test_dag_runs(api, db):
     from pgsched import dag
     from pgsched.stores import dagruns
 
-    definition = dag.parse({"name": "pipe", "nodes": [{"id": "a", "command": "true"},
-                                                      {"id": "b", "command": "true", "depends_on": ["a"]}]})
+    definition = dag.parse(
+        {
+            "name": "pipe",
+            "nodes": [
+                {"id": "a", "command": "true"},
+                {"id": "b", "command": "true", "depends_on": ["a"]},
+            ],
+        }
+    )
     dagruns.apply(db, definition)
     run_id = dagruns.trigger(db, "pipe")
     viewer = api("viewer")
@@ -284,8 +416,10 @@ def test_scheduler_status_and_forced_failover(api, dsn, pg_server, db):
         assert admin.post(f"{V}/scheduler/failover").status_code == 409
         # nor is it a hung leader of ours for a standby to end, however silent ours is
         with psycopg.connect(dsn, autocommit=True) as sql:
-            sql.execute("INSERT INTO pgsched.leader (epoch, holder, elected_at, heartbeat_at) "
-                        "VALUES (1, 'hung:1', now(), now() - interval '1 hour')")
+            sql.execute(
+                "INSERT INTO pgsched.leader (epoch, holder, elected_at, heartbeat_at) "
+                "VALUES (1, 'hung:1', now(), now() - interval '1 hour')"
+            )
             assert db.many("scheduler_end_stale_leader", key=LEADER_LOCK_KEY, seconds=1) == []
             leader = db.one("scheduler_leader", key=LEADER_LOCK_KEY)
             assert leader is not None and leader["lock_held"] is False
@@ -294,7 +428,9 @@ def test_scheduler_status_and_forced_failover(api, dsn, pg_server, db):
     with psycopg.connect(dsn, autocommit=True) as leader:
         leader.execute("SELECT pg_advisory_lock(%s)", [LEADER_LOCK_KEY])
         ended = admin.post(f"{V}/scheduler/failover")
-        assert ended.status_code == 202 and ended.json()["ended_backends"] == [leader.info.backend_pid]
+        assert ended.status_code == 202 and ended.json()["ended_backends"] == [
+            leader.info.backend_pid
+        ]
         with pytest.raises(psycopg.OperationalError):
             leader.execute("SELECT 1")
 
@@ -320,12 +456,19 @@ def test_execution_filters_and_paging(api, db):
     tasks.trigger(db, "other", run_at=datetime.now(UTC) + timedelta(days=1))
     viewer = api("viewer")
     first = viewer.get(f"{V}/executions", params={"task": "job", "limit": 2}).json()
-    rest = viewer.get(f"{V}/executions", params={"task": "job", "limit": 2, "cursor": first["next_cursor"]}).json()
-    assert [e["id"] for e in first["items"] + rest["items"]] == ids[::-1] and rest["next_cursor"] is None
+    rest = viewer.get(
+        f"{V}/executions", params={"task": "job", "limit": 2, "cursor": first["next_cursor"]}
+    ).json()
+    assert [e["id"] for e in first["items"] + rest["items"]] == ids[::-1] and rest[
+        "next_cursor"
+    ] is None
     soon = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
     later = viewer.get(f"{V}/executions", params={"from": soon}).json()["items"]
     assert [e["task_name"] for e in later] == ["other"]
-    assert len(viewer.get(f"{V}/executions", params={"to": soon, "state": "pending"}).json()["items"]) == 3
+    assert (
+        len(viewer.get(f"{V}/executions", params={"to": soon, "state": "pending"}).json()["items"])
+        == 3
+    )
     assert viewer.get(f"{V}/executions", params={"worker": 12345}).json()["items"] == []
 
 
@@ -340,5 +483,7 @@ def test_text_postgresql_cannot_store_is_a_422_not_a_crash(api, db):
         ("/tasks/job/trigger", "post", b'{"params": {"k": ["\\ud800"]}}', "params"),
     ]:
         response = op.request(method.upper(), V + path, content=body, **raw)
-        assert response.status_code == 422 and response.json()["error"]["field"] == field, response.text
+        assert response.status_code == 422 and response.json()["error"]["field"] == field, (
+            response.text
+        )
     assert sql_count(db, "SELECT count(*) AS n FROM pgsched.execution") == 0

@@ -37,7 +37,10 @@ def test_sign_in_with_a_password_and_a_wrong_one(client, db):
     page = client.get("/")
     assert page.status_code == 200 and "ada" in page.text and "lab" in page.text
     stored = db.one("web_user_get", username="ada")
-    assert stored["password_hash"].startswith("$argon2id$") and "correct horse" not in stored["password_hash"]
+    assert (
+        stored["password_hash"].startswith("$argon2id$")
+        and "correct horse" not in stored["password_hash"]
+    )
 
 
 def test_tampered_or_foreign_cookie_is_refused(client, token_for):
@@ -51,7 +54,8 @@ def test_tampered_or_foreign_cookie_is_refused(client, token_for):
     assert client.get("/").status_code == 303
     # a session naming an admin token, signed with another key
     forged = URLSafeTimedSerializer("not the key", salt="pgsched.web.session").dumps(
-        {"csrf": "x", "kind": "token", "ref": "1"})
+        {"csrf": "x", "kind": "token", "ref": "1"}
+    )
     client.cookies.clear()
     client.cookies.set(COOKIE, forged)
     assert client.get("/").status_code == 303
@@ -96,8 +100,14 @@ def test_login_link_signs_in_and_redirects_only_on_this_site(client, token_for):
     assert response.status_code == 303 and response.headers["location"] == "/"
     assert client.get("/").status_code == 200
     for elsewhere in ("/\t/evil.example/", "/\\evil.example", "https://evil.example/", "/ok\n"):
-        assert client.get("/login", params={"token": token, "next": elsewhere}).headers["location"] == "/"
-    assert client.get("/login", params={"token": token, "next": "/tasks?q=1"}).headers["location"] == "/tasks?q=1"
+        assert (
+            client.get("/login", params={"token": token, "next": elsewhere}).headers["location"]
+            == "/"
+        )
+    assert (
+        client.get("/login", params={"token": token, "next": "/tasks?q=1"}).headers["location"]
+        == "/tasks?q=1"
+    )
     bad = client.get("/login", params={"token": "pgs_nope"})
     assert bad.status_code == 401
 
@@ -141,9 +151,15 @@ def test_roles_viewer_is_forbidden_an_operator_action(app, client, token_for):
     assert client.post("/api/v1/probe").status_code == 401
     forbidden = client.post("/api/v1/probe", headers=viewer)
     assert forbidden.status_code == 403
-    assert forbidden.json()["error"]["code"] == "forbidden" and "'viewer'" in forbidden.json()["error"]["message"]
+    assert (
+        forbidden.json()["error"]["code"] == "forbidden"
+        and "'viewer'" in forbidden.json()["error"]["message"]
+    )
     assert client.post("/api/v1/probe", headers=operator).json() == {"by": "op"}
-    assert client.post("/api/v1/probe", headers={"Authorization": "Bearer pgs_wrong"}).status_code == 401
+    assert (
+        client.post("/api/v1/probe", headers={"Authorization": "Bearer pgs_wrong"}).status_code
+        == 401
+    )
     # a page: not signed in -> sign-in page; a viewer's session -> 403
     sign_in(client, token=token_for("viewer"))
     csrf = csrf_of(client.get("/").text)
@@ -172,14 +188,28 @@ def test_odd_forms_and_tokens_are_refused_not_crashed_on(client, token_for):
     page = client.get("/login")
     csrf = csrf_of(page.text)
     assert client.post("/login", data={"csrf_token": "jalapeño"}).status_code == 403
-    assert client.post("/logout", headers={"X-CSRF-Token": "caf\xe9".encode("latin-1")}).status_code == 403
-    broken = client.post("/login", content=b"--x\r\nnot a part", headers={
-        "content-type": "multipart/form-data; boundary=x"})
+    assert (
+        client.post("/logout", headers={"X-CSRF-Token": "caf\xe9".encode("latin-1")}).status_code
+        == 403
+    )
+    broken = client.post(
+        "/login",
+        content=b"--x\r\nnot a part",
+        headers={"content-type": "multipart/form-data; boundary=x"},
+    )
     assert broken.status_code in (400, 403)
-    no_boundary = client.post("/login", content=b"a=b", headers={"content-type": "multipart/form-data"})
+    no_boundary = client.post(
+        "/login", content=b"a=b", headers={"content-type": "multipart/form-data"}
+    )
     assert no_boundary.status_code in (400, 403)
-    big = client.post("/login", content=b"a=" + b"x" * (1024 * 1024 + 1),
-                      headers={"content-type": "application/x-www-form-urlencoded"})
+    big = client.post(
+        "/login",
+        content=b"a=" + b"x" * (1024 * 1024 + 1),
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
     assert big.status_code == 413
     # the session still works afterwards
-    assert client.post("/login", data={"csrf_token": csrf, "token": token_for("viewer")}).status_code == 303
+    assert (
+        client.post("/login", data={"csrf_token": csrf, "token": token_for("viewer")}).status_code
+        == 303
+    )

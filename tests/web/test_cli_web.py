@@ -16,10 +16,25 @@ def run(dsn: str, *args: str, input: str | None = None):
 
 
 def test_token_create_list_revoke(dsn, db):
-    made = run(dsn, "token", "create", "--role", "operator", "--tenant", "acme", "--name", "deploy", "--json")
+    made = run(
+        dsn,
+        "token",
+        "create",
+        "--role",
+        "operator",
+        "--tenant",
+        "acme",
+        "--name",
+        "deploy",
+        "--json",
+    )
     assert made.exit_code == 0, made.output
     created = json.loads(made.output)
-    assert created["token"].startswith("pgs_") and created["tenant"] == "acme" and created["role"] == "operator"
+    assert (
+        created["token"].startswith("pgs_")
+        and created["tenant"] == "acme"
+        and created["role"] == "operator"
+    )
     who = authenticate_token(db, created["token"])
     assert who is not None and (who.role, who.tenant, who.name) == ("operator", "acme", "deploy")
 
@@ -39,14 +54,28 @@ def test_token_create_list_revoke(dsn, db):
 
 
 def test_user_create_reads_the_password_from_stdin(dsn, db):
-    made = run(dsn, "user", "create", "grace", "--role", "admin", "--tenant", "navy", "--password-stdin",
-               input="hopper-1906\n")
+    made = run(
+        dsn,
+        "user",
+        "create",
+        "grace",
+        "--role",
+        "admin",
+        "--tenant",
+        "navy",
+        "--password-stdin",
+        input="hopper-1906\n",
+    )
     assert made.exit_code == 0, made.output
     who = authenticate_user(db, "grace", "hopper-1906")
     assert who is not None and (who.role, who.tenant) == ("admin", "navy")
-    again = run(dsn, "user", "create", "grace", "--role", "viewer", "--password-stdin", input="another-pw\n")
+    again = run(
+        dsn, "user", "create", "grace", "--role", "viewer", "--password-stdin", input="another-pw\n"
+    )
     assert again.exit_code == 1 and "username: 'grace' is taken" in again.output
-    short = run(dsn, "user", "create", "linus", "--role", "viewer", "--password-stdin", input="short\n")
+    short = run(
+        dsn, "user", "create", "linus", "--role", "viewer", "--password-stdin", input="short\n"
+    )
     assert short.exit_code == 1 and "password" in short.output
     listed = json.loads(run(dsn, "user", "list", "--all-tenants", "--json").output)
     assert [(u["username"], u["tenant"]) for u in listed] == [("grace", "navy")]
@@ -58,7 +87,12 @@ def test_user_create_reads_the_password_from_stdin(dsn, db):
 
 
 def test_task_tags_from_the_command_line(dsn, db):
-    assert run(dsn, "task", "create", "tagged", "--command", "true", "--tags", "etl, nightly").exit_code == 0
+    assert (
+        run(
+            dsn, "task", "create", "tagged", "--command", "true", "--tags", "etl, nightly"
+        ).exit_code
+        == 0
+    )
     assert db.one("task_get", name="tagged", tenant="default")["tags"] == ["etl", "nightly"]
     assert run(dsn, "task", "update", "tagged", "--tags", "").exit_code == 0
     assert db.one("task_get", name="tagged", tenant="default")["tags"] == []

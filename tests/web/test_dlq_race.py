@@ -33,6 +33,11 @@ def test_retry_all_retries_only_the_count_confirmed(api, db, sql, dies_after_the
     answer = api("operator").post(f"{V}/dlq/retry-all", json={"expected_count": 1})
     assert answer.status_code == 409 and "2 dead" in answer.json()["error"]["message"]
     [late] = dies_after_the_count
-    states = sql.execute("SELECT id, state FROM pgsched.execution_all WHERE id IN (%s, %s) ORDER BY id",
-                         [first, late]).fetchall()
-    assert states == [{"id": first, "state": "dead"}, {"id": late, "state": "dead"}]  # nothing retried
+    states = sql.execute(
+        "SELECT id, state FROM pgsched.execution_all WHERE id IN (%s, %s) ORDER BY id",
+        [first, late],
+    ).fetchall()
+    assert states == [
+        {"id": first, "state": "dead"},
+        {"id": late, "state": "dead"},
+    ]  # nothing retried

@@ -38,7 +38,9 @@ def served(db) -> Iterator[Served]:
     """The app over the test database, served on a free port."""
     port = free_port("127.0.0.1", 18700)
     stop = threading.Event()
-    server = threading.Thread(target=serve_until, args=(create_app(db), "127.0.0.1", port, stop), daemon=True)
+    server = threading.Thread(
+        target=serve_until, args=(create_app(db), "127.0.0.1", port, stop), daemon=True
+    )
     server.start()
     base = f"http://127.0.0.1:{port}"
 
@@ -57,12 +59,18 @@ def served(db) -> Iterator[Served]:
 
 def test_open_log_streams_leave_the_app_responsive(served, db, token_for):
     tasks.create(db, TaskSpec(name="job", command="echo hi"))
-    ident = tasks.trigger(db, "job")  # pending: nobody claims it, so its log is followed until closed
+    ident = tasks.trigger(
+        db, "job"
+    )  # pending: nobody claims it, so its log is followed until closed
     headers = {"Authorization": f"Bearer {token_for('viewer')}"}
 
     async def scenario() -> float:
-        async with httpx.AsyncClient(base_url=served.base, headers=headers, timeout=60,
-                                     limits=httpx.Limits(max_connections=STREAMS + 5)) as client:
+        async with httpx.AsyncClient(
+            base_url=served.base,
+            headers=headers,
+            timeout=60,
+            limits=httpx.Limits(max_connections=STREAMS + 5),
+        ) as client:
             opened = 0
 
             async def follow() -> None:
@@ -74,7 +82,9 @@ def test_open_log_streams_leave_the_app_responsive(served, db, token_for):
                         pass
 
             streams = [asyncio.create_task(follow()) for _ in range(STREAMS)]
-            async with asyncio.timeout(30):  # a poll on a condition (wait_for blocks, this is the event loop)
+            async with asyncio.timeout(
+                30
+            ):  # a poll on a condition (wait_for blocks, this is the event loop)
                 while opened < STREAMS:
                     await asyncio.sleep(0.05)
             # Time passes on purpose: the load measured is every stream polling, twice.
@@ -104,8 +114,9 @@ def test_stopping_the_server_ends_open_log_streams_at_once(served, db, token_for
     ended: list[bytes] = []
 
     def follow() -> None:
-        with httpx.stream("GET", f"{served.base}/api/v1/executions/{ident}/logs", headers=headers,
-                          timeout=60) as response:
+        with httpx.stream(
+            "GET", f"{served.base}/api/v1/executions/{ident}/logs", headers=headers, timeout=60
+        ) as response:
             opened.append(response.status_code)
             ended.append(b"".join(response.iter_bytes()))
 
@@ -130,8 +141,16 @@ def _long_log(db, lines: int) -> int:
     ident = tasks.trigger(db, "job")
     db.one("execution_cancel", id=ident, tenant="default")  # pending -> cancelled: ended
     now = datetime.now(UTC)
-    db.exec("execution_log_insert", id=ident, attempt=1, tenant="default", seq=list(range(1, lines + 1)),
-            stream=["stdout"] * lines, logged_at=[now] * lines, line=[f"line {i}" for i in range(1, lines + 1)])
+    db.exec(
+        "execution_log_insert",
+        id=ident,
+        attempt=1,
+        tenant="default",
+        seq=list(range(1, lines + 1)),
+        stream=["stdout"] * lines,
+        logged_at=[now] * lines,
+        line=[f"line {i}" for i in range(1, lines + 1)],
+    )
     return ident
 
 
@@ -140,11 +159,23 @@ def test_a_long_log_is_streamed_whole_a_batch_at_a_time(db, api, monkeypatch):
     ident = _long_log(db, 7 * 3 + 2)
     viewer = api("viewer")
     text = viewer.get(f"/api/v1/executions/{ident}/logs", params={"follow": "false"}).text
-    sent = [json.loads(d[6:])["line"] for d in text.splitlines() if d.startswith("data: ") and "line" in d]
-    assert sent == [f"line {i}" for i in range(1, 24)] and text.rstrip().endswith('{"state": "cancelled"}')
+    sent = [
+        json.loads(d[6:])["line"]
+        for d in text.splitlines()
+        if d.startswith("data: ") and "line" in d
+    ]
+    assert sent == [f"line {i}" for i in range(1, 24)] and text.rstrip().endswith(
+        '{"state": "cancelled"}'
+    )
     # after= starts where a page left off, as Last-Event-ID does
-    text = viewer.get(f"/api/v1/executions/{ident}/logs", params={"follow": "false", "after": "1:20"}).text
-    assert [d for d in text.splitlines() if d.startswith("id: ")] == ["id: 1:21", "id: 1:22", "id: 1:23"]
+    text = viewer.get(
+        f"/api/v1/executions/{ident}/logs", params={"follow": "false", "after": "1:20"}
+    ).text
+    assert [d for d in text.splitlines() if d.startswith("id: ")] == [
+        "id: 1:21",
+        "id: 1:22",
+        "id: 1:23",
+    ]
 
 
 def test_the_execution_page_shows_the_end_of_a_long_log(db, client, token_for, monkeypatch):

@@ -25,11 +25,17 @@ def test_a_scrape_shows_the_token_tenant_only(db: Database, sql, api, client) ->
     b = tasks.create(db, TaskSpec(name="beta", command="true", tenant="other"))
     assert a is not None and b is not None
     seed(sql, a["id"], 12, ago_from=5, ago_to=600)
-    sql.execute("UPDATE pgsched.execution_history SET tenant = 'other', task_id = %s WHERE id %% 3 = 0",
-                (b["id"],))
+    sql.execute(
+        "UPDATE pgsched.execution_history SET tenant = 'other', task_id = %s WHERE id %% 3 = 0",
+        (b["id"],),
+    )
     stats.roll_up(db)
-    per = {r["tenant"]: r["n"] for r in sql.execute(
-        "SELECT tenant, count(*) AS n FROM pgsched.execution_history GROUP BY 1").fetchall()}
+    per = {
+        r["tenant"]: r["n"]
+        for r in sql.execute(
+            "SELECT tenant, count(*) AS n FROM pgsched.execution_history GROUP BY 1"
+        ).fetchall()
+    }
 
     response = api("viewer").get("/metrics")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")

@@ -18,7 +18,11 @@ from pgsched.web.openapi import document
 def routed() -> set[tuple[str, str]]:
     found = set()
     for route in routes():
-        if isinstance(route, Route) and route.path.startswith(PREFIX) and route.path != PREFIX + "/openapi.json":
+        if (
+            isinstance(route, Route)
+            and route.path.startswith(PREFIX)
+            and route.path != PREFIX + "/openapi.json"
+        ):
             path = re.sub(r"\{(\w+)(:\w+)?\}", r"{\1}", route.path)
             found |= {(path, m.lower()) for m in route.methods or () if m != "HEAD"}
     return found
@@ -55,20 +59,36 @@ def test_schemathesis_finds_no_server_error(app, db, token_for):
     statuses: dict[tuple[str, int], int] = {}
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 27
-    runs = [(op, mode) for op in operations for mode in schemathesis.GenerationMode
-            if (op.method.upper(), op.path) not in SKIPPED]
+    runs = [
+        (op, mode)
+        for op in operations
+        for mode in schemathesis.GenerationMode
+        if (op.method.upper(), op.path) not in SKIPPED
+    ]
     for operation, mode in runs:
 
         @given(case=operation.as_strategy(mode))
-        @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=EXAMPLES_PER_OPERATION,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
         def probe(case):
             response = case.call(headers=headers)
             key = (mode.value, response.status_code)
             statuses[key] = statuses.get(key, 0) + 1
             if response.status_code >= 500:
-                failures.append((case.method, case.formatted_path, case.body, response.status_code,
-                                 response.text[:300]))
+                failures.append(
+                    (
+                        case.method,
+                        case.formatted_path,
+                        case.body,
+                        response.status_code,
+                        response.text[:300],
+                    )
+                )
 
         try:
             probe()
