@@ -1,6 +1,6 @@
 """Ends what a worker started when the worker ends: a small process per worker.
 
-A command's own child dies with its worker by ``PR_SET_PDEATHSIG`` (:mod:`pgsched.handlers.command`),
+A command's own child dies with its worker by ``PR_SET_PDEATHSIG`` (:mod:`pgsched.handlers.containment`),
 but PDEATHSIG does not pass to grandchildren, and a command that double-forks or calls
 ``setsid`` leaves its process group. A SIGKILLed worker's commands used to run on beside
 the copies the leader's rescue started elsewhere (issue 15: 44 commands finished twice in

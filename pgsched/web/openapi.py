@@ -1,12 +1,12 @@
 """The OpenAPI 3.1 document of the REST API, served at ``/api/v1/openapi.json``.
 
 Written by hand next to the routes it describes; ``tests/web/test_openapi.py`` checks that
-every ``/api/v1`` route is documented and every documented operation is routed.
+every ``/api/v1`` route is documented and every documented operation is routed. This module
+holds the paths; the schemas they refer to (the document's components) are
+:mod:`.openapi_schemas`'s.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -15,17 +15,7 @@ from starlette.routing import Route
 from .api import PREFIX, reply
 from .api_dags import RUN_STATES
 from .api_executions import STATES
-from .credentials import ROLES
-
-J = dict[str, Any]
-NAME = {"type": "string", "minLength": 1, "maxLength": 200}
-ID = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
-OBJ: J = {"type": "object"}
-NULLABLE_TEXT = {"type": ["string", "null"]}
-
-
-def _ref(name: str) -> J:
-    return {"$ref": f"#/components/schemas/{name}"}
+from .openapi_schemas import ID, NAME, NULLABLE_TEXT, OBJ, SCHEMAS, J, ref
 
 
 def _query(name: str, schema: J, description: str) -> J:
@@ -82,7 +72,7 @@ def _op(
             **{
                 code: {
                     "description": text,
-                    "content": {"application/json": {"schema": _ref("Error")}},
+                    "content": {"application/json": {"schema": ref("Error")}},
                 }
                 for code, text in errors.items()
             },
@@ -101,143 +91,11 @@ def _page(item: str) -> J:
         "type": "object",
         "required": ["items", "next_cursor"],
         "properties": {
-            "items": {"type": "array", "items": _ref(item)},
+            "items": {"type": "array", "items": ref(item)},
             "next_cursor": NULLABLE_TEXT,
         },
     }
 
-
-TASK_FIELDS: J = {
-    "name": {**NAME, "pattern": "^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$"},
-    "description": NULLABLE_TEXT,
-    "handler_kind": {"enum": ["shell", "argv", "python"]},
-    "command": NULLABLE_TEXT,
-    "argv": {"type": ["array", "null"], "items": {"type": "string"}},
-    "python_target": NULLABLE_TEXT,
-    "schedule_kind": {"enum": ["cron", "interval", "once", "none"]},
-    "schedule": NULLABLE_TEXT,
-    "timezone": {"type": "string"},
-    "params": OBJ,
-    "env": {"type": "object", "additionalProperties": {"type": "string"}},
-    "stdin": NULLABLE_TEXT,
-    "timeout_seconds": {"type": ["number", "null"]},
-    "max_attempts": {"type": "integer", "minimum": 1, "maximum": 1000},
-    "retry_policy": {"enum": ["fixed", "linear", "exponential", "exponential_jitter"]},
-    "retry_base_seconds": {"type": "number", "minimum": 0},
-    "retry_max_seconds": {"type": "number", "minimum": 0},
-    "priority": {"type": "integer", "minimum": 1, "maximum": 10},
-    "queue": {"type": "string"},
-    "no_retry_exit_codes": {
-        "type": "array",
-        "items": {"type": "integer", "minimum": 0, "maximum": 255},
-    },
-    "no_retry_exceptions": {"type": "array", "items": {"type": "string"}},
-    "misfire_policy": {"enum": ["skip", "once", "all"]},
-    "idempotent": {"type": "boolean"},
-    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
-}
-# Why a task is paused (read only; all null while it is enabled): paused_by 'scheduler'
-# means its schedule could not be computed (pause_reason says why; fixing the schedule
-# with PATCH resumes it).
-PAUSE_FIELDS: J = {
-    "paused_at": {"type": ["string", "null"], "format": "date-time"},
-    "paused_by": {"enum": ["operator", "scheduler", None]},
-    "pause_reason": NULLABLE_TEXT,
-}
-SCHEMAS: J = {
-    "Error": {
-        "type": "object",
-        "required": ["error"],
-        "properties": {
-            "error": {
-                "type": "object",
-                "required": ["code", "message", "field"],
-                "properties": {
-                    "code": {"type": "string"},
-                    "message": {"type": "string"},
-                    "field": NULLABLE_TEXT,
-                },
-            }
-        },
-    },
-    "TaskCreate": {
-        "type": "object",
-        "required": ["name"],
-        "additionalProperties": False,
-        "properties": {**TASK_FIELDS, "enabled": {"type": "boolean"}},
-    },
-    "TaskUpdate": {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {k: v for k, v in TASK_FIELDS.items() if k != "name"},
-    },
-    "Task": {
-        "type": "object",
-        "properties": {"id": ID, "tenant": {"type": "string"}, **TASK_FIELDS, **PAUSE_FIELDS},
-    },
-    "TaskSummary": {
-        "type": "object",
-        "properties": {"name": NAME, "state": {"enum": ["active", "paused"]}, **PAUSE_FIELDS},
-    },
-    "Trigger": {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "params": OBJ,
-            "run_at": {"type": "string", "format": "date-time"},
-            "priority": {"type": "integer", "minimum": 1, "maximum": 10},
-            "idempotency_key": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 200,
-                "description": "The task's own key: the same key on another task is another run.",
-            },
-        },
-    },
-    "Enqueued": {
-        "type": "object",
-        "required": ["execution_id", "deduplicated", "dedup_reason", "succeeded_execution_id"],
-        "description": "What the trigger did. deduplicated is false when a new execution was "
-        "queued. When true, nothing new runs, because of the idempotency key (a "
-        "key belongs to one task): dedup_reason 'live': an execution of the task "
-        "with the key is queued or running, and execution_id is that one; "
-        "'succeeded': the key already succeeded in succeeded_execution_id, and "
-        "execution_id is the 'skipped' execution recorded for this call.",
-        "properties": {
-            "execution_id": ID,
-            "deduplicated": {"type": "boolean"},
-            "dedup_reason": {"enum": ["live", "succeeded", None]},
-            "succeeded_execution_id": {"type": ["integer", "null"], "minimum": 1},
-        },
-    },
-    "Execution": {
-        "type": "object",
-        "properties": {"id": ID, "task_name": {"type": "string"}, "state": {"enum": list(STATES)}},
-    },
-    "DagRun": {
-        "type": "object",
-        "properties": {
-            "id": ID,
-            "dag_name": {"type": "string"},
-            "state": {"enum": list(RUN_STATES)},
-        },
-    },
-    "RetryAll": {
-        "type": "object",
-        "required": ["expected_count"],
-        "additionalProperties": False,
-        "properties": {
-            "expected_count": {"type": "integer", "minimum": 0},
-            "task": {"type": "string"},
-        },
-    },
-    "TokenCreate": {
-        "type": "object",
-        "required": ["role"],
-        "additionalProperties": False,
-        "properties": {"role": {"enum": list(ROLES)}, "name": {"type": "string", "maxLength": 200}},
-    },
-}
 
 EXECUTION_FILTERS = [
     _query("task", {"type": "string"}, "Task name."),
@@ -267,17 +125,17 @@ def document() -> J:
                 ],
             ),
             "post": _op(
-                "Create a task", "operator", body=_ref("TaskCreate"), ok=201, result=_ref("Task")
+                "Create a task", "operator", body=ref("TaskCreate"), ok=201, result=ref("Task")
             ),
         },
         t + "/{name}": {
-            "get": _op("Get a task", "viewer", params=TASK_PATH, result=_ref("Task")),
+            "get": _op("Get a task", "viewer", params=TASK_PATH, result=ref("Task")),
             "patch": _op(
                 "Update a task's definition",
                 "operator",
                 params=TASK_PATH,
-                body=_ref("TaskUpdate"),
-                result=_ref("Task"),
+                body=ref("TaskUpdate"),
+                result=ref("Task"),
             ),
             "delete": _op("Soft-delete a task (history stays)", "operator", params=TASK_PATH),
         },
@@ -287,20 +145,18 @@ def document() -> J:
                 "idempotency key deduplicated the run",
                 "operator",
                 params=TASK_PATH,
-                body=_ref("Trigger"),
+                body=ref("Trigger"),
                 body_required=False,
                 ok=202,
-                result=_ref("Enqueued"),
+                result=ref("Enqueued"),
             )
         },
         t + "/{name}/pause": {
-            "post": _op(
-                "Pause a task's schedule", "operator", params=TASK_PATH, result=_ref("Task")
-            )
+            "post": _op("Pause a task's schedule", "operator", params=TASK_PATH, result=ref("Task"))
         },
         t + "/{name}/resume": {
             "post": _op(
-                "Resume a task's schedule", "operator", params=TASK_PATH, result=_ref("Task")
+                "Resume a task's schedule", "operator", params=TASK_PATH, result=ref("Task")
             )
         },
         t + "/{name}/executions": {
@@ -377,7 +233,7 @@ def document() -> J:
             "post": _op(
                 "Retry every dead execution, if expected_count matches",
                 "operator",
-                body=_ref("RetryAll"),
+                body=ref("RetryAll"),
             )
         },
         PREFIX + "/dlq/{id}/retry": {
@@ -392,7 +248,7 @@ def document() -> J:
         },
         PREFIX + "/tokens": {
             "get": _op("The tenant's API tokens (never the tokens)", "admin"),
-            "post": _op("Create a token (shown once)", "admin", body=_ref("TokenCreate"), ok=201),
+            "post": _op("Create a token (shown once)", "admin", body=ref("TokenCreate"), ok=201),
         },
         PREFIX + "/tokens/{id}": {"delete": _op("Revoke a token", "admin", params=ID_PATH)},
     }

@@ -22,9 +22,10 @@ from datetime import datetime
 from ..clock import DatabaseClock
 from ..db import Row
 from ..handlers import Outcome
-from ..handlers.command import StartDeadlinePassed, run_command
+from ..handlers.command import run_command
 from ..handlers.output import LogSink
 from ..handlers.python import NOT_STARTED, PythonHandler
+from ..handlers.start_gate import StartDeadlinePassed
 from .config import MAX_ENV_PARAMS, PRIVATE_ENV, SPREAD_SECONDS, WorkerConfig
 from .heartbeat import Heartbeat
 from .holdings import Holdings, Slot

@@ -14,20 +14,22 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pgsched.handlers.command import _child_setup, _setpriv, run_command
+from pgsched.handlers.command import run_command
+from pgsched.handlers.containment import setpriv_path
 from pgsched.handlers.output import LogSink
+from pgsched.handlers.start_gate import child_setup
 
 from ..helpers import REPO, alive, wait_until
 
 RUNNER = textwrap.dedent("""
     import sys
     from datetime import datetime, timezone
-    from pgsched.handlers import command as runner
+    from pgsched.handlers import start_gate
     from pgsched.handlers.command import run_command
     from pgsched.handlers.output import LogSink
 
     if sys.argv[2] == "preexec":  # as on a host without setpriv(1)
-        runner._setpriv = lambda: None
+        start_gate.setpriv_path = lambda: None
     run_command(["sh", "-c", 'echo $$ > "$0"; exec sleep 300', sys.argv[1]], env={}, stdin=None, timeout=None,
                 sink=LogSink(now=lambda: datetime.now(timezone.utc)))
 """)
@@ -35,7 +37,7 @@ RUNNER = textwrap.dedent("""
 
 @pytest.mark.parametrize("how", ["setpriv", "preexec"])
 def test_a_command_dies_with_the_process_that_runs_it(tmp_path, how):
-    if how == "setpriv" and _setpriv() is None:
+    if how == "setpriv" and setpriv_path() is None:
         pytest.skip("no setpriv(1) with --pdeathsig (util-linux 2.33)")
     pid_file = tmp_path / "pid"
     runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(pid_file), how], cwd=REPO)
@@ -70,7 +72,7 @@ def test_a_command_dies_with_the_process_that_runs_it(tmp_path, how):
 
 def test_a_child_whose_worker_died_before_the_prctl_took_never_starts_its_command():
     # the parent it was forked for (pid 1 here stands for "another process than ours") is gone
-    child = subprocess.Popen(["sleep", "300"], preexec_fn=_child_setup(parent_pid=1))
+    child = subprocess.Popen(["sleep", "300"], preexec_fn=child_setup(parent_pid=1))
     try:
         assert child.wait(5) == 137
     finally:
@@ -117,7 +119,7 @@ def test_the_start_gate_refuses_a_command_whose_start_deadline_passed(tmp_path):
     whose deadline passed before its spawn never runs, and run_command says so."""
     import time
 
-    from pgsched.handlers.command import StartDeadlinePassed
+    from pgsched.handlers.start_gate import StartDeadlinePassed
 
     ran = tmp_path / "ran"
     with pytest.raises(StartDeadlinePassed):

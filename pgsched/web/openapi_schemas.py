@@ -1,0 +1,155 @@
+"""The schemas of the OpenAPI 3.1 document (its ``components``): the bodies the REST API
+takes and returns, and the shared pieces its paths are written with (:mod:`.openapi`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .api_dags import RUN_STATES
+from .api_executions import STATES
+from .credentials import ROLES
+
+J = dict[str, Any]
+NAME = {"type": "string", "minLength": 1, "maxLength": 200}
+ID = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
+OBJ: J = {"type": "object"}
+NULLABLE_TEXT = {"type": ["string", "null"]}
+
+
+def ref(name: str) -> J:
+    """A reference to the schema ``name`` of :data:`SCHEMAS`."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+TASK_FIELDS: J = {
+    "name": {**NAME, "pattern": "^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$"},
+    "description": NULLABLE_TEXT,
+    "handler_kind": {"enum": ["shell", "argv", "python"]},
+    "command": NULLABLE_TEXT,
+    "argv": {"type": ["array", "null"], "items": {"type": "string"}},
+    "python_target": NULLABLE_TEXT,
+    "schedule_kind": {"enum": ["cron", "interval", "once", "none"]},
+    "schedule": NULLABLE_TEXT,
+    "timezone": {"type": "string"},
+    "params": OBJ,
+    "env": {"type": "object", "additionalProperties": {"type": "string"}},
+    "stdin": NULLABLE_TEXT,
+    "timeout_seconds": {"type": ["number", "null"]},
+    "max_attempts": {"type": "integer", "minimum": 1, "maximum": 1000},
+    "retry_policy": {"enum": ["fixed", "linear", "exponential", "exponential_jitter"]},
+    "retry_base_seconds": {"type": "number", "minimum": 0},
+    "retry_max_seconds": {"type": "number", "minimum": 0},
+    "priority": {"type": "integer", "minimum": 1, "maximum": 10},
+    "queue": {"type": "string"},
+    "no_retry_exit_codes": {
+        "type": "array",
+        "items": {"type": "integer", "minimum": 0, "maximum": 255},
+    },
+    "no_retry_exceptions": {"type": "array", "items": {"type": "string"}},
+    "misfire_policy": {"enum": ["skip", "once", "all"]},
+    "idempotent": {"type": "boolean"},
+    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+}
+# Why a task is paused (read only; all null while it is enabled): paused_by 'scheduler'
+# means its schedule could not be computed (pause_reason says why; fixing the schedule
+# with PATCH resumes it).
+PAUSE_FIELDS: J = {
+    "paused_at": {"type": ["string", "null"], "format": "date-time"},
+    "paused_by": {"enum": ["operator", "scheduler", None]},
+    "pause_reason": NULLABLE_TEXT,
+}
+SCHEMAS: J = {
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message", "field"],
+                "properties": {
+                    "code": {"type": "string"},
+                    "message": {"type": "string"},
+                    "field": NULLABLE_TEXT,
+                },
+            }
+        },
+    },
+    "TaskCreate": {
+        "type": "object",
+        "required": ["name"],
+        "additionalProperties": False,
+        "properties": {**TASK_FIELDS, "enabled": {"type": "boolean"}},
+    },
+    "TaskUpdate": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {k: v for k, v in TASK_FIELDS.items() if k != "name"},
+    },
+    "Task": {
+        "type": "object",
+        "properties": {"id": ID, "tenant": {"type": "string"}, **TASK_FIELDS, **PAUSE_FIELDS},
+    },
+    "TaskSummary": {
+        "type": "object",
+        "properties": {"name": NAME, "state": {"enum": ["active", "paused"]}, **PAUSE_FIELDS},
+    },
+    "Trigger": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "params": OBJ,
+            "run_at": {"type": "string", "format": "date-time"},
+            "priority": {"type": "integer", "minimum": 1, "maximum": 10},
+            "idempotency_key": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 200,
+                "description": "The task's own key: the same key on another task is another run.",
+            },
+        },
+    },
+    "Enqueued": {
+        "type": "object",
+        "required": ["execution_id", "deduplicated", "dedup_reason", "succeeded_execution_id"],
+        "description": "What the trigger did. deduplicated is false when a new execution was "
+        "queued. When true, nothing new runs, because of the idempotency key (a "
+        "key belongs to one task): dedup_reason 'live': an execution of the task "
+        "with the key is queued or running, and execution_id is that one; "
+        "'succeeded': the key already succeeded in succeeded_execution_id, and "
+        "execution_id is the 'skipped' execution recorded for this call.",
+        "properties": {
+            "execution_id": ID,
+            "deduplicated": {"type": "boolean"},
+            "dedup_reason": {"enum": ["live", "succeeded", None]},
+            "succeeded_execution_id": {"type": ["integer", "null"], "minimum": 1},
+        },
+    },
+    "Execution": {
+        "type": "object",
+        "properties": {"id": ID, "task_name": {"type": "string"}, "state": {"enum": list(STATES)}},
+    },
+    "DagRun": {
+        "type": "object",
+        "properties": {
+            "id": ID,
+            "dag_name": {"type": "string"},
+            "state": {"enum": list(RUN_STATES)},
+        },
+    },
+    "RetryAll": {
+        "type": "object",
+        "required": ["expected_count"],
+        "additionalProperties": False,
+        "properties": {
+            "expected_count": {"type": "integer", "minimum": 0},
+            "task": {"type": "string"},
+        },
+    },
+    "TokenCreate": {
+        "type": "object",
+        "required": ["role"],
+        "additionalProperties": False,
+        "properties": {"role": {"enum": list(ROLES)}, "name": {"type": "string", "maxLength": 200}},
+    },
+}
