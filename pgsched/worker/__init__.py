@@ -3,9 +3,11 @@
 Its parts, along an execution's one-way path (:mod:`.process` wires them):
 :mod:`.claimer` (LISTEN, claim, the buffer, hand-backs), :mod:`.executor` (slot threads,
 handlers), :mod:`.outcome` (what an ended attempt means: pure), :mod:`.recorder` (every
-write of an attempt's end) and :mod:`.completer` (the group commit of final outcomes);
-beside them :mod:`.heartbeat` (liveness, the start gate, the claimer's watch) and
-:mod:`.holdings` (what the worker holds, under one lock).
+write of an attempt's end, made by :mod:`.start_confirmation`, :mod:`.log_flush`,
+:mod:`.attempt_write` and :mod:`.lost_reply`) and :mod:`.completer` (the group commit of
+final outcomes); beside them :mod:`.heartbeat` (liveness, the start gate, the claimer's
+watch), :mod:`.holdings` (what the worker holds, under one lock) and :mod:`.retries` (the
+one backoff loop of the writes).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..db import Database
 from ..errors import ConnectionFailed, PgschedError, TransientError
-from .recorder import with_retries
+from .retries import with_retries
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from ..errors import ConnectionSilent, PgschedError
 from ..liveness import BACK, GIVE_UP, STALLED, Liveness
 from .config import EXIT_CLAIMER_STALLED, HEARTBEAT_STALE, WorkerConfig
 from .holdings import Holdings, Slot
-from .recorder import with_retries
+from .retries import with_retries
 
 log = logging.getLogger(__name__)
 

@@ -1,16 +1,18 @@
 """Every write of an attempt's end: its start confirmation (when its claim asks), its
 output, and the attempt row with the execution's move, to history or back to the queue.
+The writes themselves have modules of their own (:mod:`.start_confirmation`,
+:mod:`.log_flush`, :mod:`.attempt_write`, :mod:`.lost_reply`); the :class:`Recorder`
+decides which is made, when, and what is logged and told ``on_finish`` after.
 
 A final outcome goes to the writer thread (group commit, :mod:`.completer`) and the slot
 does not wait for it; a retry is written here, in one transaction. Either is retried
-while the database is unreachable (:func:`with_retries`, the one backoff loop of the
-worker), for ``record_retry_seconds``: a blip must not leave an execution 'running'. An
-outcome the database refuses is recorded as a failure instead.
+while the database is unreachable (:func:`.retries.with_retries`, the one backoff loop of
+the worker), for ``record_retry_seconds``: a blip must not leave an execution 'running'.
+An outcome the database refuses is recorded as a failure instead.
 
 Lost replies (issue 15, item 1): a write that lost its connection may have committed
-unheard. When a later try then finds the lease gone, it first looks for its own earlier
-try's attempt row (``execution_attempt_recorded``; the writer: ``_recorded`` many) before
-calling the lease lost.
+unheard; a later try that finds the lease gone first looks for its own earlier try's
+attempt row (:mod:`.lost_reply`) before calling the lease lost.
 """
 
 from __future__ import annotations
@@ -20,11 +22,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
-
-from psycopg.types.json import Jsonb
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from ..clock import DatabaseClock
 from ..db import Database, Row
@@ -32,50 +31,21 @@ from ..errors import ConnectionFailed, PgschedError, TransientError
 from ..handlers import Outcome
 from ..handlers.output import LogSink, storable_text
 from ..jsontext import has_nul
-from ..retry import backoff_seconds
+from . import attempt_write, log_flush, lost_reply, start_confirmation
+from .attempt_write import ClaimLost, Written
 from .config import SUCCESS_LINES_PER_SECOND, WorkerConfig
 from .holdings import Holdings
 from .outcome import FinishedAttempt, finished_attempt
+from .retries import with_retries
 
 if TYPE_CHECKING:
     from .completer import Completer
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
 # Called after each attempt is recorded: (row, outcome, last output lines, final state or
 # None when it will be retried). It may be called from the writer thread.
 OnFinish = Callable[[Row, Outcome, list[str], str | None], None]
-
-
-def with_retries(
-    attempt: Callable[[bool], T],
-    *,
-    seconds: float,
-    stopping: Callable[[], bool] | None = None,
-    what: str | None = None,
-) -> T:
-    """``attempt(uncertain)`` until it returns, again after each ConnectionFailed or
-    TransientError, waiting 0.5 s, doubling to 10 s, for at most ``seconds`` seconds
-    (0: once) or until ``stopping()``; then that error is raised. Any other error is raised
-    at once. ``uncertain``: an earlier try lost its connection, so it may have committed
-    unheard (a TransientError rolled back). ``what`` (``could not record X``) is logged
-    as a warning before each wait."""
-    give_up = time.monotonic() + seconds
-    delay = 0.5
-    uncertain = False
-    while True:
-        try:
-            return attempt(uncertain)
-        except (ConnectionFailed, TransientError) as exc:
-            uncertain = uncertain or isinstance(exc, ConnectionFailed)
-            if time.monotonic() >= give_up or (stopping is not None and stopping()):
-                raise
-            if what is not None:
-                log.warning("%s yet (%s); retrying in %.1fs", what, exc, delay)
-            time.sleep(delay)
-            delay = min(delay * 2, 10.0)
 
 
 def storable(outcome: Outcome) -> Outcome:
@@ -106,21 +76,6 @@ def storable(outcome: Outcome) -> Outcome:
     )
 
 
-@dataclass(frozen=True)
-class Written:
-    """What a write of an attempt's end decided: ``final`` the state the execution ended in
-    (None: queued again; ``cancelled`` when a cancel was asked meanwhile), ``retry_at``
-    the next attempt's run_at, ``budget`` seconds the retry budget delayed it by."""
-
-    final: str | None
-    retry_at: datetime | None = None
-    budget: float | None = None
-
-
-class ClaimLost(Exception):
-    """The execution was taken from this worker (rescued) before its end was written."""
-
-
 class Recorder:
     """Writes what the attempts of one worker leave. ``worker_id()`` is the worker's
     current registration; ``urgent``: a second stop signal (output is not retried then);
@@ -144,71 +99,14 @@ class Recorder:
 
     # -- before and while it runs ------------------------------------------------------
     def confirm_start(self, row: Row) -> bool | None:
-        """Record that a slot starts ``row`` now (``execution_confirm_start``), for an
-        execution whose claim asks for it: a rescue could not tell whether an earlier claim
-        had started it, and must be able to next time (migration 0008). True: recorded, run
-        it. False: the claim is no longer held (rescued); do not run it. None: the database
-        refused it, or stayed unreachable for ``record_retry_seconds``, or the worker is
-        stopping: hand it back unstarted. Only such executions pay this write."""
-        self.holdings.wake_slot()
-        try:
-            done = with_retries(
-                lambda _: self.db.exec(
-                    "execution_confirm_start", id=row["id"], lease_id=row["lease_id"]
-                ),
-                seconds=self.config.record_retry_seconds,
-                stopping=self.holdings.hard_stop.is_set,
-            )
-        except PgschedError as exc:
-            log.warning(
-                "execution %s: could not record its start (%s); handing it back", row["id"], exc
-            )
-            return None
-        if done:
-            return True
-        log.warning(
-            "execution %s attempt %s: not started: its claim was no longer held when its start "
-            "was to be recorded",
-            row["id"],
-            row["attempt"],
-        )
-        return False
+        """:func:`.start_confirmation.confirm_start`: True run it, False the claim is no
+        longer held, None hand it back unstarted."""
+        return start_confirmation.confirm_start(self.db, self.holdings, self.config, row)
 
     def flush_logs(self, row: Row, sink: LogSink, final: bool = False) -> None:
-        """Store collected output, at most 1,000 lines per statement. Lines that cannot be
-        stored now are kept for the next flush; the final flush retries like the outcome."""
-
-        def insert(batch: dict[str, Any]) -> Callable[[bool], Any]:
-            return lambda _uncertain: self.db.exec("execution_log_insert", **batch)
-
-        while lines := sink.drain(1000):
-            seq, stream, logged_at, text = (list(c) for c in zip(*lines, strict=True))
-            batch = dict(
-                id=row["id"],
-                attempt=row["attempt"],
-                tenant=row["tenant"],
-                seq=seq,
-                stream=stream,
-                logged_at=logged_at,
-                line=text,
-            )
-            try:
-                with_retries(
-                    insert(batch),
-                    seconds=self.config.record_retry_seconds if final else 0,
-                    stopping=self.urgent.is_set,
-                )
-            except (ConnectionFailed, TransientError) as exc:
-                sink.requeue(lines)
-                if final:
-                    log.warning(
-                        "execution %s: %d log line(s) not stored: %s", row["id"], len(lines), exc
-                    )
-                return
-            except PgschedError as exc:
-                log.warning(
-                    "execution %s: %d log line(s) not stored: %s", row["id"], len(lines), exc
-                )
+        """:func:`.log_flush.flush_logs`: store collected output; the final flush retries
+        like the outcome."""
+        log_flush.flush_logs(self.db, self.config, self.urgent, row, sink, final)
 
     # -- its end -----------------------------------------------------------------------
     def end(
@@ -334,7 +232,9 @@ class Recorder:
             try:
                 return self.write(attempt)
             except ClaimLost:
-                earlier = self._earlier_try(attempt) if uncertain else None
+                earlier = (
+                    lost_reply.earlier_try(self.db, self.worker_id, attempt) if uncertain else None
+                )
                 if earlier is not None:
                     log.info(
                         "execution %s attempt %s: outcome %s was recorded by an earlier try whose reply "
@@ -394,106 +294,9 @@ class Recorder:
             return
 
     def write(self, attempt: FinishedAttempt) -> Written:
-        """One transaction: the attempt row, then the move to history or back to the queue.
-        A handed-back execution (``stopped``) gets its lost attempt back and is not subject
-        to the retry budget. Raises ClaimLost when this worker no longer holds the lease
-        (nothing written), ConnectionFailed / TransientError / PgschedError."""
-        row, outcome, final = attempt.row, attempt.outcome, attempt.final
-        lease = dict(id=row["id"], lease_id=row["lease_id"])
-        if final is not None and self.completer is not None:
-            if not self.completer.finish(attempt.finish_item()):
-                raise ClaimLost()
-            return Written(final)
-        retry_at = budget = None
-        with self.db.transaction() as tx:
-            if final is None:
-                asked = tx.one("execution_cancel_requested", **lease)
-                if asked is not None and asked["requested"]:
-                    final = "cancelled"  # asked while this attempt ended: never start another
-            if final is None:
-                proposed = attempt.finished_at
-                if not attempt.stopped:
-                    # counted from backoff_from_attempt: a dead-letter retry starts afresh
-                    proposed += timedelta(
-                        seconds=backoff_seconds(
-                            row["retry_policy"],
-                            row["attempt"] - row["backoff_from_attempt"],
-                            row["retry_base_seconds"],
-                            row["retry_max_seconds"],
-                        )
-                    )
-                    slot = tx.one("execution_retry_slot", proposed=proposed)
-                    assert slot is not None
-                    retry_at = slot["run_at"]
-                    budget = (retry_at - proposed).total_seconds() or None
-                else:
-                    retry_at = proposed
-            tx.exec(
-                "execution_attempt_insert",
-                tenant=row["tenant"],
-                state=attempt.attempt_state,
-                started_at=attempt.started_at,
-                finished_at=attempt.finished_at,
-                worker_id=self.worker_id(),
-                attempt=row["attempt"],
-                exit_code=outcome.exit_code,
-                error=outcome.error,
-                error_type=outcome.error_type,
-                next_run_at=retry_at,
-                budget_delay_seconds=budget,
-                **lease,
-            )
-            # The move comes last, right before COMMIT: a DAG node's finish locks its run
-            # (settling downstream) and should hold that lock for no round trip more. When
-            # the lease is no longer held, nothing is written at all: the exception rolls
-            # back the attempt row too (the rescue has already written it as 'lost').
-            if final is None:
-                done = tx.exec(
-                    "execution_retry",
-                    run_at=retry_at,
-                    extra_attempts=1 if attempt.stopped else 0,
-                    budget_delay_seconds=budget,
-                    **lease,
-                )
-                if done:  # an UPDATE: no NOTIFY from the insert trigger, so wake idle workers
-                    tx.exec("execution_wake")  # (they look up its run_at: pgsched.worker.due)
-            else:
-                done = tx.exec(
-                    "execution_finish",
-                    state=final,
-                    finished_at=attempt.finished_at,
-                    exit_code=outcome.exit_code,
-                    error=outcome.error,
-                    result=Jsonb(outcome.result) if outcome.result is not None else None,
-                    **lease,
-                )
-            if not done:
-                raise ClaimLost()
-        return Written(final, retry_at, budget)
-
-    def _earlier_try(self, attempt: FinishedAttempt) -> Written | None:
-        """After a try of :meth:`write` lost its connection and a later one found the lease
-        gone: whether the earlier try committed (``execution_attempt_recorded``: the attempt
-        row it wrote, with this worker, the lease and the very finished_at). None when it did
-        not (the execution was taken back). Raises ConnectionFailed / TransientError."""
-        row = attempt.row
-        found = self.db.one(
-            "execution_attempt_recorded",
-            id=row["id"],
-            lease_id=row["lease_id"],
-            worker_id=self.worker_id(),
-            finished_at=attempt.finished_at,
-            started_at=attempt.started_at,
-            state=attempt.attempt_state,
-        )
-        if found is None:
-            return None
-        final = found["final"]
-        return Written(
-            final,
-            None if final is not None else found["next_run_at"],
-            found["budget_delay_seconds"],
-        )
+        """:func:`.attempt_write.write_attempt` with this worker: one transaction, or the
+        writer for a final outcome. Raises ClaimLost when the lease is no longer held."""
+        return attempt_write.write_attempt(self.db, self.completer, self.worker_id, attempt)
 
     def _claim_lost(self, attempt: FinishedAttempt) -> None:
         row = attempt.row
