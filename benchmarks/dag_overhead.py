@@ -15,7 +15,7 @@ one real ``pgsched worker`` process (``python -m pgsched worker --concurrency C
   what an application orchestrating itself would do;
 * DAG run: a layered DAG of the same layers, where every node of layer k depends on nodes
   i and i+1 (mod width) of layer k-1 (about 2 edges per node), applied with
-  ``pgsched.stores.dagruns.apply`` and started with ``pgsched.stores.dagruns.trigger``; the engine in
+  ``pgsched.stores.dags.apply`` and started with ``pgsched.stores.dagruns.trigger``; the engine in
   ``migrations/0003_dags.sql`` releases each node when its upstream nodes succeed.
 
 The clock runs from the enqueue (or trigger) until every execution is in history (polled
@@ -76,7 +76,7 @@ from pgsched import dag as dag_module
 from pgsched import migrate as migrations
 from pgsched.db import Database
 from pgsched.errors import PgschedError
-from pgsched.stores import dagruns
+from pgsched.stores import dagruns, dags
 
 TARGET = 1.5
 LOAD_AT_START = os.getloadavg()[0]
@@ -212,7 +212,7 @@ class Bench:
             extra: dict[str, Any] = {}
             if workload == "dag":
                 started = time.perf_counter()
-                report = dagruns.apply(db, dag_module.parse(dag_definition(args.nodes, args.width)))
+                report = dags.apply(db, dag_module.parse(dag_definition(args.nodes, args.width)))
                 extra["apply_s"] = time.perf_counter() - started
                 if len(report.created) != args.nodes:
                     raise BenchError(

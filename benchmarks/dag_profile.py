@@ -45,7 +45,7 @@ from pgsched import dag as dag_module
 from pgsched import migrate as migrations
 from pgsched import queries
 from pgsched.db import Database
-from pgsched.stores import dagruns
+from pgsched.stores import dagruns, dags
 from pgsched.worker.claims import TaskDefinitions
 
 ENGINE_FUNCTIONS = (
@@ -192,7 +192,7 @@ def serial(server: bench.Server, args: argparse.Namespace) -> None:
         server.drop_database(dsn)
     dsn, db = fresh(server, "serial_dag", track)
     try:
-        dagruns.apply(db, dag_module.parse(bench.dag_definition(n, args.width)))
+        dags.apply(db, dag_module.parse(bench.dag_definition(n, args.width)))
         with psycopg.connect(dsn, autocommit=True) as conn:
             # Baseline of the function counters (apply and migrate do not call the engine).
             before = function_stats(conn) if track else {}

@@ -202,11 +202,11 @@ class App:
         zone or target differs from its declaration is logged as a warning (change it with
         ``pgsched task update``). Declared DAGs are applied (``pgsched dag apply``: created
         or updated to match); those created are returned as ``DAG name``."""
-        from .stores import dagruns
+        from .stores import dags
 
         created = []
         for parsed in self.dags.values():
-            if dagruns.apply(db, parsed, source="python").dag == "created":
+            if dags.apply(db, parsed, source="python").dag == "created":
                 created.append(f"DAG {parsed.name}")
         for spec in self.specs.values():
             with db.transaction() as tx:

@@ -25,7 +25,7 @@ from .handlers import Outcome
 from .handlers.command import command_result
 from .resources import resource_dir
 from .schedule import parse_interval
-from .stores import dagruns, tasks
+from .stores import dags, tasks
 from .taskspec import TaskSpec
 
 _MARK = {"succeeded": "ok  ", "failed": "FAIL", "timed_out": "TIME", "cancelled": "STOP"}
@@ -67,7 +67,7 @@ def load_examples(db: Database, tenant: str, now: datetime) -> list[str]:
     app = sys.modules[module.__module__].app
     created += app.sync(db)
     for path in sorted((folder / "dags").glob("*.*")):
-        report = dagruns.apply(
+        report = dags.apply(
             db, dag.load(path), tenant=tenant, source=f"examples/dags/{path.name}", now=now
         )
         if report.dag == "created":

@@ -11,7 +11,7 @@ from .. import dag as dag_module
 from .. import taskspec
 from ..errors import PgschedError
 from ..lifecycle import RUN_FINAL_STATES, RUN_OPEN_STATES
-from ..stores import dagruns
+from ..stores import dagruns, dags
 from .output import fmt, parse_json_object, print_fields, print_json, table
 from .root import Context, main, pass_ctx
 
@@ -77,16 +77,16 @@ def dag_apply(c: Context, files: tuple[str, ...], dry_run: bool, as_json: bool) 
     changes nothing. Every file is validated before anything is written, and all of them
     are applied in one transaction: all or nothing. Runs in flight keep the version they
     started with."""
-    dags, errors = [], []
+    loaded, errors = [], []
     for f in files:  # every file valid, or nothing applied; every file's problems shown
         try:
-            dags.append(dag_module.load(f))
+            loaded.append(dag_module.load(f))
         except PgschedError as exc:
             errors.append(str(exc))
     if errors:
         raise PgschedError("\n".join(errors) + ("\nnothing applied" if len(files) > 1 else ""))
-    reports = dagruns.apply_all(
-        c.db(), list(zip(dags, files, strict=True)), tenant=c.tenant, dry_run=dry_run
+    reports = dags.apply_all(
+        c.db(), list(zip(loaded, files, strict=True)), tenant=c.tenant, dry_run=dry_run
     )
     if as_json:
         print_json([r.__dict__ for r in reports])
@@ -122,7 +122,7 @@ def dag_apply(c: Context, files: tuple[str, ...], dry_run: bool, as_json: bool) 
 @pass_ctx
 def dag_list(c: Context, limit: int, as_json: bool) -> None:
     """List DAGs with their schedule, next fire (UTC) and last run."""
-    rows = dagruns.list_dags(c.db(), c.tenant, limit)
+    rows = dags.list_dags(c.db(), c.tenant, limit)
     if as_json:
         print_json(rows)
         return
@@ -143,8 +143,8 @@ def dag_list(c: Context, limit: int, as_json: bool) -> None:
 def dag_show(c: Context, name: str, as_json: bool) -> None:
     """Show a DAG: schedule, next fires, policy and its nodes with their dependencies."""
     db = c.db()
-    row = dagruns.get(db, name, c.tenant)
-    nodes = dagruns.nodes(db, row["id"])
+    row = dags.get(db, name, c.tenant)
+    nodes = dags.nodes(db, row["id"])
     if as_json:
         print_json({**row, "nodes": nodes})
         return
@@ -360,18 +360,18 @@ def _simple(name: str, help_text: str, action: Any, done: str) -> None:
 _simple(
     "pause",
     "Stop a DAG's schedule: no new scheduled runs (runs in flight go on; trigger still works).",
-    dagruns.pause,
+    dags.pause,
     "paused",
 )
 _simple(
     "resume",
     "Restart a DAG's schedule from now (fires missed while paused are skipped).",
-    dagruns.resume,
+    dags.resume,
     "resumed",
 )
 _simple(
     "delete",
     "Delete a DAG, its schedule and its node tasks (runs in flight finish; history stays).",
-    dagruns.delete,
+    dags.delete,
     "deleted",
 )

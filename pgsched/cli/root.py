@@ -34,7 +34,7 @@ class _Group(click.Group):
         "dev": ("processes",),
         "dlq": ("dlq",),
         "execution": ("executions", "dlq"),
-        "import-crontab": ("tasks",),
+        "import-crontab": ("crontab",),
         "migrate": ("processes",),
         "scheduler": ("processes",),
         "status": ("processes",),

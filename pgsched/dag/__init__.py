@@ -1,6 +1,6 @@
 """DAG definitions: read a workflow from YAML or JSON and validate it whole, and the trigger
-rules its nodes run by. Pure (no database); the DAG store, :mod:`pgsched.stores.dagruns`,
-stores and runs them.
+rules its nodes run by. Pure (no database); the DAG store, :mod:`pgsched.stores.dags`
+and :mod:`pgsched.stores.dagruns`, stores and runs them.
 
 A definition::
 

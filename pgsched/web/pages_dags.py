@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..stores import dagruns
+from ..stores import dagruns, dags
 from .access import database, require
 from .api import MAX_ID, int_arg
 from .graph import draw
@@ -22,14 +22,14 @@ def dag_list(request: Request) -> Response:
     return render(
         request,
         "web/dags.html",
-        {"dags": dagruns.list_dags(database(request), who.tenant, limit=500)},
+        {"dags": dags.list_dags(database(request), who.tenant, limit=500)},
     )
 
 
 def dag_detail(request: Request) -> Response:
     who = require(request, "viewer")
     db = database(request)
-    dag = dagruns.get(db, str(request.path_params["name"]), who.tenant)
+    dag = dags.get(db, str(request.path_params["name"]), who.tenant)
     rows = dagruns.run_page(
         db,
         who.tenant,
@@ -42,7 +42,7 @@ def dag_detail(request: Request) -> Response:
         "web/dag.html",
         {
             "dag": dag,
-            "nodes": dagruns.nodes(db, dag["id"]),
+            "nodes": dags.nodes(db, dag["id"]),
             "page": keyset(request, rows, PAGE_SIZE, "id"),
             "notice": notice(request),
         },

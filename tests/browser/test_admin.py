@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from pgsched import dag as dag_module
-from pgsched.stores import dagruns, tasks
+from pgsched.stores import dags, tasks
 from pgsched.taskspec import TaskSpec
 
 from ..helpers import wait_until
@@ -165,7 +165,7 @@ def test_open_a_dag_run_and_every_page(stack: Stack, visitor: Visitor):
             {"id": "after_broken", "command": "true", "depends_on": ["broken"]},
         ],
     }
-    dagruns.apply(stack.db, dag_module.parse(data))
+    dags.apply(stack.db, dag_module.parse(data))
     visitor.go("/dags/browser-etl")
     visitor.page.click("form[action='/dags/trigger'] button")
     visitor.page.wait_for_url(re.compile(r"/dags/runs/\d+"))

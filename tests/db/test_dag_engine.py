@@ -16,7 +16,7 @@ from pgsched import App, scheduler
 from pgsched import dag as dag_module
 from pgsched.app import resolve
 from pgsched.errors import PgschedError, ValidationError
-from pgsched.stores import dagruns, tasks
+from pgsched.stores import dagruns, dags, tasks
 from pgsched.taskspec import TaskSpec
 from pgsched.worker.claims import TaskDefinitions
 
@@ -42,7 +42,7 @@ ETL = {
 
 
 def apply(db, data, **kw):
-    return dagruns.apply(db, dag_module.parse(data), **kw)
+    return dags.apply(db, dag_module.parse(data), **kw)
 
 
 class Driver:
@@ -711,7 +711,7 @@ def test_rerun_from_a_node_runs_it_and_its_downstream_only(db, drive):
 
 def test_a_scheduled_dag_fires_one_run_per_fire_time(db, sql, drive):
     apply(db, ETL | {"schedule": {"cron": "0 * * * *"}}, now=T0)
-    dag_row = dagruns.get(db, "etl")
+    dag_row = dags.get(db, "etl")
     assert dag_row["next_fire_at"] == T0 + timedelta(hours=1)
     assert scheduler.tick(db, epoch=7, now=T0 + timedelta(hours=1)) == 1
     assert scheduler.tick(db, epoch=7, now=T0 + timedelta(hours=1, seconds=1)) == 0
@@ -732,7 +732,7 @@ def test_a_scheduled_dag_fires_one_run_per_fire_time(db, sql, drive):
         [dag_row["id"], T0 + timedelta(hours=1)],
     ).fetchone()
     assert again["r"] is None
-    dagruns.pause(db, "etl")
+    dags.pause(db, "etl")
     assert scheduler.tick(db, epoch=7, now=T0 + timedelta(hours=5)) == 0
     assert len(sql.execute("SELECT id FROM pgsched.dag_run").fetchall()) == 1
 
@@ -881,7 +881,7 @@ def test_a_run_in_flight_keeps_the_graph_it_started_with(db, drive):
 
 def test_delete_removes_the_dag_and_its_tasks(db, sql):
     apply(db, ETL)
-    dagruns.delete(db, "etl")
+    dags.delete(db, "etl")
     assert (
         sql.execute("SELECT count(*) AS n FROM pgsched.task WHERE deleted_at IS NULL").fetchone()[
             "n"
@@ -934,7 +934,7 @@ def test_a_run_starting_while_an_apply_is_uncommitted_waits_and_copies_one_whole
     import threading
 
     apply(db, ETL)
-    dag_id = dagruns.get(db, "etl")["id"]
+    dag_id = dags.get(db, "etl")["id"]
     with psycopg.connect(db.dsn, autocommit=False) as editor:  # an apply half-way: deploy removed
         editor.execute("SELECT 1 FROM pgsched.dag WHERE id = %s FOR UPDATE", [dag_id])
         editor.execute(
@@ -1081,10 +1081,10 @@ def test_apply_all_applies_every_dag_or_none(db, sql):
     first = dag_module.parse({"name": "first", "nodes": [{"id": "x", "command": "true"}]})
     second = dag_module.parse({"name": "second", "nodes": [{"id": "x", "command": "true"}]})
     with pytest.raises(ValidationError, match=r"second\.x"):
-        dagruns.apply_all(db, [(first, "a.yaml"), (second, "b.yaml")])
+        dags.apply_all(db, [(first, "a.yaml"), (second, "b.yaml")])
     assert sql.execute("SELECT count(*) AS n FROM pgsched.dag").fetchone()["n"] == 0
     with pytest.raises(ValidationError, match=r"'first' is defined twice \(a.yaml and c.yaml\)"):
-        dagruns.apply_all(db, [(first, "a.yaml"), (first, "c.yaml")])
+        dags.apply_all(db, [(first, "a.yaml"), (first, "c.yaml")])
 
 
 @pytest.mark.parametrize("change", ["apply", "delete"])
@@ -1117,7 +1117,7 @@ def test_an_apply_or_delete_of_a_dag_racing_a_tick_that_fires_it_does_not_deadlo
                 result[change] = (
                     apply(db, {**data, "description": "v2"})
                     if change == "apply"
-                    else dagruns.delete(db, "etl")
+                    else dags.delete(db, "etl")
                 )
             except Exception as exc:  # the deadlock, if it comes, is the other side's error
                 result[change] = exc

@@ -181,7 +181,7 @@ def test_the_cli_soft_delete_still_works_for_a_task_with_executions(db, sql, dsn
 def test_scheduler_fires_and_dag_nodes_wake_the_workers(db, sql, listener):
     from pgsched import dag as dag_module
     from pgsched import scheduler
-    from pgsched.stores import dagruns
+    from pgsched.stores import dagruns, dags
 
     from .test_dag_engine import Driver
 
@@ -192,7 +192,7 @@ def test_scheduler_fires_and_dag_nodes_wake_the_workers(db, sql, listener):
     assert count(sql, task["id"]) == 1
     assert notifications_until_marker(listener, sql) == [""]
 
-    dagruns.apply(
+    dags.apply(
         db,
         dag_module.parse(
             {

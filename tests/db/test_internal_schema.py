@@ -12,7 +12,7 @@ from psycopg.rows import dict_row
 from pgsched import dag as dag_module
 from pgsched import migrate
 from pgsched.db import Database
-from pgsched.stores import dagruns
+from pgsched.stores import dagruns, dags
 
 from .. import schema_snapshot
 from ..helpers import REPO
@@ -81,7 +81,7 @@ def test_an_upgrade_from_0016_with_work_in_flight_is_a_fresh_schema_and_goes_on(
     try:
         with psycopg.connect(empty_dsn, autocommit=True, row_factory=dict_row) as sql:
             # Before: a DAG run in flight, a pending execution, a paused task.
-            dagruns.apply(db, dag_module.parse(ETL))
+            dags.apply(db, dag_module.parse(ETL))
             run = sql.execute("SELECT pgsched.dag_trigger_v1('etl') AS id").fetchone()["id"]
             sql.execute(
                 "INSERT INTO pgsched.task (name, handler_kind, command, queue) "

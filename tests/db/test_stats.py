@@ -216,10 +216,10 @@ def test_tasks_are_counted_as_the_task_list_shows_them(
     """A DAG counts as one task (its schedule task); its node tasks are not tasks of their
     own on the dashboard, as in `task list` and the Tasks page."""
     from pgsched import dag as dag_module
-    from pgsched.stores import dagruns
+    from pgsched.stores import dags
 
     tasks.create(db, TaskSpec(name="plain", command="true"))
-    dagruns.apply(
+    dags.apply(
         db,
         dag_module.parse(
             {

@@ -379,7 +379,7 @@ def test_logs_stream_as_server_sent_events_until_the_execution_ends(api, db):
 
 def test_dag_runs(api, db):
     from pgsched import dag
-    from pgsched.stores import dagruns
+    from pgsched.stores import dagruns, dags
 
     definition = dag.parse(
         {
@@ -390,7 +390,7 @@ def test_dag_runs(api, db):
             ],
         }
     )
-    dagruns.apply(db, definition)
+    dags.apply(db, definition)
     run_id = dagruns.trigger(db, "pipe")
     viewer = api("viewer")
     listed = viewer.get(f"{V}/dag-runs", params={"dag": "pipe"}).json()["items"]

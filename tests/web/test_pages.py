@@ -10,7 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from pgsched import dag as dag_module
-from pgsched.stores import dagruns, tasks
+from pgsched.stores import dagruns, dags, tasks
 
 from ..factories import make_task
 from .conftest import csrf_of, sign_in
@@ -49,7 +49,7 @@ def a_dag_run(db, tenant="default") -> int:
             {"id": "load", "command": "true", "depends_on": ["extract"]},
         ],
     }
-    dagruns.apply(db, dag_module.parse(data), tenant=tenant)
+    dags.apply(db, dag_module.parse(data), tenant=tenant)
     return dagruns.trigger(db, "etl", tenant=tenant)
 
 

@@ -1,0 +1,240 @@
+"""The options that define a task, shared by ``pgsched task create`` and ``task update``,
+and the :class:`~pgsched.taskspec.TaskSpec` fields and alerting settings read from them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import click
+
+from .. import alerts
+from ..errors import ValidationError
+from ..retry import POLICIES
+from ..taskspec import MISFIRE_POLICIES
+from .output import pairs, parse_json_object, parse_when
+
+
+def definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options that define a task, shared by ``task create`` (with defaults) and
+    ``task update`` (no defaults: only what is given changes)."""
+
+    def default(value: Any) -> dict[str, Any]:
+        return {"default": value, "show_default": True} if create else {}
+
+    options = [
+        click.option("--command", help="Shell command (run by /bin/sh -c)."),
+        click.option(
+            "--argv", help='Command as a JSON list, run without a shell: \'["backup", "--all"]\'.'
+        ),
+        click.option(
+            "--python",
+            "python_target",
+            help="Python task 'package.module:function' (registered with @app.task).",
+        ),
+        click.option(
+            "--cron",
+            help="Cron expression (5 fields, 6 with a leading second, or @daily...; "
+            "L, W and # day items), in --tz.",
+        ),
+        click.option("--every", help="Interval: seconds or 30s, 5m, 1h30m, 1d."),
+        click.option("--at", help="One-shot: ISO 8601 instant, or +DURATION from now (+10m)."),
+        click.option("--tz", "tz", **default("UTC"), help="IANA time zone of the schedule."),
+        click.option("--params", help="Default params, a JSON object."),
+        click.option(
+            "--env",
+            multiple=True,
+            help="NAME=VALUE for the command's environment (repeat)"
+            + ("." if create else "; replaces the whole environment."),
+        ),
+        click.option("--stdin", help="Text given to the command on standard input."),
+        click.option(
+            "--timeout", type=float, help="Seconds an attempt may run (default: no limit)."
+        ),
+        click.option("--max-attempts", type=int, **default(1)),
+        click.option("--retry-policy", type=click.Choice(list(POLICIES)), **default("exponential")),
+        click.option(
+            "--retry-base", type=float, **default(10.0), help="Base retry delay (seconds)."
+        ),
+        click.option(
+            "--retry-max", type=float, **default(3600.0), help="Longest retry delay (seconds)."
+        ),
+        click.option("--priority", type=int, **default(5), help="1 (most urgent) to 10."),
+        click.option("--queue", **default("default")),
+        click.option("--description"),
+        click.option(
+            "--tags",
+            help="Comma list of tags to find the task by (e.g. etl,nightly)"
+            + ("." if create else "; replaces the task's tags ('' removes them)."),
+        ),
+        click.option(
+            "--misfire",
+            "misfire_policy",
+            type=click.Choice(list(MISFIRE_POLICIES)),
+            **default("once"),
+            help="Fires missed while no scheduler ran: skip them, run once, or run all (capped).",
+        ),
+        click.option(
+            "--no-retry-exit-codes",
+            help="Comma list of exit codes that are not retried (e.g. 2,64).",
+        ),
+        click.option(
+            "--no-retry-exceptions",
+            help="Comma list of Python exception names that are not retried (e.g. ValueError).",
+        ),
+        click.option(
+            "--idempotent/--not-idempotent",
+            default=False if create else None,
+            help="Derive an idempotency key from task, params and scheduled time for runs given none.",
+        ),
+        click.option(
+            "--on-failure",
+            help="URL POSTed (JSON) when an execution fails, times out or dies, and when "
+            "the failure-rate alert opens" + ("" if create else "; '' removes it") + ".",
+        ),
+        click.option(
+            "--on-dlq", help="URL POSTed when an execution goes to the dead-letter queue."
+        ),
+        click.option("--on-missed", help="URL POSTed when a missed-schedule alert opens."),
+        click.option(
+            "--missed-after",
+            type=float,
+            help="Seconds a fire may be late before it counts as missed "
+            "(default: the alert_missed_after_seconds setting, 60).",
+        ),
+        click.option("--json", "as_json", is_flag=True, help="Print the stored task as JSON."),
+    ]
+    if create:
+        options.append(click.option("--paused", is_flag=True, help="Create it paused."))
+    else:
+        options += [
+            click.option(
+                "--no-schedule", is_flag=True, help="Remove the schedule (run only when triggered)."
+            ),
+            click.option("--no-timeout", is_flag=True, help="Remove the timeout."),
+            click.option("--no-stdin", is_flag=True, help="Give the command no standard input."),
+            click.option("--no-env", is_flag=True, help="Remove the task's environment variables."),
+        ]
+
+    def apply(func: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return apply
+
+
+_ALERTING = {
+    "on_failure": "on_failure",
+    "on_dlq": "on_dlq",
+    "on_missed": "on_missed",
+    "missed_after": "missed_after_seconds",
+}
+
+
+def alerting(o: dict[str, Any]) -> dict[str, Any]:
+    """The webhook and threshold options given (:func:`pgsched.alerts.configure` fields),
+    validated. Raises ValidationError naming the field."""
+    out = {field: o[key] for key, field in _ALERTING.items() if o.get(key) is not None}
+    alerts.Alerting(**{k: (None if v == "" else v) for k, v in out.items()}).validate()
+    return out
+
+
+def definition(
+    o: dict[str, Any], tz_of_at: Callable[[], str], now: Callable[[], datetime]
+) -> dict[str, Any]:
+    """TaskSpec fields from the given options (None = not given). ``tz_of_at`` gives the
+    zone a naive --at is read in, ``now`` the database's clock that --at +DURATION counts
+    from. Raises ValidationError for two handlers or schedules."""
+    handlers = [k for k in ("command", "argv", "python_target") if o.get(k) is not None]
+    if len(handlers) > 1:
+        raise ValidationError(
+            "handler", handlers, "give exactly one of --command, --argv, --python"
+        )
+    schedules = [k for k in ("cron", "every", "at", "no_schedule") if o.get(k) not in (None, False)]
+    if len(schedules) > 1:
+        raise ValidationError(
+            "schedule",
+            schedules,
+            "give at most one of --cron, --every, --at"
+            + (", --no-schedule" if "no_schedule" in o else ""),
+        )
+    if o.get("timeout") is not None and o.get("no_timeout"):
+        raise ValidationError("timeout", o["timeout"], "give --timeout or --no-timeout, not both")
+    out: dict[str, Any] = {}
+    if handlers:
+        kind = {"command": "shell", "argv": "argv", "python_target": "python"}[handlers[0]]
+        value = o[handlers[0]]
+        if kind == "argv":
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                raise ValidationError("argv", value, "must be a JSON list of strings") from None
+        out.update(handler_kind=kind, **{handlers[0]: value})
+    if schedules:
+        which = schedules[0]
+        text = o[which] if which in ("cron", "every") else None
+        if which == "at":
+            once = parse_when(o["at"], "at", tz_of_at(), now=now)
+            assert once is not None
+            text = once.isoformat()
+        out.update(
+            schedule_kind={"cron": "cron", "every": "interval", "at": "once"}.get(which, "none"),
+            schedule=text,
+        )
+    if o.get("no_timeout"):
+        out["timeout_seconds"] = None
+    for flag, value, field_name in (("no_stdin", "stdin", "stdin"), ("no_env", "env", "env")):
+        if o.get(flag) and o.get(value):
+            raise ValidationError(
+                field_name, o[value], f"give --{value} or --{flag.replace('_', '-')}, not both"
+            )
+        if o.get(flag):
+            out[field_name] = None if field_name == "stdin" else {}
+    if o.get("stdin") is not None:
+        out["stdin"] = o["stdin"]
+    renames = {
+        "tz": "timezone",
+        "timeout": "timeout_seconds",
+        "retry_base": "retry_base_seconds",
+        "retry_max": "retry_max_seconds",
+    }
+    if o.get("no_retry_exit_codes") is not None:
+        try:
+            out["no_retry_exit_codes"] = [
+                int(x) for x in o["no_retry_exit_codes"].split(",") if x.strip()
+            ]
+        except ValueError:
+            raise ValidationError(
+                "no_retry_exit_codes",
+                o["no_retry_exit_codes"],
+                "must be a comma list of exit codes like '2,64'",
+            ) from None
+    if o.get("tags") is not None:
+        out["tags"] = [x.strip() for x in o["tags"].split(",") if x.strip()]
+    if o.get("no_retry_exceptions") is not None:
+        out["no_retry_exceptions"] = [
+            x.strip() for x in o["no_retry_exceptions"].split(",") if x.strip()
+        ]
+    for key in (
+        "tz",
+        "timeout",
+        "max_attempts",
+        "retry_policy",
+        "retry_base",
+        "retry_max",
+        "priority",
+        "queue",
+        "description",
+        "misfire_policy",
+        "idempotent",
+    ):
+        if o.get(key) is not None:
+            out[renames.get(key, key)] = o[key]
+    if o.get("params") is not None:
+        out["params"] = parse_json_object(o["params"], "params")
+    if o.get("env"):
+        out["env"] = pairs(o["env"], "env")
+    return out
