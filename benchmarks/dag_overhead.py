@@ -76,6 +76,7 @@ from pgsched import dag as dag_module
 from pgsched import migrate as migrations
 from pgsched.db import Database
 from pgsched.errors import PgschedError
+from pgsched.lifecycle import RUN_OPEN_STATES
 from pgsched.stores import dagruns, dags
 
 TARGET = 1.5
@@ -412,7 +413,7 @@ class Bench:
             row = conn.execute(
                 "SELECT state FROM pgsched.dag_run WHERE id = %s", [run_id]
             ).fetchone()
-            if row and row["state"] not in dagruns.RUN_OPEN_STATES:
+            if row and row["state"] not in RUN_OPEN_STATES:
                 return
             if time.perf_counter() - started > self.args.timeout:
                 raise BenchError(
