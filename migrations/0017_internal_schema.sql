@@ -110,3 +110,11 @@ BEGIN
         RAISE EXCEPTION 'still calling a moved function by its old name: %', left_over;
     END IF;
 END $migration$;
+
+-- Who may call what is unchanged by the move: the engine's functions run with their
+-- caller's rights (none is SECURITY DEFINER), so what a role may do is still decided by
+-- its privileges on schema pgsched and its tables. Every role may therefore look into
+-- pgsched_internal, as it could into pgsched before: a role that could cancel, start a DAG
+-- run or record an outcome at 0016 can after this migration. (pgsched_internal is not a
+-- privilege boundary; tenant roles and SECURITY DEFINER functions are issue 17's.)
+GRANT USAGE ON SCHEMA pgsched_internal TO PUBLIC;

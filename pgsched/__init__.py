@@ -25,4 +25,4 @@ _LAZY = {
 
 __all__ = ["App", "PgschedError", "TaskInterrupted", "ValidationError"]
 
-__getattr__ = exports(__name__, _LAZY)
+__getattr__, __dir__ = exports(__name__, _LAZY)

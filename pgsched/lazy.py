@@ -9,11 +9,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 
-def exports(package: str, names: Mapping[str, str]) -> Callable[[str], Any]:
-    """The ``__getattr__`` of ``package`` (its ``__name__``) for ``names``: public name ->
-    the module that defines it (absolute, or relative to ``package`` when it starts with a
-    dot). The value found is stored in the package's namespace, so a name is looked up
-    once. Raises AttributeError, as Python would, for a name not in ``names``."""
+def exports(
+    package: str, names: Mapping[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The ``__getattr__`` and ``__dir__`` of ``package`` (its ``__name__``) for ``names``:
+    public name -> the module that defines it (absolute, or relative to ``package`` when it
+    starts with a dot). A value found is stored in the package's namespace, so a name is
+    looked up once; ``__getattr__`` raises AttributeError, as Python would, for a name not
+    in ``names``; ``__dir__`` lists the package's own names with these."""
 
     def __getattr__(name: str) -> Any:
         if name not in names:
@@ -23,4 +26,7 @@ def exports(package: str, names: Mapping[str, str]) -> Callable[[str], Any]:
         setattr(importlib.import_module(package), name, value)
         return value
 
-    return __getattr__
+    def __dir__() -> list[str]:
+        return sorted(set(vars(importlib.import_module(package))) | set(names))
+
+    return __getattr__, __dir__

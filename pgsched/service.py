@@ -75,9 +75,11 @@ class IntervalService:
 
     def start(self, delay: float = 0.0) -> None:
         """Run the loop in a daemon thread, the first round ``delay`` seconds from now. Does
-        nothing while it runs already; after :meth:`stop`, starts it again."""
+        nothing while it runs already; after :meth:`stop` or :meth:`signal`, starts it
+        again, also while the stopped loop's last round is still ending (that thread keeps
+        its own stop flag and ends after its round)."""
         with self._guard:
-            if self.running:
+            if self.running and not self._stop.is_set():
                 return
             self._stop = threading.Event()
             self._thread = threading.Thread(
@@ -136,12 +138,15 @@ class IntervalService:
             wait = self.round()
 
 
-def stop_all(services: Iterable[IntervalService], timeout: float = 10.0) -> None:
+def stop_all(services: Iterable[IntervalService], timeout: float = 10.0) -> list[str]:
     """Stop ``services`` together: all are told first, then each is waited for, within
-    ``timeout`` seconds in all."""
+    ``timeout`` seconds in all. Returns the names of those still ending a round (their
+    daemon threads end after it; every round is one transaction, so none is left half
+    done)."""
     services = list(services)
     for service in services:
         service.signal()
     deadline = time.monotonic() + timeout
     for service in services:
         service.join(max(deadline - time.monotonic(), 0.0))
+    return [service.name for service in services if service.running]

@@ -34,6 +34,10 @@ from .worker_prune import WorkerPrune
 
 log = logging.getLogger("pgsched.scheduler")  # the name its log lines always had
 
+#: seconds a standing-down leader waits for its services to end their rounds (the old
+#: scheduler did not wait for them; a healthy round takes milliseconds)
+SERVICE_STOP_WAIT = 1.0
+
 
 @dataclass
 class SchedulerConfig:
@@ -195,8 +199,17 @@ class Scheduler:
         try:
             self._lead(lock, stop, partitions)
         finally:
+            # Services first, while the heartbeat still says this leader lives, and only
+            # briefly: a round stuck on a lock must not hold the leader lock (and the
+            # standby) for long; the round's own transaction ends it safely later.
+            busy = stop_all(services, SERVICE_STOP_WAIT)
+            if busy:
+                log.info(
+                    "scheduler %s stands down; still ending a round: %s",
+                    self.holder,
+                    ", ".join(busy),
+                )
             heartbeat.stop()
-            stop_all(services)
 
     def _lead(self, lock: Session, stop: threading.Event, partitions: IntervalService) -> None:
         """Tick until ``stop``, the term ends (TermOver: stand by) or the lock connection

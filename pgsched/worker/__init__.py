@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 # public name -> its module: imported when first used, so that the pure parts
 # (pgsched.worker.outcome) load without the driver
-__getattr__ = exports(
+__getattr__, __dir__ = exports(
     __name__,
     {
         "HEARTBEAT_STALE": ".config",

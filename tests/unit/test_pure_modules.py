@@ -68,3 +68,12 @@ def test_an_unknown_name_is_an_attribute_error():
 
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         pgsched.Nope  # noqa: B018
+
+
+def test_dir_lists_the_lazy_names():
+    probe = (
+        "import pgsched, pgsched.worker\n"
+        "print({'App', 'TaskInterrupted'} <= set(dir(pgsched)), 'Worker' in dir(pgsched.worker))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True"]

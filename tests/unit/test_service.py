@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pytest
 
@@ -121,3 +121,39 @@ def test_prepare_returning_false_ends_the_service_before_any_round():
 def test_a_fixed_clock_refuses_a_naive_instant():
     with pytest.raises(ValueError, match="no time zone"):
         FixedClock(datetime(2030, 1, 1))
+
+
+class _WallClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+class _Slow(IntervalService):
+    name = "slow"
+
+    def __init__(self) -> None:
+        super().__init__(_WallClock(), interval=0.05)
+        self.release = threading.Event()
+        self.rounds = 0
+
+    def run_once(self, now: datetime) -> object:
+        self.rounds += 1
+        self.release.wait(5)
+        return None
+
+
+def test_start_after_a_stop_that_timed_out_leaves_the_service_running():
+    """A stop that timed out while a round still ran, then a start: the service runs (the
+    old loop ends after its round; the new one goes on). Found by an attack on issue 16:
+    start() did nothing while the old thread lived, and that thread then stopped."""
+    s = _Slow()
+    s.start()
+    wait_until(lambda: s.rounds == 1, message="the first round under way, blocked")
+    s.stop(timeout=0.05)  # times out: the round still runs
+    s.start()  # "after stop(), starts it again"
+    s.release.set()  # the stuck round ends
+    try:
+        wait_until(lambda: s.rounds > 1, message="a round of the started service")
+        assert s.running, "start() was the last call, yet the service has stopped"
+    finally:
+        s.stop()
