@@ -228,9 +228,10 @@ def finished(sql: Any, ident: int, timeout: float = 30) -> dict:
 
 def alive(pid: int) -> bool:
     """Whether process ``pid`` runs (a zombie does not: init reaps orphans in its own time;
-    proc(5): field 3 of /proc/PID/stat is the state)."""
+    proc(5): field 3 of /proc/PID/stat is the state). A process reaped between the open
+    and the read makes the read fail with ESRCH (ProcessLookupError): gone too."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return False
