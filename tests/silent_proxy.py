@@ -7,7 +7,7 @@ notice nothing).
 connection to the server of ``dsn`` (a TCP address, or a Unix socket folder as the
 embedded test server has). :meth:`blackhole` makes every connection open now (or those of
 one ``application_name``, read from the startup message) forward nothing either way from
-then on (what arrives is read and dropped, and counted); connections accepted later are
+then on (what arrives from either end is read and dropped, and counted); connections accepted later are
 forwarded as usual, as a middlebox that lost its state forwards new flows.
 """
 
@@ -25,7 +25,9 @@ class _Pair:
         self.client, self.server = client, server
         self.silent = self.closed = False
         self.application_name: str | None = None
-        self.dropped = 0  # bytes from the client dropped since it went silent
+        # bytes dropped since it went silent: from the client (a statement that is never
+        # delivered) and from the server (the reply to one that was forwarded just before)
+        self.dropped = 0
         self._start = b""
         self._ended = 0
         self._lock = threading.Lock()
@@ -40,7 +42,7 @@ class _Pair:
                         self.application_name = name.partition(b"\x00")[0].decode()
                 if not self.silent:
                     dst.sendall(data)
-                elif src is self.client:
+                else:
                     self.dropped += len(data)
         except OSError:
             pass
@@ -113,8 +115,9 @@ class SilentProxy:
         return len(silenced)
 
     def dropped(self, application_name: str) -> int:
-        """Bytes sent by silenced connections of ``application_name`` since they went silent
-        (a statement that will never be answered)."""
+        """Bytes dropped, either way, on silenced connections of ``application_name`` since
+        they went silent: a statement that is never delivered, or one that was delivered just
+        before and whose reply is never passed on. Either way it is never answered."""
         return sum(p.dropped for p in self._silenced if p.application_name == application_name)
 
     def open_connections(self, application_name: str) -> int:
