@@ -1,8 +1,10 @@
 """The ``pgsched`` command group: global options, the shared :class:`Context` (DSN and
 tenant), and parameter types. Commands live in the sibling modules by subject.
 
-The database is ``--dsn``, else ``PGSCHED_DSN``, else the embedded default
-(:mod:`pgsched.embedded`). Errors print one line naming the field and value (a DAG file: one line per problem)
+The database is ``--dsn`` or ``--dsn-file`` (a file that holds the DSN; ``-``: standard
+input), else ``PGSCHED_DSN`` or ``PGSCHED_DSN_FILE``, else the embedded default
+(:mod:`pgsched.embedded`); libpq's credential variables (``PGPASSWORD``...) are folded
+into it (:mod:`pgsched.login`). Errors print one line naming the field and value (a DAG file: one line per problem)
 and exit 1.
 """
 
@@ -10,10 +12,12 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
 from typing import Any, ClassVar
 
 import click
 
+from .. import login
 from .. import migrate as migrations
 from ..db import Database
 from ..errors import PgschedError
@@ -85,20 +89,35 @@ class Seconds(click.ParamType):
 
 
 class Context:
-    """What every command shares: the DSN (resolved on first use) and the tenant."""
+    """What every command shares: the DSN (resolved on first use: read from ``dsn_file``
+    when given, with ``credentials``, libpq's credential variables as ``{keyword: value}``,
+    folded in) and the tenant."""
 
-    def __init__(self, dsn: str | None, tenant: str):
-        self._dsn = dsn
-        self.embedded = dsn is None  # no DSN given: the embedded server's (started on first use)
+    def __init__(
+        self,
+        dsn: str | None,
+        tenant: str,
+        credentials: dict[str, str] | None = None,
+        dsn_file: str | None = None,
+    ):
+        self._dsn, self._dsn_file = dsn, dsn_file
+        # no DSN given: the embedded server's (started on first use)
+        self.embedded = dsn is None and dsn_file is None
         self.tenant = tenant
+        self._credentials = credentials or {}
         self._db: Database | None = None
 
     @property
     def dsn(self) -> str:
+        if self._dsn is None and self._dsn_file is not None:
+            self._dsn = login.read_dsn_file(self._dsn_file)
         if self._dsn is None:
             from .. import embedded
 
             self._dsn = embedded.start()
+        if self._credentials:
+            self._dsn = login.with_credentials(self._dsn, self._credentials)
+            self._credentials = {}
         return self._dsn
 
     def db(
@@ -136,7 +155,16 @@ pass_ctx = click.make_pass_decorator(Context)
     "--dsn",
     envvar="PGSCHED_DSN",
     help="PostgreSQL connection string. Default: $PGSCHED_DSN, "
-    "else the embedded server in the user's data folder.",
+    "else the embedded server in the user's data folder. Long-running processes wipe it from "
+    "their command line, but other users may read it until then: give a password in "
+    "--dsn-file or $PGSCHED_DSN.",
+)
+@click.option(
+    "--dsn-file",
+    envvar="PGSCHED_DSN_FILE",
+    metavar="PATH",
+    help="A file holding the connection string, read once at start ('-': standard input). "
+    "Default: $PGSCHED_DSN_FILE.",
 )
 @click.option(
     "--tenant",
@@ -161,7 +189,14 @@ pass_ctx = click.make_pass_decorator(Context)
 )
 @click.version_option(package_name="pgsched")
 @click.pass_context
-def main(ctx: click.Context, dsn: str | None, tenant: str, log_level: str, log_format: str) -> None:
+def main(
+    ctx: click.Context,
+    dsn: str | None,
+    dsn_file: str | None,
+    tenant: str,
+    log_level: str,
+    log_format: str,
+) -> None:
     """pgsched: a task scheduler whose only infrastructure is one PostgreSQL database.
 
     Start with `pgsched dev`: an embedded PostgreSQL, example tasks, a scheduler and a
@@ -171,11 +206,24 @@ def main(ctx: click.Context, dsn: str | None, tenant: str, log_level: str, log_f
         log_format = "console"  # a person is watching
     setup_logging(log_level, log_format)
     ctx.meta["pgsched.logs"] = {"level": log_level, "format": log_format}
+    given = None
     if ctx.invoked_subcommand is not None and not ctx.resilient_parsing:
         from ..taskspec import check_name
 
         check_name("tenant", tenant)  # a mistyped tenant is an error, not an empty listing
-    ctx.obj = Context(dsn or None, tenant)  # PGSCHED_DSN= (empty) means unset
+        command_line = click.core.ParameterSource.COMMANDLINE
+        given = login.choose(
+            dsn,
+            dsn_file,
+            ctx.get_parameter_source("dsn") == command_line,
+            ctx.get_parameter_source("dsn_file") == command_line,
+        )  # PGSCHED_DSN= (empty) means unset
+    ctx.obj = Context(
+        given[1] if given and given[0] == "dsn" else None,
+        tenant,
+        login.libpq_credentials(os.environ),  # so a worker may drop them from its environment
+        dsn_file=given[1] if given and given[0] == "dsn_file" else None,
+    )
 
 
 def log_options(command: Any) -> Any:

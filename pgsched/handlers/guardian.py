@@ -50,6 +50,7 @@ import sys
 import threading
 import time
 
+from ..login import CREDENTIAL_ENV
 from . import guardian_main
 from .guardian_main import KILL_PATIENCE, SCAN_INTERVAL, TOKEN_VAR
 
@@ -131,7 +132,8 @@ class Guardian:
 
     def _spawn(self) -> None:
         read, write = os.pipe()
-        env = {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
+        # nor does it get the worker's login (it starts nothing, but runs beside commands)
+        env = {k: v for k, v in os.environ.items() if k != TOKEN_VAR and k not in CREDENTIAL_ENV}
         try:
             self._proc = subprocess.Popen(
                 [

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ..db import CONNECT_TIMEOUT
 from ..deadline import STATEMENT_DEADLINE
+from ..login import CREDENTIAL_ENV
 
 # Params larger than this (bytes of JSON) reach a command in a file (PGSCHED_PARAMS_FILE)
 # instead of PGSCHED_PARAMS: Linux caps one environment variable at 128 KB (MAX_ARG_STRLEN).
@@ -43,8 +44,9 @@ EXIT_CLAIMER_STALLED = 70
 # Successes logged at INFO per second at most; the rest are counted into the next line.
 SUCCESS_LINES_PER_SECOND = 20
 
-# pgsched's own settings are not the task's business (PGSCHED_DSN may carry a password).
-PRIVATE_ENV = frozenset({"PGSCHED_DSN", "PGSCHED_HOME", "PGSCHED_TENANT", "PGSCHED_TEST_DSN"})
+# pgsched's own settings are not the task's business, nor is its login: every variable that
+# carries or locates a credential (pgsched.login.CREDENTIAL_ENV: PGSCHED_DSN, PGPASSWORD...).
+PRIVATE_ENV = frozenset({"PGSCHED_HOME", "PGSCHED_TENANT"}) | CREDENTIAL_ENV
 
 
 @dataclass
