@@ -197,8 +197,20 @@ def build_scheduler(source: Source, settings: SchedulerSettings) -> Scheduler:
     return Scheduler(db, config)
 
 
+def conceal_login(source: Source) -> None:
+    """Read the login of ``source`` now (its DSN: the embedded server is started if none was
+    given), then keep it out of what this process starts and from what /proc shows of it
+    (:func:`pgsched.secrecy.conceal`): every long-running process does it before it runs
+    anything, a worker before any task."""
+    from .secrecy import conceal
+
+    source.dsn  # noqa: B018 (read, so nothing is left to read from the environment later)
+    conceal()
+
+
 def run_scheduler(source: Source, settings: SchedulerSettings) -> None:
     """Run a scheduler until a signal (:func:`run_until_signal`)."""
+    conceal_login(source)
     run_until_signal([("scheduler", build_scheduler(source, settings).run)])
 
 
@@ -209,6 +221,7 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
     from .worker import HEARTBEAT_STALE, PRIVATE_ENV, Worker, WorkerConfig
 
     settings.validate()
+    conceal_login(source)
     for folder in reversed(
         ("", *settings.pythonpath)
     ):  # "" is the current folder, as for `python -m`
@@ -244,8 +257,8 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
         application_name="pgsched worker",
         statement_deadline=s.statement_deadline or None,
     )
-    # Tasks run under this process (Python tasks inside it): they get no pgsched settings,
-    # and PGSCHED_DSN may carry a password.
+    # Tasks run under this process (Python tasks inside it): they get no pgsched settings
+    # (its login is gone already: conceal_login).
     for name in PRIVATE_ENV:
         os.environ.pop(name, None)
     runner = Worker(db, config)
@@ -259,6 +272,7 @@ def run_web(source: Source, settings: WebSettings) -> None:
     from .web.server import free_port, serve_until
 
     settings.validate()
+    conceal_login(source)
     host, port = settings.host, settings.port
     app = create_app(source.db(max_size=settings.pool_size))
     free_port(host, port, tries=1)
@@ -280,6 +294,7 @@ def run_dev(source: Source, settings: DevSettings) -> None:
 
     settings.validate()
     dsn = dev.prepare(source, examples=settings.examples)
+    conceal_login(source)
     db = Database.connect(dsn, max_size=settings.concurrency + 8)
     try:
         dev.introduce(db, source, examples=settings.examples)

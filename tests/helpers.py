@@ -161,6 +161,7 @@ class Process:
         log_dir: Path,
         env: dict | None = None,
         wrap: Callable[[list[str]], list[str]] | None = None,
+        stdin: Any = None,
     ):
         self.args = args
         self.log_path = log_dir / f"{args[0]}-{time.monotonic_ns()}.log"
@@ -168,6 +169,7 @@ class Process:
         argv = [sys.executable, "-m", "pgsched", "--log-level", "debug", *args]
         self.proc = subprocess.Popen(
             wrap(argv) if wrap else argv,
+            stdin=stdin,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PGSCHED_DSN": dsn, **(env or {})},
