@@ -46,6 +46,33 @@ def test_a_dsn_file_is_read_whole_and_its_problems_name_it(tmp_path):
         read_dsn_file(str(path))
 
 
+def test_a_dsn_read_from_standard_input_leaves_it_pointing_at_dev_null(tmp_path):
+    path = tmp_path / "dsn"
+    path.write_text("host=db password=secret\n")
+    code = (
+        "import os; from pgsched.login import read_dsn_file; "
+        "print(read_dsn_file('-')); print(os.readlink('/proc/self/fd/0'))"
+    )
+    with open(path, "rb") as stdin:
+        out = subprocess.run(
+            [sys.executable, "-c", code], stdin=stdin, capture_output=True, text=True, check=True
+        ).stdout
+    assert out.splitlines() == ["host=db password=secret", "/dev/null"]
+
+
+def test_a_dsn_file_other_users_may_read_is_warned_about(tmp_path, caplog):
+    path = tmp_path / "dsn"
+    path.write_text("host=db")
+    path.chmod(0o600)
+    read_dsn_file(str(path))
+    assert caplog.messages == []
+    path.chmod(0o644)
+    read_dsn_file(str(path))
+    assert caplog.messages == [
+        f"dsn_file {path} may be read by other users (mode 0644): chmod 600 it"
+    ]
+
+
 def test_libpq_credentials_go_into_the_dsn_where_it_lacks_them():
     environ = {"PGPASSWORD": "pw", "PGPASSFILE": "/p", "PGHOST": "db", "PGSYSCONFDIR": "/etc"}
     taken = libpq_credentials(environ)
