@@ -218,6 +218,7 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
     """Run a worker until a signal. Python tasks are imported from the current folder,
     ``pythonpath`` and PYTHONPATH; a module of ``imports`` that cannot be imported raises
     PgschedError naming it."""
+    from .login import CREDENTIAL_ENV
     from .worker import HEARTBEAT_STALE, PRIVATE_ENV, Worker, WorkerConfig
 
     settings.validate()
@@ -257,9 +258,9 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
         application_name="pgsched worker",
         statement_deadline=s.statement_deadline or None,
     )
-    # Tasks run under this process (Python tasks inside it): they get no pgsched settings
-    # (its login is gone already: conceal_login).
-    for name in PRIVATE_ENV:
+    # Tasks run under this process (Python tasks inside it): they get no pgsched settings.
+    # (Its login left with conceal_login, which keeps what libpq reads again: PGSYSCONFDIR.)
+    for name in PRIVATE_ENV - CREDENTIAL_ENV:
         os.environ.pop(name, None)
     runner = Worker(db, config)
     run_until_signal([("worker", runner.run)], urgent=[runner.stop_now])

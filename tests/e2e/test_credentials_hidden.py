@@ -22,6 +22,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -238,6 +239,61 @@ def test_a_command_finds_no_trace_of_the_login(
     _assert_hidden(result, dsn_file)
     if way == "--dsn":
         assert "--dsn on the command line carried a password" in worker.output
+
+
+# A Python task runs inside its worker (trusted code); what it starts inherits the worker's
+# live environment (os.environ, plus the params the search reads).
+PYTHON_TASKS = textwrap.dedent("""
+    import json, os, subprocess, sys
+    from pgsched import App
+
+    app = App()
+
+    @app.task()
+    def search(script, **params):
+        env = dict(os.environ, PGSCHED_PARAMS=json.dumps(params))
+        out = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", script], env=env, capture_output=True, text=True,
+            check=True,
+        ).stdout
+        return json.loads(out.splitlines()[-1])
+""")
+
+
+@pytest.mark.parametrize("way", ["PGSCHED_DSN", "PGPASSWORD", "--dsn"])
+def test_what_a_python_task_starts_inherits_no_login(
+    way, dsn, db, sql, tmp_path, processes, marker, decoy
+):
+    from pgsched.stores import tasks
+
+    (tmp_path / "credtasks.py").write_text(PYTHON_TASKS)
+    with_password = make_conninfo(dsn, password=marker)
+    args: tuple[str, ...] = (*WORKER, "--pythonpath", str(tmp_path))
+    env = {"PGSCHED_DSN": with_password}
+    if way == "PGPASSWORD":
+        env = {"PGPASSWORD": marker}
+    elif way == "--dsn":
+        env, args = {"PGSCHED_DSN": ""}, ("--dsn", with_password, *args)
+    tasks.create(
+        db,
+        TaskSpec(
+            name="search",
+            handler_kind="python",
+            python_target="credtasks:search",
+            params={
+                "script": SEARCH,
+                "needle": marker.encode().hex(),
+                "control": decoy.pid,
+                "files": [],
+                "credential_names": sorted(CREDENTIAL_ENV),
+            },
+        ),
+    )
+    worker = Process(dsn, *args, log_dir=tmp_path, env=env)
+    processes.append(worker)
+    result = _run_search(sql, dsn, "search")
+    assert result["worker"] == worker.proc.pid
+    _assert_hidden(result)
 
 
 NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
