@@ -98,3 +98,39 @@ def test_the_web_on_a_web_login_shows_each_tenant_only_its_own_rows(dsn, sql, te
         assert web.stop(signal.SIGTERM) == 0, web.output
     with psycopg.connect(login_dsn(dsn, role)) as c:  # the web's login alone sees nothing
         assert c.execute("SELECT count(*) FROM pgsched.task").fetchone()[0] == 0
+
+
+def test_the_scheduler_and_a_worker_on_the_documented_logins_fire_and_run_a_schedule(
+    dsn, sql, tenants_ab, start
+):
+    """docs/security.md's deployment: the scheduler on an engine login of the whole
+    installation (it fires every tenant's schedules, and maintains the history partitions
+    through the owner's functions), a worker on tenant A's engine login. Neither is a
+    superuser or the owner."""
+    a, b, extra = tenants_ab
+    extra.append(role := f"sched_{a.name}")
+    sql.execute(
+        pgsql.SQL("CREATE ROLE {} LOGIN IN ROLE pgsched_engine, pgsched_instance").format(
+            pgsql.Identifier(role)
+        )
+    )
+    for t in (a, b):
+        cli(dsn, "--tenant", t.name, "task", "create", "tick", "--every", "1s", "--command", "true")
+    start("scheduler", "--max-sleep", "0.2", env={"PGSCHED_DSN": login_dsn(dsn, role)})
+    worker = start("worker", "--poll-interval", "0.2", env={"PGSCHED_DSN": a.engine})
+    runs = (
+        "SELECT count(*) AS n FROM pgsched.execution_history h JOIN pgsched.task k "
+        "ON k.id = h.task_id WHERE k.name = 'tick' AND k.tenant = %s AND h.state = 'succeeded'"
+    )
+    wait_until(
+        lambda: sql.execute(runs, [a.name]).fetchone()["n"] >= 2,
+        timeout=30,
+        message=lambda: f"A's schedule to fire and run twice; worker:\n{worker.output}",
+    )
+    fired_b = sql.execute(
+        "SELECT count(*) AS n FROM pgsched.execution e JOIN pgsched.task k ON k.id = e.task_id "
+        "WHERE k.name = 'tick' AND k.tenant = %s",
+        [b.name],
+    ).fetchone()["n"]
+    assert fired_b >= 1  # the scheduler fired B's schedule too (an instance login)
+    assert sql.execute(runs, [b.name]).fetchone()["n"] == 0  # and nobody ran it
