@@ -297,8 +297,21 @@ CREATE FUNCTION pgsched_internal.partition_default_rows_v1(
 $$;
 
 -- A view reads its tables with its owner's rights unless told otherwise, and the owner is
--- not held by row-level security: execution_all reads as the one who queries it.
-ALTER VIEW pgsched.execution_all SET (security_invoker = true);
+-- not held by row-level security: execution_all reads as the one who queries it
+-- (security_invoker, PostgreSQL 15 and newer). PostgreSQL 14 has no such option: there the
+-- view filters its rows as the tables' policies do (a security barrier, so that no
+-- function of the caller's sees a row before the filter).
+DO $view$
+BEGIN
+    IF current_setting('server_version_num')::int >= 150000 THEN
+        EXECUTE 'ALTER VIEW pgsched.execution_all SET (security_invoker = true)';
+    ELSE
+        EXECUTE format('CREATE OR REPLACE VIEW pgsched.execution_all WITH (security_barrier) AS '
+                       'SELECT * FROM (%s) v WHERE pgsched_internal.is_instance_v1() '
+                       'OR (SELECT pgsched_internal.session_tenant_v1()) IN (v.tenant, ''*'')',
+                       rtrim(pg_get_viewdef('pgsched.execution_all'::regclass), ';'));
+    END IF;
+END $view$;
 
 -- Rows without a tenant column of their own belong to their parent's tenant.
 ALTER TABLE pgsched.dag_node ENABLE ROW LEVEL SECURITY;

@@ -17,13 +17,14 @@ from ..tenancy import drop_roles, login_dsn
 
 
 @pytest.fixture
-def migrator(empty_dsn):
-    """(the migrator's DSN, its name): a login with CREATEROLE that owns the empty
-    database, and nothing else."""
+def migrator(empty_dsn, template_db):
+    """(the migrator's DSN, its name): a login that owns the empty database, and nothing
+    else. The group roles exist (the template's migration made them in this cluster), as
+    in a cluster where another database of pgsched was migrated first."""
     role = f"migrator_{uuid.uuid4().hex[:8]}"
     dbname = conninfo_to_dict(empty_dsn)["dbname"]
     with psycopg.connect(empty_dsn, autocommit=True) as c:
-        c.execute(pgsql.SQL("CREATE ROLE {} LOGIN CREATEROLE").format(pgsql.Identifier(role)))
+        c.execute(pgsql.SQL("CREATE ROLE {} LOGIN").format(pgsql.Identifier(role)))
         c.execute(
             pgsql.SQL("ALTER DATABASE {} OWNER TO {}").format(
                 pgsql.Identifier(dbname), pgsql.Identifier(role)
