@@ -254,7 +254,9 @@ BEGIN
         ELSIF f.lanname = 'plpgsql' THEN
             line := format(E'\nBEGIN\n    %1$s.tenant := pgsched_internal.caller_tenant_v1(%1$s.tenant);\n', f.name);
             IF f.args ~ '\mtrigger text' THEN
-                line := line || format(E'    %1$s.trigger := pgsched_internal.caller_trigger_v1(%1$s.trigger);\n', f.name);
+                line := line || format(E'    IF %1$s.trigger IN (''schedule'', ''dag'') THEN\n' ||
+                                       E'        %1$s.trigger := pgsched_internal.caller_trigger_v1(%1$s.trigger);\n' ||
+                                       E'    END IF;\n', f.name);
             END IF;
             IF strpos(def, E'\nBEGIN\n') = 0 THEN
                 RAISE EXCEPTION 'migration 0018: no BEGIN line in pgsched.%', f.name;

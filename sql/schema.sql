@@ -339,7 +339,9 @@ CREATE FUNCTION pgsched.enqueue_many_v1(task_name text, params jsonb[], run_at t
     AS $$
 BEGIN
     enqueue_many_v1.tenant := pgsched_internal.caller_tenant_v1(enqueue_many_v1.tenant);
-    enqueue_many_v1.trigger := pgsched_internal.caller_trigger_v1(enqueue_many_v1.trigger);
+    IF enqueue_many_v1.trigger IN ('schedule', 'dag') THEN
+        enqueue_many_v1.trigger := pgsched_internal.caller_trigger_v1(enqueue_many_v1.trigger);
+    END IF;
     PERFORM pgsched_internal.task_share_v1(task_name, tenant);
     RETURN QUERY SELECT pgsched_internal.enqueue_many_v1(task_name, params, run_at, priority, tenant, trigger);
 END $$;
@@ -354,7 +356,9 @@ CREATE FUNCTION pgsched.enqueue_many_v2(task_name text, params jsonb, run_at tim
     AS $$
 BEGIN
     enqueue_many_v2.tenant := pgsched_internal.caller_tenant_v1(enqueue_many_v2.tenant);
-    enqueue_many_v2.trigger := pgsched_internal.caller_trigger_v1(enqueue_many_v2.trigger);
+    IF enqueue_many_v2.trigger IN ('schedule', 'dag') THEN
+        enqueue_many_v2.trigger := pgsched_internal.caller_trigger_v1(enqueue_many_v2.trigger);
+    END IF;
     IF params IS NULL OR jsonb_typeof(params) <> 'array' THEN
         RAISE EXCEPTION 'params: % is not a JSON array of JSON objects', coalesce(left(params::text, 80), 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -375,7 +379,9 @@ CREATE FUNCTION pgsched.enqueue_v1(task_name text, params jsonb DEFAULT NULL::js
     AS $$
 BEGIN
     enqueue_v1.tenant := pgsched_internal.caller_tenant_v1(enqueue_v1.tenant);
-    enqueue_v1.trigger := pgsched_internal.caller_trigger_v1(enqueue_v1.trigger);
+    IF enqueue_v1.trigger IN ('schedule', 'dag') THEN
+        enqueue_v1.trigger := pgsched_internal.caller_trigger_v1(enqueue_v1.trigger);
+    END IF;
     PERFORM pgsched_internal.task_share_v1(task_name, tenant);
     RETURN pgsched_internal.enqueue_v1(task_name, params, run_at, priority, idempotency_key, tenant, trigger);
 END $$;
@@ -390,7 +396,9 @@ CREATE FUNCTION pgsched.enqueue_v2(task_name text, params jsonb DEFAULT NULL::js
     AS $$
 BEGIN
     enqueue_v2.tenant := pgsched_internal.caller_tenant_v1(enqueue_v2.tenant);
-    enqueue_v2.trigger := pgsched_internal.caller_trigger_v1(enqueue_v2.trigger);
+    IF enqueue_v2.trigger IN ('schedule', 'dag') THEN
+        enqueue_v2.trigger := pgsched_internal.caller_trigger_v1(enqueue_v2.trigger);
+    END IF;
     PERFORM pgsched_internal.task_share_v1(task_name, tenant);
     RETURN QUERY SELECT * FROM pgsched_internal.enqueue_v2(task_name, params, run_at, priority,
                                                            idempotency_key, tenant, trigger);

@@ -116,7 +116,7 @@ def test_the_scheduler_and_a_worker_on_the_documented_logins_fire_and_run_a_sche
     )
     for t in (a, b):
         cli(dsn, "--tenant", t.name, "task", "create", "tick", "--every", "1s", "--command", "true")
-    start("scheduler", "--max-sleep", "0.2", env={"PGSCHED_DSN": login_dsn(dsn, role)})
+    scheduler = start("scheduler", "--max-sleep", "0.2", env={"PGSCHED_DSN": login_dsn(dsn, role)})
     worker = start("worker", "--poll-interval", "0.2", env={"PGSCHED_DSN": a.engine})
     runs = (
         "SELECT count(*) AS n FROM pgsched.execution_history h JOIN pgsched.task k "
@@ -134,3 +134,8 @@ def test_the_scheduler_and_a_worker_on_the_documented_logins_fire_and_run_a_sche
     ).fetchone()["n"]
     assert fired_b >= 1  # the scheduler fired B's schedule too (an instance login)
     assert sql.execute(runs, [b.name]).fetchone()["n"] == 0  # and nobody ran it
+    # the leader's services (partitions, roll-up, alerts, webhooks, rescue) ran on the
+    # engine's rights, and the worker's writes too
+    time.sleep(2)
+    for proc in (scheduler, worker):
+        assert "permission denied" not in proc.output and "ERROR" not in proc.output, proc.output
