@@ -139,3 +139,27 @@ def test_the_scheduler_and_a_worker_on_the_documented_logins_fire_and_run_a_sche
     time.sleep(2)
     for proc in (scheduler, worker):
         assert "permission denied" not in proc.output and "ERROR" not in proc.output, proc.output
+
+
+def test_a_cancel_notification_from_another_tenants_login_cancels_nothing(
+    dsn, sql, tenants_ab, start
+):
+    """Any login may NOTIFY pgsched_cancel with any id: an application of A names B's running
+    execution. The worker asks the database first, and the execution runs on; a cancel
+    asked through cancel_v1 by B still ends it at once."""
+    a, b, _ = tenants_ab
+    cli(dsn, "--tenant", b.name, "task", "create", "sleeper", "--command", "sleep 60")
+    ident = sql.execute(
+        "SELECT pgsched.enqueue_v1('sleeper', tenant => %s) AS id", [b.name]
+    ).fetchone()["id"]
+    start("worker", "--poll-interval", "0.2", "--queue", "default")
+    wait_until(lambda: _state(sql, ident) == "running", timeout=30, message="the sleeper runs")
+    with psycopg.connect(a.app, autocommit=True) as c:
+        c.execute("SELECT pg_notify('pgsched_cancel', %s)", [str(ident)])
+    time.sleep(2)
+    assert _state(sql, ident) == "running"
+    with psycopg.connect(b.app, autocommit=True) as c:
+        assert c.execute("SELECT pgsched.cancel_v1(%s)", [ident]).fetchone()[0] == "cancelling"
+    wait_until(
+        lambda: _state(sql, ident) == "cancelled", timeout=10, message="the real cancel to end it"
+    )
