@@ -208,7 +208,7 @@ class Session:
         ):
             # after a SET TRANSACTION, which must come before any query
             tenant, self.pending_tenant = self.pending_tenant, None
-            self._run("session_act_for", "one", {"tenant": tenant})
+            self.one("session_act_for", tenant=tenant)
         with translated(), self._watch(self.conn):
             try:
                 cur = self.conn.execute(query.text, params, binary=query.binary)
