@@ -44,6 +44,7 @@ from .errors import HANDLERS, error_response, on_crash
 from .hashing import PasswordHashing
 from .headers import SecurityHeadersMiddleware
 from .hosts import AllowedHostsMiddleware
+from .preview import install_loader
 from .rendering import templates
 from .session import SessionCodec, SessionMiddleware
 from .throttle import Limit, SignInGate, SignInThrottle
@@ -113,6 +114,7 @@ def create_app(
     (:mod:`pgsched.web.hosts`; None: any, as for tests and embedding).
     Raises ConnectionFailed when the database cannot be reached.
     """
+    install_loader()  # a jsonb value nested too deep for json.loads loads as TooDeep, not a 500
     owned = isinstance(dsn_or_db, str)
     db = (
         Database.connect(dsn_or_db, max_size=pool_size, application_name="pgsched web")
