@@ -19,6 +19,7 @@ from typing import Any
 
 MAX_BYTES = 16 * 1024  # bytes of JSON text shown on a page
 MAX_DEPTH = 20  # levels of nesting shown on a page
+TOO_DEEP_BYTES = 1024  # bytes shown of a value too deep to load (TooDeep)
 _MAX_NODES = 4 * 1024  # values walked for a preview: its text is cut at MAX_BYTES anyway
 
 
@@ -137,7 +138,7 @@ def preview(
     if isinstance(value, TooDeep):
         size = len(value.encode())
         return Preview(
-            _cut(str(value), max_bytes),
+            _cut(str(value), min(max_bytes, TOO_DEEP_BYTES)),  # its brackets tell little
             True,
             size,
             None,
