@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import random
 import re
 import statistics
 import subprocess
@@ -116,15 +117,18 @@ def attack(dsn: str, db, tmp_path: Path, *web_options: str, usernames: list[str]
     flood, the two timers and the process's peak RSS (bytes)."""
     token = cli(dsn, "token", "create", "--role", "viewer").stdout.strip()
     create_user(db, "ada", "correct horse", role="viewer")
-    port = free_port("127.0.0.1", 18700)
+    # a port of its own: other test runs on this machine start servers from 18000 up
+    port = free_port("127.0.0.1", random.randrange(20_000, 30_000))
     web = Process(dsn, "web", "--port", str(port), *web_options, log_dir=tmp_path)
     try:
         wait_until(
-            lambda: web.proc.poll() is not None or answers_at(port),
+            lambda: (
+                web.proc.poll() is not None or ("web admin on" in web.output and answers_at(port))
+            ),
             timeout=30,
             message="the web admin to answer",
         )
-        assert web.proc.poll() is None, web.output
+        assert web.proc.poll() is None, web.output  # it is ours that answers
         # the viewer signs in with the link, opened directly
         status, headers, _ = request(
             port, "GET", f"/login?token={token}", headers={"Sec-Fetch-Site": "none"}
