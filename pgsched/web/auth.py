@@ -205,7 +205,7 @@ async def login(request: Request) -> Response:
                 authenticate_user, database(request), username, password, hashing(request)
             )
         except HashingBusy as busy:
-            attempt.withdrawn()  # not a guess: it was not checked
+            attempt.withdrawn()  # not checked: not held against the username
             return _refused(503, "too many sign-ins at once", busy.retry_after)
         if who is not None:
             attempt.succeeded()

@@ -5,6 +5,8 @@ password is hashed.
 An attempt counts as a failure from the moment it is let through until it succeeds (a
 success takes its own count back, and clears the username's): a flood of parallel guesses
 is throttled as it arrives, not only once the first of them has been hashed and refused.
+An attempt refused because hashing was busy still counts against its address, not its
+username.
 
 The state is per web process and in memory (several web processes each allow the limit,
 and a restart forgets it); it is bounded: at most ``max_keys`` usernames and as many
@@ -90,9 +92,10 @@ class Attempt:
         self._throttle._take_back(self._address, self._username, self._at, clear=True)
 
     def withdrawn(self) -> None:
-        """The password was not checked after all (hashing was busy): its failure is taken
-        back."""
-        self._throttle._take_back(self._address, self._username, self._at, clear=False)
+        """The password was not checked after all (hashing was busy): the username's count
+        is taken back (nobody locks a user out by sending sign-ins at a busy moment), the
+        address's kept (it did send them)."""
+        self._throttle._take_back("", self._username, self._at, clear=False)
 
 
 class SignInThrottle:
@@ -138,7 +141,8 @@ class SignInThrottle:
 
     def _take_back(self, address: str, username: str, at: float, *, clear: bool) -> None:
         with self._lock:
-            self._addresses.take_back(address, at)
+            if address:
+                self._addresses.take_back(address, at)
             if username and clear:
                 self._users.clear(username)
             elif username:

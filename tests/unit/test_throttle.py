@@ -57,13 +57,17 @@ def test_a_success_takes_its_attempt_back_and_clears_the_username():
     assert isinstance(t.attempt("10.0.0.2", "ada"), int)
 
 
-def test_an_attempt_withdrawn_unchecked_does_not_count():
+def test_an_attempt_withdrawn_unchecked_counts_against_its_address_not_its_username():
     clock = Clock()
     t = throttle(clock)
-    for _ in range(10):
-        attempt = t.attempt("10.0.0.1", "ada")
+    for i in range(20):
+        attempt = t.attempt(f"10.0.0.{i % 2}", "ada")
         assert isinstance(attempt, Attempt)
         attempt.withdrawn()  # hashing was busy: the password was never checked
+    assert isinstance(t.attempt("10.0.0.7", "ada"), Attempt)  # ada is not held
+    for _ in range(10):
+        t.attempt("10.0.0.1", "").withdrawn()
+    assert t.attempt("10.0.0.1", "bob") == 60  # the address sent 20: it is
 
 
 def test_a_parallel_flood_is_counted_as_it_arrives_not_once_it_has_failed():

@@ -182,9 +182,9 @@ def test_a_sign_in_flood_is_throttled_and_other_requests_still_answer_at_once(ds
     statuses = [status for status, _ in answers]
     refused = [headers for status, headers in answers if status in (429, 503)]
     print(f"flood answers: { {s: statuses.count(s) for s in set(statuses)} }")
-    # 20 guesses from one address are checked; the others are refused unchecked, 429 (the
-    # address's limit) or 503 (the hashing threads are busy with those 20: not counted)
-    assert statuses.count(401) <= 20 and 429 in statuses, statuses
+    # 20 sign-ins from one address are let through (the hashing threads and their queue
+    # take 10 of them, the others are 503); every one after is 429, unread
+    assert statuses.count(401) <= 20 and statuses.count(429) >= FLOOD - 20, statuses
     assert len(refused) >= FLOOD - 20, statuses
     assert all(1 <= int(h["retry-after"]) <= 300 for h in refused)
     assert set(statuses) <= {401, 429, 503}
