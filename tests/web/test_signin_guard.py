@@ -4,6 +4,7 @@ without Fetch Metadata, and the Host allow-list."""
 
 from __future__ import annotations
 
+import random
 import threading
 
 import pytest
@@ -201,3 +202,48 @@ def test_pgsched_web_on_every_address_asks_for_allowed_hosts(dsn):
     out = cli(dsn, "web", "--host", "0.0.0.0", check=False)
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stderr.startswith("Error: allowed_hosts: [] must name the hosts clients use")
+
+
+@pytest.mark.e2e
+def test_pgsched_web_serves_only_its_allowed_hosts(dsn, tmp_path):
+    """A real ``pgsched web``: on 127.0.0.1 the loopback names by default; with
+    ``--allowed-host`` only the names given."""
+    from pgsched.web.server import free_port
+
+    from ..helpers import Process, wait_until
+    from .test_signin_flood import request
+
+    def listening(port: int) -> bool:
+        try:
+            return request(port, "GET", "/login")[0] in (200, 400)
+        except OSError:
+            return False
+
+    for options, served, refused in (
+        ((), ("127.0.0.1", "localhost", "[::1]"), ("evil.example", "127.0.0.1.nip.io")),
+        (
+            ("--allowed-host", "admin.example", "--allowed-host", "*.lab.example"),
+            ("admin.example", "a.lab.example"),
+            ("127.0.0.1", "lab.example", "evil.example"),
+        ),
+    ):
+        port = free_port("127.0.0.1", random.randrange(20_000, 30_000))
+        web = Process(dsn, "web", "--port", str(port), *options, log_dir=tmp_path)
+        try:
+            wait_until(
+                lambda: web.proc.poll() is not None or "web admin on" in web.output,
+                message="pgsched web to start",
+            )
+            wait_until(
+                lambda: web.proc.poll() is not None or listening(port),
+                message="pgsched web to answer",
+            )
+            assert web.proc.poll() is None, web.output
+            for host in served:
+                status = request(port, "GET", "/login", headers={"Host": f"{host}:{port}"})[0]
+                assert status == 200, (options, host)
+            for host in refused:
+                status, _, body = request(port, "GET", "/login", headers={"Host": host})
+                assert status == 400 and "not an allowed host" in body, (options, host)
+        finally:
+            web.stop()
