@@ -208,6 +208,12 @@ SELECT cancel_requested_at IS NOT NULL AS requested FROM pgsched.execution
  WHERE id = %(id)s AND lease_id = %(lease_id)s
    FOR UPDATE
 
+-- name: execution_cancel_asked :many
+-- Of the executions that pgsched_cancel notifications named (%(ids)s), those whose cancel
+-- was asked: a notification is only a hint (any login may send one; docs/security.md).
+SELECT id FROM pgsched.execution
+ WHERE id = ANY (%(ids)s::bigint[]) AND cancel_requested_at IS NOT NULL
+
 -- name: execution_finish_many :one
 -- Group commit of final outcomes (%(items)s: a JSON array with one array per execution,
 -- its fields in the order of the columns below, instants as seconds since the epoch;

@@ -74,6 +74,9 @@ class Claimer:
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._poked = False  # under holdings.lock
+        # ids named by pgsched_cancel notifications, not acted on until the database says a
+        # cancel was asked: any login of the database may NOTIFY (docs/security.md)
+        self._cancel_hints: set[int] = set()
 
     # -- sizing (under holdings.lock) ----------------------------------------------------
     def _prefetch(self) -> int:
@@ -134,7 +137,7 @@ class Claimer:
     def _notified(self, channel: str, payload: str) -> None:
         if channel == "pgsched_cancel":
             try:
-                self.holdings.cancel(int(payload))
+                self._cancel_hints.add(int(payload))
             except ValueError:
                 log.warning("ignoring a cancel notification with payload %r", payload)
         else:
@@ -187,6 +190,8 @@ class Claimer:
             conn.pgconn.consume_input()  # notifications already received: handled now
             while note := conn.pgconn.notifies():
                 self._notified(note.relname.decode(), note.extra.decode())
+            if self._cancel_hints:
+                self._cancel_asked(session)
             now = time.monotonic()
             if now >= next_poll:
                 self._maybe_more, next_poll = True, now + self.config.poll_interval
@@ -233,6 +238,15 @@ class Claimer:
                     pass
                 with h.lock:  # after the read: a poke from now on writes again
                     self._poked = False
+
+    def _cancel_asked(self, session: Session) -> None:
+        """Cancel the executions of the notifications received whose cancel the database
+        has (``cancel_requested_at``, set by cancel_v1 in the caller's tenant); a
+        notification naming anything else is ignored. One lost with a failed statement
+        is caught by the heartbeat, which carries the cancels asked for (worker_heartbeat)."""
+        ids, self._cancel_hints = sorted(self._cancel_hints), set()
+        for row in session.many("execution_cancel_asked", ids=ids):
+            self.holdings.cancel(row["id"])
 
     def _reconcile(self, session: Session) -> None:
         """After the claimer (re)connects: hand back what the database gives this worker
