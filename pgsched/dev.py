@@ -83,11 +83,12 @@ def start_web(
 ) -> tuple[Callable[[Any], None], str, int]:
     """The web admin for ``pgsched dev``: ``(run(stop), login link, port)``. The link signs in as
     a local admin of ``tenant`` with a token made now (the previous dev token is revoked)."""
+    from .node import WebSettings
     from .web import credentials
-    from .web.app import create_app
+    from .web.app import create_app, protections
     from .web.server import free_port, serve_until
 
-    app = create_app(dsn, pool_size=4)
+    app = create_app(dsn, pool_size=4, **protections(WebSettings(host=host)))
     app.state.db.exec("api_token_revoke_named", tenant=tenant, name=DEV_TOKEN_NAME)
     token, _ = credentials.create_token(
         app.state.db, role="admin", tenant=tenant, name=DEV_TOKEN_NAME

@@ -141,17 +141,55 @@ class WorkerSettings:
 @dataclass(frozen=True)
 class WebSettings:
     """``pgsched web``: listens on ``host``:``port`` (1-65535); ``pool_size`` connections
-    (1-100)."""
+    (1-100). Sign-ins (docs/web.md): at most ``user_failures`` failed ones per username
+    within ``user_window`` seconds (1-1000 within 1-86,400 s) and ``address_failures`` per
+    client address within ``address_window`` seconds, else 429; password hashes run on
+    ``hash_threads`` threads (1-64, 64 MiB each while hashing) with at most ``hash_queue``
+    more waiting (0-1024), else 503. ``allowed_hosts``: the Host header names served
+    (``*.domain`` and ``*`` allowed); empty: the loopback names when ``host`` is a loopback
+    address, ``host`` itself otherwise, and an address that listens everywhere
+    (``0.0.0.0``, ``::``) must name them."""
 
     host: str = "127.0.0.1"
     port: int = 8080
     pool_size: int = 8
+    user_failures: int = 5
+    user_window: float = 300.0
+    address_failures: int = 20
+    address_window: float = 60.0
+    hash_threads: int = 2
+    hash_queue: int = 8
+    allowed_hosts: tuple[str, ...] = ()
 
     def validate(self) -> None:
+        from .web.hosts import WILDCARDS
+
         if not isinstance(self.host, str) or not self.host:
             raise ValidationError("host", self.host, "must be an address to listen on")
         _whole("port", self.port, 1, 65535)
         _whole("pool_size", self.pool_size, 1, 100)
+        _whole("user_failures", self.user_failures, 1, 1000)
+        _seconds("user_window", self.user_window, 1, 86_400)
+        _whole("address_failures", self.address_failures, 1, 1000)
+        _seconds("address_window", self.address_window, 1, 86_400)
+        _whole("hash_threads", self.hash_threads, 1, 64)
+        _whole("hash_queue", self.hash_queue, 0, 1024)
+        for name in self.allowed_hosts:
+            if not isinstance(name, str) or not name.strip() or any(c in name for c in "/@ "):
+                raise ValidationError("allowed_hosts", name, "must be a host name, *.domain or *")
+        if not self.allowed_hosts and self.host.strip("[]") in WILDCARDS:
+            raise ValidationError(
+                "allowed_hosts",
+                list(self.allowed_hosts),
+                f"must name the hosts clients use (--allowed-host NAME; '*' for any): "
+                f"--host {self.host} listens on every address and has no name of its own",
+            )
+
+    def hosts(self) -> tuple[str, ...]:
+        """The Host names served: ``allowed_hosts``, or the defaults for ``host``."""
+        from .web.hosts import default_hosts
+
+        return self.allowed_hosts or default_hosts(self.host)
 
 
 @dataclass(frozen=True)
@@ -269,13 +307,13 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
 def run_web(source: Source, settings: WebSettings) -> None:
     """Serve the web admin and the REST API until a signal. A port in use raises
     ConfigError (one line, not a traceback from a thread)."""
-    from .web.app import create_app
+    from .web.app import create_app, protections
     from .web.server import free_port, serve_until
 
     settings.validate()
     conceal_login(source)
     host, port = settings.host, settings.port
-    app = create_app(source.db(max_size=settings.pool_size))
+    app = create_app(source.db(max_size=settings.pool_size), **protections(settings))
     free_port(host, port, tries=1)
     run_until_signal(
         [("web", lambda stop: serve_until(app, host, port, stop))],

@@ -23,12 +23,85 @@ _tenant_option = click.option(
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    help="A Host header name served (repeatable; *.example.com, * for any). Default: the "
+    "loopback names on a loopback --host, else --host itself; needed with 0.0.0.0 or ::.",
+)
+@click.option(
+    "--user-failures",
+    default=5,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Failed sign-ins per username within --user-window, then 429.",
+)
+@click.option(
+    "--user-window",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(1, 86_400),
+    help="Seconds over which --user-failures count.",
+)
+@click.option(
+    "--address-failures",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Failed sign-ins per client address within --address-window, then 429.",
+)
+@click.option(
+    "--address-window",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(1, 86_400),
+    help="Seconds over which --address-failures count.",
+)
+@click.option(
+    "--hash-threads",
+    default=2,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Password hashes run at once (64 MiB each).",
+)
+@click.option(
+    "--hash-queue",
+    default=8,
+    show_default=True,
+    type=click.IntRange(0, 1024),
+    help="Sign-ins that may wait for a hashing thread; more are answered 503.",
+)
 @pass_ctx
-def web(c: Context, host: str, port: int) -> None:
+def web(
+    c: Context,
+    host: str,
+    port: int,
+    allowed_hosts: tuple[str, ...],
+    user_failures: int,
+    user_window: float,
+    address_failures: int,
+    address_window: float,
+    hash_threads: int,
+    hash_queue: int,
+) -> None:
     """Serve the web admin and the REST API (/api/v1/) until Ctrl-C."""
     from ..node import WebSettings, run_web
 
-    run_web(c, WebSettings(host=host, port=port))
+    run_web(
+        c,
+        WebSettings(
+            host=host,
+            port=port,
+            allowed_hosts=allowed_hosts,
+            user_failures=user_failures,
+            user_window=user_window,
+            address_failures=address_failures,
+            address_window=address_window,
+            hash_threads=hash_threads,
+            hash_queue=hash_queue,
+        ),
+    )
 
 
 @main.group()

@@ -19,9 +19,11 @@ from starlette.responses import JSONResponse
 from ..jsontext import json_default
 from .access import body
 from .errors import ApiError
+from .preview import nesting
 
 PREFIX = "/api/v1"
 MAX_ID = 2**63 - 1  # ids are PostgreSQL bigints
+MAX_DEPTH = 64  # levels of nesting of a JSON body (the object itself is the first)
 
 
 class ApiResponse(JSONResponse):
@@ -47,7 +49,8 @@ def page(items: list[dict[str, Any]], limit: int, key: str) -> ApiResponse:
 
 def json_object(request: Request, *, required: bool = True) -> dict[str, Any]:
     """The request body as a JSON object (``{}`` when empty and not ``required``).
-    Raises ApiError 400 (not JSON) or 422 (not an object)."""
+    Raises ApiError 400 (not JSON) or 422 (not an object, or a field nested deeper than
+    MAX_DEPTH levels, named)."""
     raw = body(request)
     if not raw.strip():
         if required:
@@ -55,6 +58,11 @@ def json_object(request: Request, *, required: bool = True) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(raw)
+    except RecursionError:  # json.loads gives up near 1,000 levels
+        field = _too_deep(raw)
+        raise ApiError(
+            422, f"{field}: nested deeper than {MAX_DEPTH} levels", field=field
+        ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"body: not valid JSON ({exc})", field="body") from None
     if not isinstance(value, dict):
@@ -62,8 +70,37 @@ def json_object(request: Request, *, required: bool = True) -> dict[str, Any]:
             422, f"body: must be a JSON object, not {type(value).__name__}", field="body"
         )
     for key, item in value.items():
+        if nesting(item) >= MAX_DEPTH:  # the body's own object is the first level
+            raise ApiError(422, f"{key}: nested deeper than {MAX_DEPTH} levels", field=str(key))
         _storable(str(key), item)
     return value
+
+
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}:]')
+
+
+def _too_deep(raw: bytes) -> str:
+    """The top-level field of the JSON object ``raw`` where nesting passes MAX_DEPTH
+    (``body`` when it is not inside one), read by a scan of its brackets (json.loads could
+    not read it)."""
+    depth, key, last = 0, "body", b""
+    for token in _JSON_TOKEN.finditer(raw):
+        text = token.group()
+        if text in (b"[", b"{"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return key
+        elif text in (b"]", b"}"):
+            depth -= 1
+        elif text == b":":
+            if depth == 1:
+                try:
+                    key = str(json.loads(last))
+                except ValueError:
+                    key = "body"
+        else:
+            last = text
+    return key
 
 
 def _storable(field: str, value: Any) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -41,9 +41,16 @@ from . import (
 )
 from .credentials import Principal, authenticate_token, principal_of_session, session_key
 from .errors import HANDLERS, error_response, on_crash
+from .hashing import PasswordHashing
 from .headers import SecurityHeadersMiddleware
+from .hosts import AllowedHostsMiddleware
+from .preview import install_loader
 from .rendering import templates
 from .session import SessionCodec, SessionMiddleware
+from .throttle import Limit, SignInGate, SignInThrottle
+
+if TYPE_CHECKING:
+    from ..node import WebSettings
 
 ROUTE_MODULES: tuple[ModuleType, ...] = (
     auth,
@@ -92,14 +99,22 @@ def create_app(
     secret: str | None = None,
     session_max_age: int = SESSION_MAX_AGE,
     pool_size: int = 8,
+    throttle: SignInThrottle | None = None,
+    hashing: PasswordHashing | None = None,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> Starlette:
     """The web admin and API over the database ``dsn_or_db`` (a DSN, whose pool the app
     opens now and closes at shutdown, or an open :class:`Database`, left open).
 
     ``secret`` signs session cookies; by default the key stored in the database (made once,
     shared by every web process). ``session_max_age``: seconds a sign-in lasts.
+    ``throttle`` limits failed sign-ins (default: :class:`SignInThrottle`'s limits);
+    ``hashing`` runs password hashes on its bounded threads (default: 2 threads, 8 more
+    waiting; its idle threads cost nothing); ``allowed_hosts``: the Host names served
+    (:mod:`pgsched.web.hosts`; None: any, as for tests and embedding).
     Raises ConnectionFailed when the database cannot be reached.
     """
+    install_loader()  # a jsonb value nested too deep for json.loads loads as TooDeep, not a 500
     owned = isinstance(dsn_or_db, str)
     db = (
         Database.connect(dsn_or_db, max_size=pool_size, application_name="pgsched web")
@@ -124,11 +139,18 @@ def create_app(
             if owned:
                 db.close()
 
+    passwords = hashing or PasswordHashing()
+    sign_ins = throttle or SignInThrottle()
+    middleware = [
+        Middleware(SignInGate, throttle=sign_ins),
+        Middleware(SessionMiddleware, codec=codec, resolve=resolve, on_refused=refused),
+    ]
+    if allowed_hosts is not None:
+        middleware.insert(0, Middleware(AllowedHostsMiddleware, hosts=allowed_hosts))
+
     app = _WebApp(
         routes=routes(),
-        middleware=[
-            Middleware(SessionMiddleware, codec=codec, resolve=resolve, on_refused=refused)
-        ],
+        middleware=middleware,
         exception_handlers={**HANDLERS, Exception: on_crash},
         lifespan=lifespan,
     )
@@ -136,4 +158,19 @@ def create_app(
     app.state.sessions = codec
     app.state.closing = threading.Event()  # set by the server when it stops: open log streams end
     app.state.templates = templates()
+    app.state.throttle = sign_ins
+    app.state.hashing = passwords
     return app
+
+
+def protections(settings: WebSettings) -> dict[str, Any]:
+    """The keyword arguments of :func:`create_app` that ``settings`` give: the sign-in
+    throttle, the password-hashing executor and the Host allow-list."""
+    return {
+        "throttle": SignInThrottle(
+            Limit(settings.user_failures, settings.user_window),
+            Limit(settings.address_failures, settings.address_window),
+        ),
+        "hashing": PasswordHashing(settings.hash_threads, settings.hash_queue),
+        "allowed_hosts": settings.hosts(),
+    }

@@ -2,19 +2,25 @@
 
 A person signs in with an API token or a username and password; either starts a signed
 session (:mod:`pgsched.web.session`). ``GET /login?token=...`` signs in straight away
-(the one-time link ``pgsched dev`` prints) and redirects.
+(the one-time link ``pgsched dev`` prints) and redirects, when it was opened directly
+(:func:`link_source`).
 """
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
+import anyio.to_thread
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from .access import database, form, principal
 from .credentials import Principal, authenticate_token, authenticate_user
+from .hashing import HashingBusy, PasswordHashing
 from .rendering import render
 from .session import sign_in, sign_out
+from .throttle import SignInThrottle
 
 
 def _next(value: object) -> str:
@@ -38,69 +44,188 @@ def _signed_in(request: Request, who: Principal, target: str) -> Response:
     return response
 
 
-def _followed_from_elsewhere(request: Request) -> bool:
-    """Whether the browser says this request comes from a link or form of another site
-    (Fetch Metadata, ``Sec-Fetch-Site``). A sign-in link opened from a terminal or typed in
-    is ``none``; clients that send no such header are not browsers, or old ones."""
-    return request.headers.get("sec-fetch-site", "none") in ("cross-site", "same-site")
+def _same_origin(url: str, request: Request) -> bool:
+    """Whether ``url`` (an Origin or Referer) is this site: scheme, host and port as the
+    request was addressed (its Host header, which the allow-list has vetted)."""
+    try:
+        given = urlsplit(url)
+        port = given.port
+    except ValueError:
+        return False
+    here = request.url
+    default = {"http": 80, "https": 443}
+    return (
+        given.scheme == here.scheme
+        and (given.hostname or "") == (here.hostname or "")
+        and (port or default.get(given.scheme)) == (here.port or default.get(here.scheme))
+    )
+
+
+def link_source(request: Request) -> str:
+    """Where a ``GET /login?token=`` comes from: ``"direct"`` (pasted, typed, opened from a
+    terminal, or a link of this site), ``"elsewhere"`` (another site's link or form) or
+    ``"unknown"``. Fetch Metadata (``Sec-Fetch-Site``) decides when the browser sends it;
+    else ``Origin``, then ``Referer``. Neither is ``"unknown"``: an old browser following
+    another site's ``rel=noreferrer`` link sends neither, so the link is then not
+    trusted to sign in on its own (see :func:`login_page`)."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        return "direct" if site in ("none", "same-origin") else "elsewhere"
+    for header in ("origin", "referer"):
+        value = request.headers.get(header)
+        if value:
+            return "direct" if _same_origin(value, request) else "elsewhere"
+    return "unknown"
+
+
+def _login_form(
+    request: Request,
+    target: str,
+    *,
+    error: str | None = None,
+    notice: str | None = None,
+    username: str = "",
+    token: str = "",
+    status_code: int = 200,
+    retry_after: int | None = None,
+) -> Response:
+    response = render(
+        request,
+        "web/login.html",
+        {
+            "next": target,
+            "error": error,
+            "notice": notice,
+            "username": username,
+            "token": token,
+        },
+        status_code=status_code,
+    )
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(retry_after)
+    return response
+
+
+def _address(request: Request) -> str:
+    """The client's address as the server saw it (a proxy in front makes it the proxy's)."""
+    return request.client.host if request.client else ""
+
+
+def _refused(status: int, message: str, retry_after: int) -> Response:
+    """A sign-in refused for now (429, 503): a short text, no page, so that a flood of
+    them costs little; ``Retry-After`` says when to try again (seconds)."""
+    return PlainTextResponse(
+        f"{status}: {message}; try again in {retry_after} s.",
+        status_code=status,
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
+def _throttled(wait: int) -> Response:
+    return _refused(429, "too many failed sign-ins", wait)
+
+
+def _sign_in_token(request: Request, token: str) -> Principal | int | None:
+    """The principal of ``token``, None when it is unknown or revoked, or the seconds to
+    wait when this address has failed too often."""
+    attempt = throttle(request).attempt(_address(request))
+    if isinstance(attempt, int):
+        return attempt
+    who = authenticate_token(database(request), token)
+    if who is not None:
+        attempt.succeeded()
+    return who
 
 
 def login_page(request: Request) -> Response:
     target = _next(request.query_params.get("next"))
     token = request.query_params.get("token")
-    if token and _followed_from_elsewhere(request):
-        # login CSRF: another site would sign the visitor in as a principal of its choosing
-        # (whose tenant then receives what they create). The link is then pasted instead.
-        return render(
-            request,
-            "web/login.html",
-            {
-                "next": target,
-                "error": "A sign-in link only works when "
-                "opened directly (pasted or typed in), not followed from another site.",
-                "username": "",
-            },
-            status_code=403,
-        )
     if token:
-        who = authenticate_token(database(request), token)
+        source = link_source(request)
+        if source == "elsewhere":
+            # login CSRF: another site would sign the visitor in as a principal of its
+            # choosing (whose tenant then receives what they create). The link is then pasted.
+            return _login_form(
+                request,
+                target,
+                error="A sign-in link only works when "
+                "opened directly (pasted or typed in), not followed from another site.",
+                status_code=403,
+            )
+        if source == "unknown":
+            # Neither Fetch Metadata nor Origin nor Referer: it may be another site's link, so
+            # the form is shown filled in; signing in takes a press of the button (a POST with
+            # this session's CSRF token, which another site cannot read nor send)
+            return _login_form(
+                request,
+                target,
+                notice="Press Sign in to sign in with the token of this link.",
+                token=token,
+            )
+        who = _sign_in_token(request, token)
+        if isinstance(who, int):
+            return _throttled(who)
         if who is not None:
             # the link's token leaves the address bar with this redirect
             return _signed_in(request, who, target)
-        return render(
+        return _login_form(
             request,
-            "web/login.html",
-            {
-                "next": target,
-                "error": "That sign-in link is not valid (the token is unknown or revoked).",
-                "username": "",
-            },
+            target,
+            error="That sign-in link is not valid (the token is unknown or revoked).",
             status_code=401,
         )
     if principal(request) is not None and "next" in request.query_params:
         return RedirectResponse(target, status_code=303)
-    return render(request, "web/login.html", {"next": target, "error": None, "username": ""})
+    return _login_form(request, target)
 
 
-def login(request: Request) -> Response:
+async def login(request: Request) -> Response:
+    """The sign-in form: a token, or a username and password. Throttled before anything is
+    hashed (:mod:`pgsched.web.throttle`: 429 with ``Retry-After``); the hash itself runs on
+    the bounded executor (:mod:`pgsched.web.hashing`: 503 with ``Retry-After`` when full).
+    Refusals are decided here in the event loop, without a thread: a flood of them must
+    not queue ahead of other requests for Starlette's thread pool."""
     data = form(request)
     target = _next(data.get("next"))
     token, username, password = (str(data.get(k) or "") for k in ("token", "username", "password"))
-    db = database(request)
+    who: Principal | int | None = None
     if token.strip():
-        who = authenticate_token(db, token.strip())
+        who = await anyio.to_thread.run_sync(_sign_in_token, request, token.strip())
+        if isinstance(who, int):
+            return _throttled(who)
         error = "That token is unknown or revoked."
+    elif username and password:
+        attempt = throttle(request).attempt(_address(request), username)
+        if isinstance(attempt, int):
+            return _throttled(attempt)
+        try:
+            if hashing(request).full():
+                raise HashingBusy()
+            who = await anyio.to_thread.run_sync(
+                authenticate_user, database(request), username, password, hashing(request)
+            )
+        except HashingBusy as busy:
+            attempt.withdrawn()  # not checked: not held against the username
+            return _refused(503, "too many sign-ins at once", busy.retry_after)
+        if who is not None:
+            attempt.succeeded()
+        error = "Wrong username or password."
     else:
-        who = authenticate_user(db, username, password) if username and password else None
         error = "Wrong username or password."
     if who is None:
-        return render(
-            request,
-            "web/login.html",
-            {"next": target, "error": error, "username": username},
-            status_code=401,
-        )
-    return _signed_in(request, who, target)
+        return _login_form(request, target, error=error, username=username, status_code=401)
+    assert isinstance(who, Principal)
+    return await anyio.to_thread.run_sync(_signed_in, request, who, target)
+
+
+def throttle(request: Request) -> SignInThrottle:
+    """The app's sign-in throttle (``app.state.throttle``)."""
+    return request.app.state.throttle  # type: ignore[no-any-return]
+
+
+def hashing(request: Request) -> PasswordHashing:
+    """The app's password-hashing executor (``app.state.hashing``)."""
+    return request.app.state.hashing  # type: ignore[no-any-return]
 
 
 def logout(request: Request) -> Response:

@@ -25,6 +25,7 @@ from ..db import Database, Row, Session
 from ..errors import NotFound, ValidationError
 from ..roles import ROLES
 from ..taskspec import _NAME, check_name
+from .hashing import PasswordHashing
 
 TOKEN_PREFIX = "pgs_"  # makes a leaked token easy to recognise (secret scanners, logs)
 _hasher = PasswordHasher()
@@ -149,18 +150,31 @@ def delete_user(db: Database | Session, username: str) -> None:
         raise NotFound(f"user: no web user named {username!r}")
 
 
-def authenticate_user(db: Database | Session, username: str, password: str) -> Principal | None:
-    """The principal of ``username`` when ``password`` is theirs, else None. Rehashes a
-    password stored with older argon2 parameters."""
-    row = db.one("web_user_get", username=username) if username and len(username) <= 200 else None
+def _verify(stored: str | None, password: str) -> bool:
     try:
-        _hasher.verify(row["password_hash"] if row else _dummy_hash(), password)
+        return _hasher.verify(stored if stored is not None else _dummy_hash(), password)
     except (VerificationError, InvalidHashError):
-        return None
-    if row is None:
+        return False
+
+
+def authenticate_user(
+    db: Database | Session,
+    username: str,
+    password: str,
+    hashing: PasswordHashing | None = None,
+) -> Principal | None:
+    """The principal of ``username`` when ``password`` is theirs, else None. Rehashes a
+    password stored with older argon2 parameters. With ``hashing``, the argon2 work runs
+    on its bounded threads (:mod:`pgsched.web.hashing`), which raises HashingBusy when
+    they are all taken; without it, in the calling thread."""
+    row = db.one("web_user_get", username=username) if username and len(username) <= 200 else None
+    stored = row["password_hash"] if row else None
+    ok = hashing.run(_verify, stored, password) if hashing else _verify(stored, password)
+    if row is None or not ok:
         return None
     if _hasher.check_needs_rehash(row["password_hash"]):
-        db.exec("web_user_rehash", username=username, password_hash=_hasher.hash(password))
+        fresh = hashing.run(_hasher.hash, password) if hashing else _hasher.hash(password)
+        db.exec("web_user_rehash", username=username, password_hash=fresh)
     return _user_principal(row)
 
 

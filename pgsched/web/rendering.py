@@ -1,7 +1,8 @@
 """Templates of the web admin: ``templates/web/*.html`` rendered with Jinja2 (autoescape
 on for every template, whatever its name), with ``principal``, ``csrf_token``,
 ``csrf_field`` (the hidden input every POST form needs: ``{{ csrf_field }}``) and ``nav``
-in every context."""
+in every context, and the filters ``preview`` (a JSON value capped in size and depth:
+:mod:`pgsched.web.preview`) and ``text_preview`` (a long text cut)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from starlette.templating import Jinja2Templates
 
 from ..resources import resource_dir
 from .access import csrf_token, principal
+from .preview import preview, text_preview
 
 # (label, path) of the navigation bar in base.html
 NAV = (
@@ -46,6 +48,8 @@ def templates() -> Jinja2Templates:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["preview"] = preview
+    env.filters["text_preview"] = text_preview
     return Jinja2Templates(env=env, context_processors=[_context])
 
 

@@ -101,7 +101,8 @@ def test_dev_on_the_embedded_default(tmp_path):
             link = re.search(r"web admin:\s+(http://127\.0\.0\.1:\d+/login\?token=\S+)", out)
             assert link, out
             browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
-            with browser.open(link.group(1), timeout=10) as page:
+            opened = urllib.request.Request(link.group(1), headers={"Sec-Fetch-Site": "none"})
+            with browser.open(opened, timeout=10) as page:
                 html = page.read().decode()
             assert page.url.endswith("/") and "Sign out" in html and "admin" in html
         # A second start reuses the data: nothing to migrate, examples already there.

@@ -13,6 +13,8 @@ from pgsched.web.session import COOKIE
 
 from .conftest import csrf_of, sign_in
 
+OPENED_DIRECTLY = {"Sec-Fetch-Site": "none"}  # a link pasted or typed in (Fetch Metadata)
+
 
 def test_sign_in_with_a_token_opens_the_dashboard(client, token_for):
     assert client.get("/").headers["location"] == "/login?next=%2F"
@@ -96,19 +98,25 @@ def test_forms_without_the_session_csrf_token_are_refused(client, token_for):
 
 def test_login_link_signs_in_and_redirects_only_on_this_site(client, token_for):
     token = token_for("admin")
-    response = client.get("/login", params={"token": token, "next": "//evil.example/"})
+    response = client.get(
+        "/login", params={"token": token, "next": "//evil.example/"}, headers=OPENED_DIRECTLY
+    )
     assert response.status_code == 303 and response.headers["location"] == "/"
     assert client.get("/").status_code == 200
     for elsewhere in ("/\t/evil.example/", "/\\evil.example", "https://evil.example/", "/ok\n"):
         assert (
-            client.get("/login", params={"token": token, "next": elsewhere}).headers["location"]
+            client.get(
+                "/login", params={"token": token, "next": elsewhere}, headers=OPENED_DIRECTLY
+            ).headers["location"]
             == "/"
         )
     assert (
-        client.get("/login", params={"token": token, "next": "/tasks?q=1"}).headers["location"]
+        client.get(
+            "/login", params={"token": token, "next": "/tasks?q=1"}, headers=OPENED_DIRECTLY
+        ).headers["location"]
         == "/tasks?q=1"
     )
-    bad = client.get("/login", params={"token": "pgs_nope"})
+    bad = client.get("/login", params={"token": "pgs_nope"}, headers=OPENED_DIRECTLY)
     assert bad.status_code == 401
 
 

@@ -181,7 +181,12 @@ def test_a_long_log_is_streamed_whole_a_batch_at_a_time(db, api, monkeypatch):
 def test_the_execution_page_shows_the_end_of_a_long_log(db, client, token_for, monkeypatch):
     monkeypatch.setattr(pages_executions, "LOG_LINES", 10)
     ident = _long_log(db, 25)
-    assert client.get(f"/login?token={token_for('viewer')}").status_code == 303
+    assert (
+        client.get(
+            f"/login?token={token_for('viewer')}", headers={"Sec-Fetch-Site": "none"}
+        ).status_code
+        == 303
+    )
     page = client.get(f"/executions/{ident}").text
     shown = re.findall(r"</span> (line \d+)\n", page)
     assert shown == [f"line {i}" for i in range(16, 26)] and 'id="log-cut"' in page
