@@ -1739,6 +1739,7 @@ CREATE TABLE pgsched.api_token (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     last_used_at timestamp with time zone,
     revoked_at timestamp with time zone,
+    expires_at timestamp with time zone,
     CONSTRAINT api_token_role_check CHECK ((role = ANY (ARRAY['viewer'::text, 'operator'::text, 'admin'::text]))),
     CONSTRAINT api_token_token_sha256_check CHECK ((length(token_sha256) = 32))
 );
@@ -1749,6 +1750,40 @@ CREATE TABLE pgsched.api_token (
 
 ALTER TABLE pgsched.api_token ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME pgsched.api_token_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: audit_event; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.audit_event (
+    id bigint NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    tenant text,
+    actor_kind text NOT NULL,
+    actor text DEFAULT ''::text NOT NULL,
+    action text NOT NULL,
+    target text DEFAULT ''::text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    ip text,
+    tenant_key text GENERATED ALWAYS AS (COALESCE(tenant, ''::text)) STORED,
+    CONSTRAINT audit_event_action_check CHECK ((action ~ '^[a-z_]{1,40}$'::text)),
+    CONSTRAINT audit_event_actor_check CHECK ((length(actor) <= 200)),
+    CONSTRAINT audit_event_actor_kind_check CHECK ((actor_kind = ANY (ARRAY['token'::text, 'user'::text, 'cli'::text, 'anonymous'::text]))),
+    CONSTRAINT audit_event_target_check CHECK ((length(target) <= 500))
+);
+
+--
+-- Name: audit_event_id_seq; Type: SEQUENCE; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.audit_event ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME pgsched.audit_event_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
@@ -2261,6 +2296,26 @@ CREATE TABLE pgsched.web_key (
 );
 
 --
+-- Name: web_session; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.web_session (
+    id_sha256 bytea NOT NULL,
+    tenant text NOT NULL,
+    token_id bigint,
+    username text,
+    csrf text NOT NULL,
+    ip text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT web_session_check CHECK ((num_nonnulls(token_id, username) = 1)),
+    CONSTRAINT web_session_csrf_check CHECK ((length(csrf) >= 32)),
+    CONSTRAINT web_session_id_sha256_check CHECK ((length(id_sha256) = 32))
+);
+
+--
 -- Name: web_user; Type: TABLE; Schema: pgsched; Owner: -
 --
 
@@ -2445,6 +2500,13 @@ ALTER TABLE ONLY pgsched.api_token
     ADD CONSTRAINT api_token_token_sha256_key UNIQUE (token_sha256);
 
 --
+-- Name: audit_event audit_event_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.audit_event
+    ADD CONSTRAINT audit_event_pkey PRIMARY KEY (id);
+
+--
 -- Name: dag_node dag_node_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
 --
 
@@ -2585,6 +2647,13 @@ ALTER TABLE ONLY pgsched.web_key
     ADD CONSTRAINT web_key_pkey PRIMARY KEY (name);
 
 --
+-- Name: web_session web_session_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.web_session
+    ADD CONSTRAINT web_session_pkey PRIMARY KEY (id_sha256);
+
+--
 -- Name: web_user web_user_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
 --
 
@@ -2622,6 +2691,24 @@ CREATE INDEX alert_tenant_idx ON pgsched.alert USING btree (tenant, opened_at DE
 --
 
 CREATE INDEX api_token_tenant_idx ON pgsched.api_token USING btree (tenant, id);
+
+--
+-- Name: audit_event_at_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX audit_event_at_idx ON pgsched.audit_event USING btree (at);
+
+--
+-- Name: audit_event_noisy_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX audit_event_noisy_idx ON pgsched.audit_event USING btree (action, tenant_key, at) WHERE (action = ANY (ARRAY['sign_in_failed'::text, 'forbidden'::text]));
+
+--
+-- Name: audit_event_tenant_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX audit_event_tenant_idx ON pgsched.audit_event USING btree (tenant, id);
 
 --
 -- Name: dag_node_run_task_key; Type: INDEX; Schema: pgsched; Owner: -
@@ -2846,6 +2933,24 @@ CREATE UNIQUE INDEX task_tenant_name_key ON pgsched.task USING btree (tenant, na
 CREATE INDEX task_unplanned_idx ON pgsched.task USING btree (id) WHERE (enabled AND (deleted_at IS NULL) AND (next_fire_at IS NULL) AND (schedule_kind <> 'none'::text) AND ((schedule_kind <> 'once'::text) OR (last_fire_at IS NULL)));
 
 --
+-- Name: web_session_expires_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX web_session_expires_idx ON pgsched.web_session USING btree (expires_at);
+
+--
+-- Name: web_session_token_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX web_session_token_idx ON pgsched.web_session USING btree (token_id) WHERE (token_id IS NOT NULL);
+
+--
+-- Name: web_session_username_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX web_session_username_idx ON pgsched.web_session USING btree (username) WHERE (username IS NOT NULL);
+
+--
 -- Name: webhook_delivery_due_idx; Type: INDEX; Schema: pgsched; Owner: -
 --
 
@@ -3062,6 +3167,20 @@ ALTER TABLE ONLY pgsched.dag
 
 ALTER TABLE ONLY pgsched.task_alerting
     ADD CONSTRAINT task_alerting_task_id_fkey FOREIGN KEY (task_id) REFERENCES pgsched.task(id);
+
+--
+-- Name: web_session web_session_token_id_fkey; Type: FK CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.web_session
+    ADD CONSTRAINT web_session_token_id_fkey FOREIGN KEY (token_id) REFERENCES pgsched.api_token(id) ON DELETE CASCADE;
+
+--
+-- Name: web_session web_session_username_fkey; Type: FK CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.web_session
+    ADD CONSTRAINT web_session_username_fkey FOREIGN KEY (username) REFERENCES pgsched.web_user(username) ON DELETE CASCADE;
 
 --
 -- PostgreSQL database dump complete

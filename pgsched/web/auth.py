@@ -11,10 +11,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from . import audit
 from .access import database, form, principal
 from .credentials import Principal, authenticate_token, authenticate_user
 from .rendering import render
-from .session import sign_in, sign_out
+from .session import client_ip, sign_in, sign_out
 
 
 def _next(value: object) -> str:
@@ -67,6 +68,9 @@ def login_page(request: Request) -> Response:
         if who is not None:
             # the link's token leaves the address bar with this redirect
             return _signed_in(request, who, target)
+        audit.sign_in_failed(
+            database(request), username="", token=token, ip=client_ip(request), reason="link"
+        )
         return render(
             request,
             "web/login.html",
@@ -89,11 +93,18 @@ def login(request: Request) -> Response:
     db = database(request)
     if token.strip():
         who = authenticate_token(db, token.strip())
-        error = "That token is unknown or revoked."
+        error = "That token is unknown, revoked or expired."
     else:
         who = authenticate_user(db, username, password) if username and password else None
         error = "Wrong username or password."
     if who is None:
+        audit.sign_in_failed(
+            db,
+            username="" if token.strip() else username,
+            token=token.strip(),
+            ip=client_ip(request),
+            reason="unknown, revoked or expired" if token.strip() else "wrong password",
+        )
         return render(
             request,
             "web/login.html",
@@ -105,7 +116,7 @@ def login(request: Request) -> Response:
 
 def logout(request: Request) -> Response:
     response = RedirectResponse("/login", status_code=303)
-    sign_out(response)
+    sign_out(request, response)
     return response
 
 
