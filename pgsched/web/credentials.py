@@ -314,8 +314,8 @@ def _user_principal(row: Row) -> Principal:
 
 
 def session_key(db: Database) -> str:
-    """The key that signs session cookies, generated (256 random bits) and stored the first
-    time any web process asks."""
+    """The key that signs the anonymous CSRF cookie (:mod:`pgsched.web.session`), generated
+    (256 random bits) and stored the first time any web process asks."""
     row = db.one("web_key_ensure", name="session", value=secrets.token_urlsafe(32))
     if row is None:  # another process stored its key between our snapshot and our insert
         row = db.one("web_key_get", name="session")
