@@ -16,3 +16,13 @@ class Role(StrEnum):
 
 
 ROLES = tuple(r.value for r in Role)  # lowest first
+
+
+class ActorKind(StrEnum):
+    """Who did what the audit log records (``audit_event.actor_kind``): an API token, a web
+    user, a ``pgsched`` command (or the library called directly), or nobody signed in."""
+
+    TOKEN = "token"
+    USER = "user"
+    CLI = "cli"
+    ANONYMOUS = "anonymous"

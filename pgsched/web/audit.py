@@ -26,6 +26,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from ..db import Database, Row, Session
+from ..roles import ActorKind
 
 ACTIONS = (
     "sign_in",
@@ -45,7 +46,7 @@ ACTIONS = (
 
 @dataclass(frozen=True)
 class Actor:
-    """Who did it: ``kind`` ``token``, ``user``, ``cli`` or ``anonymous``; ``name`` the
+    """Who did it: ``kind`` one of :class:`pgsched.roles.ActorKind`; ``name`` the
     token id, the username or the operating system's user; ``ip`` the client's address
     (None outside a request)."""
 
@@ -61,7 +62,7 @@ def local() -> Actor:
         name = getpass.getuser()
     except (KeyError, OSError):  # no such uid in /etc/passwd (a container), no LOGNAME
         name = "unknown"
-    return Actor("cli", name[:200])
+    return Actor(ActorKind.CLI, name[:200])
 
 
 def record(
