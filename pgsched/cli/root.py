@@ -40,6 +40,7 @@ class _Group(click.Group):
         "scheduler": ("processes",),
         "status": ("processes",),
         "task": ("tasks", "schedules"),
+        "tenant": ("tenants",),
         "token": ("web",),
         "user": ("web",),
         "web": ("web",),
