@@ -66,3 +66,65 @@ INSERT INTO pgsched.setting (name, value) VALUES
     -- minute per tenant (and as many for the unknown tenant): a flood is seen, not stored.
     ('audit_noisy_per_minute', '600')
 ON CONFLICT (name) DO NOTHING;
+
+------------------------------------------------------------------------------------------
+-- Writing and pruning the audit log. audit_event has a tenant, so row-level security
+-- (0018) shows a web login only the rows of the tenant its transaction acts for; but an
+-- event is often written outside its tenant's transaction (a failed sign-in acts for no
+-- tenant, and one as an unknown user belongs to none), and the per-minute cap must count
+-- the rows of the event's own tenant. So events are written through this function, which
+-- runs as the owner; its callers (engine and web logins) name the event, not the table.
+------------------------------------------------------------------------------------------
+CREATE FUNCTION pgsched_internal.audit_record_v1(
+    tenant text, actor_kind text, actor text, action text, target text, detail jsonb, ip text
+) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pgsched, pg_temp
+    AS $$
+DECLARE
+    cap integer := coalesce((pgsched_internal.setting_v1('audit_noisy_per_minute'))::integer, 600);
+    made bigint;
+BEGIN
+    -- failed sign-ins and refusals, which anyone can cause as often as they like: at most
+    -- cap a minute per action and tenant (a flood shows as that many rows, and fills nothing)
+    IF action IN ('sign_in_failed', 'forbidden') AND (
+           SELECT count(*) FROM (
+               SELECT 1 FROM pgsched.audit_event e
+                WHERE e.action = audit_record_v1.action
+                  AND e.tenant_key = coalesce(audit_record_v1.tenant, '')
+                  AND e.at > now() - interval '1 minute'
+                LIMIT cap) recent) >= cap THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO pgsched.audit_event AS e (tenant, actor_kind, actor, action, target, detail, ip)
+    VALUES (audit_record_v1.tenant, audit_record_v1.actor_kind, audit_record_v1.actor,
+            audit_record_v1.action, audit_record_v1.target, audit_record_v1.detail,
+            audit_record_v1.ip)
+    RETURNING e.id INTO made;
+    RETURN made;
+END $$;
+COMMENT ON FUNCTION pgsched_internal.audit_record_v1(text, text, text, text, text, jsonb, text) IS
+    'records one audit event (capped per minute for failed sign-ins and refusals); its id, or '
+    'NULL when the cap left it out (migration 0019)';
+
+-- The leader's maintenance (pgsched.scheduler.access_prune): audit events past
+-- audit_retention_days and sessions that ended over a day ago, of every tenant (the engine
+-- login has no rights on the web's own tables, nor sees other tenants' rows).
+CREATE FUNCTION pgsched_internal.access_prune_v1(OUT events bigint, OUT sessions bigint)
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pgsched, pg_temp
+    AS $$
+BEGIN
+    DELETE FROM pgsched.audit_event
+     WHERE at < now() - coalesce((pgsched_internal.setting_v1('audit_retention_days'))::float8, 90)
+                        * interval '1 day';
+    GET DIAGNOSTICS events = ROW_COUNT;
+    DELETE FROM pgsched.web_session
+     WHERE least(expires_at, coalesce(revoked_at, 'infinity')) < now() - interval '1 day';
+    GET DIAGNOSTICS sessions = ROW_COUNT;
+END $$;
+COMMENT ON FUNCTION pgsched_internal.access_prune_v1() IS
+    'removes audit events past retention and web sessions ended over a day ago (migration 0019)';
+
+-- Owner, grants and row-level security of the new objects, by 0018's rules: web_session is
+-- the web's own (looked up across tenants at each request, as web_user is); audit_event
+-- gets the tenant policies.
+SELECT pgsched_internal.secure_v1();

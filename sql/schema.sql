@@ -456,6 +456,67 @@ CREATE FUNCTION pgsched.trigger_v1(task_name text, params jsonb DEFAULT NULL::js
 $$;
 
 --
+-- Name: access_prune_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.access_prune_v1(OUT events bigint, OUT sessions bigint) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    DELETE FROM pgsched.audit_event
+     WHERE at < now() - coalesce((pgsched_internal.setting_v1('audit_retention_days'))::float8, 90)
+                        * interval '1 day';
+    GET DIAGNOSTICS events = ROW_COUNT;
+    DELETE FROM pgsched.web_session
+     WHERE least(expires_at, coalesce(revoked_at, 'infinity')) < now() - interval '1 day';
+    GET DIAGNOSTICS sessions = ROW_COUNT;
+END $$;
+
+--
+-- Name: FUNCTION access_prune_v1(OUT events bigint, OUT sessions bigint); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.access_prune_v1(OUT events bigint, OUT sessions bigint) IS 'removes audit events past retention and web sessions ended over a day ago (migration 0019)';
+
+--
+-- Name: audit_record_v1(text, text, text, text, text, jsonb, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.audit_record_v1(tenant text, actor_kind text, actor text, action text, target text, detail jsonb, ip text) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    cap integer := coalesce((pgsched_internal.setting_v1('audit_noisy_per_minute'))::integer, 600);
+    made bigint;
+BEGIN
+    -- failed sign-ins and refusals, which anyone can cause as often as they like: at most
+    -- cap a minute per action and tenant (a flood shows as that many rows, and fills nothing)
+    IF action IN ('sign_in_failed', 'forbidden') AND (
+           SELECT count(*) FROM (
+               SELECT 1 FROM pgsched.audit_event e
+                WHERE e.action = audit_record_v1.action
+                  AND e.tenant_key = coalesce(audit_record_v1.tenant, '')
+                  AND e.at > now() - interval '1 minute'
+                LIMIT cap) recent) >= cap THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO pgsched.audit_event AS e (tenant, actor_kind, actor, action, target, detail, ip)
+    VALUES (audit_record_v1.tenant, audit_record_v1.actor_kind, audit_record_v1.actor,
+            audit_record_v1.action, audit_record_v1.target, audit_record_v1.detail,
+            audit_record_v1.ip)
+    RETURNING e.id INTO made;
+    RETURN made;
+END $$;
+
+--
+-- Name: FUNCTION audit_record_v1(tenant text, actor_kind text, actor text, action text, target text, detail jsonb, ip text); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.audit_record_v1(tenant text, actor_kind text, actor text, action text, target text, detail jsonb, ip text) IS 'records one audit event (capped per minute for failed sign-ins and refusals); its id, or NULL when the cap left it out (migration 0019)';
+
+--
 -- Name: caller_tenant_v1(text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -3582,6 +3643,12 @@ ALTER TABLE ONLY pgsched.web_session
 ALTER TABLE pgsched.alert ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: audit_event; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.audit_event ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: dag; Type: ROW SECURITY; Schema: pgsched; Owner: -
 --
 
@@ -3634,6 +3701,12 @@ ALTER TABLE pgsched.execution_log ENABLE ROW LEVEL SECURITY;
 --
 
 CREATE POLICY instance_rows ON pgsched.alert TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: audit_event instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.audit_event TO pgsched_instance USING (true) WITH CHECK (true);
 
 --
 -- Name: dag instance_rows; Type: POLICY; Schema: pgsched; Owner: -
@@ -3756,6 +3829,12 @@ ALTER TABLE pgsched.tenant_role ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_rows ON pgsched.alert TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
 
 --
+-- Name: audit_event tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.audit_event TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
 -- Name: dag tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
@@ -3856,6 +3935,12 @@ CREATE POLICY tenant_rows ON pgsched.webhook_delivery TO pgsched_engine USING ((
 --
 
 CREATE POLICY web_rows ON pgsched.alert TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: audit_event web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.audit_event TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
 
 --
 -- Name: dag web_rows; Type: POLICY; Schema: pgsched; Owner: -

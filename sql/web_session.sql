@@ -70,12 +70,3 @@ SELECT created_at, last_seen_at, expires_at, ip FROM pgsched.web_session
  WHERE (token_id = %(token_id)s OR username = %(username)s)
    AND revoked_at IS NULL AND expires_at > now()
  ORDER BY created_at DESC
-
--- name: web_session_prune :one
--- Remove sessions that ended (expired or revoked) more than a day ago; count: how many.
-WITH gone AS (
-    DELETE FROM pgsched.web_session
-     WHERE least(expires_at, coalesce(revoked_at, 'infinity')) < now() - interval '1 day'
-    RETURNING 1
-)
-SELECT count(*) AS count FROM gone

@@ -15,11 +15,10 @@ log = logging.getLogger("pgsched.scheduler")
 
 def prune_access(db: Database) -> tuple[int, int]:
     """Remove audit events older than the ``audit_retention_days`` setting (90) and web
-    sessions that ended (expired or were revoked) more than a day ago, each in its own
-    statement. Returns ``(events, sessions)`` removed. Part of the leader's maintenance."""
-    events = db.one("audit_prune")
-    sessions = db.one("web_session_prune")
-    counts = (int(events["count"]) if events else 0, int(sessions["count"]) if sessions else 0)
+    sessions that ended (expired or were revoked) more than a day ago
+    (``pgsched_internal.access_prune_v1``). Returns ``(events, sessions)`` removed. Part of the leader's maintenance."""
+    row = db.one("audit_prune")  # one definer function: the engine login sees neither table whole
+    counts = (int(row["events"]), int(row["sessions"])) if row else (0, 0)
     if any(counts):
         log.info("removed %d old audit event(s) and %d ended web session(s)", *counts)
     return counts

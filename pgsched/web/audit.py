@@ -88,7 +88,7 @@ def record(
         detail=Jsonb(detail or {}),
         ip=actor.ip,
     )
-    return row is not None
+    return row is not None and row["id"] is not None
 
 
 def sign_in_failed(
@@ -108,7 +108,7 @@ def sign_in_failed(
         ),
         ip=ip,
     )
-    return row is not None
+    return row is not None and row["id"] is not None
 
 
 def events(
