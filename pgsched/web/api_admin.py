@@ -166,13 +166,14 @@ def token_revoke(request: Request) -> Response:
 
 
 def audit_list(request: Request) -> Response:
-    """The caller's tenant's audit events, newest first (cursor: the last id shown)."""
+    """The caller's tenant's audit events (every tenant's for an instance-wide admin),
+    newest first (cursor: the last id shown)."""
     who = require(request, "admin")
     limit = int_arg(request, "limit", 50, 1, 1000)
     assert limit is not None
     rows = audit.events(
         database(request),
-        who.tenant,
+        audit.scope(who),
         action=text_arg(request, "action"),
         before=int_arg(request, "cursor", None, 1, MAX_ID),
         limit=limit + 1,

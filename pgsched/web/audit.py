@@ -111,6 +111,13 @@ def sign_in_failed(
     return row is not None and row["id"] is not None
 
 
+def scope(who: object) -> str | None:
+    """The tenant whose events principal ``who`` reads: its own; None (every tenant's, and
+    those of none) for an instance-wide principal (``Principal.instance``, when a principal
+    has it: the instance scope of issue 17)."""
+    return None if getattr(who, "instance", False) else str(getattr(who, "tenant", ""))
+
+
 def events(
     db: Database | Session,
     tenant: str | None,

@@ -96,7 +96,7 @@ def audit_page(request: Request) -> Response:
     action = request.query_params.get("action") or None
     rows = audit.events(
         database(request),
-        who.tenant,
+        audit.scope(who),
         action=action if action in audit.ACTIONS else None,
         before=int(before) if before.isdigit() and int(before) <= MAX_ID else None,
         limit=PAGE_SIZE + 1,
