@@ -248,7 +248,7 @@ class SessionMiddleware:
                     return
         cookies: list[str] = []
         secure = request.url.scheme == "https"
-        if session_id and not session_csrf:  # ended or unknown: the browser drops it
+        if session_id and not session_csrf and bearer is None:  # ended or unknown: dropped
             cookies.append(_cookie(COOKIE, "", 0, secure))
         if not known and not scope["path"].startswith("/api/"):
             cookies.append(self.codec.anonymous_cookie(csrf, secure))

@@ -240,3 +240,15 @@ def test_a_token_or_user_keeps_a_bounded_number_of_sessions(app, db, token_for, 
     first, second, third = (signed_in(app, token=token) for _ in range(3))
     assert first.get("/").status_code == 303  # the oldest ended
     assert second.get("/").status_code == 200 and third.get("/").status_code == 200
+
+
+def test_a_bearer_request_leaves_the_browser_s_session_cookie_alone(app, token_for):
+    browser = signed_in(app, token=token_for("viewer"))
+    both = browser.get("/api/v1/tasks", headers={"Authorization": f"Bearer {token_for('viewer')}"})
+    assert both.status_code == 200
+    assert not any(v.startswith(COOKIE + "=") for v in both.headers.get_list("set-cookie"))
+    assert browser.get("/").status_code == 200
+    ended = TestClient(app, follow_redirects=False)
+    ended.cookies.set(COOKIE, "not-a-session")
+    dropped = ended.get("/login")
+    assert any(v.startswith(COOKIE + '=""') for v in dropped.headers.get_list("set-cookie"))
