@@ -26,3 +26,13 @@ class LoginPurpose(StrEnum):
     APP = "app"
     ENGINE = "engine"
     WEB = "web"
+
+
+class ActorKind(StrEnum):
+    """Who did what the audit log records (``audit_event.actor_kind``): an API token, a web
+    user, a ``pgsched`` command (or the library called directly), or nobody signed in."""
+
+    TOKEN = "token"
+    USER = "user"
+    CLI = "cli"
+    ANONYMOUS = "anonymous"

@@ -456,6 +456,67 @@ CREATE FUNCTION pgsched.trigger_v1(task_name text, params jsonb DEFAULT NULL::js
 $$;
 
 --
+-- Name: access_prune_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.access_prune_v1(OUT events bigint, OUT sessions bigint) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    DELETE FROM pgsched.audit_event
+     WHERE at < now() - coalesce((pgsched_internal.setting_v1('audit_retention_days'))::float8, 90)
+                        * interval '1 day';
+    GET DIAGNOSTICS events = ROW_COUNT;
+    DELETE FROM pgsched.web_session
+     WHERE least(expires_at, coalesce(revoked_at, 'infinity')) < now() - interval '1 day';
+    GET DIAGNOSTICS sessions = ROW_COUNT;
+END $$;
+
+--
+-- Name: FUNCTION access_prune_v1(OUT events bigint, OUT sessions bigint); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.access_prune_v1(OUT events bigint, OUT sessions bigint) IS 'removes audit events past retention and web sessions ended over a day ago (migration 0019)';
+
+--
+-- Name: audit_record_v1(text, text, text, text, text, jsonb, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.audit_record_v1(tenant text, actor_kind text, actor text, action text, target text, detail jsonb, ip text) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    cap integer := coalesce((pgsched_internal.setting_v1('audit_noisy_per_minute'))::integer, 600);
+    made bigint;
+BEGIN
+    -- failed sign-ins and refusals, which anyone can cause as often as they like: at most
+    -- cap a minute per action and tenant (a flood shows as that many rows, and fills nothing)
+    IF action IN ('sign_in_failed', 'forbidden') AND (
+           SELECT count(*) FROM (
+               SELECT 1 FROM pgsched.audit_event e
+                WHERE e.action = audit_record_v1.action
+                  AND e.tenant_key = coalesce(audit_record_v1.tenant, '')
+                  AND e.at > now() - interval '1 minute'
+                LIMIT cap) recent) >= cap THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO pgsched.audit_event AS e (tenant, actor_kind, actor, action, target, detail, ip)
+    VALUES (audit_record_v1.tenant, audit_record_v1.actor_kind, audit_record_v1.actor,
+            audit_record_v1.action, audit_record_v1.target, audit_record_v1.detail,
+            audit_record_v1.ip)
+    RETURNING e.id INTO made;
+    RETURN made;
+END $$;
+
+--
+-- Name: FUNCTION audit_record_v1(tenant text, actor_kind text, actor text, action text, target text, detail jsonb, ip text); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.audit_record_v1(tenant text, actor_kind text, actor text, action text, target text, detail jsonb, ip text) IS 'records one audit event (capped per minute for failed sign-ins and refusals); its id, or NULL when the cap left it out (migration 0019)';
+
+--
 -- Name: caller_tenant_v1(text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -2071,6 +2132,7 @@ CREATE TABLE pgsched.api_token (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     last_used_at timestamp with time zone,
     revoked_at timestamp with time zone,
+    expires_at timestamp with time zone,
     CONSTRAINT api_token_role_check CHECK ((role = ANY (ARRAY['viewer'::text, 'operator'::text, 'admin'::text]))),
     CONSTRAINT api_token_token_sha256_check CHECK ((length(token_sha256) = 32))
 );
@@ -2081,6 +2143,40 @@ CREATE TABLE pgsched.api_token (
 
 ALTER TABLE pgsched.api_token ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME pgsched.api_token_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: audit_event; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.audit_event (
+    id bigint NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    tenant text,
+    actor_kind text NOT NULL,
+    actor text DEFAULT ''::text NOT NULL,
+    action text NOT NULL,
+    target text DEFAULT ''::text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    ip text,
+    tenant_key text GENERATED ALWAYS AS (COALESCE(tenant, ''::text)) STORED,
+    CONSTRAINT audit_event_action_check CHECK ((action ~ '^[a-z_]{1,40}$'::text)),
+    CONSTRAINT audit_event_actor_check CHECK ((length(actor) <= 200)),
+    CONSTRAINT audit_event_actor_kind_check CHECK ((actor_kind = ANY (ARRAY['token'::text, 'user'::text, 'cli'::text, 'anonymous'::text]))),
+    CONSTRAINT audit_event_target_check CHECK ((length(target) <= 500))
+);
+
+--
+-- Name: audit_event_id_seq; Type: SEQUENCE; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.audit_event ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME pgsched.audit_event_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
@@ -2627,6 +2723,26 @@ CREATE TABLE pgsched.web_key (
 );
 
 --
+-- Name: web_session; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.web_session (
+    id_sha256 bytea NOT NULL,
+    tenant text NOT NULL,
+    token_id bigint,
+    username text,
+    csrf text NOT NULL,
+    ip text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT web_session_check CHECK ((num_nonnulls(token_id, username) = 1)),
+    CONSTRAINT web_session_csrf_check CHECK ((length(csrf) >= 32)),
+    CONSTRAINT web_session_id_sha256_check CHECK ((length(id_sha256) = 32))
+);
+
+--
 -- Name: web_user; Type: TABLE; Schema: pgsched; Owner: -
 --
 
@@ -2811,6 +2927,13 @@ ALTER TABLE ONLY pgsched.api_token
     ADD CONSTRAINT api_token_token_sha256_key UNIQUE (token_sha256);
 
 --
+-- Name: audit_event audit_event_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.audit_event
+    ADD CONSTRAINT audit_event_pkey PRIMARY KEY (id);
+
+--
 -- Name: dag_node dag_node_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
 --
 
@@ -2965,6 +3088,13 @@ ALTER TABLE ONLY pgsched.web_key
     ADD CONSTRAINT web_key_pkey PRIMARY KEY (name);
 
 --
+-- Name: web_session web_session_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.web_session
+    ADD CONSTRAINT web_session_pkey PRIMARY KEY (id_sha256);
+
+--
 -- Name: web_user web_user_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
 --
 
@@ -3002,6 +3132,24 @@ CREATE INDEX alert_tenant_idx ON pgsched.alert USING btree (tenant, opened_at DE
 --
 
 CREATE INDEX api_token_tenant_idx ON pgsched.api_token USING btree (tenant, id);
+
+--
+-- Name: audit_event_at_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX audit_event_at_idx ON pgsched.audit_event USING btree (at);
+
+--
+-- Name: audit_event_noisy_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX audit_event_noisy_idx ON pgsched.audit_event USING btree (action, tenant_key, at) WHERE (action = ANY (ARRAY['sign_in_failed'::text, 'forbidden'::text]));
+
+--
+-- Name: audit_event_tenant_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX audit_event_tenant_idx ON pgsched.audit_event USING btree (tenant, id);
 
 --
 -- Name: dag_node_run_task_key; Type: INDEX; Schema: pgsched; Owner: -
@@ -3224,6 +3372,24 @@ CREATE UNIQUE INDEX task_tenant_name_key ON pgsched.task USING btree (tenant, na
 --
 
 CREATE INDEX task_unplanned_idx ON pgsched.task USING btree (id) WHERE (enabled AND (deleted_at IS NULL) AND (next_fire_at IS NULL) AND (schedule_kind <> 'none'::text) AND ((schedule_kind <> 'once'::text) OR (last_fire_at IS NULL)));
+
+--
+-- Name: web_session_expires_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX web_session_expires_idx ON pgsched.web_session USING btree (expires_at);
+
+--
+-- Name: web_session_token_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX web_session_token_idx ON pgsched.web_session USING btree (token_id) WHERE (token_id IS NOT NULL);
+
+--
+-- Name: web_session_username_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX web_session_username_idx ON pgsched.web_session USING btree (username) WHERE (username IS NOT NULL);
 
 --
 -- Name: webhook_delivery_due_idx; Type: INDEX; Schema: pgsched; Owner: -
@@ -3457,10 +3623,30 @@ ALTER TABLE ONLY pgsched.tenant_role
     ADD CONSTRAINT tenant_role_tenant_fkey FOREIGN KEY (tenant) REFERENCES pgsched.tenant(name) ON DELETE CASCADE;
 
 --
+-- Name: web_session web_session_token_id_fkey; Type: FK CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.web_session
+    ADD CONSTRAINT web_session_token_id_fkey FOREIGN KEY (token_id) REFERENCES pgsched.api_token(id) ON DELETE CASCADE;
+
+--
+-- Name: web_session web_session_username_fkey; Type: FK CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.web_session
+    ADD CONSTRAINT web_session_username_fkey FOREIGN KEY (username) REFERENCES pgsched.web_user(username) ON DELETE CASCADE;
+
+--
 -- Name: alert; Type: ROW SECURITY; Schema: pgsched; Owner: -
 --
 
 ALTER TABLE pgsched.alert ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: audit_event; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.audit_event ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: dag; Type: ROW SECURITY; Schema: pgsched; Owner: -
@@ -3515,6 +3701,12 @@ ALTER TABLE pgsched.execution_log ENABLE ROW LEVEL SECURITY;
 --
 
 CREATE POLICY instance_rows ON pgsched.alert TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: audit_event instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.audit_event TO pgsched_instance USING (true) WITH CHECK (true);
 
 --
 -- Name: dag instance_rows; Type: POLICY; Schema: pgsched; Owner: -
@@ -3637,6 +3829,12 @@ ALTER TABLE pgsched.tenant_role ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_rows ON pgsched.alert TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
 
 --
+-- Name: audit_event tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.audit_event TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
 -- Name: dag tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
@@ -3737,6 +3935,12 @@ CREATE POLICY tenant_rows ON pgsched.webhook_delivery TO pgsched_engine USING ((
 --
 
 CREATE POLICY web_rows ON pgsched.alert TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: audit_event web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.audit_event TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
 
 --
 -- Name: dag web_rows; Type: POLICY; Schema: pgsched; Owner: -

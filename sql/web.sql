@@ -7,8 +7,7 @@ ON CONFLICT (username) DO NOTHING
 RETURNING username, tenant, role, created_at
 
 -- name: web_user_get :one
--- db_now: the clock a session's expiry is judged by.
-SELECT username, tenant, role, password_hash, created_at, now() AS db_now FROM pgsched.web_user
+SELECT username, tenant, role, password_hash, created_at FROM pgsched.web_user
  WHERE username = %(username)s
 
 -- name: web_user_rehash :exec
@@ -36,5 +35,14 @@ SELECT username, tenant, role, created_at, updated_at FROM pgsched.web_user
  ORDER BY username
 
 -- name: web_user_delete :one
--- Remove a user; their sessions end at their next request (each request looks them up).
-DELETE FROM pgsched.web_user WHERE username = %(username)s RETURNING username
+-- Remove a user (of tenant, when not NULL); their sessions are deleted with them
+-- (web_session's ON DELETE CASCADE), so they end at their next request.
+DELETE FROM pgsched.web_user
+ WHERE username = %(username)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+RETURNING username, tenant
+
+-- name: web_user_set_password :one
+-- A new password hash (a password change; the caller ends the user's sessions with it).
+UPDATE pgsched.web_user SET password_hash = %(password_hash)s, updated_at = now()
+ WHERE username = %(username)s
+RETURNING username, tenant

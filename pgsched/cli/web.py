@@ -1,5 +1,6 @@
-"""``pgsched web``, ``pgsched token …`` and ``pgsched user …``: the web admin and who may
-use it (docs/web.md)."""
+"""``pgsched web``, ``pgsched token …``, ``pgsched user …`` and ``pgsched audit list``: the
+web admin, who may use it, and what they did (docs/web.md). Every change made here is
+recorded in the audit log as done by ``cli`` and the operating system's user."""
 
 from __future__ import annotations
 
@@ -119,19 +120,33 @@ def token() -> None:
 )
 @_tenant_option
 @click.option("--name", default="", help="What the token is for (shown in listings).")
+@click.option(
+    "--expires-in",
+    "expires_in",
+    default=None,
+    metavar="DURATION",
+    help="Lifetime by the database's clock: 30d, 12h, 90m, 45s, 2w, 1d12h (default: never).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
-def token_create(c: Context, role: str, tenant: str | None, name: str, as_json: bool) -> None:
+def token_create(
+    c: Context, role: str, tenant: str | None, name: str, expires_in: str | None, as_json: bool
+) -> None:
     """Create a token and print it. It is shown only now: store it somewhere safe."""
-    from ..web.credentials import create_token
+    from ..web.credentials import create_token, parse_duration
 
-    secret, row = create_token(c.db(), role=role, tenant=tenant or c.tenant, name=name)
+    lifetime = None if expires_in is None else parse_duration("expires_in", expires_in)
+    secret, row = create_token(
+        c.db(), role=role, tenant=tenant or c.tenant, name=name, expires_in=lifetime
+    )
     if as_json:
         print_json({**row, "token": secret})
         return
     click.echo(secret)
+    until = f", expires {row['expires_at']:%Y-%m-%d %H:%M:%SZ}" if row["expires_at"] else ""
     click.echo(
-        f"token {row['id']}: role {row['role']}, tenant {row['tenant']!r}. It is not shown again.",
+        f"token {row['id']}: role {row['role']}, tenant {row['tenant']!r}{until}. "
+        "It is not shown again.",
         err=True,
     )
 
@@ -149,7 +164,10 @@ def token_list(c: Context, tenant: str | None, all_tenants: bool, as_json: bool)
     if as_json:
         print_json(rows)
         return
-    table(rows, ["id", "tenant", "role", "name", "created_at", "last_used_at", "revoked_at"])
+    table(
+        rows,
+        ["id", "tenant", "role", "name", "created_at", "last_used_at", "expires_at", "revoked_at"],
+    )
 
 
 @token.command("revoke")
@@ -157,7 +175,8 @@ def token_list(c: Context, tenant: str | None, all_tenants: bool, as_json: bool)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def token_revoke(c: Context, token_id: int, as_json: bool) -> None:
-    """Revoke token TOKEN_ID: requests and sessions using it are refused from now on."""
+    """Revoke token TOKEN_ID: requests, sessions and open log streams using it are refused
+    from now on."""
     from ..web.credentials import revoke_token
 
     row = revoke_token(c.db(), token_id)
@@ -186,16 +205,45 @@ def user_create(
     """Create a web user; the password is asked for (twice), or read with --password-stdin."""
     from ..web.credentials import create_user
 
-    if password_stdin:
-        password = sys.stdin.readline().rstrip("\r\n")
-    elif sys.stdin.isatty():
-        password = click.prompt("password", hide_input=True, confirmation_prompt=True)
-    else:
-        raise ConfigError(
-            "password: stdin is not a terminal; pass --password-stdin to read it from there"
-        )
+    password = _password(password_stdin)
     row = create_user(c.db(), username, password, role=role, tenant=tenant or c.tenant)
     click.echo(f"user {row['username']!r} created: role {row['role']}, tenant {row['tenant']!r}")
+
+
+def _password(from_stdin: bool) -> str:
+    """The password: the first line of stdin, or asked for twice on a terminal."""
+    if from_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    if sys.stdin.isatty():
+        return str(click.prompt("password", hide_input=True, confirmation_prompt=True))
+    raise ConfigError(
+        "password: stdin is not a terminal; pass --password-stdin to read it from there"
+    )
+
+
+@user.command("set-password")
+@click.argument("username")
+@click.option(
+    "--password-stdin", is_flag=True, help="Read the new password from the first line of stdin."
+)
+@pass_ctx
+def user_set_password(c: Context, username: str, password_stdin: bool) -> None:
+    """Give USERNAME a new password; every session they have ends at its next request."""
+    from ..web.credentials import set_password
+
+    ended = set_password(c.db(), username, _password(password_stdin))
+    click.echo(f"user {username!r}: password changed, {ended} session(s) ended")
+
+
+@user.command("sign-out")
+@click.argument("username")
+@pass_ctx
+def user_sign_out(c: Context, username: str) -> None:
+    """End every session of USERNAME (sign out everywhere); their password stays."""
+    from ..web.credentials import end_user_sessions
+
+    ended = end_user_sessions(c.db(), username)
+    click.echo(f"user {username!r}: {ended} session(s) ended")
 
 
 @user.command("list")
@@ -218,8 +266,39 @@ def user_list(c: Context, tenant: str | None, all_tenants: bool, as_json: bool) 
 @click.argument("username")
 @pass_ctx
 def user_delete(c: Context, username: str) -> None:
-    """Remove web user USERNAME; their sessions end at their next request."""
+    """Remove web user USERNAME; their sessions and open log streams end at once."""
     from ..web.credentials import delete_user
 
     delete_user(c.db(), username)
     click.echo(f"user {username!r} deleted")
+
+
+@main.group()
+def audit() -> None:
+    """The audit log: sign-ins, failed sign-ins, token and user changes, role refusals and
+    instance actions."""
+
+
+@audit.command("list")
+@_tenant_option
+@click.option("--all-tenants", is_flag=True, help="Events of every tenant, and of none.")
+@click.option("--action", default=None, help="Only this action (sign_in, token_revoke, ...).")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def audit_list(
+    c: Context,
+    tenant: str | None,
+    all_tenants: bool,
+    action: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Audit events, newest first."""
+    from ..web.audit import events
+
+    rows = events(c.db(), None if all_tenants else tenant or c.tenant, action=action, limit=limit)
+    if as_json:
+        print_json(rows)
+        return
+    table(rows, ["id", "at", "tenant", "actor_kind", "actor", "action", "target", "ip"])

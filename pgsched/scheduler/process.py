@@ -25,6 +25,7 @@ from ..db import Database, Session, connect
 from ..deadline import Deadline
 from ..errors import PgschedError, TransientError
 from ..service import IntervalService, stop_all
+from .access_prune import AccessPrune
 from .leadership import LOCK_DEADLINE, LeaderHeartbeat, TermOver, elect, end_stale_leader, try_lock
 from .observe import AlertDetection, StatsRollUp
 from .partitions import Partitions
@@ -86,7 +87,8 @@ class Scheduler:
 
     def services(self, epoch: int) -> list[IntervalService]:
         """The leader's services for term ``epoch``, not started: the webhook sender, the
-        statistics roll-up, alert detection, the rescue, the registry of workers and, last,
+        statistics roll-up, alert detection, the rescue, the registry of workers, the web
+        admin's audit events and sessions and, last,
         the partitions (whose first round the leader runs itself before its first tick)."""
         c, db, clock = self.config, self.db, self.clock
         return [
@@ -95,6 +97,7 @@ class Scheduler:
             AlertDetection(db, clock, c.observe_interval),
             Rescue(db, clock, epoch, c.rescue_interval),
             WorkerPrune(db, clock, c.maintenance_interval),
+            AccessPrune(db, clock, c.maintenance_interval),
             Partitions(db, clock, c.retention_days, c.premake_days, c.maintenance_interval),
         ]
 

@@ -4,18 +4,21 @@ database, which form. Views and API endpoints call these; nothing else reads
 
 ``require(request, "operator")`` is the one check of a role: it returns the
 :class:`~pgsched.web.credentials.Principal` or raises :class:`NotSignedIn` (401; a page
-redirects to ``/login``) or :class:`Forbidden` (403).
+redirects to ``/login``) or :class:`Forbidden` (403, recorded in the audit log).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
 
 from ..db import Database
+from . import audit
 from .credentials import ROLES, Principal
+from .session import client_ip
 
 
 class NotSignedIn(Exception):
@@ -43,8 +46,31 @@ def require(request: Request, role: str = "viewer") -> Principal:
     if who is None:
         raise NotSignedIn("sign in with a token or a username and password")
     if not who.has(role):
+        audit.record(
+            database(request),
+            actor(request),
+            "forbidden",
+            tenant=who.tenant,
+            target=f"{request.method} {request.url.path}"[:500],
+            detail={"role": who.role, "needs": role},
+        )
         raise Forbidden(f"role: {who.role!r} may not do this; it needs {role!r} or above")
     return who
+
+
+def actor(request: Request) -> audit.Actor:
+    """Who the request acts as, for the audit log: its principal (``anonymous`` when
+    nobody is signed in) and the client's address."""
+    who, ip = principal(request), client_ip(request)
+    return audit.Actor(who.kind, who.ref, ip) if who else audit.Actor("anonymous", "", ip)
+
+
+def recheck(request: Request) -> Callable[[], Principal | None]:
+    """A function that resolves the request's token or session again (blocking: call it in
+    a thread) and returns its principal, or None once it was revoked, ended or expired: a
+    response that lasts (a log stream) calls it every second or so."""
+    found = getattr(request.state, "recheck", None)
+    return found if found is not None else lambda: principal(request)
 
 
 def database(request: Request) -> Database:

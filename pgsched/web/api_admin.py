@@ -1,6 +1,6 @@
 """REST API: operating pgsched (``/api/v1/workers``, ``metrics/summary``, ``dlq``,
-``scheduler``, ``tokens``). Reads need a viewer; DLQ changes an operator; tokens and a
-forced failover an admin.
+``scheduler``, ``tokens``, ``audit``). Reads need a viewer; DLQ changes an operator; tokens,
+the audit log and a forced failover an admin.
 
 Workers and schedulers are shared by every tenant (they serve all of them) and hold no
 tenant's data, so every viewer sees them; everything else is the caller's tenant's.
@@ -16,9 +16,21 @@ from .. import stats
 from ..errors import NotFound
 from ..scheduler import LEADER_LOCK_KEY
 from ..stores import dlq
-from .access import database, require
-from .api import PREFIX, bounded_int, id_param, int_arg, json_object, only_fields, reply, text_arg
-from .credentials import check_role, create_token, list_tokens, revoke_token
+from . import audit
+from .access import actor, database, require
+from .api import (
+    MAX_ID,
+    PREFIX,
+    bounded_int,
+    id_param,
+    int_arg,
+    json_object,
+    only_fields,
+    page,
+    reply,
+    text_arg,
+)
+from .credentials import check_role, create_token, list_tokens, parse_duration, revoke_token
 from .errors import ApiError
 
 STANDBY_SEEN_SECONDS = 10.0  # a standby not seen for this long is not listed
@@ -103,12 +115,23 @@ def scheduler_status(request: Request) -> Response:
 
 
 def scheduler_failover(request: Request) -> Response:
-    """End the leader's session; a standby takes over (409 when no scheduler leads)."""
-    require(request, "admin")
-    ended = database(request).many("api_scheduler_failover", key=LEADER_LOCK_KEY)
-    if not any(r["ended"] for r in ended):
+    """End the leader's session; a standby takes over (409 when no scheduler leads). Recorded
+    in the audit log (of the caller's tenant: it acts on every tenant's scheduler)."""
+    who = require(request, "admin")
+    db = database(request)
+    ended = db.many("api_scheduler_failover", key=LEADER_LOCK_KEY)
+    pids = [r["pid"] for r in ended if r["ended"]]
+    audit.record(
+        db,
+        actor(request),
+        "scheduler_failover",
+        tenant=who.tenant,
+        target="scheduler leader",
+        detail={"ended_backends": pids},
+    )
+    if not pids:
         raise ApiError(409, "scheduler: no leader holds the lock (no scheduler is running)")
-    return reply({"ended_backends": [r["pid"] for r in ended if r["ended"]]}, 202)
+    return reply({"ended_backends": pids}, 202)
 
 
 def token_list(request: Request) -> Response:
@@ -119,13 +142,16 @@ def token_list(request: Request) -> Response:
 def token_create(request: Request) -> Response:
     who = require(request, "admin")
     data = json_object(request)
-    only_fields(data, {"role", "name"})
+    only_fields(data, {"role", "name", "expires_in"})
     name = data.get("name", "")
+    expires = data.get("expires_in")
     token, row = create_token(
         database(request),
         role=check_role(data.get("role")),
         tenant=who.tenant,
         name=name if isinstance(name, str) else _bad_name(name),
+        expires_in=None if expires is None else parse_duration("expires_in", expires),
+        by=actor(request),
     )
     return reply({**row, "token": token}, 201)
 
@@ -136,7 +162,23 @@ def _bad_name(name: object) -> str:
 
 def token_revoke(request: Request) -> Response:
     who = require(request, "admin")
-    return reply(revoke_token(database(request), id_param(request), who.tenant))
+    return reply(revoke_token(database(request), id_param(request), who.tenant, by=actor(request)))
+
+
+def audit_list(request: Request) -> Response:
+    """The caller's tenant's audit events (every tenant's for an instance-wide admin),
+    newest first (cursor: the last id shown)."""
+    who = require(request, "admin")
+    limit = int_arg(request, "limit", 50, 1, 1000)
+    assert limit is not None
+    rows = audit.events(
+        database(request),
+        audit.scope(who),
+        action=text_arg(request, "action"),
+        before=int_arg(request, "cursor", None, 1, MAX_ID),
+        limit=limit + 1,
+    )
+    return page(rows, limit, "id")
 
 
 routes = [
@@ -151,4 +193,5 @@ routes = [
     Route(PREFIX + "/tokens", token_list, methods=["GET"]),
     Route(PREFIX + "/tokens", token_create, methods=["POST"]),
     Route(PREFIX + "/tokens/{id}", token_revoke, methods=["DELETE"]),
+    Route(PREFIX + "/audit", audit_list, methods=["GET"]),
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import anyio
 import anyio.to_thread
@@ -19,8 +19,9 @@ from ..errors import ValidationError
 from ..jsontext import json_default
 from ..lifecycle import LIVE_STATES, ExecutionState
 from ..stores import executions
-from .access import database, require
+from .access import database, recheck, require
 from .api import MAX_ID, PREFIX, choice_arg, id_param, int_arg, page, reply, text_arg, time_arg
+from .credentials import Principal
 from .errors import ApiError
 
 STATES = tuple(s.value for s in ExecutionState)
@@ -31,6 +32,7 @@ LOG_MAX_SECONDS = (
     6 * 3600.0
 )  # a stream ends after this long; the client reconnects with Last-Event-ID
 LOG_BATCH = 1000  # log lines read at a time: a log of a million lines is never held whole
+LOG_RECHECK_SECONDS = 1.0  # how often a stream asks whether its token or session still holds
 
 
 def execution_list(request: Request) -> Response:
@@ -60,12 +62,33 @@ def execution_get(request: Request) -> Response:
 
 
 def _read(
-    db: Database, execution_id: int, tenant: str, after: tuple[int, int]
-) -> tuple[str | None, list[Row]]:
-    """The execution's state (None when it was removed) and its log lines after ``after``."""
+    db: Database,
+    execution_id: int,
+    tenant: str,
+    after: tuple[int, int],
+    allowed: Callable[[], bool] | None,
+) -> tuple[bool, str | None, list[Row]]:
+    """Whether the caller may still read (``allowed()``, when given), the execution's state
+    (None when it was removed) and its log lines after ``after`` (none when not allowed)."""
+    if allowed is not None and not allowed():
+        return False, None, []
     # the state is read before the lines: a line written in between comes next pass
     row = executions.find(db, execution_id, tenant)
-    return (row["state"] if row else None, executions.log_page(db, execution_id, after, LOG_BATCH))
+    return (
+        True,
+        row["state"] if row else None,
+        executions.log_page(db, execution_id, after, LOG_BATCH),
+    )
+
+
+def _still(who: Principal, again: Callable[[], Principal | None]) -> Callable[[], bool]:
+    """Whether the credential of a stream still signs in ``who``'s tenant as a viewer."""
+
+    def allowed() -> bool:
+        now = again()
+        return now is not None and now.tenant == who.tenant and now.has("viewer")
+
+    return allowed
 
 
 async def _events(
@@ -75,6 +98,7 @@ async def _events(
     after: tuple[int, int],
     follow: bool,
     closing: threading.Event,
+    allowed: Callable[[], bool] = lambda: True,
 ) -> AsyncIterator[str]:
     """SSE of an execution's log: ``event: line`` per line (``id: attempt:seq``, data the
     line as JSON), then ``event: end`` with the final state once it has ended (null when
@@ -82,12 +106,27 @@ async def _events(
     the stream ends without ``end``: the client reconnects with ``Last-Event-ID``, and the
     server's shutdown does not wait for streams that would never end by themselves.
 
+    Every :data:`LOG_RECHECK_SECONDS` the stream asks ``allowed()`` (in the thread of a
+    read) whether its token or session still holds; once it does not (revoked, signed out
+    everywhere, expired, the user deleted) the stream sends ``event: revoked`` and ends, so
+    a revocation closes open streams within about a second, whichever web process serves
+    them. Polling, not LISTEN/NOTIFY: it also sees an expiry, which nobody announces, and a
+    revocation written by any client, and it costs one indexed look-up a second a stream.
+
     Asynchronous, so that a followed log holds a thread only while it reads the database:
     waiting between reads in a thread would let a few dozen open log pages take every
     thread of the pool that runs the (synchronous) endpoints, and stall the whole app."""
-    started = last_sent = time.monotonic()
+    started = last_sent = checked = time.monotonic()
     while True:
-        state, lines = await anyio.to_thread.run_sync(_read, db, execution_id, tenant, after)
+        check = time.monotonic() - checked >= LOG_RECHECK_SECONDS
+        may, state, lines = await anyio.to_thread.run_sync(
+            _read, db, execution_id, tenant, after, allowed if check else None
+        )
+        if check:
+            checked = time.monotonic()
+        if not may:
+            yield f"event: revoked\ndata: {json.dumps({'error': _REVOKED})}\n\n"
+            return
         for line in lines:
             after = (line["attempt"], line["seq"])
             yield f"id: {after[0]}:{after[1]}\nevent: line\ndata: {json.dumps(line, default=json_default)}\n\n"
@@ -107,6 +146,9 @@ async def _events(
         await anyio.sleep(LOG_POLL_SECONDS)
 
 
+_REVOKED = "session: revoked, ended or expired; sign in again"
+
+
 def _resume_point(request: Request) -> tuple[int, int]:
     """Where a stream starts: after ``Last-Event-ID`` (a reconnecting client), else after
     the ``after`` query parameter (``attempt:seq``, the last line a page already shows)."""
@@ -124,7 +166,13 @@ def execution_logs(request: Request) -> Response:
     follow = request.query_params.get("follow", "true") not in ("false", "0", "no")
     return StreamingResponse(
         _events(
-            db, row["id"], who.tenant, _resume_point(request), follow, request.app.state.closing
+            db,
+            row["id"],
+            who.tenant,
+            _resume_point(request),
+            follow,
+            request.app.state.closing,
+            _still(who, recheck(request)),
         ),
         media_type="text/event-stream",
         headers={"X-Accel-Buffering": "no"},

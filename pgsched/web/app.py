@@ -31,6 +31,7 @@ from . import (
     api_tasks,
     auth,
     openapi,
+    pages_account,
     pages_cluster,
     pages_dags,
     pages_dashboard,
@@ -38,8 +39,9 @@ from . import (
     pages_executions,
     pages_tasks,
     prometheus,
+    session_store,
 )
-from .credentials import Principal, authenticate_token, principal_of_session, session_key
+from .credentials import Principal, authenticate_token, session_key
 from .errors import HANDLERS, error_response, on_crash
 from .hashing import PasswordHashing
 from .headers import SecurityHeadersMiddleware
@@ -60,6 +62,7 @@ ROUTE_MODULES: tuple[ModuleType, ...] = (
     pages_dags,
     pages_dlq,
     pages_cluster,
+    pages_account,
     api_tasks,
     api_executions,
     api_dags,
@@ -106,8 +109,8 @@ def create_app(
     """The web admin and API over the database ``dsn_or_db`` (a DSN, whose pool the app
     opens now and closes at shutdown, or an open :class:`Database`, left open).
 
-    ``secret`` signs session cookies; by default the key stored in the database (made once,
-    shared by every web process). ``session_max_age``: seconds a sign-in lasts.
+    ``secret`` signs the anonymous CSRF cookie; by default the key stored in the database
+    (made once, shared by every web process). ``session_max_age``: seconds a sign-in lasts.
     ``throttle`` limits failed sign-ins (default: :class:`SignInThrottle`'s limits);
     ``hashing`` runs password hashes on its bounded threads (default: 2 threads, 8 more
     waiting; its idle threads cost nothing); ``allowed_hosts``: the Host names served
@@ -123,10 +126,11 @@ def create_app(
     )
     codec = SessionCodec(secret or session_key(db), session_max_age)
 
-    def resolve(bearer: str | None, session: dict[str, Any]) -> Principal | None:
+    def resolve(bearer: str | None, session_id: str | None) -> tuple[Principal | None, str | None]:
         if bearer is not None:
-            return authenticate_token(db, bearer)
-        return principal_of_session(db, session)
+            return authenticate_token(db, bearer), None
+        live = session_store.resolve(db, session_id)
+        return (live.principal, live.csrf) if live else (None, None)
 
     def refused(request: Request, status: int, message: str) -> Response:
         return error_response(request, status, message)

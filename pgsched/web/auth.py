@@ -1,7 +1,7 @@
 """Signing in and out of the web admin: ``GET/POST /login``, ``POST /logout``.
 
-A person signs in with an API token or a username and password; either starts a signed
-session (:mod:`pgsched.web.session`). ``GET /login?token=...`` signs in straight away
+A person signs in with an API token or a username and password; either starts a session
+stored in the database (:mod:`pgsched.web.session`); each failed check is audited. ``GET /login?token=...`` signs in straight away
 (the one-time link ``pgsched dev`` prints) and redirects, when it was opened directly
 (:func:`link_source`).
 """
@@ -15,11 +15,12 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from . import audit
 from .access import database, form, principal
 from .credentials import Principal, authenticate_token, authenticate_user
 from .hashing import HashingBusy, PasswordHashing
 from .rendering import render
-from .session import sign_in, sign_out
+from .session import client_ip, sign_in, sign_out
 from .throttle import SignInThrottle
 
 
@@ -107,8 +108,8 @@ def _login_form(
 
 
 def _address(request: Request) -> str:
-    """The client's address as the server saw it (a proxy in front makes it the proxy's)."""
-    return request.client.host if request.client else ""
+    """The client's address as the throttle counts it (:func:`client_ip`; "" when unknown)."""
+    return client_ip(request) or ""
 
 
 def _refused(status: int, message: str, retry_after: int) -> Response:
@@ -168,10 +169,13 @@ def login_page(request: Request) -> Response:
         if who is not None:
             # the link's token leaves the address bar with this redirect
             return _signed_in(request, who, target)
+        audit.sign_in_failed(
+            database(request), username="", token=token, ip=client_ip(request), reason="link"
+        )
         return _login_form(
             request,
             target,
-            error="That sign-in link is not valid (the token is unknown or revoked).",
+            error="That sign-in link is not valid (the token is unknown, revoked or expired).",
             status_code=401,
         )
     if principal(request) is not None and "next" in request.query_params:
@@ -193,7 +197,7 @@ async def login(request: Request) -> Response:
         who = await anyio.to_thread.run_sync(_sign_in_token, request, token.strip())
         if isinstance(who, int):
             return _throttled(who)
-        error = "That token is unknown or revoked."
+        error = "That token is unknown, revoked or expired."
     elif username and password:
         attempt = throttle(request).attempt(_address(request), username)
         if isinstance(attempt, int):
@@ -213,9 +217,22 @@ async def login(request: Request) -> Response:
     else:
         error = "Wrong username or password."
     if who is None:
+        await anyio.to_thread.run_sync(_failed, request, token.strip(), username)
         return _login_form(request, target, error=error, username=username, status_code=401)
     assert isinstance(who, Principal)
     return await anyio.to_thread.run_sync(_signed_in, request, who, target)
+
+
+def _failed(request: Request, token: str, username: str) -> None:
+    """Audit a sign-in that was checked and failed (a refused one, 429 or 503, is not: it
+    was never checked, and a flood of them must cost nothing)."""
+    audit.sign_in_failed(
+        database(request),
+        username="" if token else username,
+        token=token,
+        ip=client_ip(request),
+        reason="unknown, revoked or expired" if token else "wrong password",
+    )
 
 
 def throttle(request: Request) -> SignInThrottle:
@@ -230,7 +247,7 @@ def hashing(request: Request) -> PasswordHashing:
 
 def logout(request: Request) -> Response:
     response = RedirectResponse("/login", status_code=303)
-    sign_out(response)
+    sign_out(request, response)
     return response
 
 

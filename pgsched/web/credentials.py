@@ -6,17 +6,23 @@ Roles are ordered ``viewer < operator < admin``: a viewer reads, an operator als
 failover. Every principal belongs to one tenant and sees only that tenant's rows.
 
 Tokens are ``secrets.token_urlsafe(32)`` (256 random bits), shown once and stored as their
-SHA-256 (see migrations/0005_web.sql for why that is enough); passwords are hashed with
-argon2id (argon2-cffi's defaults, RFC 9106's second recommended profile).
+SHA-256 (see migrations/0005_web.sql for why that is enough); a token may expire
+(``expires_at``, by the database's clock). Passwords are hashed with argon2id (argon2-cffi's
+defaults, RFC 9106's second recommended profile).
+
+Every change of a token or user ends the sessions it backs (revoking a token, deleting a
+user, changing a password) and is recorded in the audit log (:mod:`pgsched.web.audit`) in
+the same transaction; ``by`` says who made it (None: the local command,
+:func:`pgsched.web.audit.local`).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import secrets
 from dataclasses import dataclass
-from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -25,6 +31,7 @@ from ..db import Database, Row, Session
 from ..errors import NotFound, ValidationError
 from ..roles import ROLES
 from ..taskspec import _NAME, check_name
+from . import audit, session_store
 from .hashing import PasswordHashing
 
 TOKEN_PREFIX = "pgs_"  # makes a leaked token easy to recognise (secret scanners, logs)
@@ -66,26 +73,73 @@ def check_role(role: object) -> str:
     return str(role)
 
 
+_DURATION = re.compile(r"(\d{1,9})([smhdw])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_TOKEN_LIFETIME = 10 * 366 * 86400  # seconds: ten years; longer is "never" (no expiry)
+
+
+def parse_duration(field: str, text: object) -> int:
+    """Seconds in a duration such as ``30d``, ``12h``, ``90m``, ``45s``, ``2w`` or ``1d12h``
+    (a number and a unit, repeated). Raises ValidationError naming ``field`` and ``text``
+    when it is not one, is zero, or is over ten years."""
+    value = text.strip().lower() if isinstance(text, str) else ""
+    parts = _DURATION.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        raise ValidationError(
+            field, text, "must be a duration such as 30d, 12h, 90m, 45s, 2w or 1d12h"
+        )
+    seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in parts)
+    if not 0 < seconds <= MAX_TOKEN_LIFETIME:
+        raise ValidationError(field, text, "must be more than 0 seconds and at most 10 years")
+    return seconds
+
+
 def token_digest(token: str) -> bytes:
     """The SHA-256 of ``token`` as stored in ``api_token.token_sha256``."""
     return hashlib.sha256(token.encode()).digest()
 
 
 def create_token(
-    db: Database | Session, *, role: str, tenant: str = "default", name: str = ""
+    db: Database,
+    *,
+    role: str,
+    tenant: str = "default",
+    name: str = "",
+    expires_in: int | None = None,
+    by: audit.Actor | None = None,
 ) -> tuple[str, Row]:
-    """Create an API token; return ``(token, row)``. The token is not stored and cannot be
-    shown again. Raises ValidationError for a bad role, tenant or name (at most 200
-    characters)."""
+    """Create an API token, expiring ``expires_in`` seconds from now by the database's
+    clock (None: never), and record it; return ``(token, row)``. The token is not stored
+    and cannot be shown again. Raises ValidationError for a bad role, tenant, name (at most
+    200 characters) or lifetime (1 second to 10 years)."""
     check_role(role)
     check_name("tenant", tenant)
     if not isinstance(name, str) or len(name) > 200:
         raise ValidationError("name", name, "must be text of at most 200 characters")
+    if expires_in is not None and not (
+        isinstance(expires_in, int) and 0 < expires_in <= MAX_TOKEN_LIFETIME
+    ):
+        raise ValidationError("expires_in", expires_in, "must be 1 second to 10 years")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    row = db.one(
-        "api_token_insert", tenant=tenant, role=role, name=name, token_sha256=token_digest(token)
-    )
-    assert row is not None
+    with db.transaction() as tx:
+        row = tx.one(
+            "api_token_insert",
+            tenant=tenant,
+            role=role,
+            name=name,
+            token_sha256=token_digest(token),
+            expires_in=expires_in,
+        )
+        assert row is not None
+        expires = row["expires_at"].isoformat() if row["expires_at"] else None
+        audit.record(
+            tx,
+            by,
+            "token_create",
+            tenant=tenant,
+            target=f"token {row['id']}",
+            detail={"role": role, "name": name, "expires_at": expires},
+        )
     return token, row
 
 
@@ -94,16 +148,32 @@ def list_tokens(db: Database | Session, tenant: str | None) -> list[Row]:
     return db.many("api_token_list", tenant=tenant)
 
 
-def revoke_token(db: Database | Session, token_id: int, tenant: str | None = None) -> Row:
-    """Revoke token ``token_id`` (of ``tenant`` when given); idempotent. Raises NotFound."""
-    row = db.one("api_token_revoke", id=token_id, tenant=tenant)
-    if row is None:
-        raise NotFound(f"token: no token {token_id}" + (f" in tenant {tenant!r}" if tenant else ""))
+def revoke_token(
+    db: Database, token_id: int, tenant: str | None = None, *, by: audit.Actor | None = None
+) -> Row:
+    """Revoke token ``token_id`` (of ``tenant`` when given), end the sessions signed in with
+    it and record it, in one transaction; idempotent. Raises NotFound."""
+    with db.transaction() as tx:
+        row = tx.one("api_token_revoke", id=token_id, tenant=tenant)
+        if row is None:
+            raise NotFound(
+                f"token: no token {token_id}" + (f" in tenant {tenant!r}" if tenant else "")
+            )
+        ended = session_store.end_all(tx, token_id=token_id)
+        audit.record(
+            tx,
+            by,
+            "token_revoke",
+            tenant=row["tenant"],
+            target=f"token {token_id}",
+            detail={"sessions": ended},
+        )
     return row
 
 
 def authenticate_token(db: Database | Session, token: str) -> Principal | None:
-    """The principal of a live ``token``, or None (unknown or revoked)."""
+    """The principal of a live ``token``, or None (unknown, revoked, or expired by the
+    database's clock)."""
     if not token or len(token) > 200:
         return None
     row = db.one("api_token_authenticate", token_sha256=token_digest(token))
@@ -117,7 +187,13 @@ def _token_principal(row: Row) -> Principal:
 
 
 def create_user(
-    db: Database | Session, username: str, password: str, *, role: str, tenant: str = "default"
+    db: Database,
+    username: str,
+    password: str,
+    *,
+    role: str,
+    tenant: str = "default",
+    by: audit.Actor | None = None,
 ) -> Row:
     """Create a web user; return its row (without the hash). Raises ValidationError for a
     bad username (as task names: 1-200 letters, digits and ``. _ : @ / -``), a password
@@ -125,18 +201,73 @@ def create_user(
     check_name("username", username, _NAME)
     check_role(role)
     check_name("tenant", tenant)
+    _check_password(password)
+    password_hash = _hasher.hash(password)
+    with db.transaction() as tx:
+        row = tx.one(
+            "web_user_insert",
+            username=username,
+            tenant=tenant,
+            role=role,
+            password_hash=password_hash,
+        )
+        if row is None:
+            raise ValidationError("username", username, "is taken")
+        audit.record(
+            tx, by, "user_create", tenant=tenant, target=f"user {username}", detail={"role": role}
+        )
+    return row
+
+
+def _check_password(password: object) -> None:
     if not isinstance(password, str) or len(password) < 8:
         raise ValidationError("password", "***", "must be at least 8 characters")
-    row = db.one(
-        "web_user_insert",
-        username=username,
-        tenant=tenant,
-        role=role,
-        password_hash=_hasher.hash(password),
-    )
-    if row is None:
-        raise ValidationError("username", username, "is taken")
-    return row
+    if len(password) > 1000:
+        raise ValidationError("password", "***", "must be at most 1000 characters")
+
+
+def set_password(
+    db: Database,
+    username: str,
+    password: str,
+    *,
+    tenant: str | None = None,
+    by: audit.Actor | None = None,
+) -> int:
+    """Give web user ``username`` (of ``tenant`` when given) a new password, end every
+    session they have and record it, in one transaction; how many sessions ended. Raises
+    ValidationError for a password under 8 characters, NotFound for no such user."""
+    _check_password(password)
+    password_hash = _hasher.hash(password)
+    with db.transaction() as tx:
+        row = tx.one("web_user_set_password", username=username, password_hash=password_hash)
+        if row is None or (tenant is not None and row["tenant"] != tenant):
+            raise NotFound(_no_user(username, tenant))
+        ended = session_store.end_all(tx, username=username)
+        audit.record(
+            tx,
+            by,
+            "password_change",
+            tenant=row["tenant"],
+            target=f"user {username}",
+            detail={"sessions": ended},
+        )
+    return ended
+
+
+def _no_user(username: str, tenant: str | None) -> str:
+    return f"user: no web user named {username!r}" + (f" in tenant {tenant!r}" if tenant else "")
+
+
+def end_user_sessions(
+    db: Database, username: str, *, tenant: str | None = None, by: audit.Actor | None = None
+) -> int:
+    """End every session of web user ``username`` (of ``tenant`` when given) and record it
+    ("sign out everywhere", by the user or an admin); how many ended. Raises NotFound."""
+    row = db.one("web_user_get", username=username) if len(username) <= 200 else None
+    if row is None or (tenant is not None and row["tenant"] != tenant):
+        raise NotFound(_no_user(username, tenant))
+    return session_store.sign_out_everywhere(db, _user_principal(row), by or audit.local())
 
 
 def list_users(db: Database | Session, tenant: str | None) -> list[Row]:
@@ -144,10 +275,17 @@ def list_users(db: Database | Session, tenant: str | None) -> list[Row]:
     return db.many("web_user_list", tenant=tenant)
 
 
-def delete_user(db: Database | Session, username: str) -> None:
-    """Remove web user ``username``; their sessions end. Raises NotFound."""
-    if db.one("web_user_delete", username=username) is None:
-        raise NotFound(f"user: no web user named {username!r}")
+def delete_user(
+    db: Database, username: str, *, tenant: str | None = None, by: audit.Actor | None = None
+) -> None:
+    """Remove web user ``username`` (of ``tenant`` when given) and record it, in one
+    transaction; their sessions go with them (``ON DELETE CASCADE``), so they end at their
+    next request. Raises NotFound."""
+    with db.transaction() as tx:
+        row = tx.one("web_user_delete", username=username, tenant=tenant)
+        if row is None:
+            raise NotFound(_no_user(username, tenant))
+        audit.record(tx, by, "user_delete", tenant=row["tenant"], target=f"user {username}")
 
 
 def _verify(stored: str | None, password: str) -> bool:
@@ -189,32 +327,9 @@ def _user_principal(row: Row) -> Principal:
     )
 
 
-def principal_of_session(db: Database | Session, session: dict[str, Any]) -> Principal | None:
-    """The principal a signed session names (``{"kind": "token"|"user", "ref": ...,
-    "until": ...}``, and for a user ``"since"``: when the account was made), looked up again
-    so that a revoked token or a deleted user ends the session, also when a new user takes
-    the name; None once the database's clock has passed ``until`` (seconds since the epoch)."""
-    kind, ref, until = session.get("kind"), session.get("ref"), session.get("until")
-    if not isinstance(until, (int, float)) or isinstance(until, bool):
-        return None
-    if kind == "token" and isinstance(ref, str) and ref.isdigit():
-        row = db.one("api_token_live", id=int(ref))
-        return _token_principal(row) if row and row["db_now"].timestamp() < until else None
-    if kind == "user" and isinstance(ref, str):
-        row = db.one("web_user_get", username=ref)
-        if (
-            row is None
-            or session.get("since") != row["created_at"].isoformat()
-            or row["db_now"].timestamp() >= until
-        ):
-            return None
-        return _user_principal(row)
-    return None
-
-
 def session_key(db: Database) -> str:
-    """The key that signs session cookies, generated (256 random bits) and stored the first
-    time any web process asks."""
+    """The key that signs the anonymous CSRF cookie (:mod:`pgsched.web.session`), generated
+    (256 random bits) and stored the first time any web process asks."""
     row = db.one("web_key_ensure", name="session", value=secrets.token_urlsafe(32))
     if row is None:  # another process stored its key between our snapshot and our insert
         row = db.one("web_key_get", name="session")

@@ -250,7 +250,21 @@ def document() -> J:
             "get": _op("The tenant's API tokens (never the tokens)", "admin"),
             "post": _op("Create a token (shown once)", "admin", body=ref("TokenCreate"), ok=201),
         },
-        PREFIX + "/tokens/{id}": {"delete": _op("Revoke a token", "admin", params=ID_PATH)},
+        PREFIX + "/tokens/{id}": {
+            "delete": _op("Revoke a token; its sessions end", "admin", params=ID_PATH)
+        },
+        PREFIX + "/audit": {
+            "get": _op(
+                "The tenant's audit events (sign-ins, failed sign-ins, token and user changes, "
+                "role refusals, instance actions), newest first",
+                "admin",
+                params=[
+                    _query("action", {"type": "string", "maxLength": 40}, "Only this action."),
+                    *PAGING,
+                ],
+                result=_page("AuditEvent"),
+            )
+        },
     }
     return {
         "openapi": "3.1.0",

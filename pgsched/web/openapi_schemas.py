@@ -137,6 +137,20 @@ SCHEMAS: J = {
             "state": {"enum": list(RUN_STATES)},
         },
     },
+    "AuditEvent": {
+        "type": "object",
+        "properties": {
+            "id": ID,
+            "at": {"type": "string", "format": "date-time"},
+            "tenant": NULLABLE_TEXT,
+            "actor_kind": {"enum": ["token", "user", "cli", "anonymous"]},
+            "actor": {"type": "string"},
+            "action": {"type": "string"},
+            "target": {"type": "string"},
+            "detail": {"type": "object"},
+            "ip": NULLABLE_TEXT,
+        },
+    },
     "RetryAll": {
         "type": "object",
         "required": ["expected_count"],
@@ -150,6 +164,15 @@ SCHEMAS: J = {
         "type": "object",
         "required": ["role"],
         "additionalProperties": False,
-        "properties": {"role": {"enum": list(ROLES)}, "name": {"type": "string", "maxLength": 200}},
+        "properties": {
+            "role": {"enum": list(ROLES)},
+            "name": {"type": "string", "maxLength": 200},
+            "expires_in": {
+                "type": "string",
+                "pattern": "^([0-9]{1,9}[smhdw])+$",
+                "description": "Lifetime, e.g. 30d, 12h, 1d12h (s, m, h, d, w); omitted: never "
+                "expires. At most 10 years.",
+            },
+        },
     },
 }

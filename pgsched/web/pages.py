@@ -42,6 +42,8 @@ NOTICES: dict[str, tuple[str, str | None]] = {
     "retried": ("Retried as a new execution.", None),
     "retried_all": ("Retried {id} dead execution(s).", None),
     "removed": ("Removed from the dead-letter queue.", None),
+    "password_changed": ("Password changed: every other session of yours has ended.", None),
+    "user_signed_out": ("Signed out everywhere: the user's sessions have ended.", None),
 }
 
 

@@ -1,28 +1,33 @@
-"""Signed session cookies, CSRF checks and the principal of each request.
+"""Session cookies, CSRF checks and the principal of each request.
 
-The cookie ``pgsched_session`` holds ``{"csrf": ..., "kind": "token"|"user", "ref": ...,
-"until": ...}`` (and for a user ``"since"``, when the account was made) signed with
-itsdangerous (HMAC-SHA1 over the payload; a changed byte makes it invalid). It is HttpOnly
-and SameSite=Lax, Secure behind HTTPS. A sign-in lasts ``max_age`` seconds by the
-database's clock: ``until`` is the database's ``now()`` at sign-in plus ``max_age`` (seconds
-since the epoch), checked against the database's ``now()`` when the session is resolved
-(:func:`pgsched.web.credentials.principal_of_session`). The web hosts' clocks play no part:
-a sign-in on one whose clock is minutes off is valid on the others (itsdangerous's own
-timestamp was that host's clock, and the others refused it as not yet made). Every visitor of a page gets one, signed in or not, so that the sign-in
-form has a CSRF token too (login CSRF).
+A signed-in browser carries the cookie ``pgsched_session``: a random session id and nothing
+else (256 bits, ``secrets.token_urlsafe(32)``), whose SHA-256 names a row of
+``pgsched.web_session`` (:mod:`pgsched.web.session_store`). Every request looks the row up
+against the database's ``now()``: sign-out, a password change, "sign out everywhere", a
+revoked or expired token and a deleted user end a session at its next request, whichever
+web process serves it, and a stolen copy of the cookie ends with it. A session lasts
+``max_age`` seconds by the database's clock (the web hosts' clocks play no part). Both
+cookies are HttpOnly and SameSite=Lax, Secure behind HTTPS.
+
+A visitor who has not signed in needs a CSRF token too, for the sign-in form (login CSRF).
+It gets the cookie ``pgsched_csrf``: ``{"csrf": ...}`` signed with itsdangerous (HMAC over
+the payload with the key stored in ``pgsched.web_key``), and no row: a flood of anonymous
+page views writes nothing to the database. That cookie lets nobody in; it only proves, on
+the form's POST, that the form came from this site.
 
 CSRF (OWASP's synchronizer token pattern): every request that is not GET/HEAD/OPTIONS must
-carry the session's token as the form field ``csrf_token`` or the header ``X-CSRF-Token``,
-unless it authenticates with an ``Authorization: Bearer`` header (which a browser never
-adds on its own to a cross-site request). Without it: 403.
+carry the session's token (or, signed out, the anonymous cookie's) as the form field
+``csrf_token`` or the header ``X-CSRF-Token``, unless it authenticates with an
+``Authorization: Bearer`` header (which a browser never adds on its own to a cross-site
+request). Without it: 403.
 """
 
 from __future__ import annotations
 
+import functools
 import hmac
 import secrets
 from collections.abc import Callable
-from typing import Any
 
 import anyio.to_thread
 from itsdangerous import BadSignature, URLSafeSerializer
@@ -33,72 +38,96 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from . import audit, session_store
 from .credentials import Principal
 
-COOKIE = "pgsched_session"
+COOKIE = "pgsched_session"  # the session id of a signed-in browser
+ANON_COOKIE = "pgsched_csrf"  # the signed CSRF token of a visitor not signed in
 MAX_BODY = 1024 * 1024  # bytes of a request body; forms and API objects are far smaller
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
-Resolver = Callable[[str | None, dict[str, Any]], Principal | None]
-"""``resolve(bearer_token_or_None, session) -> Principal | None`` (runs in a thread)."""
+Resolver = Callable[[str | None, str | None], tuple[Principal | None, str | None]]
+"""``resolve(bearer_token_or_None, session_id_or_None) -> (principal, session_csrf)`` (runs
+in a thread): who the request acts as (None: nobody), and the CSRF token of its live
+session (None: no live session)."""
 
 
 class SessionCodec:
-    """Signs and reads session cookies with ``secret``; ``max_age``: seconds a sign-in lasts
-    (and the cookie's own Max-Age, for the browser)."""
+    """The cookies: signs and reads the anonymous CSRF cookie with ``secret``; ``max_age``:
+    seconds a sign-in lasts (and the session cookie's Max-Age, for the browser)."""
 
     def __init__(self, secret: str, max_age: int):
-        self.serializer = URLSafeSerializer(secret, salt="pgsched.web.session.v2")
+        self.serializer = URLSafeSerializer(secret, salt="pgsched.web.csrf.v3")
         self.max_age = max_age
 
-    def load(self, cookie: str | None) -> dict[str, Any] | None:
-        """The session in ``cookie``, or None when it is missing or tampered with (whether a
-        sign-in it holds has expired is the database's to tell: ``until``)."""
+    def load_anonymous(self, cookie: str | None) -> str | None:
+        """The CSRF token in an anonymous ``cookie``, or None when missing or tampered with."""
         if not cookie:
             return None
         try:
             data = self.serializer.loads(cookie)
         except BadSignature:
             return None
-        return data if isinstance(data, dict) and isinstance(data.get("csrf"), str) else None
+        csrf = data.get("csrf") if isinstance(data, dict) else None
+        return csrf if isinstance(csrf, str) else None
 
-    def cookie(self, session: dict[str, Any], secure: bool) -> str:
-        """A ``Set-Cookie`` value carrying ``session``."""
-        response = Response()
-        response.set_cookie(
-            COOKIE,
-            self.serializer.dumps(session),
-            max_age=self.max_age,
-            path="/",
-            httponly=True,
-            samesite="lax",
-            secure=secure,
-        )
-        return response.headers["set-cookie"]
+    def anonymous_cookie(self, csrf: str, secure: bool) -> str:
+        """A ``Set-Cookie`` value carrying the anonymous CSRF token ``csrf`` (a session
+        cookie for the browser: it goes when the browser closes)."""
+        return _cookie(ANON_COOKIE, self.serializer.dumps({"csrf": csrf}), None, secure)
+
+    def session_cookie(self, session_id: str, secure: bool) -> str:
+        """A ``Set-Cookie`` value carrying ``session_id``."""
+        return _cookie(COOKIE, session_id, self.max_age, secure)
 
 
-def new_session(**fields: Any) -> dict[str, Any]:
-    """A session with a fresh CSRF token and ``fields`` (``kind``, ``ref``)."""
-    return {"csrf": secrets.token_urlsafe(32), **fields}
-
-
-def sign_in(request: Request, response: Response, who: Principal) -> None:
-    """Start a new session for ``who`` on ``response`` (a new CSRF token too: the old
-    session's token may have been seen by someone else before signing in)."""
-    codec: SessionCodec = request.app.state.sessions
-    account = {"since": who.since} if who.since else {}
-    until = request.app.state.db.now().timestamp() + codec.max_age  # the database's clock
-    response.headers.append(
-        "set-cookie",
-        codec.cookie(
-            new_session(kind=who.kind, ref=who.ref, until=until, **account),
-            request.url.scheme == "https",
-        ),
+def _cookie(name: str, value: str, max_age: int | None, secure: bool) -> str:
+    response = Response()
+    response.set_cookie(
+        name, value, max_age=max_age, path="/", httponly=True, samesite="lax", secure=secure
     )
+    return response.headers["set-cookie"]
 
 
-def sign_out(response: Response) -> None:
-    """End the session: the browser drops the cookie."""
+def client_ip(request: Request) -> str | None:
+    """The address the request came from (the proxy's, behind one: a forwarded header is
+    not trusted, anyone can send it)."""
+    return request.client.host if request.client else None
+
+
+def sign_in(request: Request, response: Response, who: Principal) -> bool:
+    """Start a new session for ``who`` on ``response`` and record the sign-in (a new CSRF
+    token too: the anonymous one may have been seen by someone else before signing in).
+    False when ``who``'s token or user went away meanwhile (nobody is signed in)."""
+    codec: SessionCodec = request.app.state.sessions
+    started = session_store.start(
+        request.app.state.db,
+        who,
+        max_age=codec.max_age,
+        by=audit.Actor(who.kind, who.ref, client_ip(request)),
+    )
+    if started is None:
+        return False
+    response.headers.append(
+        "set-cookie", codec.session_cookie(started[0], request.url.scheme == "https")
+    )
+    return True
+
+
+def sign_out(request: Request, response: Response) -> None:
+    """End the request's session (its row: a copy of the cookie no longer signs in) and
+    record it; the browser drops the cookie."""
+    session_id = request.cookies.get(COOKIE)
+    who: Principal | None = getattr(request.state, "principal", None)
+    if session_id and who is not None:
+        session_store.end(
+            request.app.state.db, session_id, audit.Actor(who.kind, who.ref, client_ip(request))
+        )
+    drop_cookie(response)
+
+
+def drop_cookie(response: Response) -> None:
+    """The browser drops its session cookie (the session itself is ended elsewhere)."""
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="lax")
 
 
@@ -139,8 +168,10 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 class SessionMiddleware:
-    """Puts ``session``, ``principal`` and (non-GET) ``body`` and ``form`` on
-    ``request.state``, and refuses non-GET requests without the session's CSRF token.
+    """Puts ``session`` (``{"csrf": ..., "id": session id or None}``), ``principal``,
+    ``recheck`` (a function, to call in a thread, that resolves the request's credential
+    again: the principal, or None once it ended) and (non-GET) ``body`` and ``form`` on
+    ``request.state``, and refuses non-GET requests without the CSRF token.
 
     ``on_refused(request, status, message)`` builds the 400/403/413 response (JSON for the
     API, a page otherwise).
@@ -159,19 +190,26 @@ class SessionMiddleware:
         self.resolve = resolve
         self.on_refused = on_refused
 
+    def _recheck(self, bearer: str | None, session_id: str | None) -> Principal | None:
+        return self.resolve(bearer, session_id)[0]
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].startswith("/static/"):
             await self.app(scope, receive, send)
             return
         request = Request(scope)
         state = scope.setdefault("state", {})
-        loaded = self.codec.load(request.cookies.get(COOKIE))
-        session = loaded or new_session()
-        state["session"] = session
         bearer = _bearer(request)
-        state["principal"] = await anyio.to_thread.run_sync(
-            self.resolve, bearer, session if loaded else {}
+        session_id = request.cookies.get(COOKIE)
+        who, session_csrf = await anyio.to_thread.run_sync(self.resolve, bearer, session_id)
+        anonymous = (
+            None if session_csrf else self.codec.load_anonymous(request.cookies.get(ANON_COOKIE))
         )
+        known = session_csrf or anonymous  # a CSRF token this browser was given before
+        csrf = known or secrets.token_urlsafe(32)
+        state["session"] = {"csrf": csrf, "id": session_id if session_csrf else None}
+        state["principal"] = who
+        state["recheck"] = functools.partial(self._recheck, bearer, session_id)
         if request.method not in SAFE_METHODS:
             body = await _read_body(receive)
             if body is None:
@@ -191,17 +229,15 @@ class SessionMiddleware:
                         scope, receive, send
                     )
                     return
-            # an API call with neither a token nor a session is answered 401 by its endpoint
-            if bearer is None and (loaded or not scope["path"].startswith("/api/")):
+            # an API call with neither a token nor a cookie is answered 401 by its endpoint
+            if bearer is None and (known or not scope["path"].startswith("/api/")):
                 given = request.headers.get("x-csrf-token") or (state.get("form") or {}).get(
                     "csrf_token"
                 )
                 if not (
-                    loaded
+                    known
                     and isinstance(given, str)
-                    and hmac.compare_digest(
-                        given.encode(errors="replace"), session["csrf"].encode()
-                    )
+                    and hmac.compare_digest(given.encode(errors="replace"), known.encode())
                 ):
                     await self.on_refused(
                         request,
@@ -210,16 +246,24 @@ class SessionMiddleware:
                         "reload the page and submit again",
                     )(scope, receive, send)
                     return
-        if loaded or scope["path"].startswith("/api/"):
+        cookies: list[str] = []
+        secure = request.url.scheme == "https"
+        if session_id and not session_csrf and bearer is None:  # ended or unknown: dropped
+            cookies.append(_cookie(COOKIE, "", 0, secure))
+        if not known and not scope["path"].startswith("/api/"):
+            cookies.append(self.codec.anonymous_cookie(csrf, secure))
+        if not cookies:
             await self.app(scope, receive, send)
             return
-        cookie = self.codec.cookie(session, request.url.scheme == "https")
 
-        async def send_with_cookie(message: Message) -> None:
+        async def send_with_cookies(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
-                if not any(v.startswith(COOKIE + "=") for v in headers.getlist("set-cookie")):
-                    headers.append("set-cookie", cookie)
+                set_already = headers.getlist("set-cookie")
+                for cookie in cookies:
+                    name = cookie.partition("=")[0]
+                    if not any(v.startswith(name + "=") for v in set_already):
+                        headers.append("set-cookie", cookie)
             await send(message)
 
-        await self.app(scope, receive, send_with_cookie)
+        await self.app(scope, receive, send_with_cookies)

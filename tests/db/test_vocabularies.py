@@ -23,7 +23,7 @@ from pgsched.lifecycle import (
     WorkerState,
 )
 from pgsched.retry import RetryPolicy
-from pgsched.roles import LoginPurpose, Role
+from pgsched.roles import ActorKind, LoginPurpose, Role
 from pgsched.schedule import ScheduleKind
 from pgsched.taskspec import HandlerKind, MisfirePolicy, PausedBy
 
@@ -49,6 +49,7 @@ VOCABULARIES: dict[tuple[str, str], set[str]] = {
     ("web_user", "role"): set(Role),
     ("api_token", "role"): set(Role),
     ("tenant_role", "purpose"): set(LoginPurpose),
+    ("audit_event", "actor_kind"): set(ActorKind),
 }
 # Value lists in the schema that Python does not name as a vocabulary (yet): they are
 # written only in SQL (statistics and alerting are kept by the database itself).

@@ -1,5 +1,6 @@
 // Follows the log of a running execution (execution.html): the server-sent events of
-// the REST API, one "line" event per log line and an "end" event when it has ended.
+// the REST API, one "line" event per log line and an "end" event when it has ended; a
+// "revoked" event when the session ended meanwhile (signed out, revoked, expired).
 // Lines already on the page (up to data-after = "attempt:seq") are not added twice.
 (function () {
   "use strict";
@@ -39,6 +40,19 @@
     var again = document.createElement("a");
     again.href = window.location.pathname;
     again.textContent = "Reload for its attempts and result";
+    end.appendChild(again);
+  });
+
+  source.addEventListener("revoked", function () {
+    source.close();  // reconnecting would be refused: the session is over
+    var live = document.getElementById("live");
+    if (live) { live.textContent = "signed out"; live.className = "live ended"; }
+    var end = document.getElementById("log-end");
+    end.hidden = false;
+    end.textContent = "Your session ended (signed out, revoked or expired). ";
+    var again = document.createElement("a");
+    again.href = "/login?next=" + encodeURIComponent(window.location.pathname);
+    again.textContent = "Sign in again";
     end.appendChild(again);
   });
 })();
