@@ -48,7 +48,13 @@ def request(port: int, method: str, path: str, body: str = "", headers=None):
     try:
         conn.request(method, path, body=body or None, headers=headers or {})
         response = conn.getresponse()
-        return response.status, dict(response.getheaders()), response.read().decode()
+        headers = dict(response.getheaders())
+        # every cookie set (a sign-in sets the session's and clears the anonymous CSRF one),
+        # as a Cookie header would send them back
+        headers["set-cookie"] = "; ".join(
+            v.split(";")[0] for k, v in response.getheaders() if k.lower() == "set-cookie"
+        )
+        return response.status, headers, response.read().decode()
     finally:
         conn.close()
 
@@ -134,10 +140,10 @@ def attack(dsn: str, db, tmp_path: Path, *web_options: str, usernames: list[str]
             port, "GET", f"/login?token={token}", headers={"Sec-Fetch-Site": "none"}
         )
         assert status == 303, headers
-        viewer_cookie = headers["set-cookie"].split(";")[0]
+        viewer_cookie = headers["set-cookie"]
         # the attacker's session: the form's CSRF token (a cookie and its token are all it needs)
         _, headers, page = request(port, "GET", "/login")
-        cookie, csrf = headers["set-cookie"].split(";")[0], _CSRF.search(page).group(1)
+        cookie, csrf = headers["set-cookie"], _CSRF.search(page).group(1)
         before = peak_rss(web.proc.pid)
         timers = [
             Timer(port, "/tasks", {"Cookie": viewer_cookie}),
