@@ -99,7 +99,8 @@ class SchedulerSettings:
 
 @dataclass(frozen=True)
 class WorkerSettings:
-    """``pgsched worker``: ``queues`` served (names as ``taskspec.check_name`` allows);
+    """``pgsched worker``: ``queues`` served (names as ``taskspec.check_name`` allows) of
+    ``tenants`` (at least one name; None: every tenant, which must be asked for);
     ``concurrency`` slots (1-1024); ``poll_interval`` (0.05-3600 s), ``heartbeat_interval``
     (0.5-3600 s), ``kill_grace`` (0-3600 s), ``shutdown_timeout`` (0-86,400 s) and
     ``statement_deadline`` (0-3600 s; 0: none) as the options say; ``max_output_lines``
@@ -108,6 +109,7 @@ class WorkerSettings:
     imported at start (Python tasks then come only from them)."""
 
     queues: tuple[str, ...] = ("default",)
+    tenants: tuple[str, ...] | None = ("default",)
     concurrency: int = 4
     poll_interval: float = 2.0
     heartbeat_interval: float = 5.0
@@ -127,6 +129,13 @@ class WorkerSettings:
             raise ValidationError("queues", self.queues, "must name at least one queue")
         for queue in self.queues:
             check_name("queue", queue)
+        if self.tenants is not None:
+            if not self.tenants:
+                raise ValidationError(
+                    "tenants", self.tenants, "must name at least one tenant (None: every tenant)"
+                )
+            for tenant in self.tenants:
+                check_name("tenant", tenant)
         _whole("concurrency", self.concurrency, 1, 1024)
         _seconds("poll_interval", self.poll_interval, 0.05, 3600)
         _seconds("heartbeat_interval", self.heartbeat_interval, 0.5, 3600)
@@ -224,6 +233,7 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
     s = settings
     config = WorkerConfig(
         queues=list(s.queues),
+        tenants=None if s.tenants is None else tuple(dict.fromkeys(s.tenants)),
         concurrency=s.concurrency,
         poll_interval=s.poll_interval,
         heartbeat_interval=s.heartbeat_interval,
@@ -271,7 +281,7 @@ def run_web(source: Source, settings: WebSettings) -> None:
 
 def run_dev(source: Source, settings: DevSettings) -> None:
     """``pgsched dev``: the database set up and introduced (:func:`pgsched.dev.prepare`),
-    then a scheduler, a worker (queues default and examples) and, with ``web``, the web
+    then a scheduler, a worker (queues default and examples, of every tenant) and, with ``web``, the web
     admin in one process until Ctrl-C. One pool for all (the worker's slots + the leader's
     services)."""
     from . import dev
@@ -291,6 +301,7 @@ def run_dev(source: Source, settings: DevSettings) -> None:
             db,
             WorkerConfig(
                 queues=["default", "examples"],
+                tenants=None,  # a first look at everything in the database: every tenant
                 concurrency=settings.concurrency,
                 poll_interval=1.0,
                 kill_grace=2.0,

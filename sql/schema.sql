@@ -1076,7 +1076,9 @@ BEGIN
                 USING ERRCODE = 'check_violation', TABLE = 'execution', COLUMN = 'scheduled_at';
         END IF;
     END IF;
-    PERFORM pg_notify('pgsched_execution', '');
+    -- one wake-up per tenant of the statement (nearly always one): workers of other tenants
+    -- ignore it
+    PERFORM pg_notify('pgsched_execution', t.tenant) FROM (SELECT DISTINCT n.tenant FROM new_executions n) t;
     RETURN NULL;
 END $$;
 
@@ -1739,6 +1741,7 @@ CREATE TABLE pgsched.api_token (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     last_used_at timestamp with time zone,
     revoked_at timestamp with time zone,
+    instance boolean DEFAULT false NOT NULL,
     CONSTRAINT api_token_role_check CHECK ((role = ANY (ARRAY['viewer'::text, 'operator'::text, 'admin'::text]))),
     CONSTRAINT api_token_token_sha256_check CHECK ((length(token_sha256) = 32))
 );
@@ -2271,6 +2274,7 @@ CREATE TABLE pgsched.web_user (
     password_hash text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    instance boolean DEFAULT false NOT NULL,
     CONSTRAINT web_user_role_check CHECK ((role = ANY (ARRAY['viewer'::text, 'operator'::text, 'admin'::text]))),
     CONSTRAINT web_user_username_check CHECK (((length(username) >= 1) AND (length(username) <= 200)))
 );
@@ -2336,6 +2340,7 @@ CREATE TABLE pgsched.worker (
     held_at timestamp with time zone,
     held_prev_at timestamp with time zone,
     claimer_stalled_since timestamp with time zone,
+    tenants text[],
     CONSTRAINT worker_state_check CHECK ((state = ANY (ARRAY['running'::text, 'stopped'::text, 'dead'::text])))
 );
 
@@ -2790,6 +2795,12 @@ CREATE INDEX execution_log_default_execution_id_attempt_seq_idx ON pgsched.execu
 --
 
 CREATE INDEX execution_ready_queue_idx ON pgsched.execution USING btree (queue, priority, run_at, id) WHERE (state = 'pending'::text);
+
+--
+-- Name: execution_ready_tenant_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_ready_tenant_idx ON pgsched.execution USING btree (tenant, queue, priority, run_at, id) WHERE (state = 'pending'::text);
 
 --
 -- Name: execution_retry_idx; Type: INDEX; Schema: pgsched; Owner: -

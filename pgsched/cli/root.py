@@ -37,7 +37,7 @@ class _Group(click.Group):
         "import-crontab": ("crontab",),
         "migrate": ("processes",),
         "scheduler": ("processes",),
-        "status": ("processes",),
+        "status": ("status",),
         "task": ("tasks", "schedules"),
         "token": ("web",),
         "user": ("web",),
