@@ -1,13 +1,14 @@
 -- The REST API's bearer tokens (pgsched.web.credentials; table api_token, 0005_web.sql).
 
 -- name: api_token_insert :one
-INSERT INTO pgsched.api_token (tenant, role, name, token_sha256)
-VALUES (%(tenant)s, %(role)s, %(name)s, %(token_sha256)s)
-RETURNING id, tenant, role, name, created_at
+-- instance: the token may see and act on what spans tenants (migration 0020).
+INSERT INTO pgsched.api_token (tenant, role, name, token_sha256, instance)
+VALUES (%(tenant)s, %(role)s, %(name)s, %(token_sha256)s, %(instance)s)
+RETURNING id, tenant, role, instance, name, created_at
 
 -- name: api_token_list :many
 -- Every token of a tenant (all tenants when tenant is NULL), newest first.
-SELECT id, tenant, role, name, created_at, last_used_at, revoked_at
+SELECT id, tenant, role, instance, name, created_at, last_used_at, revoked_at
   FROM pgsched.api_token
  WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s
  ORDER BY id DESC
@@ -16,7 +17,7 @@ SELECT id, tenant, role, name, created_at, last_used_at, revoked_at
 -- Revoke a token (idempotent: a revoked token keeps its first revocation time).
 UPDATE pgsched.api_token SET revoked_at = coalesce(revoked_at, now())
  WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
-RETURNING id, tenant, role, name, created_at, last_used_at, revoked_at
+RETURNING id, tenant, role, instance, name, created_at, last_used_at, revoked_at
 
 -- name: api_token_revoke_named :exec
 -- Revoke the live tokens of a tenant with a given name (pgsched dev replaces its own).
@@ -27,16 +28,16 @@ UPDATE pgsched.api_token SET revoked_at = now()
 -- The live token with this hash; its last use is recorded at most once a minute so that
 -- reads do not write on every request.
 WITH hit AS (
-    SELECT id, tenant, role, name, last_used_at FROM pgsched.api_token
+    SELECT id, tenant, role, instance, name, last_used_at FROM pgsched.api_token
      WHERE token_sha256 = %(token_sha256)s AND revoked_at IS NULL
 ), touch AS (
     UPDATE pgsched.api_token t SET last_used_at = now()
       FROM hit
      WHERE t.id = hit.id AND (hit.last_used_at IS NULL OR hit.last_used_at < now() - interval '1 minute')
 )
-SELECT id, tenant, role, name FROM hit
+SELECT id, tenant, role, instance, name FROM hit
 
 -- name: api_token_live :one
 -- A live token by id (a session signed in with a token stays valid while the token is);
 -- db_now is the clock its session's expiry is judged by.
-SELECT id, tenant, role, name, now() AS db_now FROM pgsched.api_token WHERE id = %(id)s AND revoked_at IS NULL
+SELECT id, tenant, role, instance, name, now() AS db_now FROM pgsched.api_token WHERE id = %(id)s AND revoked_at IS NULL

@@ -18,6 +18,13 @@ _tenant_option = click.option(
     default=None,
     help="Tenant the principal belongs to (default: the global --tenant).",
 )
+_instance_option = click.option(
+    "--instance",
+    is_flag=True,
+    help="Of the instance scope: also sees what spans tenants (workers, schedulers with their "
+    "hosts, installation-wide /metrics) and, as an admin, forces a scheduler failover. "
+    "Without it the principal sees its tenant's rows alone.",
+)
 
 
 @main.command()
@@ -45,20 +52,27 @@ def token() -> None:
     help="viewer reads; operator also acts; admin also manages tokens and failover.",
 )
 @_tenant_option
+@_instance_option
 @click.option("--name", default="", help="What the token is for (shown in listings).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
-def token_create(c: Context, role: str, tenant: str | None, name: str, as_json: bool) -> None:
+def token_create(
+    c: Context, role: str, tenant: str | None, instance: bool, name: str, as_json: bool
+) -> None:
     """Create a token and print it. It is shown only now: store it somewhere safe."""
     from ..web.credentials import create_token
 
-    secret, row = create_token(c.db(), role=role, tenant=tenant or c.tenant, name=name)
+    secret, row = create_token(
+        c.db(), role=role, tenant=tenant or c.tenant, name=name, instance=instance
+    )
     if as_json:
         print_json({**row, "token": secret})
         return
     click.echo(secret)
     click.echo(
-        f"token {row['id']}: role {row['role']}, tenant {row['tenant']!r}. It is not shown again.",
+        f"token {row['id']}: role {row['role']}, tenant {row['tenant']!r}"
+        + (", instance scope" if row["instance"] else "")
+        + ". It is not shown again.",
         err=True,
     )
 
@@ -76,7 +90,10 @@ def token_list(c: Context, tenant: str | None, all_tenants: bool, as_json: bool)
     if as_json:
         print_json(rows)
         return
-    table(rows, ["id", "tenant", "role", "name", "created_at", "last_used_at", "revoked_at"])
+    table(
+        rows,
+        ["id", "tenant", "role", "instance", "name", "created_at", "last_used_at", "revoked_at"],
+    )
 
 
 @token.command("revoke")
@@ -103,12 +120,13 @@ def user() -> None:
 @click.argument("username")
 @click.option("--role", required=True, type=click.Choice(ROLES))
 @_tenant_option
+@_instance_option
 @click.option(
     "--password-stdin", is_flag=True, help="Read the password from the first line of stdin."
 )
 @pass_ctx
 def user_create(
-    c: Context, username: str, role: str, tenant: str | None, password_stdin: bool
+    c: Context, username: str, role: str, tenant: str | None, instance: bool, password_stdin: bool
 ) -> None:
     """Create a web user; the password is asked for (twice), or read with --password-stdin."""
     from ..web.credentials import create_user
@@ -121,8 +139,13 @@ def user_create(
         raise ConfigError(
             "password: stdin is not a terminal; pass --password-stdin to read it from there"
         )
-    row = create_user(c.db(), username, password, role=role, tenant=tenant or c.tenant)
-    click.echo(f"user {row['username']!r} created: role {row['role']}, tenant {row['tenant']!r}")
+    row = create_user(
+        c.db(), username, password, role=role, tenant=tenant or c.tenant, instance=instance
+    )
+    click.echo(
+        f"user {row['username']!r} created: role {row['role']}, tenant {row['tenant']!r}"
+        + (", instance scope" if row["instance"] else "")
+    )
 
 
 @user.command("list")
@@ -138,7 +161,7 @@ def user_list(c: Context, tenant: str | None, all_tenants: bool, as_json: bool) 
     if as_json:
         print_json(rows)
         return
-    table(rows, ["username", "tenant", "role", "created_at"])
+    table(rows, ["username", "tenant", "role", "instance", "created_at"])
 
 
 @user.command("delete")

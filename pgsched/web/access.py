@@ -4,7 +4,9 @@ database, which form. Views and API endpoints call these; nothing else reads
 
 ``require(request, "operator")`` is the one check of a role: it returns the
 :class:`~pgsched.web.credentials.Principal` or raises :class:`NotSignedIn` (401; a page
-redirects to ``/login``) or :class:`Forbidden` (403).
+redirects to ``/login``) or :class:`Forbidden` (403). ``require(request, "viewer",
+instance=True)`` also asks for the instance scope: what spans tenants (the workers and
+schedulers, a failover, the installation-wide metrics) is no tenant principal's.
 """
 
 from __future__ import annotations
@@ -31,11 +33,12 @@ def principal(request: Request) -> Principal | None:
     return getattr(request.state, "principal", None)
 
 
-def require(request: Request, role: str = "viewer") -> Principal:
-    """The principal of ``request`` if its role is ``role`` or above.
+def require(request: Request, role: str = "viewer", *, instance: bool = False) -> Principal:
+    """The principal of ``request`` if its role is ``role`` or above (and, with
+    ``instance``, it is an instance principal).
 
     ``role`` is ``"viewer"``, ``"operator"`` or ``"admin"``. Raises NotSignedIn when
-    nobody is signed in, Forbidden when the role is too low.
+    nobody is signed in, Forbidden when the role is too low or the scope a tenant's.
     """
     if role not in ROLES:
         raise ValueError(f"role: {role!r} is not one of {ROLES}")
@@ -44,6 +47,11 @@ def require(request: Request, role: str = "viewer") -> Principal:
         raise NotSignedIn("sign in with a token or a username and password")
     if not who.has(role):
         raise Forbidden(f"role: {who.role!r} may not do this; it needs {role!r} or above")
+    if instance and not who.instance:
+        raise Forbidden(
+            f"instance: {who.name!r} acts in tenant {who.tenant!r} only; this spans every tenant "
+            f"and needs an instance {role} (pgsched token create --instance)"
+        )
     return who
 
 

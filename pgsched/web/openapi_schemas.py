@@ -150,6 +150,11 @@ SCHEMAS: J = {
         "type": "object",
         "required": ["role"],
         "additionalProperties": False,
-        "properties": {"role": {"enum": list(ROLES)}, "name": {"type": "string", "maxLength": 200}},
+        "properties": {
+            "role": {"enum": list(ROLES)},
+            "name": {"type": "string", "maxLength": 200},
+            # of the instance scope: only an instance admin may make one
+            "instance": {"type": "boolean"},
+        },
     },
 }
