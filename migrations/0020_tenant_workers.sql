@@ -13,8 +13,11 @@
 -- backlog in a queue of the same name costs its claim nothing (on execution_ready_queue_idx
 -- it would walk and filter out every such row ahead of its own). A worker serving every
 -- tenant keeps reading execution_ready_queue_idx, which the tenant-first index cannot
--- serve without a list of the tenants. Both are kept: the second costs every insert, claim
--- and retry one more index entry (measured in the report of the branch that adds it).
+-- serve without a list of the tenants. Both are kept: the second costs every insert and
+-- retry one more index entry (one INSERT of 20,000 executions: 145-173 ms with it, 126-140
+-- ms without, best of 3 on a shared 2-core machine; a claim's move to running, within noise).
+-- A claim of 10 of tenant a chose its rows touching 21 buffers, and 41 beside 100,000 ready
+-- executions of tenant b on the same queue (tests/db/test_claim_tenants.py).
 --
 -- worker.tenants: the tenants a worker serves, NULL for every tenant (pgsched status and the
 -- web's workers page show them). The column worker.tenant of 0001 is not used by anything.
