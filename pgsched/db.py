@@ -40,7 +40,14 @@ from psycopg_pool import ConnectionPool
 from . import queries
 from .clock import ServerClock
 from .deadline import Deadline, above_server_timeout, unwatched
-from .errors import ConnectionFailed, ConnectionSilent, DatabaseError, NotFound, TransientError
+from .errors import (
+    ConnectionFailed,
+    ConnectionSilent,
+    DatabaseError,
+    NotFound,
+    PermissionDenied,
+    TransientError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +87,8 @@ def _translate(exc: psycopg.Error) -> Exception:
         )
     if isinstance(exc, pg_errors.NoDataFound):
         return NotFound(message)
+    if isinstance(exc, pg_errors.InsufficientPrivilege):
+        return PermissionDenied(message)
     return DatabaseError(message)
 
 
@@ -187,11 +196,19 @@ class Session:
     def __init__(self, conn: psycopg.Connection[Row], deadline: Deadline | None = None):
         self.conn = conn
         self._watch = deadline.watch if deadline is not None else unwatched
+        #: the tenant to set for this transaction before its first query (Database.acting_for)
+        self.pending_tenant: str | None = None
 
     def _run(self, query_name: str, expect: str, params: Mapping[str, Any]) -> Any:
         query = queries.get(query_name)
         if query.cardinality != expect:
             raise TypeError(f"query {query_name!r} is :{query.cardinality}, called as :{expect}")
+        if self.pending_tenant is not None and not query.text.lstrip().startswith(
+            "SET TRANSACTION"
+        ):
+            # after a SET TRANSACTION, which must come before any query
+            tenant, self.pending_tenant = self.pending_tenant, None
+            self._run("session_act_for", "one", {"tenant": tenant})
         with translated(), self._watch(self.conn):
             try:
                 cur = self.conn.execute(query.text, params, binary=query.binary)
@@ -312,6 +329,9 @@ class Database(Session):
     def _run(self, query_name: str, expect: str, params: Mapping[str, Any]) -> Any:
         # One statement alone is its own transaction (autocommit): one round trip, where a
         # BEGIN and a COMMIT around it made three (a third of a busy writer's waits)
+        if self.tenant is not None:
+            with self.transaction() as tx:
+                return tx._run(query_name, expect, params)
         try:
             with translated(), self.pool.connection() as conn:
                 return Session(conn, self.deadline)._run(query_name, expect, params)  # type: ignore[arg-type]
@@ -326,10 +346,26 @@ class Database(Session):
         try:
             with translated(), self.pool.connection() as conn:
                 with Session(conn, self.deadline).transaction() as tx:  # type: ignore[arg-type]  # dict_row
+                    tx.pending_tenant = self.tenant
                     yield tx
         except ConnectionSilent:
             self.pool.drain()
             raise
+
+    #: the tenant every transaction of this pool acts for (pgsched.tenant), or None
+    tenant: str | None = None
+
+    def acting_for(self, tenant: str) -> Database:
+        """This pool, with every statement run in a transaction that first sets
+        ``pgsched.tenant`` to ``tenant`` (``"*"``: every tenant) for that transaction only:
+        what row-level security shows a web login (migration 0018, docs/security.md).
+        Nothing stays set on the pooled connection after it. Costs a BEGIN, the setting
+        and a COMMIT around each statement; no effect for a login that row-level security
+        does not restrict (a superuser, the owner) or that is mapped to a tenant."""
+        scoped = Database(self.pool, self.dsn, self.deadline)
+        scoped._server_timeout = self._server_timeout
+        scoped.tenant = tenant
+        return scoped
 
 
 def _redact(dsn: str) -> str:

@@ -8,7 +8,8 @@ and its message names the field and the value that were wrong::
     ├── DatabaseError          psycopg errors, translated at the boundary in db.py
     │   ├── ConnectionFailed   the server could not be reached, or the connection broke
     │   │   └── ConnectionSilent  no reply within the statement deadline: the connection was shut down
-    │   └── TransientError     deadlock, serialization failure, lock timeout: try again
+    │   ├── TransientError     deadlock, serialization failure, lock timeout: try again
+    │   └── PermissionDenied   the database refused this login (42501): another tenant's, or no right
     └── MigrationError         schema and code disagree
         ├── ChecksumMismatch   an applied migration file was changed
         ├── SchemaAhead        the database has migrations this code does not know
@@ -66,6 +67,12 @@ class ConnectionSilent(ConnectionFailed):
 class TransientError(DatabaseError):
     """The statement lost a race (deadlock, serialization failure, lock not available);
     the same work may succeed if tried again."""
+
+
+class PermissionDenied(DatabaseError):
+    """The database refused the statement to this login (SQLSTATE 42501
+    insufficient_privilege): a tenant's login asking for another tenant, or a role without
+    the right (docs/security.md)."""
 
 
 class MigrationError(PgschedError):

@@ -1,4 +1,5 @@
-"""Who may do what in the web interface and the REST API. Pure (no database)."""
+"""Who may do what in the web interface and the REST API, and what a tenant's database
+login is for. Pure (no database)."""
 
 from __future__ import annotations
 
@@ -16,3 +17,12 @@ class Role(StrEnum):
 
 
 ROLES = tuple(r.value for r in Role)  # lowest first
+
+
+class LoginPurpose(StrEnum):
+    """What a tenant's PostgreSQL login is for (``tenant_role.purpose``): it is given the
+    group role ``pgsched_<purpose>`` (migration 0018, docs/security.md)."""
+
+    APP = "app"
+    ENGINE = "engine"
+    WEB = "web"

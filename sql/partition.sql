@@ -15,9 +15,8 @@ SELECT pgsched_internal.partition_drop_v1(%(partition_name)s, %(parent)s) AS dro
 
 -- name: partition_default_rows :one
 -- Rows that strayed into the DEFAULT partitions (outside every daily range).
-SELECT (SELECT count(*) FROM pgsched.execution_history_default) AS execution_history,
-       (SELECT count(*) FROM pgsched.execution_attempt_default) AS execution_attempt,
-       (SELECT count(*) FROM pgsched.execution_log_default) AS execution_log
+SELECT execution_history, execution_attempt, execution_log
+  FROM pgsched_internal.partition_default_rows_v1()
 
 -- name: partition_summary :one
 -- Daily partitions of execution_history: how many, first and last day.

@@ -50,12 +50,14 @@ COMMENT ON SCHEMA pgsched_internal IS 'pgsched engine internals: called by pgsch
 -- Name: cancel_v1(bigint, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
-CREATE FUNCTION pgsched.cancel_v1(execution_id bigint, tenant text DEFAULT 'default'::text) RETURNS text
-    LANGUAGE plpgsql
+CREATE FUNCTION pgsched.cancel_v1(execution_id bigint, tenant text DEFAULT NULL::text) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
 DECLARE
     e pgsched.execution;
 BEGIN
+    cancel_v1.tenant := pgsched_internal.caller_tenant_v1(cancel_v1.tenant);
     SELECT * INTO e FROM pgsched.execution x
      WHERE x.id = cancel_v1.execution_id AND x.tenant = cancel_v1.tenant FOR UPDATE;
     IF NOT FOUND THEN
@@ -81,13 +83,15 @@ END $$;
 -- Name: dag_cancel_v1(bigint, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
-CREATE FUNCTION pgsched.dag_cancel_v1(run_id bigint, tenant text DEFAULT 'default'::text) RETURNS text
-    LANGUAGE plpgsql
+CREATE FUNCTION pgsched.dag_cancel_v1(run_id bigint, tenant text DEFAULT NULL::text) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
 #variable_conflict use_column
 DECLARE
     r pgsched.dag_run;
 BEGIN
+    dag_cancel_v1.tenant := pgsched_internal.caller_tenant_v1(dag_cancel_v1.tenant);
     SELECT * INTO r FROM pgsched.dag_run x
      WHERE x.id = dag_cancel_v1.run_id AND x.tenant = dag_cancel_v1.tenant FOR UPDATE;
     IF NOT FOUND THEN
@@ -112,8 +116,9 @@ END $$;
 -- Name: dag_rerun_v1(bigint, text, boolean, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
-CREATE FUNCTION pgsched.dag_rerun_v1(run_id bigint, from_node text DEFAULT NULL::text, failed_only boolean DEFAULT false, tenant text DEFAULT 'default'::text) RETURNS bigint
-    LANGUAGE plpgsql
+CREATE FUNCTION pgsched.dag_rerun_v1(run_id bigint, from_node text DEFAULT NULL::text, failed_only boolean DEFAULT false, tenant text DEFAULT NULL::text) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -122,6 +127,7 @@ DECLARE
     rerun_nodes text[];
     keep_nodes text[];
 BEGIN
+    dag_rerun_v1.tenant := pgsched_internal.caller_tenant_v1(dag_rerun_v1.tenant);
     SELECT * INTO old FROM pgsched.dag_run x WHERE x.id = dag_rerun_v1.run_id AND x.tenant = dag_rerun_v1.tenant;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'run: no DAG run % in tenant %', run_id, quote_literal(tenant) USING ERRCODE = 'no_data_found';
@@ -197,13 +203,15 @@ END $$;
 -- Name: dag_trigger_v1(text, jsonb, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
-CREATE FUNCTION pgsched.dag_trigger_v1(dag_name text, params jsonb DEFAULT NULL::jsonb, tenant text DEFAULT 'default'::text) RETURNS bigint
-    LANGUAGE plpgsql
+CREATE FUNCTION pgsched.dag_trigger_v1(dag_name text, params jsonb DEFAULT NULL::jsonb, tenant text DEFAULT NULL::text) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
 #variable_conflict use_column
 DECLARE
     target bigint;
 BEGIN
+    dag_trigger_v1.tenant := pgsched_internal.caller_tenant_v1(dag_trigger_v1.tenant);
     SELECT d.id INTO target FROM pgsched.dag d
      WHERE d.tenant = dag_trigger_v1.tenant AND d.name = dag_trigger_v1.dag_name AND d.deleted_at IS NULL;
     IF NOT FOUND THEN
@@ -217,12 +225,13 @@ END $$;
 -- Name: dlq_purge_v1(interval, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
-CREATE FUNCTION pgsched.dlq_purge_v1(older_than interval DEFAULT '00:00:00'::interval, tenant text DEFAULT 'default'::text) RETURNS integer
-    LANGUAGE sql
+CREATE FUNCTION pgsched.dlq_purge_v1(older_than interval DEFAULT '00:00:00'::interval, tenant text DEFAULT NULL::text) RETURNS integer
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
     WITH doomed AS (
         SELECT h.id, h.finished_at FROM pgsched.execution_history h
-         WHERE h.state = 'dead' AND h.tenant = dlq_purge_v1.tenant
+         WHERE h.state = 'dead' AND h.tenant = (SELECT pgsched_internal.caller_tenant_v1(dlq_purge_v1.tenant))
            AND h.finished_at < now() - dlq_purge_v1.older_than
          ORDER BY h.id
            FOR UPDATE SKIP LOCKED  -- rows a concurrent retry holds are being retried
@@ -237,13 +246,15 @@ $$;
 -- Name: dlq_retry_all_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
-CREATE FUNCTION pgsched.dlq_retry_all_v1(task_name text DEFAULT NULL::text, tenant text DEFAULT 'default'::text) RETURNS integer
-    LANGUAGE plpgsql
+CREATE FUNCTION pgsched.dlq_retry_all_v1(task_name text DEFAULT NULL::text, tenant text DEFAULT NULL::text) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
 DECLARE
     n integer := 0;
     dead_id bigint;
 BEGIN
+    dlq_retry_all_v1.tenant := pgsched_internal.caller_tenant_v1(dlq_retry_all_v1.tenant);
     FOR dead_id IN
         SELECT h.id FROM pgsched.execution_history h JOIN pgsched.task k ON k.id = h.task_id
          WHERE h.state = 'dead' AND h.tenant = dlq_retry_all_v1.tenant AND k.deleted_at IS NULL
@@ -262,8 +273,9 @@ END $$;
 -- Name: dlq_retry_v1(bigint, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
-CREATE FUNCTION pgsched.dlq_retry_v1(execution_id bigint, tenant text DEFAULT 'default'::text) RETURNS bigint
-    LANGUAGE plpgsql
+CREATE FUNCTION pgsched.dlq_retry_v1(execution_id bigint, tenant text DEFAULT NULL::text) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -271,6 +283,7 @@ DECLARE
     holder bigint;
     max_tries integer;
 BEGIN
+    dlq_retry_v1.tenant := pgsched_internal.caller_tenant_v1(dlq_retry_v1.tenant);
     SELECT * INTO h FROM pgsched.execution_history x
      WHERE x.id = dlq_retry_v1.execution_id AND x.tenant = dlq_retry_v1.tenant AND x.state = 'dead'
        FOR UPDATE;
@@ -320,10 +333,15 @@ END $$;
 -- Name: enqueue_many_v1(text, jsonb[], timestamp with time zone, integer, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
-CREATE FUNCTION pgsched.enqueue_many_v1(task_name text, params jsonb[], run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, priority integer DEFAULT NULL::integer, tenant text DEFAULT 'default'::text, trigger text DEFAULT 'api'::text) RETURNS SETOF bigint
-    LANGUAGE plpgsql
+CREATE FUNCTION pgsched.enqueue_many_v1(task_name text, params jsonb[], run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, priority integer DEFAULT NULL::integer, tenant text DEFAULT NULL::text, trigger text DEFAULT 'api'::text) RETURNS SETOF bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
 BEGIN
+    enqueue_many_v1.tenant := pgsched_internal.caller_tenant_v1(enqueue_many_v1.tenant);
+    IF enqueue_many_v1.trigger IN ('schedule', 'dag') THEN
+        enqueue_many_v1.trigger := pgsched_internal.caller_trigger_v1(enqueue_many_v1.trigger);
+    END IF;
     PERFORM pgsched_internal.task_share_v1(task_name, tenant);
     RETURN QUERY SELECT pgsched_internal.enqueue_many_v1(task_name, params, run_at, priority, tenant, trigger);
 END $$;
@@ -332,10 +350,15 @@ END $$;
 -- Name: enqueue_many_v2(text, jsonb, timestamp with time zone, integer, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
-CREATE FUNCTION pgsched.enqueue_many_v2(task_name text, params jsonb, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, priority integer DEFAULT NULL::integer, tenant text DEFAULT 'default'::text, trigger text DEFAULT 'api'::text) RETURNS SETOF bigint
-    LANGUAGE plpgsql
+CREATE FUNCTION pgsched.enqueue_many_v2(task_name text, params jsonb, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, priority integer DEFAULT NULL::integer, tenant text DEFAULT NULL::text, trigger text DEFAULT 'api'::text) RETURNS SETOF bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
 BEGIN
+    enqueue_many_v2.tenant := pgsched_internal.caller_tenant_v1(enqueue_many_v2.tenant);
+    IF enqueue_many_v2.trigger IN ('schedule', 'dag') THEN
+        enqueue_many_v2.trigger := pgsched_internal.caller_trigger_v1(enqueue_many_v2.trigger);
+    END IF;
     IF params IS NULL OR jsonb_typeof(params) <> 'array' THEN
         RAISE EXCEPTION 'params: % is not a JSON array of JSON objects', coalesce(left(params::text, 80), 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -350,10 +373,15 @@ END $$;
 -- Name: enqueue_v1(text, jsonb, timestamp with time zone, integer, text, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
-CREATE FUNCTION pgsched.enqueue_v1(task_name text, params jsonb DEFAULT NULL::jsonb, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, priority integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, tenant text DEFAULT 'default'::text, trigger text DEFAULT 'api'::text) RETURNS bigint
-    LANGUAGE plpgsql
+CREATE FUNCTION pgsched.enqueue_v1(task_name text, params jsonb DEFAULT NULL::jsonb, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, priority integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, tenant text DEFAULT NULL::text, trigger text DEFAULT 'api'::text) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
 BEGIN
+    enqueue_v1.tenant := pgsched_internal.caller_tenant_v1(enqueue_v1.tenant);
+    IF enqueue_v1.trigger IN ('schedule', 'dag') THEN
+        enqueue_v1.trigger := pgsched_internal.caller_trigger_v1(enqueue_v1.trigger);
+    END IF;
     PERFORM pgsched_internal.task_share_v1(task_name, tenant);
     RETURN pgsched_internal.enqueue_v1(task_name, params, run_at, priority, idempotency_key, tenant, trigger);
 END $$;
@@ -362,10 +390,15 @@ END $$;
 -- Name: enqueue_v2(text, jsonb, timestamp with time zone, integer, text, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
-CREATE FUNCTION pgsched.enqueue_v2(task_name text, params jsonb DEFAULT NULL::jsonb, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, priority integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, tenant text DEFAULT 'default'::text, trigger text DEFAULT 'api'::text) RETURNS TABLE(execution_id bigint, deduplicated boolean, dedup_reason text, succeeded_execution_id bigint)
-    LANGUAGE plpgsql
+CREATE FUNCTION pgsched.enqueue_v2(task_name text, params jsonb DEFAULT NULL::jsonb, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, priority integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, tenant text DEFAULT NULL::text, trigger text DEFAULT 'api'::text) RETURNS TABLE(execution_id bigint, deduplicated boolean, dedup_reason text, succeeded_execution_id bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
 BEGIN
+    enqueue_v2.tenant := pgsched_internal.caller_tenant_v1(enqueue_v2.tenant);
+    IF enqueue_v2.trigger IN ('schedule', 'dag') THEN
+        enqueue_v2.trigger := pgsched_internal.caller_trigger_v1(enqueue_v2.trigger);
+    END IF;
     PERFORM pgsched_internal.task_share_v1(task_name, tenant);
     RETURN QUERY SELECT * FROM pgsched_internal.enqueue_v2(task_name, params, run_at, priority,
                                                            idempotency_key, tenant, trigger);
@@ -375,10 +408,12 @@ END $$;
 -- Name: pause_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
-CREATE FUNCTION pgsched.pause_v1(task_name text, tenant text DEFAULT 'default'::text) RETURNS boolean
-    LANGUAGE plpgsql
+CREATE FUNCTION pgsched.pause_v1(task_name text, tenant text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
 BEGIN
+    pause_v1.tenant := pgsched_internal.caller_tenant_v1(pause_v1.tenant);
     UPDATE pgsched.task k SET enabled = false, updated_at = now()
      WHERE k.tenant = pause_v1.tenant AND k.name = pause_v1.task_name AND k.deleted_at IS NULL;
     IF NOT FOUND THEN
@@ -392,10 +427,12 @@ END $$;
 -- Name: resume_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
-CREATE FUNCTION pgsched.resume_v1(task_name text, tenant text DEFAULT 'default'::text) RETURNS boolean
-    LANGUAGE plpgsql
+CREATE FUNCTION pgsched.resume_v1(task_name text, tenant text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
 BEGIN
+    resume_v1.tenant := pgsched_internal.caller_tenant_v1(resume_v1.tenant);
     UPDATE pgsched.task k
        SET enabled = true, next_fire_at = CASE WHEN k.enabled OR k.schedule_kind = 'once' THEN k.next_fire_at END,
            updated_at = now()
@@ -411,11 +448,59 @@ END $$;
 -- Name: trigger_v1(text, jsonb, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
-CREATE FUNCTION pgsched.trigger_v1(task_name text, params jsonb DEFAULT NULL::jsonb, tenant text DEFAULT 'default'::text) RETURNS bigint
-    LANGUAGE sql
+CREATE FUNCTION pgsched.trigger_v1(task_name text, params jsonb DEFAULT NULL::jsonb, tenant text DEFAULT NULL::text) RETURNS bigint
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
     SELECT pgsched.enqueue_v1(task_name, params, NULL, NULL, NULL, tenant, 'manual');
 $$;
+
+--
+-- Name: caller_tenant_v1(text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.caller_tenant_v1(asked text) RETURNS text
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    own text;
+BEGIN
+    IF pgsched_internal.is_instance_v1() THEN
+        RETURN coalesce(asked, nullif(nullif(current_setting('pgsched.tenant', true), ''), '*'), 'default');
+    END IF;
+    own := pgsched_internal.session_tenant_v1();
+    IF own = '*' THEN
+        RETURN coalesce(asked, 'default');
+    ELSIF own IS NULL THEN
+        RAISE EXCEPTION 'tenant: role % acts for no tenant', quote_ident(session_user)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'pgsched tenant create NAME --login ROLE maps a login to its tenant';
+    ELSIF asked IS NOT NULL AND asked <> own THEN
+        RAISE EXCEPTION 'tenant: role % acts for tenant % only, not %', quote_ident(session_user),
+            quote_literal(own), quote_literal(asked)
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN own;
+END $$;
+
+--
+-- Name: caller_trigger_v1(text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.caller_trigger_v1(asked text) RETURNS text
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    IF asked IN ('schedule', 'dag') AND NOT pgsched_internal.is_instance_v1()
+       AND NOT pg_has_role(session_user, 'pgsched_engine', 'MEMBER') THEN
+        RAISE EXCEPTION 'trigger: % is pgsched''s own; an application enqueues with api, manual or insert',
+            quote_literal(asked)
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN asked;
+END $$;
 
 --
 -- Name: execution_id_seq; Type: SEQUENCE; Schema: pgsched; Owner: -
@@ -1049,18 +1134,24 @@ CREATE FUNCTION pgsched_internal.execution_inserted_v1() RETURNS trigger
 DECLARE
     bad record;
 BEGIN
-    WITH wanted AS (SELECT n.task_id, min(n.scheduled_at) FILTER (WHERE n.trigger = 'schedule') AS first_fire
-                      FROM new_executions n GROUP BY n.task_id),
-         locked AS (SELECT k.id, k.name, k.last_fire_at FROM pgsched.task k
+    WITH wanted AS (SELECT n.task_id, n.tenant, min(n.scheduled_at) FILTER (WHERE n.trigger = 'schedule') AS first_fire
+                      FROM new_executions n GROUP BY n.task_id, n.tenant),
+         locked AS (SELECT k.id, k.tenant, k.name, k.last_fire_at FROM pgsched.task k
                      WHERE k.id IN (SELECT w.task_id FROM wanted w)
                        FOR KEY SHARE OF k)
-    SELECT w.task_id, w.first_fire, l.id IS NULL AS missing, l.name, l.last_fire_at INTO bad
+    SELECT w.task_id, w.tenant, w.first_fire, l.id IS NULL AS missing, l.tenant <> w.tenant AS foreign,
+           l.tenant AS task_tenant, l.name, l.last_fire_at INTO bad
       FROM wanted w LEFT JOIN locked l ON l.id = w.task_id
-     WHERE l.id IS NULL OR w.first_fire <= l.last_fire_at
+     WHERE l.id IS NULL OR l.tenant <> w.tenant OR w.first_fire <= l.last_fire_at
+     ORDER BY l.id IS NULL DESC, l.tenant <> w.tenant DESC
      LIMIT 1;
     IF FOUND AND bad.missing THEN
         RAISE EXCEPTION 'execution: task_id % is not a task', bad.task_id
             USING ERRCODE = 'foreign_key_violation', TABLE = 'execution', COLUMN = 'task_id';
+    ELSIF FOUND AND bad.foreign THEN
+        RAISE EXCEPTION 'execution: task % belongs to tenant %, not %', quote_literal(bad.name),
+            quote_literal(bad.task_tenant), quote_literal(bad.tenant)
+            USING ERRCODE = 'check_violation', TABLE = 'execution', COLUMN = 'tenant';
     ELSIF FOUND THEN  -- rare: looked at row by row, only now
         SELECT k.name, k.last_fire_at, n.scheduled_at AS first_fire INTO bad
           FROM new_executions n JOIN pgsched.task k ON k.id = n.task_id
@@ -1133,11 +1224,44 @@ CREATE FUNCTION pgsched_internal.finish_v1(e pgsched.execution, final_state text
 $$;
 
 --
+-- Name: is_instance_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.is_instance_v1() RETURNS boolean
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+    SELECT NOT EXISTS (SELECT FROM pgsched.tenant_role m WHERE m.role_name = session_user)
+       AND (pg_has_role(session_user, 'pgsched_instance', 'MEMBER')
+            OR pg_has_role(session_user, 'pgsched_owner', 'MEMBER'));
+$$;
+
+--
+-- Name: FUNCTION is_instance_v1(); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.is_instance_v1() IS 'whether this session''s login acts for the whole installation (superuser, owner or pgsched_instance, and in no tenant)';
+
+--
+-- Name: partition_default_rows_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.partition_default_rows_v1(OUT execution_history bigint, OUT execution_attempt bigint, OUT execution_log bigint) RETURNS record
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+    SELECT (SELECT count(*) FROM pgsched.execution_history_default),
+           (SELECT count(*) FROM pgsched.execution_attempt_default),
+           (SELECT count(*) FROM pgsched.execution_log_default);
+$$;
+
+--
 -- Name: partition_drop_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
 CREATE FUNCTION pgsched_internal.partition_drop_v1(partition_name text, parent text) RETURNS boolean
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $_$
 BEGIN
     IF parent NOT IN ('execution_history', 'execution_attempt', 'execution_log')
@@ -1159,7 +1283,8 @@ END $_$;
 --
 
 CREATE FUNCTION pgsched_internal.partition_ensure_v1(from_day date, days integer) RETURNS SETOF text
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
 DECLARE
     parent text;
@@ -1195,7 +1320,8 @@ END $$;
 --
 
 CREATE FUNCTION pgsched_internal.partition_expired_v1(cutoff timestamp with time zone) RETURNS TABLE(partition_name text, parent text, live boolean)
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $_$
 DECLARE
     r record;
@@ -1224,7 +1350,8 @@ END $_$;
 --
 
 CREATE FUNCTION pgsched_internal.partition_is_live_v1(partition_name text, parent text) RETURNS boolean
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
 DECLARE
     live boolean;
@@ -1440,7 +1567,8 @@ END $$;
 --
 
 CREATE FUNCTION pgsched_internal.run_request_insert_v1() RETURNS trigger
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
 DECLARE
     r record;
@@ -1449,13 +1577,140 @@ BEGIN
         RAISE EXCEPTION 'task: a run request needs a task name' USING ERRCODE = 'not_null_violation';
     END IF;
     SELECT * INTO r FROM pgsched.enqueue_v2(NEW.task, NEW.params, NEW.run_at, NEW.priority,
-                                            NEW.idempotency_key, coalesce(NEW.tenant, 'default'), 'insert');
+                                            NEW.idempotency_key, NEW.tenant, 'insert');
+    NEW.tenant := pgsched_internal.caller_tenant_v1(NEW.tenant);
     NEW.execution_id := r.execution_id;
     NEW.deduplicated := r.deduplicated;
     NEW.dedup_reason := r.dedup_reason;
     NEW.succeeded_execution_id := r.succeeded_execution_id;
     RETURN NEW;
 END $$;
+
+--
+-- Name: secure_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.secure_v1() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    o record;
+    web_only boolean;
+    secured boolean;
+BEGIN
+    EXECUTE 'ALTER SCHEMA pgsched OWNER TO pgsched_owner';
+    EXECUTE 'ALTER SCHEMA pgsched_internal OWNER TO pgsched_owner';
+    FOR o IN SELECT c.oid::regclass AS rel, c.relkind, c.relname::text AS name, c.relispartition
+               FROM pg_class c
+              WHERE c.relnamespace IN ('pgsched'::regnamespace, 'pgsched_internal'::regnamespace)
+                AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
+                AND NOT (c.relkind = 'S' AND EXISTS (SELECT FROM pg_depend d  -- an identity's or a serial's
+                          WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype IN ('a', 'i')))
+                AND pg_get_userbyid(c.relowner) <> 'pgsched_owner'
+    LOOP
+        EXECUTE format('ALTER %s %s OWNER TO pgsched_owner',
+                       CASE o.relkind WHEN 'S' THEN 'SEQUENCE' WHEN 'v' THEN 'VIEW'
+                                      WHEN 'm' THEN 'MATERIALIZED VIEW' ELSE 'TABLE' END, o.rel);
+    END LOOP;
+    FOR o IN SELECT p.oid::regprocedure AS fn, p.prokind
+               FROM pg_proc p
+              WHERE p.pronamespace IN ('pgsched'::regnamespace, 'pgsched_internal'::regnamespace)
+                AND pg_get_userbyid(p.proowner) <> 'pgsched_owner'
+    LOOP
+        EXECUTE format('ALTER %s %s OWNER TO pgsched_owner',
+                       CASE o.prokind WHEN 'a' THEN 'AGGREGATE' WHEN 'p' THEN 'PROCEDURE' ELSE 'FUNCTION' END, o.fn);
+    END LOOP;
+    FOR o IN SELECT t.oid::regtype AS ty FROM pg_type t
+              WHERE t.typnamespace IN ('pgsched'::regnamespace, 'pgsched_internal'::regnamespace)
+                AND t.typtype IN ('e', 'd', 'c') AND t.typrelid = 0
+                AND pg_get_userbyid(t.typowner) <> 'pgsched_owner'
+    LOOP
+        EXECUTE format('ALTER TYPE %s OWNER TO pgsched_owner', o.ty);
+    END LOOP;
+
+    REVOKE ALL ON SCHEMA pgsched, pgsched_internal FROM PUBLIC;
+    GRANT USAGE ON SCHEMA pgsched TO pgsched_engine, pgsched_web, pgsched_app;
+    GRANT USAGE ON SCHEMA pgsched_internal TO pgsched_engine, pgsched_web;
+
+    REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgsched, pgsched_internal FROM PUBLIC;
+    GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pgsched TO pgsched_engine, pgsched_web, pgsched_app;
+    GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pgsched_internal TO pgsched_engine, pgsched_web;
+    REVOKE EXECUTE ON FUNCTION pgsched_internal.secure_v1(),
+                               pgsched_internal.tenant_login_v1(text, text, text, text),
+                               pgsched_internal.tenant_drop_login_v1(text, text)
+        FROM pgsched_engine, pgsched_web;
+    REVOKE EXECUTE ON FUNCTION pgsched_internal.partition_ensure_v1(date, integer),
+                               pgsched_internal.partition_drop_v1(text, text),
+                               pgsched_internal.partition_expired_v1(timestamptz),
+                               pgsched_internal.partition_is_live_v1(text, text) FROM pgsched_web;
+
+    REVOKE ALL ON ALL TABLES IN SCHEMA pgsched, pgsched_internal FROM PUBLIC;
+    REVOKE ALL ON ALL SEQUENCES IN SCHEMA pgsched, pgsched_internal FROM PUBLIC;
+    GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA pgsched TO pgsched_engine, pgsched_web;
+    FOR o IN SELECT c.oid::regclass AS rel, c.relname::text AS name, c.relkind,
+                    EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'tenant'
+                                                         AND NOT a.attisdropped) AS has_tenant,
+                    c.relrowsecurity
+               FROM pg_class c
+              WHERE c.relnamespace = 'pgsched'::regnamespace AND c.relkind IN ('r', 'p', 'v')
+                AND NOT c.relispartition
+    LOOP
+        IF o.name = 'run_request' THEN
+            EXECUTE format('GRANT SELECT, INSERT ON %s TO pgsched_engine, pgsched_web, pgsched_app', o.rel);
+            CONTINUE;
+        END IF;
+        web_only := o.name LIKE 'web\_%' OR o.name = 'api_token';
+        IF o.relkind = 'v' THEN
+            EXECUTE format('GRANT SELECT ON %s TO pgsched_engine, pgsched_web', o.rel);
+        ELSIF web_only THEN
+            EXECUTE format('REVOKE ALL ON %s FROM pgsched_engine, pgsched_app', o.rel);
+            EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO pgsched_web', o.rel);
+        ELSE
+            EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO pgsched_engine, pgsched_web', o.rel);
+        END IF;
+        secured := o.relrowsecurity;
+        IF o.relkind <> 'v' AND o.has_tenant AND NOT web_only
+           AND o.name NOT IN ('leader', 'worker', 'scheduler_node') AND NOT o.relrowsecurity THEN
+            secured := true;
+            EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', o.rel);
+            EXECUTE format('CREATE POLICY tenant_rows ON %s TO pgsched_engine '
+                           'USING (tenant = (SELECT pgsched_internal.session_tenant_v1())) '
+                           'WITH CHECK (tenant = (SELECT pgsched_internal.session_tenant_v1()))', o.rel);
+            EXECUTE format('CREATE POLICY web_rows ON %s TO pgsched_web '
+                           'USING ((SELECT pgsched_internal.session_tenant_v1()) IN (tenant, ''*'')) '
+                           'WITH CHECK ((SELECT pgsched_internal.session_tenant_v1()) IN (tenant, ''*''))', o.rel);
+        END IF;
+        IF secured AND NOT EXISTS (SELECT FROM pg_policy p WHERE p.polrelid = o.rel AND p.polname = 'instance_rows') THEN
+            EXECUTE format('CREATE POLICY instance_rows ON %s TO pgsched_instance USING (true) WITH CHECK (true)', o.rel);
+        END IF;
+    END LOOP;
+END $$;
+
+--
+-- Name: FUNCTION secure_v1(); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.secure_v1() IS 'gives pgsched_owner every object and sets the grants and row-level security (migration 0018)';
+
+--
+-- Name: session_tenant_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.session_tenant_v1() RETURNS text
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+    SELECT coalesce(
+        (SELECT m.tenant FROM pgsched.tenant_role m WHERE m.role_name = session_user),
+        CASE WHEN pg_has_role(session_user, 'pgsched_web', 'MEMBER')
+             THEN nullif(current_setting('pgsched.tenant', true), '') END);
+$$;
+
+--
+-- Name: FUNCTION session_tenant_v1(); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.session_tenant_v1() IS 'the tenant this session acts for: its login''s (tenant_role), else for a web login the pgsched.tenant setting (''*'': every tenant), else NULL (none)';
 
 --
 -- Name: setting_v1(text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -1630,6 +1885,83 @@ CREATE FUNCTION pgsched_internal.task_share_v1(task_name text, tenant text) RETU
                                AND k.deleted_at IS NULL
                                FOR KEY SHARE) locked
 $$;
+
+--
+-- Name: tenant_drop_login_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.tenant_drop_login_v1(role_name text, tenant text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pgsched.tenant_role m
+                    WHERE m.role_name = tenant_drop_login_v1.role_name AND m.tenant = tenant_drop_login_v1.tenant) THEN
+        RAISE EXCEPTION 'login: role % does not act for tenant %', quote_ident(role_name), quote_literal(tenant)
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    DELETE FROM pgsched.tenant_role m WHERE m.role_name = tenant_drop_login_v1.role_name;
+    EXECUTE format('DROP ROLE IF EXISTS %I', role_name);
+END $$;
+
+--
+-- Name: tenant_login_v1(text, text, text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.tenant_login_v1(role_name text, tenant text, purpose text, password text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    made boolean := false;
+    other text;
+BEGIN
+    IF purpose NOT IN ('app', 'engine', 'web') THEN
+        RAISE EXCEPTION 'purpose: % is not one of app, engine, web', quote_literal(purpose)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pgsched.tenant t WHERE t.name = tenant_login_v1.tenant) THEN
+        RAISE EXCEPTION 'tenant: no tenant named %', quote_literal(tenant) USING ERRCODE = 'no_data_found';
+    END IF;
+    SELECT m.tenant INTO other FROM pgsched.tenant_role m WHERE m.role_name = tenant_login_v1.role_name;
+    IF other IS NOT NULL AND other <> tenant THEN
+        RAISE EXCEPTION 'login: role % already acts for tenant %', quote_ident(role_name), quote_literal(other)
+            USING ERRCODE = 'unique_violation';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.rolname = tenant_login_v1.role_name) THEN
+        EXECUTE format('CREATE ROLE %I LOGIN', role_name);
+        made := true;
+    ELSIF EXISTS (SELECT FROM pg_roles r WHERE r.rolname = tenant_login_v1.role_name
+                     AND (r.rolsuper OR r.rolbypassrls))
+          OR pg_has_role(role_name, 'pgsched_owner', 'MEMBER')
+          OR pg_has_role(role_name, 'pgsched_instance', 'MEMBER') THEN
+        RAISE EXCEPTION 'login: role % acts for the whole installation; a tenant''s login must not',
+            quote_ident(role_name) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    EXECUTE format('GRANT %I TO %I', 'pgsched_' || purpose, role_name);
+    IF password IS NOT NULL THEN
+        EXECUTE format('ALTER ROLE %I PASSWORD %L', role_name, password);
+    END IF;
+    INSERT INTO pgsched.tenant_role (role_name, tenant, purpose)
+    VALUES (role_name, tenant, purpose)
+    ON CONFLICT ON CONSTRAINT tenant_role_pkey DO UPDATE SET purpose = EXCLUDED.purpose;
+    RETURN made;
+END $$;
+
+--
+-- Name: tenant_register_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.tenant_register_v1() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $_$
+BEGIN
+    INSERT INTO pgsched.tenant (name)
+    SELECT DISTINCT n.tenant FROM new_rows n
+     WHERE n.tenant ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'
+       AND NOT EXISTS (SELECT FROM pgsched.tenant t WHERE t.name = n.tenant)
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END $_$;
 
 --
 -- Name: webhook_execution_finished_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -1896,7 +2228,7 @@ PARTITION BY RANGE (finished_at);
 -- Name: execution_all; Type: VIEW; Schema: pgsched; Owner: -
 --
 
-CREATE VIEW pgsched.execution_all AS
+CREATE VIEW pgsched.execution_all WITH (security_invoker='true') AS
  SELECT execution.id,
     execution.tenant,
     execution.task_id,
@@ -2253,6 +2585,40 @@ CREATE SEQUENCE pgsched.task_id_seq
 ALTER SEQUENCE pgsched.task_id_seq OWNED BY pgsched.task.id;
 
 --
+-- Name: tenant; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.tenant (
+    name text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT tenant_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'::text))
+);
+
+--
+-- Name: TABLE tenant; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON TABLE pgsched.tenant IS 'the tenants of this installation (pgsched tenant create|list|delete)';
+
+--
+-- Name: tenant_role; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.tenant_role (
+    role_name name NOT NULL,
+    tenant text NOT NULL,
+    purpose text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT tenant_role_purpose_check CHECK ((purpose = ANY (ARRAY['app'::text, 'engine'::text, 'web'::text])))
+);
+
+--
+-- Name: TABLE tenant_role; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON TABLE pgsched.tenant_role IS 'a login role -> the one tenant its sessions act for (its group role is the purpose)';
+
+--
 -- Name: web_key; Type: TABLE; Schema: pgsched; Owner: -
 --
 
@@ -2581,6 +2947,20 @@ ALTER TABLE ONLY pgsched.task_alerting
 
 ALTER TABLE ONLY pgsched.task
     ADD CONSTRAINT task_pkey PRIMARY KEY (id);
+
+--
+-- Name: tenant tenant_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.tenant
+    ADD CONSTRAINT tenant_pkey PRIMARY KEY (name);
+
+--
+-- Name: tenant_role tenant_role_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.tenant_role
+    ADD CONSTRAINT tenant_role_pkey PRIMARY KEY (role_name);
 
 --
 -- Name: web_key web_key_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
@@ -3013,6 +3393,12 @@ CREATE TRIGGER task_referenced_truncate AFTER TRUNCATE ON pgsched.task FOR EACH 
 CREATE TRIGGER task_referenced_update AFTER UPDATE OF id ON pgsched.task FOR EACH ROW WHEN ((old.id IS DISTINCT FROM new.id)) EXECUTE FUNCTION pgsched_internal.task_referenced_v1();
 
 --
+-- Name: task tenant_register; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER tenant_register AFTER INSERT ON pgsched.task REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.tenant_register_v1();
+
+--
 -- Name: execution_history webhook_execution_finished; Type: TRIGGER; Schema: pgsched; Owner: -
 --
 
@@ -3073,6 +3459,367 @@ ALTER TABLE ONLY pgsched.dag
 
 ALTER TABLE ONLY pgsched.task_alerting
     ADD CONSTRAINT task_alerting_task_id_fkey FOREIGN KEY (task_id) REFERENCES pgsched.task(id);
+
+--
+-- Name: tenant_role tenant_role_tenant_fkey; Type: FK CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.tenant_role
+    ADD CONSTRAINT tenant_role_tenant_fkey FOREIGN KEY (tenant) REFERENCES pgsched.tenant(name) ON DELETE CASCADE;
+
+--
+-- Name: alert; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.alert ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: dag; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.dag ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: dag_node; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.dag_node ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: dag_node_run; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.dag_node_run ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: dag_run; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.dag_run ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: execution; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.execution ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: execution_attempt; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.execution_attempt ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: execution_history; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.execution_history ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: execution_log; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.execution_log ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: alert instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.alert TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: dag instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.dag TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: dag_node instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.dag_node TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: dag_node_run instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.dag_node_run TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: dag_run instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.dag_run TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: execution instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.execution TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: execution_attempt instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.execution_attempt TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: execution_history instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.execution_history TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: execution_log instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.execution_log TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: stats_hourly instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.stats_hourly TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: stats_total instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.stats_total TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: task instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.task TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: task_alerting instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.task_alerting TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: tenant_role instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.tenant_role TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: webhook_delivery instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.webhook_delivery TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: stats_hourly; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.stats_hourly ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: stats_total; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.stats_total ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: task; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.task ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: task_alerting; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.task_alerting ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: tenant_role; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.tenant_role ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: alert tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.alert TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
+-- Name: dag tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.dag TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
+-- Name: dag_node tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.dag_node TO pgsched_engine, pgsched_web USING ((EXISTS ( SELECT
+   FROM pgsched.dag d
+  WHERE (d.id = dag_node.dag_id)))) WITH CHECK ((EXISTS ( SELECT
+   FROM pgsched.dag d
+  WHERE (d.id = dag_node.dag_id))));
+
+--
+-- Name: dag_node_run tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.dag_node_run TO pgsched_engine, pgsched_web USING ((EXISTS ( SELECT
+   FROM pgsched.dag_run r
+  WHERE (r.id = dag_node_run.run_id)))) WITH CHECK ((EXISTS ( SELECT
+   FROM pgsched.dag_run r
+  WHERE (r.id = dag_node_run.run_id))));
+
+--
+-- Name: dag_run tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.dag_run TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
+-- Name: execution tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.execution TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
+-- Name: execution_attempt tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.execution_attempt TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
+-- Name: execution_history tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.execution_history TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
+-- Name: execution_log tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.execution_log TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
+-- Name: stats_hourly tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.stats_hourly TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
+-- Name: stats_total tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.stats_total TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
+-- Name: task tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.task TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
+-- Name: task_alerting tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.task_alerting TO pgsched_engine, pgsched_web USING ((EXISTS ( SELECT
+   FROM pgsched.task k
+  WHERE (k.id = task_alerting.task_id)))) WITH CHECK ((EXISTS ( SELECT
+   FROM pgsched.task k
+  WHERE (k.id = task_alerting.task_id))));
+
+--
+-- Name: tenant_role tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.tenant_role TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
+-- Name: webhook_delivery tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.webhook_delivery TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
+-- Name: alert web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.alert TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: dag web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.dag TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: dag_run web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.dag_run TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: execution web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.execution TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: execution_attempt web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.execution_attempt TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: execution_history web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.execution_history TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: execution_log web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.execution_log TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: stats_hourly web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.stats_hourly TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: stats_total web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.stats_total TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: task web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.task TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: tenant_role web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.tenant_role TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: webhook_delivery web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.webhook_delivery TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: webhook_delivery; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.webhook_delivery ENABLE ROW LEVEL SECURITY;
 
 --
 -- PostgreSQL database dump complete

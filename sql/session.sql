@@ -5,3 +5,8 @@
 -- database or the server set it: the client-side statement deadline stays above it, so
 -- the server ends a long statement first, with a clear error (pgsched.deadline).
 SELECT extract(epoch FROM current_setting('statement_timeout')::interval)::float8 AS seconds
+
+-- name: session_act_for :one
+-- The tenant this transaction acts for, as row-level security reads it for a web login
+-- (pgsched_internal.session_tenant_v1; '*': every tenant). Local: gone at COMMIT.
+SELECT set_config('pgsched.tenant', %(tenant)s, true) AS tenant

@@ -39,6 +39,7 @@ class _Group(click.Group):
         "scheduler": ("processes",),
         "status": ("status",),
         "task": ("tasks", "schedules"),
+        "tenant": ("tenants",),
         "token": ("web",),
         "user": ("web",),
         "web": ("web",),

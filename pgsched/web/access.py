@@ -56,8 +56,17 @@ def require(request: Request, role: str = "viewer", *, instance: bool = False) -
 
 
 def database(request: Request) -> Database:
-    """The app's connection pool."""
-    return request.app.state.db
+    """The app's connection pool, acting for the request's tenant: each statement runs in a
+    transaction that sets it (``pgsched.tenant``), so that row-level security shows a web
+    login only that tenant's rows whatever a query forgets (migration 0018,
+    docs/security.md). An instance-wide principal acts for every tenant (``"*"``); a
+    request nobody signed in to acts for none (it sees only what needs no tenant: the
+    sign-in's own tables)."""
+    db: Database = request.app.state.db
+    who = principal(request)
+    if who is None:
+        return db.acting_for("")
+    return db.acting_for("*" if getattr(who, "instance", False) else who.tenant)
 
 
 def form(request: Request) -> FormData:

@@ -1,17 +1,22 @@
 """The scheduler leader's services (pgsched.scheduler: Rescue, Partitions, WorkerPrune,
 StatsRollUp, AlertDetection; pgsched.webhooks.Sender): each one's run_once(now) against a
-real database, a service started and stopped twice, and the rescue ending with its term."""
+real database, a service started and stopped twice, and the rescue ending with its term.
+Each runs twice: as the superuser, and on an installation-wide engine login (a member of
+pgsched_engine and pgsched_instance, docs/security.md), which must need nothing more."""
 
 from __future__ import annotations
 
 import threading
+import uuid
 from datetime import UTC, datetime, timedelta
 
+import psycopg
 import pytest
+from psycopg import sql as pgsql
 
 from pgsched import webhooks
 from pgsched.clock import FixedClock, ServerClock
-from pgsched.db import Session, connect
+from pgsched.db import Database, Session, connect
 from pgsched.scheduler import (
     AlertDetection,
     Partitions,
@@ -26,10 +31,34 @@ from pgsched.stores import tasks
 from pgsched.taskspec import TaskSpec
 
 from ..helpers import wait_until
+from ..tenancy import drop_roles, login_dsn
 from .test_claim import register
 from .test_rescue import live, running
 
 NOW = datetime(2030, 3, 10, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(params=["superuser", "engine login"])
+def db(request, dsn):
+    """The services' Database: on the test's superuser, or on an engine login."""
+    if request.param == "superuser":
+        database = Database.connect(dsn, max_size=8)
+        yield database
+        database.close()
+        return
+    role = f"engine_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(
+            pgsql.SQL("CREATE ROLE {} LOGIN IN ROLE pgsched_engine, pgsched_instance").format(
+                pgsql.Identifier(role)
+            )
+        )
+    database = Database.connect(login_dsn(dsn, role), max_size=8)
+    try:
+        yield database
+    finally:
+        database.close()
+        drop_roles(dsn, [role])
 
 
 @pytest.fixture

@@ -10,7 +10,10 @@ trigger now call functions there. The worker then records the succeeded node as 
 record that either, and the rescue re-runs the command until the execution goes dead.
 
 Each test runs the same steps on a database migrated to 0016 and to the latest migration;
-"behaviour unchanged" means both pass.
+"behaviour unchanged" means both pass. From 0018 (issue 17) what a role may do is decided by
+the group roles the migrations install (docs/security.md): at the latest migration the role
+is also made what an installation-wide engine login is, a member of pgsched_engine and
+pgsched_instance, and needs nothing more.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ def restricted(request, empty_dsn):
         c.execute(f"GRANT USAGE ON SCHEMA pgsched TO {role}")
         c.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA pgsched TO {role}")
         c.execute(f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA pgsched TO {role}")
+        if request.param == "latest":
+            c.execute(f"GRANT pgsched_engine, pgsched_instance TO {role}")
     info = conninfo_to_dict(empty_dsn)
     info.update(user=role, password=None)
     info = {k: v for k, v in info.items() if v is not None}

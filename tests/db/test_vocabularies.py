@@ -23,7 +23,7 @@ from pgsched.lifecycle import (
     WorkerState,
 )
 from pgsched.retry import RetryPolicy
-from pgsched.roles import Role
+from pgsched.roles import LoginPurpose, Role
 from pgsched.schedule import ScheduleKind
 from pgsched.taskspec import HandlerKind, MisfirePolicy, PausedBy
 
@@ -48,6 +48,7 @@ VOCABULARIES: dict[tuple[str, str], set[str]] = {
     ("dag_node_run", "state"): set(NodeRunState),
     ("web_user", "role"): set(Role),
     ("api_token", "role"): set(Role),
+    ("tenant_role", "purpose"): set(LoginPurpose),
 }
 # Value lists in the schema that Python does not name as a vocabulary (yet): they are
 # written only in SQL (statistics and alerting are kept by the database itself).

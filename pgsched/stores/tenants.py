@@ -1,0 +1,77 @@
+"""The tenants' store: tenants made, listed and deleted, and the login roles that act for
+one (``pgsched.tenant``, ``pgsched.tenant_role``; migration 0018, docs/security.md).
+
+A login mapped to a tenant sees and changes that tenant's rows only, whatever it asks:
+row-level security and the public functions read its tenant from the map. Making or
+dropping a login is a change to the cluster's roles and needs CREATEROLE (or a
+superuser); the rest needs the rights of an installation-wide login.
+"""
+
+from __future__ import annotations
+
+from ..db import Database, Row, Session
+from ..errors import NotFound, PgschedError, ValidationError
+from ..roles import LoginPurpose
+from ..taskspec import check_name
+
+PURPOSES = tuple(p.value for p in LoginPurpose)  # the group role a login gets: pgsched_<purpose>
+
+
+def create(
+    db: Database,
+    name: str,
+    *,
+    logins: tuple[tuple[str, str], ...] = (),
+    password: str | None = None,
+) -> dict:
+    """Make tenant ``name`` (nothing if it exists) and, for each ``(role, purpose)`` of
+    ``logins``, a login role acting for it: made if missing, given ``pgsched_<purpose>``,
+    mapped to the tenant, with ``password`` if given. One transaction. Returns
+    ``{"name", "created_at", "made": bool, "logins": [{"role", "purpose", "made"}]}``.
+    Raises ValidationError for a bad name or purpose, DatabaseError (naming the role) when
+    a role is in another tenant or acts for the whole installation, PermissionDenied
+    without CREATEROLE."""
+    check_name("tenant", name)
+    for role, purpose in logins:
+        check_name("login", role)
+        if purpose not in PURPOSES:
+            raise ValidationError("purpose", purpose, f"must be one of {', '.join(PURPOSES)}")
+    with db.transaction() as tx:
+        row = tx.one("tenant_create", name=name)
+        assert row is not None
+        made = []
+        for role, purpose in logins:
+            login = tx.one(
+                "tenant_login", role=role, tenant=name, purpose=purpose, password=password
+            )
+            made.append({"role": role, "purpose": purpose, "made": bool(login and login["made"])})
+    return {**row, "logins": made}
+
+
+def list_all(db: Database | Session) -> list[Row]:
+    """Every tenant, by name: ``name``, ``created_at``, ``logins`` (``"role:purpose"``),
+    ``tasks`` and ``dags`` (live ones)."""
+    return db.many("tenant_list")
+
+
+def delete(db: Database, name: str, *, drop_logins: bool = False) -> list[str]:
+    """Delete tenant ``name`` and its logins' mapping (with ``drop_logins``, the login
+    roles too: cluster-wide). Refused while it has live tasks or DAGs (delete those first),
+    so no row is left in a tenant that no longer exists. Returns the logins it had. Raises
+    NotFound, PgschedError."""
+    check_name("tenant", name)
+    with db.transaction() as tx:
+        row = tx.one("tenant_get", name=name)
+        if row is None:
+            raise NotFound(f"tenant: no tenant named {name!r}")
+        if row["tasks"] or row["dags"]:
+            raise PgschedError(
+                f"tenant: {name!r} still has {row['tasks']} task(s) and {row['dags']} DAG(s); "
+                "delete them first"
+            )
+        logins = list(row["logins"])
+        if drop_logins:
+            for role in logins:
+                tx.exec("tenant_drop_login", role=role, tenant=name)
+        tx.exec("tenant_delete", name=name)
+    return logins
