@@ -40,22 +40,31 @@ ALTER TABLE pgsched.worker ADD COLUMN tenants text[];
 ALTER TABLE pgsched.web_user ADD COLUMN instance boolean NOT NULL DEFAULT false;
 ALTER TABLE pgsched.api_token ADD COLUMN instance boolean NOT NULL DEFAULT false;
 
-CREATE OR REPLACE FUNCTION pgsched_internal.execution_inserted_v1() RETURNS trigger LANGUAGE plpgsql AS $$
+-- 0018's body (an execution's tenant is its task's), with the wake-up naming the tenant.
+CREATE OR REPLACE FUNCTION pgsched_internal.execution_inserted_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
 DECLARE
     bad record;
 BEGIN
-    WITH wanted AS (SELECT n.task_id, min(n.scheduled_at) FILTER (WHERE n.trigger = 'schedule') AS first_fire
-                      FROM new_executions n GROUP BY n.task_id),
-         locked AS (SELECT k.id, k.name, k.last_fire_at FROM pgsched.task k
+    WITH wanted AS (SELECT n.task_id, n.tenant, min(n.scheduled_at) FILTER (WHERE n.trigger = 'schedule') AS first_fire
+                      FROM new_executions n GROUP BY n.task_id, n.tenant),
+         locked AS (SELECT k.id, k.tenant, k.name, k.last_fire_at FROM pgsched.task k
                      WHERE k.id IN (SELECT w.task_id FROM wanted w)
                        FOR KEY SHARE OF k)
-    SELECT w.task_id, w.first_fire, l.id IS NULL AS missing, l.name, l.last_fire_at INTO bad
+    SELECT w.task_id, w.tenant, w.first_fire, l.id IS NULL AS missing, l.tenant <> w.tenant AS foreign,
+           l.tenant AS task_tenant, l.name, l.last_fire_at INTO bad
       FROM wanted w LEFT JOIN locked l ON l.id = w.task_id
-     WHERE l.id IS NULL OR w.first_fire <= l.last_fire_at
+     WHERE l.id IS NULL OR l.tenant <> w.tenant OR w.first_fire <= l.last_fire_at
+     ORDER BY l.id IS NULL DESC, l.tenant <> w.tenant DESC
      LIMIT 1;
     IF FOUND AND bad.missing THEN
         RAISE EXCEPTION 'execution: task_id % is not a task', bad.task_id
             USING ERRCODE = 'foreign_key_violation', TABLE = 'execution', COLUMN = 'task_id';
+    ELSIF FOUND AND bad.foreign THEN
+        RAISE EXCEPTION 'execution: task % belongs to tenant %, not %', quote_literal(bad.name),
+            quote_literal(bad.task_tenant), quote_literal(bad.tenant)
+            USING ERRCODE = 'check_violation', TABLE = 'execution', COLUMN = 'tenant';
     ELSIF FOUND THEN  -- rare: looked at row by row, only now
         SELECT k.name, k.last_fire_at, n.scheduled_at AS first_fire INTO bad
           FROM new_executions n JOIN pgsched.task k ON k.id = n.task_id

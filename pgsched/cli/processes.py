@@ -121,8 +121,9 @@ def scheduler(
     "tenants",
     multiple=True,
     help="Tenant whose queues to serve (repeat for several): --tenant A --queue q claims "
-    "only tenant A's executions on q. Default: the global --tenant ($PGSCHED_TENANT, else "
-    "default), one tenant like every other command.",
+    "only tenant A's executions on q. Default: the tenant of the database login when it is a "
+    "tenant's (pgsched tenant create --engine-login), else the global --tenant "
+    "($PGSCHED_TENANT, else default): one tenant, like every other command.",
 )
 @click.option(
     "--all-tenants",
@@ -251,7 +252,8 @@ def worker(
         c,
         WorkerSettings(
             queues=queues,
-            tenants=None if all_tenants else (tenants or (c.tenant,)),
+            tenants=None if all_tenants else tenants,
+            fallback_tenant=c.tenant,
             concurrency=concurrency,
             poll_interval=poll_interval,
             heartbeat_interval=heartbeat_interval,

@@ -15,6 +15,7 @@ from pgsched.stores import tasks
 
 from ..factories import make_task
 from ..helpers import cli, wait_until
+from ..tenancy import two_tenants
 
 pytestmark = pytest.mark.e2e
 
@@ -110,3 +111,19 @@ def test_serving_every_tenant_and_named_tenants_at_once_is_refused(dsn):
     out = cli(dsn, "worker", "--tenant", "a", "--all-tenants", check=False)
     assert out.returncode != 0
     assert "--all-tenants serves every tenant; drop --tenant a" in out.stderr
+
+
+def test_on_a_tenants_engine_login_a_worker_serves_that_tenant_and_refuses_another(dsn, sql, start):
+    """A login mapped to tenant A (migration 0018) sees no other tenant's rows: a worker on it
+    serves A without being told, and one told to serve B or every tenant refuses to start
+    (it would claim nothing of them) instead of idling."""
+    with two_tenants(dsn) as (a, b, _):
+        worker = start("worker", "--poll-interval", "0.2", env={"PGSCHED_DSN": a.engine})
+        assert worker_row(sql, worker)["tenants"] == [a.name]
+        wait_until(lambda: succeeded(sql, [a.pending_id]), timeout=30, message="a's execution")
+        for asked in (["--tenant", b.name], ["--all-tenants"]):
+            refused = cli(None, "worker", *asked, check=False, env={"PGSCHED_DSN": a.engine})
+            assert refused.returncode == 1, refused.stderr
+            assert f"acts for tenant {a.name!r} only" in refused.stderr
+        worker.stop()
+        assert untouched(sql, [b.pending_id])
