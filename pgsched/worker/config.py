@@ -51,7 +51,8 @@ PRIVATE_ENV = frozenset({"PGSCHED_DSN", "PGSCHED_HOME", "PGSCHED_TENANT", "PGSCH
 class WorkerConfig:
     """``queues`` to serve, of ``tenants`` (a queue is named within its tenant: the worker
     serves each (tenant, queue); None for every tenant, an explicit choice: ``pgsched
-    worker --all-tenants``, ``pgsched dev``); ``concurrency`` executions at once; ``poll_interval``,
+    worker --all-tenants``, ``pgsched dev``; ``pgsched.node.worker_tenants`` decides them for
+    ``pgsched worker``); ``concurrency`` executions at once; ``poll_interval``,
     ``heartbeat_interval`` and ``kill_grace`` (after a timeout's SIGTERM) in seconds;
     ``stop_grace``: the same after a cancel or a hand-back; ``shutdown_timeout``: how long a
     stopping worker lets running executions finish before killing them and handing them
