@@ -3,9 +3,10 @@
 --
 -- A worker served its queues for every tenant: a tenant that enqueued into a queue named
 -- like another tenant's sent its work to that tenant's worker pool (and its code ran with
--- that pool's rights). A worker is now told the tenants it serves (`pgsched worker --tenant
--- A`, repeatable, or `--all-tenants`), and its claim reads only those tenants' fronts: a
--- queue is named within a tenant, so (A, q) and (B, q) are two queues.
+-- that pool's rights). A worker now serves the tenants it is told (`pgsched worker --tenant
+-- A`, repeatable, or `--all-tenants`; by default its login's tenant, else the global
+-- --tenant), and its claim reads only those tenants' fronts: a queue is named within a
+-- tenant, so (A, q) and (B, q) are two queues. Row-level security (0018) is the second wall.
 --
 -- execution_ready_tenant_idx leads with the tenant, (tenant, queue, priority, run_at, id)
 -- WHERE state = 'pending', so that a tenant-bound worker reads each (tenant, queue,

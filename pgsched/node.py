@@ -302,9 +302,9 @@ def run_web(source: Source, settings: WebSettings) -> None:
 
 def run_dev(source: Source, settings: DevSettings) -> None:
     """``pgsched dev``: the database set up and introduced (:func:`pgsched.dev.prepare`),
-    then a scheduler, a worker (queues default and examples, of every tenant) and, with ``web``, the web
-    admin in one process until Ctrl-C. One pool for all (the worker's slots + the leader's
-    services)."""
+    then a scheduler, a worker (queues default and examples, of every tenant) and, with
+    ``web``, the web admin in one process until Ctrl-C. One pool for all (the worker's slots
+    + the leader's services)."""
     from . import dev
     from .scheduler import Scheduler, SchedulerConfig
     from .worker import Worker, WorkerConfig

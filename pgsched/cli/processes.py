@@ -287,8 +287,8 @@ def worker(
 def dev(ctx: click.Context, examples: bool, concurrency: int, web: bool, web_port: int) -> None:
     """Everything in one process for a first look: embedded PostgreSQL (unless --dsn or
     PGSCHED_DSN), migrations, the example tasks and DAGs, a scheduler and a worker (queues
-    default and examples, of every tenant), and the web admin on 127.0.0.1 with a sign-in link printed.
-    Ctrl-C stops.
+    default and examples, of every tenant), and the web admin on 127.0.0.1 with a sign-in
+    link printed. Ctrl-C stops.
 
     The embedded data lives in ~/.local/share/pgsched/pgdata, or $PGSCHED_HOME/pgdata, and
     is reused next time; other pgsched commands with the same PGSCHED_HOME use it too. The
