@@ -92,6 +92,7 @@ def play_worker(db: Database, limit: int, explain_at: int | None = None) -> dict
         hostname="profile",
         pid=0,
         queues=["default"],
+        tenants=None,
         concurrency=1,
         heartbeat_interval=3600.0,
         host_time=None,

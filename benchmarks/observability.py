@@ -197,7 +197,9 @@ def page_paths(conn: psycopg.Connection) -> list[str]:
 def time_pages(db: Database, paths: list[str], repeats: int) -> list[tuple[str, list[float]]]:
     """(path, milliseconds per request) for :func:`page_paths`, each asked ``repeats`` times
     after one untimed warm-up (templates compiled, pool connections opened)."""
-    token, _ = create_token(db, role="operator", tenant="default", name="benchmark")
+    token, _ = create_token(  # the workers and scheduler pages are an instance principal's
+        db, role="operator", tenant="default", name="benchmark", instance=True
+    )
     out = []
     with TestClient(create_app(db), headers={"Authorization": f"Bearer {token}"}) as client:
         for path in paths:

@@ -1,8 +1,12 @@
 """Prometheus metrics, read fresh from the database at scrape time (a custom collector)
 and cached for a few seconds so that scrapes cannot load the database.
 
-Served by the web app at ``/metrics`` through :func:`render`. Every series has a
-``tenant`` label. Counters and histograms come from the hourly roll-up
+Served by the web app at ``/metrics`` through :func:`render`. The series of executions,
+queues, dead letters, missed fires and alerts have a ``tenant`` label; those of the
+processes (scheduler nodes, workers, the roll-up, webhooks) and of health (clock offsets,
+old snapshots) span every tenant and are read only with ``installation`` (an instance
+principal's scrape: every tenant's series too; a tenant's scrape gets its own tenant's
+series alone). Counters and histograms come from the hourly roll-up
 (``stats_hourly`` + ``stats_total``, see :mod:`pgsched.stats`), so they move when the
 scheduler leader rolls up (each minute); gauges are live. Names, units and meanings are
 listed in ``docs/observability.md``.
@@ -73,17 +77,18 @@ def _top_tasks(rows: list[Row], limit: int) -> set[tuple[str, str]]:
     return kept
 
 
-def families(db: Database, tenant: str | None = None) -> list[Metric]:
+def families(db: Database, tenant: str | None = None, *, installation: bool = True) -> list[Metric]:
     """Every pgsched metric family, read now from ``db`` (all tenants when ``tenant`` is
-    None)."""
+    None); without ``installation``, none of those that span tenants (the processes and
+    health)."""
     with db.transaction() as tx:
         tx.exec("stats_snapshot")
         executions = tx.many("metrics_executions", tenant=tenant)
         bounds = {r["kind"]: r["bounds"] for r in tx.many("metrics_buckets")}
         gauges = tx.many("metrics_gauges", tenant=tenant)
-        processes = tx.many("metrics_processes")
+        processes = tx.many("metrics_processes") if installation else []
         limit_row = tx.one("metrics_task_limit")
-        checked = health.check(tx)
+        checked = health.check(tx) if installation else None
     limit = int(limit_row["task_limit"]) if limit_row else 100
 
     out: list[Metric] = []
@@ -158,6 +163,8 @@ def families(db: Database, tenant: str | None = None) -> list[Metric]:
         else:
             alerts.add_metric([g["tenant"], g["label"]], g["ready"])
     out += [depth, later, running, dead, missed, alerts]
+    if checked is None:
+        return out
 
     leader = GaugeMetricFamily(
         "pgsched_leader", "1 for the scheduler node that leads, 0 for standbys.", labels=["node"]
@@ -264,10 +271,13 @@ class DatabaseCollector(Collector):
     """A prometheus-client collector over ``db``: each ``collect()`` returns the families
     read at most ``ttl`` seconds ago (one reader at a time; others wait and share)."""
 
-    def __init__(self, db: Database, tenant: str | None = None, ttl: float = 5.0):
+    def __init__(
+        self, db: Database, tenant: str | None = None, ttl: float = 5.0, installation: bool = True
+    ):
         self.db = db
         self.tenant = tenant
         self.ttl = ttl
+        self.installation = installation
         self._lock = threading.Lock()
         self._read_at = -float("inf")
         self._cached: list[Metric] = []
@@ -275,32 +285,38 @@ class DatabaseCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             if time.monotonic() - self._read_at >= self.ttl:
-                self._cached = families(self.db, self.tenant)
+                self._cached = families(self.db, self.tenant, installation=self.installation)
                 self._read_at = time.monotonic()
             cached = self._cached
         yield from cached
 
 
-_registries: weakref.WeakKeyDictionary[Database, dict[str | None, CollectorRegistry]] = (
-    weakref.WeakKeyDictionary()
-)
+_registries: weakref.WeakKeyDictionary[
+    Database, dict[tuple[str | None, bool], CollectorRegistry]
+] = weakref.WeakKeyDictionary()
 _registries_lock = threading.Lock()
 
 
-def registry(db: Database, tenant: str | None = None, ttl: float = 5.0) -> CollectorRegistry:
-    """The registry (one per database and tenant, made once) that holds a
-    :class:`DatabaseCollector`."""
+def registry(
+    db: Database, tenant: str | None = None, ttl: float = 5.0, installation: bool = True
+) -> CollectorRegistry:
+    """The registry (one per database, tenant and ``installation``, made once) that holds
+    a :class:`DatabaseCollector`."""
+    key = (tenant, installation)
     with _registries_lock:
         per_db = _registries.setdefault(db, {})
-        if tenant not in per_db:
+        if key not in per_db:
             reg = CollectorRegistry(auto_describe=False)
-            reg.register(DatabaseCollector(db, tenant, ttl))
-            per_db[tenant] = reg
-        return per_db[tenant]
+            reg.register(DatabaseCollector(db, tenant, ttl, installation))
+            per_db[key] = reg
+        return per_db[key]
 
 
-def render(db: Database, tenant: str | None = None) -> tuple[bytes, str]:
+def render(
+    db: Database, tenant: str | None = None, *, installation: bool = True
+) -> tuple[bytes, str]:
     """The Prometheus text exposition of pgsched's metrics for ``tenant`` (None: every
-    tenant) and its content type, for ``/metrics``. Raises pgsched errors from the
-    database (the web layer answers 503)."""
-    return generate_latest(registry(db, tenant)), CONTENT_TYPE_LATEST
+    tenant; ``installation``: with the processes and health, which span tenants) and its
+    content type, for ``/metrics``. Raises pgsched errors from the database (the web layer
+    answers 503)."""
+    return generate_latest(registry(db, tenant, installation=installation)), CONTENT_TYPE_LATEST

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import click
 
 from .db import Database
-from .errors import PgschedError, ValidationError
+from .errors import ConfigError, PgschedError, ValidationError
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
@@ -99,7 +99,9 @@ class SchedulerSettings:
 
 @dataclass(frozen=True)
 class WorkerSettings:
-    """``pgsched worker``: ``queues`` served (names as ``taskspec.check_name`` allows);
+    """``pgsched worker``: ``queues`` served (names as ``taskspec.check_name`` allows) of
+    ``tenants`` (names; None: every tenant, which must be asked for; empty: not given, so the
+    tenant of the database login when it is a tenant's, else ``fallback_tenant``);
     ``concurrency`` slots (1-1024); ``poll_interval`` (0.05-3600 s), ``heartbeat_interval``
     (0.5-3600 s), ``kill_grace`` (0-3600 s), ``shutdown_timeout`` (0-86,400 s) and
     ``statement_deadline`` (0-3600 s; 0: none) as the options say; ``max_output_lines``
@@ -108,6 +110,8 @@ class WorkerSettings:
     imported at start (Python tasks then come only from them)."""
 
     queues: tuple[str, ...] = ("default",)
+    tenants: tuple[str, ...] | None = ()
+    fallback_tenant: str = "default"
     concurrency: int = 4
     poll_interval: float = 2.0
     heartbeat_interval: float = 5.0
@@ -127,6 +131,8 @@ class WorkerSettings:
             raise ValidationError("queues", self.queues, "must name at least one queue")
         for queue in self.queues:
             check_name("queue", queue)
+        for tenant in (self.fallback_tenant, *(self.tenants or ())):
+            check_name("tenant", tenant)
         _whole("concurrency", self.concurrency, 1, 1024)
         _seconds("poll_interval", self.poll_interval, 0.05, 3600)
         _seconds("heartbeat_interval", self.heartbeat_interval, 0.5, 3600)
@@ -276,6 +282,7 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
     s = settings
     config = WorkerConfig(
         queues=list(s.queues),
+        tenants=None,  # resolved below, once the login's tenant is known
         concurrency=s.concurrency,
         poll_interval=s.poll_interval,
         heartbeat_interval=s.heartbeat_interval,
@@ -296,12 +303,36 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
         application_name="pgsched worker",
         statement_deadline=s.statement_deadline or None,
     )
+    config.tenants = worker_tenants(db, s)
     # Tasks run under this process (Python tasks inside it): they get no pgsched settings.
     # (Its login left with conceal_login, which keeps what libpq reads again: PGSYSCONFDIR.)
     for name in PRIVATE_ENV - CREDENTIAL_ENV:
         os.environ.pop(name, None)
     runner = Worker(db, config)
     run_until_signal([("worker", runner.run)], urgent=[runner.stop_now])
+
+
+def worker_tenants(db: Database, settings: WorkerSettings) -> tuple[str, ...] | None:
+    """The tenants a worker serves (None: every tenant): ``settings.tenants`` when given,
+    else the tenant of the database login when it is a tenant's (pgsched.tenant_role,
+    migration 0018: row-level security shows such a login no other tenant's rows), else
+    ``settings.fallback_tenant`` (the global ``--tenant``). Raises ConfigError when the
+    tenants asked for are not the login's: the worker would claim nothing of them."""
+    row = db.one("worker_login_tenant")
+    login = row["tenant"] if row else None
+    asked = None if settings.tenants is None else tuple(dict.fromkeys(settings.tenants))
+    if login is None or login == "*":
+        return asked if asked != () else (settings.fallback_tenant,)
+    if asked == ():
+        return (login,)
+    if asked != (login,):
+        wanted = "every tenant" if asked is None else ", ".join(map(repr, asked))
+        raise ConfigError(
+            f"tenant: this database login acts for tenant {login!r} only (pgsched tenant list); "
+            f"a worker of {wanted} would claim nothing else: drop --tenant/--all-tenants or "
+            "use an installation-wide engine login"
+        )
+    return asked
 
 
 def run_web(source: Source, settings: WebSettings) -> None:
@@ -324,9 +355,9 @@ def run_web(source: Source, settings: WebSettings) -> None:
 
 def run_dev(source: Source, settings: DevSettings) -> None:
     """``pgsched dev``: the database set up and introduced (:func:`pgsched.dev.prepare`),
-    then a scheduler, a worker (queues default and examples) and, with ``web``, the web
-    admin in one process until Ctrl-C. One pool for all (the worker's slots + the leader's
-    services)."""
+    then a scheduler, a worker (queues default and examples, of every tenant) and, with
+    ``web``, the web admin in one process until Ctrl-C. One pool for all (the worker's slots
+    + the leader's services)."""
     from . import dev
     from .scheduler import Scheduler, SchedulerConfig
     from .worker import Worker, WorkerConfig
@@ -345,6 +376,7 @@ def run_dev(source: Source, settings: DevSettings) -> None:
             db,
             WorkerConfig(
                 queues=["default", "examples"],
+                tenants=None,  # a first look at everything in the database: every tenant
                 concurrency=settings.concurrency,
                 poll_interval=1.0,
                 kill_grace=2.0,

@@ -2,14 +2,15 @@
 
 -- name: api_token_insert :one
 -- expires_in: seconds from now (the database's clock) until it expires; NULL: never.
-INSERT INTO pgsched.api_token (tenant, role, name, token_sha256, expires_at)
+-- instance: the token may see and act on what spans tenants (migration 0020).
+INSERT INTO pgsched.api_token (tenant, role, name, token_sha256, expires_at, instance)
 VALUES (%(tenant)s, %(role)s, %(name)s, %(token_sha256)s,
-        now() + %(expires_in)s::float8 * interval '1 second')
-RETURNING id, tenant, role, name, created_at, expires_at
+        now() + %(expires_in)s::float8 * interval '1 second', %(instance)s)
+RETURNING id, tenant, role, instance, name, created_at, expires_at
 
 -- name: api_token_list :many
 -- Every token of a tenant (all tenants when tenant is NULL), newest first.
-SELECT id, tenant, role, name, created_at, last_used_at, expires_at, revoked_at
+SELECT id, tenant, role, instance, name, created_at, last_used_at, expires_at, revoked_at
   FROM pgsched.api_token
  WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s
  ORDER BY id DESC
@@ -18,7 +19,7 @@ SELECT id, tenant, role, name, created_at, last_used_at, expires_at, revoked_at
 -- Revoke a token (idempotent: a revoked token keeps its first revocation time).
 UPDATE pgsched.api_token SET revoked_at = coalesce(revoked_at, now())
  WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
-RETURNING id, tenant, role, name, created_at, last_used_at, expires_at, revoked_at
+RETURNING id, tenant, role, instance, name, created_at, last_used_at, expires_at, revoked_at
 
 -- name: api_token_revoke_named :exec
 -- Revoke the live tokens of a tenant with a given name (pgsched dev replaces its own).
@@ -29,7 +30,7 @@ UPDATE pgsched.api_token SET revoked_at = now()
 -- The live token with this hash (not revoked, not expired by now()); its last use is recorded at most once a minute so that
 -- reads do not write on every request.
 WITH hit AS (
-    SELECT id, tenant, role, name, last_used_at FROM pgsched.api_token
+    SELECT id, tenant, role, instance, name, last_used_at FROM pgsched.api_token
      WHERE token_sha256 = %(token_sha256)s AND revoked_at IS NULL
        AND (expires_at IS NULL OR expires_at > now())
 ), touch AS (
@@ -37,4 +38,4 @@ WITH hit AS (
       FROM hit
      WHERE t.id = hit.id AND (hit.last_used_at IS NULL OR hit.last_used_at < now() - interval '1 minute')
 )
-SELECT id, tenant, role, name FROM hit
+SELECT id, tenant, role, instance, name FROM hit

@@ -28,17 +28,36 @@
 -- never keeps a claim from the rows behind it. A front's locked rows that are not claimed
 -- are free again when the claim's statement ends (the worker claims in autocommit); with
 -- all ready work in one front, as usual, it locks just what it claims.
+-- %(tenants)s: the tenants served (a queue is named within its tenant: the fronts are
+-- (tenant, queue, priority), read through execution_ready_tenant_idx, migration 0020), or
+-- NULL for every tenant (fronts (queue, priority) as before). Each half of the UNION ALL
+-- has a one-time filter on %(tenants)s, so only one of them reads anything.
 WITH picked AS MATERIALIZED (
     SELECT f.id
-      FROM (SELECT DISTINCT q FROM unnest(%(queues)s::text[]) AS q) AS a(queue)
-     CROSS JOIN generate_series(1, 10) AS p(priority)  -- the table's CHECK: 1 to 10
-     CROSS JOIN LATERAL (
-           SELECT e.id, e.priority, e.run_at FROM pgsched.execution e
-            WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = p.priority
-              AND e.run_at <= coalesce(%(now)s::timestamptz, now())
-            ORDER BY e.run_at, e.id
-            LIMIT %(limit)s
-              FOR UPDATE SKIP LOCKED) f
+      FROM (SELECT f.id, f.priority, f.run_at
+              FROM (SELECT DISTINCT q FROM unnest(%(queues)s::text[]) AS q
+                     WHERE %(tenants)s::text[] IS NULL) AS a(queue)
+             CROSS JOIN generate_series(1, 10) AS p(priority)  -- the table's CHECK: 1 to 10
+             CROSS JOIN LATERAL (
+                   SELECT e.id, e.priority, e.run_at FROM pgsched.execution e
+                    WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = p.priority
+                      AND e.run_at <= coalesce(%(now)s::timestamptz, now())
+                    ORDER BY e.run_at, e.id
+                    LIMIT %(limit)s
+                      FOR UPDATE SKIP LOCKED) f
+            UNION ALL
+            SELECT f.id, f.priority, f.run_at
+              FROM (SELECT DISTINCT t, q FROM unnest(%(tenants)s::text[]) AS t
+                     CROSS JOIN unnest(%(queues)s::text[]) AS q) AS a(tenant, queue)
+             CROSS JOIN generate_series(1, 10) AS p(priority)
+             CROSS JOIN LATERAL (
+                   SELECT e.id, e.priority, e.run_at FROM pgsched.execution e
+                    WHERE e.state = 'pending' AND e.tenant = a.tenant AND e.queue = a.queue
+                      AND e.priority = p.priority
+                      AND e.run_at <= coalesce(%(now)s::timestamptz, now())
+                    ORDER BY e.run_at, e.id
+                    LIMIT %(limit)s
+                      FOR UPDATE SKIP LOCKED) f) f
      ORDER BY f.priority, f.run_at, f.id
      LIMIT %(limit)s
 ), claimed AS (
@@ -81,21 +100,42 @@ SELECT c.*, t.xmin::text::bigint AS task_version,
 -- run enqueued for later start on time. One or two descents of execution_ready_queue_idx
 -- per (queue, priority): priorities are 1 to 10 (the table's CHECK), and within one, the
 -- index is in run_at order.
-SELECT extract(epoch FROM min(f.run_at) - clock_timestamp())::float8 AS seconds,
-       extract(epoch FROM min(g.run_at) - clock_timestamp())::float8 AS future_seconds
-  FROM (SELECT DISTINCT q FROM unnest(%(queues)s::text[]) AS q) AS a(queue)
- CROSS JOIN generate_series(1, 10) AS p(priority)
- CROSS JOIN LATERAL (
-       SELECT e.run_at FROM pgsched.execution e
-        WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = p.priority
-        ORDER BY e.run_at
-        LIMIT 1) f
-  LEFT JOIN LATERAL (  -- in every front: the work due later may stand in another than the held row
-       SELECT e.run_at FROM pgsched.execution e
-        WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = p.priority
-          AND e.run_at > now()
-        ORDER BY e.run_at
-        LIMIT 1) g ON true
+-- %(tenants)s as for execution_claim: the tenants served, each (tenant, queue, priority)
+-- a front of its own (execution_ready_tenant_idx), or NULL for every tenant.
+SELECT extract(epoch FROM min(x.run_at) - clock_timestamp())::float8 AS seconds,
+       extract(epoch FROM min(x.later) - clock_timestamp())::float8 AS future_seconds
+  FROM (SELECT f.run_at, g.run_at AS later
+          FROM (SELECT DISTINCT q FROM unnest(%(queues)s::text[]) AS q
+                 WHERE %(tenants)s::text[] IS NULL) AS a(queue)
+         CROSS JOIN generate_series(1, 10) AS p(priority)
+         CROSS JOIN LATERAL (
+               SELECT e.run_at FROM pgsched.execution e
+                WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = p.priority
+                ORDER BY e.run_at
+                LIMIT 1) f
+          LEFT JOIN LATERAL (  -- in every front: the work due later may stand in another than the held row
+               SELECT e.run_at FROM pgsched.execution e
+                WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = p.priority
+                  AND e.run_at > now()
+                ORDER BY e.run_at
+                LIMIT 1) g ON true
+        UNION ALL
+        SELECT f.run_at, g.run_at
+          FROM (SELECT DISTINCT t, q FROM unnest(%(tenants)s::text[]) AS t
+                 CROSS JOIN unnest(%(queues)s::text[]) AS q) AS a(tenant, queue)
+         CROSS JOIN generate_series(1, 10) AS p(priority)
+         CROSS JOIN LATERAL (
+               SELECT e.run_at FROM pgsched.execution e
+                WHERE e.state = 'pending' AND e.tenant = a.tenant AND e.queue = a.queue
+                  AND e.priority = p.priority
+                ORDER BY e.run_at
+                LIMIT 1) f
+          LEFT JOIN LATERAL (
+               SELECT e.run_at FROM pgsched.execution e
+                WHERE e.state = 'pending' AND e.tenant = a.tenant AND e.queue = a.queue
+                  AND e.priority = p.priority AND e.run_at > now()
+                ORDER BY e.run_at
+                LIMIT 1) g ON true) x
 
 -- name: execution_wake :exec
 -- Wake the workers (LISTEN pgsched_execution) when this transaction commits: for executions
@@ -191,12 +231,13 @@ SELECT attempt, state, worker_id, started_at, finished_at, exit_code, error, err
  ORDER BY attempt
 
 -- name: execution_queue_depth :many
-SELECT queue, count(*) FILTER (WHERE state = 'pending' AND run_at <= now()) AS ready,
+-- Per (tenant, queue): a queue is named within its tenant (a worker serves tenants' queues).
+SELECT tenant, queue, count(*) FILTER (WHERE state = 'pending' AND run_at <= now()) AS ready,
        count(*) FILTER (WHERE state = 'pending' AND run_at > now()) AS scheduled,
        count(*) FILTER (WHERE state = 'running') AS running
   FROM pgsched.execution
- GROUP BY queue
- ORDER BY queue
+ GROUP BY tenant, queue
+ ORDER BY tenant, queue
 
 -- name: execution_cancel :one
 SELECT pgsched.cancel_v1(%(id)s, %(tenant)s) AS outcome

@@ -1228,7 +1228,9 @@ BEGIN
                 USING ERRCODE = 'check_violation', TABLE = 'execution', COLUMN = 'scheduled_at';
         END IF;
     END IF;
-    PERFORM pg_notify('pgsched_execution', '');
+    -- one wake-up per tenant of the statement (nearly always one): workers of other tenants
+    -- ignore it
+    PERFORM pg_notify('pgsched_execution', t.tenant) FROM (SELECT DISTINCT n.tenant FROM new_executions n) t;
     RETURN NULL;
 END $$;
 
@@ -2133,6 +2135,7 @@ CREATE TABLE pgsched.api_token (
     last_used_at timestamp with time zone,
     revoked_at timestamp with time zone,
     expires_at timestamp with time zone,
+    instance boolean DEFAULT false NOT NULL,
     CONSTRAINT api_token_role_check CHECK ((role = ANY (ARRAY['viewer'::text, 'operator'::text, 'admin'::text]))),
     CONSTRAINT api_token_token_sha256_check CHECK ((length(token_sha256) = 32))
 );
@@ -2753,6 +2756,7 @@ CREATE TABLE pgsched.web_user (
     password_hash text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    instance boolean DEFAULT false NOT NULL,
     CONSTRAINT web_user_role_check CHECK ((role = ANY (ARRAY['viewer'::text, 'operator'::text, 'admin'::text]))),
     CONSTRAINT web_user_username_check CHECK (((length(username) >= 1) AND (length(username) <= 200)))
 );
@@ -2818,6 +2822,7 @@ CREATE TABLE pgsched.worker (
     held_at timestamp with time zone,
     held_prev_at timestamp with time zone,
     claimer_stalled_since timestamp with time zone,
+    tenants text[],
     CONSTRAINT worker_state_check CHECK ((state = ANY (ARRAY['running'::text, 'stopped'::text, 'dead'::text])))
 );
 
@@ -3318,6 +3323,12 @@ CREATE INDEX execution_log_default_execution_id_attempt_seq_idx ON pgsched.execu
 --
 
 CREATE INDEX execution_ready_queue_idx ON pgsched.execution USING btree (queue, priority, run_at, id) WHERE (state = 'pending'::text);
+
+--
+-- Name: execution_ready_tenant_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_ready_tenant_idx ON pgsched.execution USING btree (tenant, queue, priority, run_at, id) WHERE (state = 'pending'::text);
 
 --
 -- Name: execution_retry_idx; Type: INDEX; Schema: pgsched; Owner: -

@@ -1,13 +1,14 @@
 -- The web admin's users and keys (pgsched.web; tables web_user and web_key, 0005_web.sql).
 
 -- name: web_user_insert :one
-INSERT INTO pgsched.web_user (username, tenant, role, password_hash)
-VALUES (%(username)s, %(tenant)s, %(role)s, %(password_hash)s)
+-- instance: the user may see and act on what spans tenants (migration 0020).
+INSERT INTO pgsched.web_user (username, tenant, role, password_hash, instance)
+VALUES (%(username)s, %(tenant)s, %(role)s, %(password_hash)s, %(instance)s)
 ON CONFLICT (username) DO NOTHING
-RETURNING username, tenant, role, created_at
+RETURNING username, tenant, role, instance, created_at
 
 -- name: web_user_get :one
-SELECT username, tenant, role, password_hash, created_at FROM pgsched.web_user
+SELECT username, tenant, role, instance, password_hash, created_at FROM pgsched.web_user
  WHERE username = %(username)s
 
 -- name: web_user_rehash :exec
@@ -30,7 +31,7 @@ SELECT value FROM pgsched.web_key WHERE name = %(name)s
 SELECT value FROM pgsched.web_key WHERE name = %(name)s
 
 -- name: web_user_list :many
-SELECT username, tenant, role, created_at, updated_at FROM pgsched.web_user
+SELECT username, tenant, role, instance, created_at, updated_at FROM pgsched.web_user
  WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s
  ORDER BY username
 

@@ -3,9 +3,10 @@
 -- name: worker_register :one
 -- %(host_time)s: this host's wall-clock estimate of when the statement reaches the server
 -- (pgsched.clock.ClockProbe); the difference to the server's clock is the clock offset.
-INSERT INTO pgsched.worker (name, hostname, pid, queues, concurrency, heartbeat_interval,
+-- %(tenants)s: the tenants it serves, NULL for every tenant (migration 0020).
+INSERT INTO pgsched.worker (name, hostname, pid, queues, tenants, concurrency, heartbeat_interval,
                             clock_offset_seconds, clock_round_trip_seconds)
-VALUES (%(name)s, %(hostname)s, %(pid)s, %(queues)s, %(concurrency)s, %(heartbeat_interval)s,
+VALUES (%(name)s, %(hostname)s, %(pid)s, %(queues)s, %(tenants)s::text[], %(concurrency)s, %(heartbeat_interval)s,
         extract(epoch FROM %(host_time)s::timestamptz - statement_timestamp())::float8,
         %(round_trip)s)
 RETURNING id, now() AS now
@@ -53,7 +54,8 @@ UPDATE pgsched.worker
 UPDATE pgsched.worker SET state = 'stopped', stopped_at = now(), running = 0 WHERE id = %(id)s
 
 -- name: worker_list :many
-SELECT id, name, hostname, pid, queues, concurrency, state, running, started_at,
+-- tenants: those the worker serves, NULL for every tenant.
+SELECT id, name, hostname, pid, queues, tenants, concurrency, state, running, started_at,
        last_heartbeat_at, stopped_at, clock_offset_seconds, clock_round_trip_seconds,
        extract(epoch FROM now() - last_heartbeat_at)::float8 AS heartbeat_age_seconds,
        claimer_stalled_since, extract(epoch FROM now() - claimer_stalled_since)::float8 AS claimer_stalled_seconds,
@@ -62,6 +64,12 @@ SELECT id, name, hostname, pid, queues, concurrency, state, running, started_at,
   FROM pgsched.worker
  WHERE %(all)s OR state = 'running'
  ORDER BY id
+
+-- name: worker_login_tenant :one
+-- The tenant this session's login acts for (pgsched.tenant_role, migration 0018: a tenant's
+-- engine login), NULL for a login of no tenant (an installation-wide engine login, the
+-- owner, a superuser): a worker started without --tenant serves its login's tenant.
+SELECT pgsched_internal.session_tenant_v1() AS tenant
 
 -- name: worker_listen :exec
 -- Wake-ups: one NOTIFY per statement that inserts executions (execution_inserted trigger,

@@ -617,6 +617,7 @@ def part_claim_backlog(args: argparse.Namespace) -> None:
             hostname="bench",
             pid=os.getpid(),
             queues=["default", "urgent"],
+            tenants=None,
             concurrency=args.limit,
             heartbeat_interval=3600.0,
             host_time=None,
@@ -646,6 +647,7 @@ def part_claim_backlog(args: argparse.Namespace) -> None:
             text = queries.get("execution_claim").text
             params = {
                 "queues": sets[name],
+                "tenants": None,
                 "limit": args.limit,
                 "worker_id": worker["id"],
                 "now": None,

@@ -1,12 +1,10 @@
-"""Commands that run or inspect processes: migrate, scheduler, worker, dev, status."""
+"""Commands that run processes: migrate, scheduler, worker, dev."""
 
 from __future__ import annotations
 
 import click
 
-from .. import health
 from .. import migrate as migrations
-from .output import fmt, print_json, table
 from .root import Context, Seconds, log_options, main, pass_ctx
 
 # --- processes ----------------------------------------------------------------------------
@@ -119,6 +117,21 @@ def scheduler(
     help="Queue to serve (repeat for several).",
 )
 @click.option(
+    "--tenant",
+    "tenants",
+    multiple=True,
+    help="Tenant whose queues to serve (repeat for several): --tenant A --queue q claims "
+    "only tenant A's executions on q. Default: the tenant of the database login when it is a "
+    "tenant's (pgsched tenant create --engine-login), else the global --tenant "
+    "($PGSCHED_TENANT, else default): one tenant, like every other command.",
+)
+@click.option(
+    "--all-tenants",
+    is_flag=True,
+    help="Serve the queues of every tenant (their tasks then share this worker's host, "
+    "login and rights: a choice to make on purpose).",
+)
+@click.option(
     "--concurrency",
     "-c",
     default=4,
@@ -210,6 +223,8 @@ def scheduler(
 def worker(
     c: Context,
     queues: tuple[str, ...],
+    tenants: tuple[str, ...],
+    all_tenants: bool,
     concurrency: int,
     poll_interval: float,
     heartbeat_interval: float,
@@ -222,15 +237,23 @@ def worker(
     prefetch: int,
     statement_deadline: float,
 ) -> None:
-    """Run a worker: claims and runs executions from its queues. Python tasks
+    """Run a worker: claims and runs executions from its queues of its tenants. Python tasks
     ('module:function') are imported from the current folder, --pythonpath folders and
     PYTHONPATH."""
+    from ..errors import ConfigError
     from ..node import WorkerSettings, run_worker
 
+    if all_tenants and tenants:
+        raise ConfigError(
+            f"tenant: --all-tenants serves every tenant; drop --tenant {' --tenant '.join(tenants)}"
+            " or --all-tenants"
+        )
     run_worker(
         c,
         WorkerSettings(
             queues=queues,
+            tenants=None if all_tenants else tenants,
+            fallback_tenant=c.tenant,
             concurrency=concurrency,
             poll_interval=poll_interval,
             heartbeat_interval=heartbeat_interval,
@@ -264,8 +287,8 @@ def worker(
 def dev(ctx: click.Context, examples: bool, concurrency: int, web: bool, web_port: int) -> None:
     """Everything in one process for a first look: embedded PostgreSQL (unless --dsn or
     PGSCHED_DSN), migrations, the example tasks and DAGs, a scheduler and a worker (queues
-    default and examples), and the web admin on 127.0.0.1 with a sign-in link printed.
-    Ctrl-C stops.
+    default and examples, of every tenant), and the web admin on 127.0.0.1 with a sign-in
+    link printed. Ctrl-C stops.
 
     The embedded data lives in ~/.local/share/pgsched/pgdata, or $PGSCHED_HOME/pgdata, and
     is reused next time; other pgsched commands with the same PGSCHED_HOME use it too. The
@@ -276,124 +299,3 @@ def dev(ctx: click.Context, examples: bool, concurrency: int, web: bool, web_por
     run_dev(
         ctx.obj, DevSettings(examples=examples, concurrency=concurrency, web=web, web_port=web_port)
     )
-
-
-@main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@pass_ctx
-def status(c: Context, as_json: bool) -> None:
-    """Leader, workers, queue depth and partition health."""
-    from ..scheduler import LEADER_LOCK_KEY
-
-    db = c.db()
-    leader = db.one("scheduler_leader", key=LEADER_LOCK_KEY)
-    standbys = db.many("scheduler_standbys", seconds=10.0)
-    workers = db.many("worker_list", all=False)
-    queues = db.many("execution_queue_depth")
-    strays = {k: v for k, v in (db.one("partition_default_rows") or {}).items() if v}
-    partitions = db.one("partition_summary") or {}
-    checked = health.check(db)
-    if as_json:
-        served = {q for w in workers if not w["presumed_dead"] for q in w["queues"]}
-        print_json(
-            {
-                "leader": leader,
-                "standbys": standbys,
-                "workers": workers,
-                "queues": queues,
-                "unserved_queues": [
-                    q["queue"] for q in queues if q["ready"] and q["queue"] not in served
-                ],
-                "partitions": partitions,
-                "default_partition_rows": strays,
-                **checked.as_dict(),
-            }
-        )
-        return
-    if leader and leader["lock_held"]:
-        age = leader["heartbeat_age_seconds"]
-        click.echo(
-            f"leader: {leader['holder']} (term {leader['epoch']}, since {fmt(leader['elected_at'])}, "
-            f"last tick {fmt(leader['last_tick_at'])}"
-            + (f", heartbeat {age:.1f}s ago" if age is not None else "")
-            + ")"
-            + (
-                "  (silent: it may be hung; standbys take over after --leader-timeout)"
-                if age is not None and age > 5
-                else ""
-            )
-        )
-    else:
-        click.echo("leader: none (no scheduler is running)")
-    click.echo(
-        f"standby schedulers: {len(standbys)}"
-        + "".join(f"\n  {s['name']} (seen {s['seen_seconds_ago']:.1f}s ago)" for s in standbys)
-    )
-    silent = sum(1 for w in workers if w["presumed_dead"])
-    click.echo(
-        f"workers: {len(workers) - silent} running"
-        + (f", {silent} presumed dead" if silent else "")
-    )
-    for w in workers:
-        click.echo(
-            f"  {w['id']} {w['name']} queues={','.join(w['queues'])} running={w['running']}/"
-            f"{w['concurrency']} heartbeat {w['heartbeat_age_seconds']:.1f}s ago"
-            + ("  (silent for 3 heartbeats: presumed dead)" if w["presumed_dead"] else "")
-            + (
-                f"  (claimer stalled for {w['claimer_stalled_seconds']:.0f}s: its queues are not served)"
-                if w["claimer_stalled_since"] is not None
-                else ""
-            )
-        )
-    served = {q for w in workers if not w["presumed_dead"] for q in w["queues"]}
-    unserved = [q["queue"] for q in queues if q["ready"] and q["queue"] not in served]
-    if queues:
-        click.echo("queues:")
-        table(queues, ["queue", "ready", "scheduled", "running"])
-    else:
-        click.echo("queues: empty")
-    for q in unserved:
-        click.echo(
-            f"warning: queue {q!r} has ready executions and no running worker serves it "
-            f"(pgsched worker --queue {q})"
-        )
-    if partitions.get("daily"):
-        click.echo(
-            f"history partitions: {partitions['daily']} daily, {partitions['first_day']} to "
-            f"{partitions['last_day']} (UTC); DEFAULT partitions "
-            + ("NOT empty" if strays else "empty")
-        )
-    else:
-        click.echo("history partitions: none yet (the leader creates them)")
-    if strays:
-        click.echo(f"warning: rows outside every daily partition: {strays}")
-    _print_health(checked)
-
-
-def _print_health(h: health.Health) -> None:
-    """The clock offsets of the live processes, the oldest snapshot, and their warnings."""
-    click.echo(
-        f"clock offsets (host - database; warning above {h.clock_offset_warn_seconds:g} s):"
-        + ("" if h.clock_offsets else " no live process")
-    )
-    for c in h.clock_offsets:
-        offset = "not measured yet" if c.offset_seconds is None else f"{c.offset_seconds:+.3f} s"
-        trip = (
-            f"  (round trip {c.round_trip_seconds * 1000:.1f} ms)"
-            if c.round_trip_seconds is not None
-            else ""
-        )
-        click.echo(f"  {c.label} on {c.hostname}: {offset}{trip}" + ("  WARNING" if c.warn else ""))
-    old = h.oldest_snapshot
-    if old is None:
-        click.echo("oldest snapshot: none holds back the cleanup of dead rows")
-    else:
-        age = f"{old.age_seconds:.1f} s old, " if old.age_seconds is not None else ""
-        since = f" since {fmt(old.since)}" if old.since else ""
-        state = f", {old.state}" if old.kind == "session" and old.state else ""
-        click.echo(
-            f"oldest snapshot: {age}{old.xid_age} transactions behind, held by {old.label}{state}{since} "
-            f"(warning above {h.snapshot_age_warn_seconds:g} s)"
-        )
-    for w in h.warnings:
-        click.echo(f"warning: {w['message']}")

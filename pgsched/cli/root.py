@@ -42,7 +42,7 @@ class _Group(click.Group):
         "import-crontab": ("crontab",),
         "migrate": ("processes",),
         "scheduler": ("processes",),
-        "status": ("processes",),
+        "status": ("status",),
         "task": ("tasks", "schedules"),
         "tenant": ("tenants",),
         "token": ("web",),

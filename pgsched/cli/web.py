@@ -19,6 +19,13 @@ _tenant_option = click.option(
     default=None,
     help="Tenant the principal belongs to (default: the global --tenant).",
 )
+_instance_option = click.option(
+    "--instance",
+    is_flag=True,
+    help="Of the instance scope: also sees what spans tenants (workers, schedulers with their "
+    "hosts, installation-wide /metrics) and, as an admin, forces a scheduler failover. "
+    "Without it the principal sees its tenant's rows alone.",
+)
 
 
 @main.command()
@@ -119,6 +126,7 @@ def token() -> None:
     help="viewer reads; operator also acts; admin also manages tokens and failover.",
 )
 @_tenant_option
+@_instance_option
 @click.option("--name", default="", help="What the token is for (shown in listings).")
 @click.option(
     "--expires-in",
@@ -130,14 +138,25 @@ def token() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def token_create(
-    c: Context, role: str, tenant: str | None, name: str, expires_in: str | None, as_json: bool
+    c: Context,
+    role: str,
+    tenant: str | None,
+    instance: bool,
+    name: str,
+    expires_in: str | None,
+    as_json: bool,
 ) -> None:
     """Create a token and print it. It is shown only now: store it somewhere safe."""
     from ..web.credentials import create_token, parse_duration
 
     lifetime = None if expires_in is None else parse_duration("expires_in", expires_in)
     secret, row = create_token(
-        c.db(), role=role, tenant=tenant or c.tenant, name=name, expires_in=lifetime
+        c.db(),
+        role=role,
+        tenant=tenant or c.tenant,
+        name=name,
+        expires_in=lifetime,
+        instance=instance,
     )
     if as_json:
         print_json({**row, "token": secret})
@@ -145,8 +164,9 @@ def token_create(
     click.echo(secret)
     until = f", expires {row['expires_at']:%Y-%m-%d %H:%M:%SZ}" if row["expires_at"] else ""
     click.echo(
-        f"token {row['id']}: role {row['role']}, tenant {row['tenant']!r}{until}. "
-        "It is not shown again.",
+        f"token {row['id']}: role {row['role']}, tenant {row['tenant']!r}"
+        + (", instance scope" if row["instance"] else "")
+        + f"{until}. It is not shown again.",
         err=True,
     )
 
@@ -166,7 +186,17 @@ def token_list(c: Context, tenant: str | None, all_tenants: bool, as_json: bool)
         return
     table(
         rows,
-        ["id", "tenant", "role", "name", "created_at", "last_used_at", "expires_at", "revoked_at"],
+        [
+            "id",
+            "tenant",
+            "role",
+            "instance",
+            "name",
+            "created_at",
+            "last_used_at",
+            "expires_at",
+            "revoked_at",
+        ],
     )
 
 
@@ -195,19 +225,25 @@ def user() -> None:
 @click.argument("username")
 @click.option("--role", required=True, type=click.Choice(ROLES))
 @_tenant_option
+@_instance_option
 @click.option(
     "--password-stdin", is_flag=True, help="Read the password from the first line of stdin."
 )
 @pass_ctx
 def user_create(
-    c: Context, username: str, role: str, tenant: str | None, password_stdin: bool
+    c: Context, username: str, role: str, tenant: str | None, instance: bool, password_stdin: bool
 ) -> None:
     """Create a web user; the password is asked for (twice), or read with --password-stdin."""
     from ..web.credentials import create_user
 
     password = _password(password_stdin)
-    row = create_user(c.db(), username, password, role=role, tenant=tenant or c.tenant)
-    click.echo(f"user {row['username']!r} created: role {row['role']}, tenant {row['tenant']!r}")
+    row = create_user(
+        c.db(), username, password, role=role, tenant=tenant or c.tenant, instance=instance
+    )
+    click.echo(
+        f"user {row['username']!r} created: role {row['role']}, tenant {row['tenant']!r}"
+        + (", instance scope" if row["instance"] else "")
+    )
 
 
 def _password(from_stdin: bool) -> str:
@@ -259,7 +295,7 @@ def user_list(c: Context, tenant: str | None, all_tenants: bool, as_json: bool) 
     if as_json:
         print_json(rows)
         return
-    table(rows, ["username", "tenant", "role", "created_at"])
+    table(rows, ["username", "tenant", "role", "instance", "created_at"])
 
 
 @user.command("delete")

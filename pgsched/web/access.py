@@ -5,6 +5,9 @@ database, which form. Views and API endpoints call these; nothing else reads
 ``require(request, "operator")`` is the one check of a role: it returns the
 :class:`~pgsched.web.credentials.Principal` or raises :class:`NotSignedIn` (401; a page
 redirects to ``/login``) or :class:`Forbidden` (403, recorded in the audit log).
+``require(request, "viewer", instance=True)`` also asks for the instance scope: what spans
+tenants (the workers and schedulers, a failover, the installation-wide metrics) is no
+tenant principal's.
 """
 
 from __future__ import annotations
@@ -34,27 +37,34 @@ def principal(request: Request) -> Principal | None:
     return getattr(request.state, "principal", None)
 
 
-def require(request: Request, role: str = "viewer") -> Principal:
-    """The principal of ``request`` if its role is ``role`` or above.
+def require(request: Request, role: str = "viewer", *, instance: bool = False) -> Principal:
+    """The principal of ``request`` if its role is ``role`` or above (and, with
+    ``instance``, it is an instance principal).
 
     ``role`` is ``"viewer"``, ``"operator"`` or ``"admin"``. Raises NotSignedIn when
-    nobody is signed in, Forbidden when the role is too low.
+    nobody is signed in, Forbidden when the role is too low or the scope a tenant's.
     """
     if role not in ROLES:
         raise ValueError(f"role: {role!r} is not one of {ROLES}")
     who = principal(request)
     if who is None:
         raise NotSignedIn("sign in with a token or a username and password")
-    if not who.has(role):
+    if not who.has(role) or (instance and not who.instance):
         audit.record(
             database(request),
             actor(request),
             "forbidden",
             tenant=who.tenant,
             target=f"{request.method} {request.url.path}"[:500],
-            detail={"role": who.role, "needs": role},
+            detail={"role": who.role, "needs": role, "instance": instance},
         )
+    if not who.has(role):
         raise Forbidden(f"role: {who.role!r} may not do this; it needs {role!r} or above")
+    if instance and not who.instance:
+        raise Forbidden(
+            f"instance: {who.name!r} acts in tenant {who.tenant!r} only; this spans every tenant "
+            f"and needs an instance {role} (pgsched token create --instance)"
+        )
     return who
 
 
@@ -84,7 +94,7 @@ def database(request: Request) -> Database:
     who = principal(request)
     if who is None:
         return db.acting_for("")
-    return db.acting_for("*" if getattr(who, "instance", False) else who.tenant)
+    return db.acting_for("*" if who.instance else who.tenant)
 
 
 def form(request: Request) -> FormData:

@@ -2,8 +2,11 @@
 ``scheduler``, ``tokens``, ``audit``). Reads need a viewer; DLQ changes an operator; tokens,
 the audit log and a forced failover an admin.
 
-Workers and schedulers are shared by every tenant (they serve all of them) and hold no
-tenant's data, so every viewer sees them; everything else is the caller's tenant's.
+Workers and schedulers span every tenant (their hosts, pids, the queues and tenants they
+serve): ``/workers``, ``/scheduler`` and ``/scheduler/failover`` need an instance principal
+(a failover an instance admin); a tenant's get 403. Everything else is the caller's
+tenant's, and ``metrics/summary`` gives the installation-wide figures (leader, standbys,
+live workers) to instance principals only.
 """
 
 from __future__ import annotations
@@ -35,17 +38,24 @@ from .errors import ApiError
 
 STANDBY_SEEN_SECONDS = 10.0  # a standby not seen for this long is not listed
 
+# The figures of the dashboard (stats.Dashboard) that span tenants: the processes.
+CLUSTER_FIELDS = frozenset({"leader", "leader_heartbeat_age", "standbys", "workers"})
+
 
 def workers(request: Request) -> Response:
-    require(request, "viewer")
+    require(request, "viewer", instance=True)
     return reply({"items": database(request).many("worker_list", all=False)})
 
 
 def metrics_summary(request: Request) -> Response:
     """The dashboard's figures (:func:`pgsched.stats.dashboard`) as JSON: the same numbers
-    the web page shows, from one snapshot."""
+    the web page shows, from one snapshot; those that span tenants (CLUSTER_FIELDS) only to
+    an instance principal."""
     who = require(request, "viewer")
-    return reply(stats.dashboard(database(request), who.tenant).as_dict())
+    figures = stats.dashboard(database(request), who.tenant).as_dict()
+    if not who.instance:
+        figures = {k: v for k, v in figures.items() if k not in CLUSTER_FIELDS}
+    return reply(figures)
 
 
 def dlq_list(request: Request) -> Response:
@@ -103,7 +113,7 @@ def dlq_delete(request: Request) -> Response:
 
 
 def scheduler_status(request: Request) -> Response:
-    require(request, "viewer")
+    require(request, "viewer", instance=True)
     db = database(request)
     leader = db.one("scheduler_leader", key=LEADER_LOCK_KEY)
     return reply(
@@ -115,9 +125,10 @@ def scheduler_status(request: Request) -> Response:
 
 
 def scheduler_failover(request: Request) -> Response:
-    """End the leader's session; a standby takes over (409 when no scheduler leads). Recorded
-    in the audit log (of the caller's tenant: it acts on every tenant's scheduler)."""
-    who = require(request, "admin")
+    """End the leader's session; a standby takes over (409 when no scheduler leads). An
+    instance admin's: the scheduler serves every tenant. Recorded in the audit log (of the
+    caller's tenant)."""
+    who = require(request, "admin", instance=True)
     db = database(request)
     ended = db.many("api_scheduler_failover", key=LEADER_LOCK_KEY)
     pids = [r["pid"] for r in ended if r["ended"]]
@@ -142,9 +153,14 @@ def token_list(request: Request) -> Response:
 def token_create(request: Request) -> Response:
     who = require(request, "admin")
     data = json_object(request)
-    only_fields(data, {"role", "name", "expires_in"})
+    only_fields(data, {"role", "name", "expires_in", "instance"})
     name = data.get("name", "")
     expires = data.get("expires_in")
+    instance = data.get("instance", False)
+    if not isinstance(instance, bool):
+        raise ApiError(422, f"instance: {instance!r} must be true or false", field="instance")
+    if instance:
+        require(request, "admin", instance=True)  # a tenant's admin cannot widen its reach
     token, row = create_token(
         database(request),
         role=check_role(data.get("role")),
@@ -152,6 +168,7 @@ def token_create(request: Request) -> Response:
         name=name if isinstance(name, str) else _bad_name(name),
         expires_in=None if expires is None else parse_duration("expires_in", expires),
         by=actor(request),
+        instance=instance,
     )
     return reply({**row, "token": token}, 201)
 

@@ -3,7 +3,11 @@
 
 Roles are ordered ``viewer < operator < admin``: a viewer reads, an operator also acts
 (trigger, pause, cancel, retry ...), an admin also manages tokens and forces a scheduler
-failover. Every principal belongs to one tenant and sees only that tenant's rows.
+failover. Every principal belongs to one tenant and sees only that tenant's rows; an
+*instance* principal (``instance``, migration 0020) also sees and acts on what spans
+tenants: the workers and schedulers with their hosts, a forced failover (an instance
+admin), the installation-wide metrics. Role and scope are apart: an instance viewer reads
+the cluster views, only an instance admin forces a failover.
 
 Tokens are ``secrets.token_urlsafe(32)`` (256 random bits), shown once and stored as their
 SHA-256 (see migrations/0005_web.sql for why that is enough); a token may expire
@@ -52,7 +56,8 @@ class Principal:
     or the username, ``name`` what to show (token name or username), ``role`` one of
     :data:`ROLES`, ``tenant`` the only tenant whose rows it sees; ``since``, for a user,
     when the account was made (ISO 8601): a session names it too, so that a user deleted
-    and made again under the same name does not inherit the old account's sessions."""
+    and made again under the same name does not inherit the old account's sessions;
+    ``instance``: whether it may see and act on what spans tenants (the cluster views)."""
 
     kind: str
     ref: str
@@ -60,6 +65,7 @@ class Principal:
     role: str
     tenant: str
     since: str = ""
+    instance: bool = False
 
     def has(self, role: str) -> bool:
         """Whether this principal's role is ``role`` or above it."""
@@ -94,25 +100,35 @@ def parse_duration(field: str, text: object) -> int:
     return seconds
 
 
+def check_instance(instance: object) -> bool:
+    """``instance`` if it is a bool; ValidationError otherwise."""
+    if not isinstance(instance, bool):
+        raise ValidationError("instance", instance, "must be true or false")
+    return instance
+
+
 def token_digest(token: str) -> bytes:
     """The SHA-256 of ``token`` as stored in ``api_token.token_sha256``."""
     return hashlib.sha256(token.encode()).digest()
 
 
 def create_token(
-    db: Database,
+    db: Database | Session,
     *,
     role: str,
     tenant: str = "default",
     name: str = "",
     expires_in: int | None = None,
     by: audit.Actor | None = None,
+    instance: bool = False,
 ) -> tuple[str, Row]:
-    """Create an API token, expiring ``expires_in`` seconds from now by the database's
-    clock (None: never), and record it; return ``(token, row)``. The token is not stored
-    and cannot be shown again. Raises ValidationError for a bad role, tenant, name (at most
-    200 characters) or lifetime (1 second to 10 years)."""
+    """Create an API token (``instance``: of the instance scope), expiring ``expires_in``
+    seconds from now by the database's clock (None: never), and record it; return
+    ``(token, row)``. The token is not stored and cannot be shown again. Raises
+    ValidationError for a bad role, tenant, name (at most 200 characters) or lifetime (1
+    second to 10 years)."""
     check_role(role)
+    check_instance(instance)
     check_name("tenant", tenant)
     if not isinstance(name, str) or len(name) > 200:
         raise ValidationError("name", name, "must be text of at most 200 characters")
@@ -129,6 +145,7 @@ def create_token(
             name=name,
             token_sha256=token_digest(token),
             expires_in=expires_in,
+            instance=instance,
         )
         assert row is not None
         expires = row["expires_at"].isoformat() if row["expires_at"] else None
@@ -138,7 +155,7 @@ def create_token(
             "token_create",
             tenant=tenant,
             target=f"token {row['id']}",
-            detail={"role": role, "name": name, "expires_at": expires},
+            detail={"role": role, "name": name, "expires_at": expires, "instance": instance},
         )
     return token, row
 
@@ -182,24 +199,32 @@ def authenticate_token(db: Database | Session, token: str) -> Principal | None:
 
 def _token_principal(row: Row) -> Principal:
     return Principal(
-        "token", str(row["id"]), row["name"] or f"token {row['id']}", row["role"], row["tenant"]
+        "token",
+        str(row["id"]),
+        row["name"] or f"token {row['id']}",
+        row["role"],
+        row["tenant"],
+        instance=bool(row["instance"]),
     )
 
 
 def create_user(
-    db: Database,
+    db: Database | Session,
     username: str,
     password: str,
     *,
     role: str,
     tenant: str = "default",
     by: audit.Actor | None = None,
+    instance: bool = False,
 ) -> Row:
-    """Create a web user; return its row (without the hash). Raises ValidationError for a
-    bad username (as task names: 1-200 letters, digits and ``. _ : @ / -``), a password
-    under 8 characters, a bad role or tenant, or a username that is taken."""
+    """Create a web user (``instance``: of the instance scope); return its row (without the
+    hash). Raises ValidationError for a bad username (as task names: 1-200 letters, digits
+    and ``. _ : @ / -``), a password under 8 characters, a bad role or tenant, or a username
+    that is taken."""
     check_name("username", username, _NAME)
     check_role(role)
+    check_instance(instance)
     check_name("tenant", tenant)
     _check_password(password)
     password_hash = _hasher.hash(password)
@@ -210,11 +235,17 @@ def create_user(
             tenant=tenant,
             role=role,
             password_hash=password_hash,
+            instance=instance,
         )
         if row is None:
             raise ValidationError("username", username, "is taken")
         audit.record(
-            tx, by, "user_create", tenant=tenant, target=f"user {username}", detail={"role": role}
+            tx,
+            by,
+            "user_create",
+            tenant=tenant,
+            target=f"user {username}",
+            detail={"role": role, "instance": instance},
         )
     return row
 
@@ -324,6 +355,7 @@ def _user_principal(row: Row) -> Principal:
         row["role"],
         row["tenant"],
         row["created_at"].isoformat(),
+        instance=bool(row["instance"]),
     )
 
 

@@ -54,17 +54,19 @@ def _op(
     result: J | None = None,
     body_required: bool = True,
     media: str = "application/json",
+    instance: bool = False,
 ) -> J:
+    scope = ", of the instance scope (it spans tenants)" if instance else ""
     errors = {
         "401": "No valid token or session.",
-        "403": f"The role is below {role}.",
+        "403": f"The role is below {role}{' or the scope is a tenant' if instance else ''}.",
         "404": "No such row in the caller's tenant.",
         "409": "A conflict with the current state.",
         "422": "A field is not valid: the message names it and its value.",
     }
     op: J = {
         "summary": summary,
-        "description": f"Needs role {role} or above.",
+        "description": f"Needs role {role} or above{scope}.",
         "security": [{"bearer": []}],
         "parameters": params or [],
         "responses": {
@@ -213,7 +215,9 @@ def document() -> J:
         PREFIX + "/dag-runs/{id}": {
             "get": _op("A DAG run with its node states", "viewer", params=ID_PATH)
         },
-        PREFIX + "/workers": {"get": _op("Running workers (shared by all tenants)", "viewer")},
+        PREFIX + "/workers": {
+            "get": _op("Running workers (serving every tenant)", "viewer", instance=True)
+        },
         PREFIX + "/metrics/summary": {
             "get": _op("The dashboard's figures for the tenant (pgsched.stats.dashboard)", "viewer")
         },
@@ -242,9 +246,13 @@ def document() -> J:
         PREFIX + "/dlq/{id}": {
             "delete": _op("Remove a dead execution", "operator", params=ID_PATH)
         },
-        PREFIX + "/scheduler": {"get": _op("Leader and standby schedulers", "viewer")},
+        PREFIX + "/scheduler": {
+            "get": _op("Leader and standby schedulers", "viewer", instance=True)
+        },
         PREFIX + "/scheduler/failover": {
-            "post": _op("End the leader's session; a standby takes over", "admin", ok=202)
+            "post": _op(
+                "End the leader's session; a standby takes over", "admin", ok=202, instance=True
+            )
         },
         PREFIX + "/tokens": {
             "get": _op("The tenant's API tokens (never the tokens)", "admin"),

@@ -173,6 +173,8 @@ SCHEMAS: J = {
                 "description": "Lifetime, e.g. 30d, 12h, 1d12h (s, m, h, d, w); omitted: never "
                 "expires. At most 10 years.",
             },
+            # of the instance scope: only an instance admin may make one
+            "instance": {"type": "boolean"},
         },
     },
 }

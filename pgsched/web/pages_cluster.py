@@ -1,6 +1,8 @@
 """The processes that serve every tenant: ``/workers`` (host, pid, queues, running, last
-heartbeat, state) and ``/scheduler`` (leader, standbys, last tick, lag). They hold no
-tenant's rows, so every viewer sees them (as in the REST API's ``/admin`` routes)."""
+heartbeat, state, tenants served) and ``/scheduler`` (leader, standbys, last tick, lag).
+They span every tenant (hostnames, pids, queues of all of them), so they are an instance
+principal's (any role), 403 for a tenant's (as the REST API's ``/workers`` and
+``/scheduler``)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from .rendering import render
 
 
 def workers(request: Request) -> Response:
-    require(request, "viewer")
+    require(request, "viewer", instance=True)
     show_all = request.query_params.get("all") == "1"
     db = database(request)
     rows = db.many("worker_list", all=show_all)
@@ -33,7 +35,7 @@ def _clock_warn(db: Database) -> float:
 
 
 def scheduler(request: Request) -> Response:
-    require(request, "viewer")
+    require(request, "viewer", instance=True)
     db = database(request)
     now = db.now()  # ages are the database's: this host's clock may be off
     leader = db.one("scheduler_leader", key=LEADER_LOCK_KEY)

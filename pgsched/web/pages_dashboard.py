@@ -1,7 +1,8 @@
 """The dashboard at ``/``: the tenant's numbers from :func:`pgsched.stats.dashboard` (one
-snapshot, so they agree with each other), its open alerts, and the health of what every
-tenant shares (:func:`pgsched.health.check`: the live processes' clock offsets, the
-oldest snapshot holding back cleanup, and their warnings)."""
+snapshot, so they agree with each other), its open alerts, and, for an instance principal,
+what every tenant shares: the live workers and the leader, and their health
+(:func:`pgsched.health.check`: the live processes' clock offsets and hosts, the oldest
+snapshot holding back cleanup, and their warnings)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def dashboard(request: Request) -> Response:
             "d": numbers,
             "states": FINAL_STATES,
             "alerts": alerts.active(db, who.tenant, limit=20),
-            "health": health.check(db),
+            "health": health.check(db) if who.instance else None,
         },
     )
 

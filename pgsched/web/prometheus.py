@@ -1,5 +1,7 @@
-"""``/metrics``: the Prometheus exposition of :mod:`pgsched.metrics` for the caller's
-tenant.
+"""``/metrics``: the Prometheus exposition of :mod:`pgsched.metrics`. A tenant's token
+scrapes its tenant's series alone; an instance token (``pgsched token create --instance
+--role viewer``) every tenant's and those that span tenants (the scheduler nodes and
+workers, the roll-up, webhooks, clock offsets, old snapshots).
 
 Scrapers authenticate like the API, with ``Authorization: Bearer <token>`` of a viewer
 token (Prometheus: ``authorization: {credentials: pgs_…}`` in the scrape config). Without
@@ -25,7 +27,10 @@ def scrape(request: Request) -> Response:
             headers={"WWW-Authenticate": "Bearer"},
         )
     who = require(request, "viewer")
-    body, content_type = metrics.render(database(request), who.tenant)
+    if who.instance:
+        body, content_type = metrics.render(database(request), None, installation=True)
+    else:
+        body, content_type = metrics.render(database(request), who.tenant, installation=False)
     return Response(body, media_type=content_type)
 
 

@@ -28,14 +28,21 @@ NAV = (
     ("Workers", "/workers"),
     ("Scheduler", "/scheduler"),
 )
+# the pages of NAV that span tenants: shown to instance principals only (they get 403)
+INSTANCE_NAV = frozenset({"/workers", "/scheduler"})
 
 
 def _context(request: Request) -> dict[str, Any]:
     token = csrf_token(request)
+    who = principal(request)
     return {
-        "principal": principal(request),
+        "principal": who,
         "csrf_token": token,
-        "nav": NAV,
+        "nav": [
+            (label, path)
+            for label, path in NAV
+            if path not in INSTANCE_NAV or (who is not None and who.instance)
+        ],
         "csrf_field": Markup('<input type="hidden" name="csrf_token" value="{}">').format(token),
     }
 

@@ -88,7 +88,13 @@ def resolve(db: Database | Session, session_id: str | None) -> Resolved | None:
         return None
     since = row["since"].isoformat() if row["since"] else ""
     who = credentials.Principal(
-        row["kind"], row["ref"], row["name"], row["role"], row["tenant"], since
+        row["kind"],
+        row["ref"],
+        row["name"],
+        row["role"],
+        row["tenant"],
+        since,
+        instance=bool(row["instance"]),
     )
     return Resolved(who, row["csrf"])
 

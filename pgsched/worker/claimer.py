@@ -45,6 +45,13 @@ from .holdings import Holdings
 log = logging.getLogger(__name__)
 
 
+def wakes(payload: str, tenants: tuple[str, ...] | None) -> bool:
+    """Whether a ``pgsched_execution`` notification with ``payload`` may bring work to a
+    worker of ``tenants`` (None: every tenant). An INSERT's names its tenant (migration
+    0020); an empty one (a retry, a hand-back, a rescue) may be anyone's."""
+    return not payload or tenants is None or payload in tenants
+
+
 class Claimer:
     """The claimer of one worker. ``worker_id()``: its current registration (a new one
     after it was declared dead); ``liveness``: its turns, watched by the heartbeat;
@@ -134,13 +141,16 @@ class Claimer:
             os.close(self._wake_r)
             os.close(self._wake_w)
 
+    def _tenants(self) -> list[str] | None:
+        return None if self.config.tenants is None else list(self.config.tenants)
+
     def _notified(self, channel: str, payload: str) -> None:
         if channel == "pgsched_cancel":
             try:
                 self._cancel_hints.add(int(payload))
             except ValueError:
                 log.warning("ignoring a cancel notification with payload %r", payload)
-        else:
+        elif wakes(payload, self.config.tenants):
             self._maybe_more = True
 
     # -- the loop ------------------------------------------------------------------------
@@ -207,7 +217,13 @@ class Claimer:
                 try:
                     sent = time.monotonic()
                     me = self.worker_id()  # the registration that claims (the heartbeat registers anew when declared dead)
-                    rows = tasks.claim(session, queues=self.config.queues, limit=want, worker_id=me)
+                    rows = tasks.claim(
+                        session,
+                        queues=self.config.queues,
+                        tenants=self.config.tenants,
+                        limit=want,
+                        worker_id=me,
+                    )
                 except ConnectionFailed:
                     raise
                 except PgschedError as exc:
@@ -293,12 +309,14 @@ class Claimer:
         )
 
     def _look_up_due(self, session: Session, due: NextDue) -> None:
-        """Ask when the earliest pending execution of this worker's queues is due
+        """Ask when the earliest pending execution of this worker's queues (of its tenants) is due
         (``execution_next_due``, by the database's clock), so that the claimer wakes then
         rather than at its next poll. Only before the claimer waits: a busy worker's full
         claims never pay this round trip. When the question fails, the poll still wakes it."""
         try:
-            row = session.one("execution_next_due", queues=self.config.queues)
+            row = session.one(
+                "execution_next_due", queues=self.config.queues, tenants=self._tenants()
+            )
         except ConnectionFailed:
             raise  # the claimer reconnects
         except PgschedError as exc:

@@ -34,11 +34,13 @@ class TaskDefinitions:
         session: Session | Database,
         *,
         queues: list[str],
+        tenants: tuple[str, ...] | list[str] | None = None,
         limit: int,
         worker_id: int | None,
         now: Any = None,
     ) -> list[Row]:
-        """Claim up to ``limit`` ready executions of ``queues`` for worker ``worker_id``
+        """Claim up to ``limit`` ready executions of ``queues`` of ``tenants`` (None: of
+        every tenant) for worker ``worker_id``
         (None, or a worker no longer registered: nothing is claimed; ``now``: an aware
         datetime, or None for the server's clock), in one statement on ``session``. Returns
         the claimed rows in start order (priority, run_at, id), ``params`` as JSON text
@@ -51,6 +53,7 @@ class TaskDefinitions:
         rows = session.many(
             "execution_claim",
             queues=queues,
+            tenants=None if tenants is None else list(tenants),
             limit=limit,
             worker_id=worker_id,
             now=now,

@@ -51,7 +51,10 @@ PRIVATE_ENV = frozenset({"PGSCHED_HOME", "PGSCHED_TENANT"}) | CREDENTIAL_ENV
 
 @dataclass
 class WorkerConfig:
-    """``queues`` to serve; ``concurrency`` executions at once; ``poll_interval``,
+    """``queues`` to serve, of ``tenants`` (a queue is named within its tenant: the worker
+    serves each (tenant, queue); None for every tenant, an explicit choice: ``pgsched
+    worker --all-tenants``, ``pgsched dev``; ``pgsched.node.worker_tenants`` decides them for
+    ``pgsched worker``); ``concurrency`` executions at once; ``poll_interval``,
     ``heartbeat_interval`` and ``kill_grace`` (after a timeout's SIGTERM) in seconds;
     ``stop_grace``: the same after a cancel or a hand-back; ``shutdown_timeout``: how long a
     stopping worker lets running executions finish before killing them and handing them
@@ -64,6 +67,7 @@ class WorkerConfig:
     stops, and its liveness still watched)."""
 
     queues: list[str] = field(default_factory=lambda: ["default"])
+    tenants: tuple[str, ...] | None = ("default",)
     concurrency: int = 4
     poll_interval: float = 2.0
     heartbeat_interval: float = 5.0

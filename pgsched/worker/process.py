@@ -93,6 +93,7 @@ class Worker:
             hostname=host,
             pid=os.getpid(),
             queues=cfg.queues,
+            tenants=None if cfg.tenants is None else list(cfg.tenants),
             concurrency=cfg.concurrency,
             heartbeat_interval=cfg.heartbeat_interval,
             **probe.send(),
@@ -106,9 +107,10 @@ class Worker:
         cfg = self.config
         self._register()
         log.info(
-            "worker %s started: queues=%s concurrency=%d",
+            "worker %s started: queues=%s tenants=%s concurrency=%d",
             self.id,
             ",".join(cfg.queues),
+            "all" if cfg.tenants is None else ",".join(cfg.tenants),
             cfg.concurrency,
         )
         guard = _start_guardian(self.id)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 from psycopg.rows import dict_row
 
 from pgsched.db import Database
@@ -130,19 +130,31 @@ class Visitor:
         return path
 
 
-@pytest.fixture
-def visitor(stack: Stack, browser: Browser, request: pytest.FixtureRequest) -> Iterator[Visitor]:
-    """A fresh browser context signed in as an operator through the sign-in form."""
+def signed_in(
+    stack: Stack, browser: Browser, test: str, *, role: str, tenant: str, instance: bool
+) -> tuple[Visitor, BrowserContext]:
+    """A fresh browser context signed in through the sign-in form with a token made now of
+    ``role`` in ``tenant`` (``instance``: of the instance scope); close the context after."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     page = context.new_page()
     page.set_default_timeout(15_000)
-    test = re.sub(r"^test_", "", request.node.name)
     v = Visitor(page, stack.url, test)
-    token, _ = create_token(stack.db, role="operator", name="browser test")
+    token, _ = create_token(
+        stack.db, role=role, tenant=tenant, name="browser test", instance=instance
+    )
     v.go("/login")
     v.shot("login")
     page.fill("#token", token)
     page.click("form[action='/login'] button[type=submit]")
     page.wait_for_url(stack.url + "/")
+    return v, context
+
+
+@pytest.fixture
+def visitor(stack: Stack, browser: Browser, request: pytest.FixtureRequest) -> Iterator[Visitor]:
+    """A fresh browser context signed in as an operator of the instance scope (the workers
+    and scheduler pages are an instance principal's) through the sign-in form."""
+    test = re.sub(r"^test_", "", request.node.name)
+    v, context = signed_in(stack, browser, test, role="operator", tenant="default", instance=True)
     yield v
     context.close()

@@ -88,6 +88,7 @@ def fail_to_dead(db: Database, task: str) -> int:
         hostname="h",
         pid=1,
         queues=queues,
+        tenants=None,
         concurrency=1,
         heartbeat_interval=5,
         host_time=None,

@@ -32,6 +32,7 @@ def register(db, name: str = "w", queues=("default",)) -> int:
         hostname="testhost",
         pid=4242,
         queues=list(queues),
+        tenants=None,
         concurrency=4,
         heartbeat_interval=5.0,
         host_time=None,
@@ -159,6 +160,7 @@ def test_a_claim_sends_a_task_definition_only_when_the_claimer_does_not_hold_it(
     [raw] = db.many(
         "execution_claim",
         queues=["default"],
+        tenants=None,
         limit=1,
         worker_id=worker,
         now=T0,

@@ -39,7 +39,7 @@ def fill(sql, task: str, queue: str, n: int, *, oldest: datetime) -> None:
 
 
 def claim_buffers(
-    dsn: str, worker: int, queues: list[str], limit: int = 10
+    dsn: str, worker: int, queues: list[str], limit: int = 10, tenants: list[str] | None = None
 ) -> tuple[dict[str, int], list[int]]:
     """The shared buffers (hit + read) one execution_claim of ``queues`` touches, from
     EXPLAIN (ANALYZE, BUFFERS): ``picked``, choosing and locking the rows (that CTE reads
@@ -48,6 +48,7 @@ def claim_buffers(
     text = queries.get("execution_claim").text
     params = {
         "queues": queues,
+        "tenants": tenants,
         "limit": limit,
         "worker_id": worker,
         "now": T0,

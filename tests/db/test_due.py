@@ -31,7 +31,7 @@ def listener(dsn):
 
 
 def next_due(db, *queues: str) -> float | None:
-    return db.one("execution_next_due", queues=list(queues))["seconds"]
+    return db.one("execution_next_due", queues=list(queues), tenants=None)["seconds"]
 
 
 def db_now(sql):
@@ -68,7 +68,7 @@ def test_the_rescue_wakes_the_workers_when_it_puts_executions_back(db, sql, list
     make_task(db, "job", now=T0)
     worker = register(db)
     tasks.trigger(db, "job")
-    assert notifications_until_marker(listener, sql) == [""]  # the insert's own
+    assert notifications_until_marker(listener, sql) == ["default"]  # the insert's own (its tenant)
     claim(db, worker)
     assert scheduler.rescue(db) == []  # the worker is alive: nothing back, no wake-up
     assert notifications_until_marker(listener, sql) == []
@@ -84,7 +84,7 @@ def test_a_hand_back_wakes_the_workers(db, sql, listener):
     worker = register(db)
     tasks.enqueue_many(db, "job", [{"n": i} for i in range(3)])
     rows = claim(db, worker)
-    assert notifications_until_marker(listener, sql) == [""]  # the insert's own
+    assert notifications_until_marker(listener, sql) == ["default"]  # the insert's own (its tenant)
     assert sorted(r["id"] for r in give_back(db, rows)) == sorted(r["id"] for r in rows)
     assert notifications_until_marker(listener, sql) == [""]
     assert give_back(db, rows) == []  # no longer held: nothing back, no wake-up
@@ -98,10 +98,10 @@ def test_the_next_due_time_still_to_come_is_told_beside_one_that_is_held(db, sql
     now = db_now(sql)
     tasks.trigger(db, "job", run_at=now - timedelta(seconds=3))  # due: a transaction may hold it
     tasks.trigger(db, "job", run_at=now + timedelta(seconds=20))
-    row = db.one("execution_next_due", queues=["default"])
+    row = db.one("execution_next_due", queues=["default"], tenants=None)
     assert -3.5 < row["seconds"] <= -3 and 19 < row["future_seconds"] <= 20
     sql.execute("DELETE FROM pgsched.execution WHERE run_at < now()")
-    row = db.one("execution_next_due", queues=["default"])
+    row = db.one("execution_next_due", queues=["default"], tenants=None)
     assert 19 < row["seconds"] <= 20 and 19 < row["future_seconds"] <= 20
 
 
@@ -115,5 +115,9 @@ def test_work_due_later_in_another_front_than_the_held_row_is_told(db, sql):
     tasks.trigger(db, "job", run_at=now + timedelta(seconds=60), priority=1)
     tasks.trigger(db, "job", run_at=now + timedelta(seconds=5), priority=5)
     tasks.trigger(db, "other", run_at=now + timedelta(seconds=3))
-    assert 4 < db.one("execution_next_due", queues=["default"])["future_seconds"] <= 5
-    assert 2 < db.one("execution_next_due", queues=["default", "other"])["future_seconds"] <= 3
+    assert 4 < db.one("execution_next_due", queues=["default"], tenants=None)["future_seconds"] <= 5
+    assert (
+        2
+        < db.one("execution_next_due", queues=["default", "other"], tenants=None)["future_seconds"]
+        <= 3
+    )

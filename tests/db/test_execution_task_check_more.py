@@ -62,15 +62,15 @@ def test_every_kind_of_insert_wakes_the_workers(db, sql, dsn, listener):
     task = make_task(db, "woken", now=T0)
     make_task(db, "woken_key", idempotent=True, now=T0)
     tasks.trigger(db, "woken")
-    assert notifications_until_marker(listener, sql) == [""]
+    assert notifications_until_marker(listener, sql) == ["default"]
     tasks.enqueue_many(db, "woken", [{"n": i} for i in range(20)])
-    assert notifications_until_marker(listener, sql) == [""]
+    assert notifications_until_marker(listener, sql) == ["default"]
     tasks.enqueue_many(db, "woken_key", [{"n": i} for i in range(3)])
-    assert notifications_until_marker(listener, sql) == [""]
+    assert notifications_until_marker(listener, sql) == ["default"]
     sql.execute("INSERT INTO pgsched.run_request (task) VALUES ('woken')")
-    assert notifications_until_marker(listener, sql) == [""]
+    assert notifications_until_marker(listener, sql) == ["default"]
     copy_rows(dsn, [task["id"]] * 2)
-    assert notifications_until_marker(listener, sql) == [""]
+    assert notifications_until_marker(listener, sql) == ["default"]
     # an INSERT refused by the check wakes nobody (its NOTIFY is rolled back with it)
     with pytest.raises(pg_errors.ForeignKeyViolation):
         copy_rows(dsn, [-1])
@@ -190,7 +190,7 @@ def test_scheduler_fires_and_dag_nodes_wake_the_workers(db, sql, listener):
     notifications_until_marker(listener, sql)
     assert scheduler.tick(db, 1, datetime(2025, 1, 15, 10, 5, tzinfo=UTC)) == 1
     assert count(sql, task["id"]) == 1
-    assert notifications_until_marker(listener, sql) == [""]
+    assert notifications_until_marker(listener, sql) == ["default"]
 
     dags.apply(
         db,
@@ -206,11 +206,11 @@ def test_scheduler_fires_and_dag_nodes_wake_the_workers(db, sql, listener):
     )
     notifications_until_marker(listener, sql)
     run = dagruns.trigger(db, "pair")
-    assert notifications_until_marker(listener, sql) == [""]  # node a queued
+    assert notifications_until_marker(listener, sql) == ["default"]  # node a queued
     drive = Driver(db, sql)
     drive.finish(run, "a")
     assert drive.states(run)["b"] == "queued"
-    assert notifications_until_marker(listener, sql) == [""]  # node b queued by a's end
+    assert notifications_until_marker(listener, sql) == ["default"]  # node b queued by a's end
 
 
 def test_renumbering_a_task_races_an_insert_both_ways(db, sql, dsn):
@@ -296,7 +296,7 @@ def test_a_dead_letter_retry_wakes_the_workers(db, sql, listener):
     notifications_until_marker(listener, sql)
     sql.execute("SELECT pgsched.dlq_retry_v1(%s, 'default')", [ident])
     assert count(sql, task["id"]) == 1
-    assert notifications_until_marker(listener, sql) == [""]
+    assert notifications_until_marker(listener, sql) == ["default"]
 
 
 def many_tasks(sql, n):

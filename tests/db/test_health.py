@@ -167,6 +167,7 @@ def test_a_heartbeat_stores_the_hosts_clock_offset_and_an_offset_past_the_thresh
         hostname="h",
         pid=1,
         queues=["default"],
+        tenants=None,
         concurrency=1,
         heartbeat_interval=5,
         host_time=None,

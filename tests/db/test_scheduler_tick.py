@@ -342,7 +342,7 @@ def test_a_tick_notifies_once_per_transaction(db, sql, dsn, batch, transactions)
     with psycopg.connect(dsn, autocommit=True) as listener:
         listener.execute("LISTEN pgsched_execution")
         assert scheduler.tick(db, 1, at(10, 5), batch=batch) == 5
-        assert notifications_until_marker(listener, sql) == [""] * transactions
+        assert notifications_until_marker(listener, sql) == ["default"] * transactions
         assert scheduler.tick(db, 1, at(10, 6), batch=batch) == 0  # nothing due: no notification
         assert notifications_until_marker(listener, sql) == []
 

@@ -81,8 +81,8 @@ def test_the_document_example_takes_the_branch_its_classifier_chose(dsn, sql, st
     invoice_run = trigger(dsn, "documents")  # the DAG's default document is an invoice
     # classify waits on the queue 'examples', which no worker serves yet: status says so
     assert (
-        "warning: queue 'examples' has ready executions and no running worker serves it"
-        in cli(dsn, "status").stdout
+        "warning: queue 'examples' of tenant 'default' has ready executions and no running "
+        "worker serves it" in cli(dsn, "status").stdout
     )
     start(
         "worker",

@@ -72,4 +72,4 @@ def test_a_worker_start_does_not_import_the_dag_crontab_or_web_code():
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
-    assert eval(out) == ["pgsched.cli.output", "pgsched.cli.processes", "pgsched.cli.root"]
+    assert eval(out) == ["pgsched.cli.processes", "pgsched.cli.root"]

@@ -27,6 +27,8 @@ def test_the_defaults_are_valid(settings):
         (SchedulerSettings(observe_interval=True), "observe_interval", True),
         (WorkerSettings(queues=()), "queues", ()),
         (WorkerSettings(queues=("default", "no spaces")), "queue", "no spaces"),
+        (WorkerSettings(fallback_tenant="no tenant"), "tenant", "no tenant"),
+        (WorkerSettings(tenants=("a", "not a tenant")), "tenant", "not a tenant"),
         (WorkerSettings(concurrency=0), "concurrency", 0),
         (WorkerSettings(poll_interval=0.0), "poll_interval", 0.0),
         (WorkerSettings(heartbeat_interval=0.1), "heartbeat_interval", 0.1),

@@ -36,24 +36,25 @@ def client(app) -> Iterator[TestClient]:
 
 @pytest.fixture
 def token_for(db: Database) -> Callable[..., str]:
-    """``token_for(role, tenant="default", name="")``: a new API token."""
+    """``token_for(role, tenant="default", name="", instance=False)``: a new API token."""
 
-    def make(role: str, tenant: str = "default", name: str = "") -> str:
-        return create_token(db, role=role, tenant=tenant, name=name)[0]
+    def make(role: str, tenant: str = "default", name: str = "", instance: bool = False) -> str:
+        return create_token(db, role=role, tenant=tenant, name=name, instance=instance)[0]
 
     return make
 
 
 @pytest.fixture
 def api(app, token_for) -> Callable[..., TestClient]:
-    """``api(role, tenant="default")``: a client sending that role's Bearer token."""
+    """``api(role, tenant="default", instance=False)``: a client sending that role's Bearer
+    token (``instance``: of the instance scope)."""
     clients: list[TestClient] = []
 
-    def make(role: str, tenant: str = "default") -> TestClient:
+    def make(role: str, tenant: str = "default", instance: bool = False) -> TestClient:
         c = TestClient(
             app,
             follow_redirects=False,
-            headers={"Authorization": f"Bearer {token_for(role, tenant)}"},
+            headers={"Authorization": f"Bearer {token_for(role, tenant, instance=instance)}"},
         )
         clients.append(c)
         return c

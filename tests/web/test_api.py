@@ -181,7 +181,7 @@ def test_bad_input_is_a_4xx_naming_the_field(api, db):
 def test_viewers_may_read_but_not_act(api, db):
     make_task(db)
     ident = tasks.trigger(db, "job")
-    viewer = api("viewer")
+    viewer = api("viewer", instance=True)  # /workers and /scheduler span tenants
     for path in (
         "/tasks",
         "/tasks/job",
@@ -212,7 +212,7 @@ def test_viewers_may_read_but_not_act(api, db):
         ("post", "/tokens", {"role": "viewer"}),
         ("delete", "/tokens/1", None),
     ]
-    operator = api("operator")
+    operator = api("operator", instance=True)
     for method, path, body in actions:
         response = getattr(viewer, method)(V + path, **({"json": body} if body is not None else {}))
         assert response.status_code == 403, (method, path, response.text)
@@ -407,7 +407,7 @@ def test_dag_runs(api, db):
 
 
 def test_scheduler_status_and_forced_failover(api, dsn, pg_server, db):
-    admin = api("admin")
+    admin = api("admin", instance=True)
     assert admin.get(f"{V}/scheduler").json()["leader"] is None
     # another database's leader (another install on the same server) is not ours to end:
     # pg_locks lists every database's advisory locks

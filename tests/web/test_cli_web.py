@@ -98,3 +98,28 @@ def test_task_tags_from_the_command_line(dsn, db):
     assert db.one("task_get", name="tagged", tenant="default")["tags"] == []
     bad = run(dsn, "task", "create", "badtag", "--command", "true", "--tags", "no spaces")
     assert bad.exit_code == 1 and "tags: 'no spaces'" in bad.output
+
+
+def test_instance_tokens_and_users_are_made_only_when_asked_for(dsn, db):
+    made = json.loads(run(dsn, "token", "create", "--role", "admin", "--instance", "--json").output)
+    assert made["instance"] is True
+    who = authenticate_token(db, made["token"])
+    assert who is not None and who.instance and who.tenant == "default"
+    plain = json.loads(run(dsn, "token", "create", "--role", "admin", "--json").output)
+    assert plain["instance"] is False and not authenticate_token(db, plain["token"]).instance
+    out = run(
+        dsn,
+        "user",
+        "create",
+        "ops",
+        "--role",
+        "admin",
+        "--instance",
+        "--password-stdin",
+        input="operations-1\n",
+    )
+    assert out.exit_code == 0 and "instance scope" in out.output, out.output
+    user = authenticate_user(db, "ops", "operations-1")
+    assert user is not None and user.instance
+    listed = json.loads(run(dsn, "user", "list", "--json").output)
+    assert [(u["username"], u["instance"]) for u in listed] == [("ops", True)]

@@ -21,13 +21,14 @@ XSS = "<script>alert(1)</script>"
 
 @pytest.fixture
 def signed(app, token_for):
-    """``signed(role, tenant="default")``: a client signed in (session cookie) as that role."""
+    """``signed(role, tenant="default", instance=False)``: a client signed in (session
+    cookie) as that role (``instance``: of the instance scope)."""
     clients: list[TestClient] = []
 
-    def make(role: str, tenant: str = "default") -> TestClient:
+    def make(role: str, tenant: str = "default", instance: bool = False) -> TestClient:
         c = TestClient(app, follow_redirects=False)
         clients.append(c)
-        assert sign_in(c, token=token_for(role, tenant)).status_code == 303
+        assert sign_in(c, token=token_for(role, tenant, instance=instance)).status_code == 303
         return c
 
     yield make
@@ -70,7 +71,7 @@ def test_every_page_renders_for_a_viewer(db, sql, signed):
     gone = dead(db, "nightly")
     ident = tasks.trigger(db, "nightly")
     run_id = a_dag_run(db)
-    viewer = signed("viewer")
+    viewer = signed("viewer", instance=True)  # /workers and /scheduler too
     pages = [
         "/",
         "/tasks",

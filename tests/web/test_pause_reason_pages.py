@@ -160,7 +160,7 @@ def test_the_dashboard_workers_and_scheduler_pages_show_clock_offsets_and_the_wa
         "INSERT INTO pgsched.scheduler_node (name, hostname, pid, role, clock_offset_seconds) "
         "VALUES ('standby-1', 'behind-host', 9, 'standby', -42.5)"
     )
-    viewer = signed("viewer")
+    viewer = signed("viewer", instance=True)  # clock offsets span tenants
 
     dashboard = viewer.get("/").text
 
