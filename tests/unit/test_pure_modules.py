@@ -34,6 +34,7 @@ PURE = [
     "pgsched.dag.rules",
     "pgsched.lazy",
     "pgsched.worker.outcome",
+    "pgsched.settings",
 ]
 FORBIDDEN = ("psycopg", "psycopg_pool", "starlette", "jinja2", "click")
 

@@ -118,13 +118,17 @@ def test_role_refusals_and_failovers_are_recorded(api, sql):
     viewer = api("viewer", "lab")
     assert viewer.get("/api/v1/tokens").status_code == 403
     assert viewer.post("/api/v1/scheduler/failover").status_code == 403
-    assert api("admin", "lab").post("/api/v1/scheduler/failover").status_code == 409  # no leader
+    assert api("admin", "lab").post("/api/v1/scheduler/failover").status_code == 403  # a tenant's
+    instance_admin = api("admin", "lab", instance=True)
+    assert instance_admin.post("/api/v1/scheduler/failover").status_code == 409  # no leader
     refused = events(sql, "forbidden")
     assert [(e["tenant"], e["actor_kind"], e["target"]) for e in refused] == [
         ("lab", "token", "GET /api/v1/tokens"),
         ("lab", "token", "POST /api/v1/scheduler/failover"),
+        ("lab", "token", "POST /api/v1/scheduler/failover"),
     ]
-    assert refused[0]["detail"] == {"role": "viewer", "needs": "admin"}
+    assert refused[0]["detail"] == {"role": "viewer", "needs": "admin", "instance": False}
+    assert refused[2]["detail"] == {"role": "admin", "needs": "admin", "instance": True}
     (failover,) = events(sql, "scheduler_failover")
     assert failover["tenant"] == "lab" and failover["detail"] == {"ended_backends": []}
 

@@ -82,6 +82,13 @@ TENANT_ROUTES = {
     ("DELETE", V + "/tokens/{id}"),
     ("GET", V + "/openapi.json"),
     ("GET", "/metrics"),
+    # the audit log: a tenant admin reads its tenant's events, an instance admin every one's
+    ("GET", "/account"),
+    ("POST", "/account/sign-out-everywhere"),
+    ("POST", "/account/password"),
+    ("POST", "/users/sign-out"),
+    ("GET", "/audit"),
+    ("GET", V + "/audit"),
 }
 
 
