@@ -182,7 +182,7 @@ def wait_listening(
                 "SELECT (SELECT count(*) FROM pgsched.worker WHERE state = 'running') >= %s "
                 "AND (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                 "AND application_name = 'pgsched worker listen' AND (query ILIKE 'LISTEN%%' "
-                "OR query ILIKE 'WITH asked%%' OR query ILIKE 'SELECT extract(epoch FROM min(f.run_at)%%'))"
+                "OR query ILIKE 'WITH asked%%' OR query ILIKE 'SELECT extract(epoch FROM min(x.run_at)%%'))"
                 " >= %s",
                 (count, count),
             )
