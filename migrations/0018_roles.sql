@@ -7,14 +7,15 @@
 --   group role         what its members may do
 --   pgsched_owner      owns every object of pgsched and pgsched_internal; only
 --                      `pgsched migrate` logs in as a member of it
---   pgsched_engine     the scheduler and workers: the tables (not the web's credentials)
---                      and the engine's functions, under row-level security
+--   pgsched_engine     the scheduler and workers: the tenants' tables under row-level
+--                      security, reads of the installation's own; not the web's credentials
 --   pgsched_web        the web admin: the tables and its credentials, under row-level
 --                      security by the tenant it sets per transaction (pgsched.tenant)
 --   pgsched_app        applications: the public SQL API and INSERT INTO run_request only,
 --                      no table at all; always in the tenant of the login
---   pgsched_instance   grants nothing itself; a member (with engine or web) sees every
---                      tenant: operators of the whole installation
+--   pgsched_instance   a member (with engine or web) sees every tenant and keeps the
+--                      installation's own tables, sequences and maintenance: operators of
+--                      the whole installation (the scheduler's login)
 --
 -- The tenant of a session is that of its login role (session_user) in pgsched.tenant_role,
 -- the map `pgsched tenant create NAME --login ROLE` writes; a login in no tenant that is a
@@ -315,15 +316,18 @@ BEGIN
     END IF;
 END $view$;
 
--- Rows without a tenant column of their own belong to their parent's tenant.
+-- Rows without a tenant column of their own belong to their parent's tenant; a DAG's node
+-- names a task of the same tenant (a tenant's login sees no other tenant's task).
 ALTER TABLE pgsched.dag_node ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_rows ON pgsched.dag_node TO pgsched_engine, pgsched_web
     USING (EXISTS (SELECT FROM pgsched.dag d WHERE d.id = dag_id))
-    WITH CHECK (EXISTS (SELECT FROM pgsched.dag d WHERE d.id = dag_id));
+    WITH CHECK (EXISTS (SELECT FROM pgsched.dag d WHERE d.id = dag_id)
+                AND EXISTS (SELECT FROM pgsched.task k WHERE k.id = task_id));
 ALTER TABLE pgsched.dag_node_run ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_rows ON pgsched.dag_node_run TO pgsched_engine, pgsched_web
     USING (EXISTS (SELECT FROM pgsched.dag_run r WHERE r.id = run_id))
-    WITH CHECK (EXISTS (SELECT FROM pgsched.dag_run r WHERE r.id = run_id));
+    WITH CHECK (EXISTS (SELECT FROM pgsched.dag_run r WHERE r.id = run_id)
+                AND EXISTS (SELECT FROM pgsched.task k WHERE k.id = task_id));
 ALTER TABLE pgsched.task_alerting ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_rows ON pgsched.task_alerting TO pgsched_engine, pgsched_web
     USING (EXISTS (SELECT FROM pgsched.task k WHERE k.id = task_id))
@@ -385,6 +389,14 @@ BEGIN
             USING ERRCODE = 'no_data_found';
     END IF;
     DELETE FROM pgsched.tenant_role m WHERE m.role_name = tenant_drop_login_v1.role_name;
+    -- its sessions end with it (a worker on it would go on, refused everything)
+    BEGIN
+        PERFORM pg_terminate_backend(a.pid) FROM pg_stat_activity a
+         WHERE a.usename = tenant_drop_login_v1.role_name AND a.pid <> pg_backend_pid();
+    EXCEPTION WHEN insufficient_privilege THEN
+        RAISE WARNING 'login %: its open sessions go on until they end (% may not end them)',
+            quote_ident(role_name), current_user;
+    END;
     EXECUTE format('DROP ROLE IF EXISTS %I', role_name);
 END $$;
 
@@ -405,17 +417,24 @@ CREATE TRIGGER tenant_register AFTER INSERT ON pgsched.task REFERENCING NEW TABL
     FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.tenant_register_v1();
 
 -- The owner, the grants and the row-level security of every object, kept by one function
--- that every migration adding an object ends by calling (tests/db/test_roles.py checks
--- that nothing is left out):
+-- that every migration adding an object ends by calling (tests/db/test_tenant_isolation.py
+-- and test_tenant_engine_attacks.py check that nothing is left out or left open):
 --   * every table, view, sequence and function of both schemas belongs to pgsched_owner;
 --   * PUBLIC has nothing; pgsched_app has USAGE on pgsched, EXECUTE on its functions and
---     INSERT on run_request; engine and web have USAGE on both schemas, EXECUTE on the
---     functions (the partition functions: engine only; this one: nobody) and DML on the
---     tables (the web's own, web_* and api_token: web only);
---   * a table with a tenant column (but the instance's leader, worker and scheduler_node,
---     and the web's own, which sign-in must look up across tenants) has row-level security:
---     engine and web see the rows of the session's tenant, the web every tenant's when it
---     set '*', pgsched_instance every row.
+--     INSERT on run_request;
+--   * engine and web have USAGE on both schemas and EXECUTE on the functions, but the
+--     engine's SECURITY DEFINER ones (partitions, the audit log's writes and prune), which
+--     are pgsched_instance's (and the audit log's writes the web's); nextval on the
+--     sequences (reading and setting them: pgsched_instance);
+--   * the tenants' tables: DML for engine and web; the web's own (web_*, api_token): the
+--     web's alone; the tenant map and the migrations: read only, written by the owner; the
+--     installation's own (settings, leadership, the state of the roll-up and of alerting):
+--     read by the engine, written by the web and pgsched_instance;
+--   * a table with a tenant column (but leader and scheduler_node, and the web's own, which
+--     sign-in must look up across tenants) has row-level security: engine and web see the
+--     rows of the session's tenant (a row the engine writes names only that tenant's task,
+--     execution and DAG), the web every tenant's when it set '*', pgsched_instance every
+--     row; the workers' rows by the tenants they serve.
 CREATE FUNCTION pgsched_internal.secure_v1() RETURNS void
     LANGUAGE plpgsql
     AS $secure$
@@ -423,6 +442,7 @@ DECLARE
     o record;
     web_only boolean;
     secured boolean;
+    refs text;
 BEGIN
     EXECUTE 'ALTER SCHEMA pgsched OWNER TO pgsched_owner';
     EXECUTE 'ALTER SCHEMA pgsched_internal OWNER TO pgsched_owner';
@@ -465,14 +485,30 @@ BEGIN
                                pgsched_internal.tenant_login_v1(text, text, text, text),
                                pgsched_internal.tenant_drop_login_v1(text, text)
         FROM pgsched_engine, pgsched_web;
-    REVOKE EXECUTE ON FUNCTION pgsched_internal.partition_ensure_v1(date, integer),
-                               pgsched_internal.partition_drop_v1(text, text),
-                               pgsched_internal.partition_expired_v1(timestamptz),
-                               pgsched_internal.partition_is_live_v1(text, text) FROM pgsched_web;
+    -- A definer function of the engine's does what row-level security would not let its
+    -- caller do (partitions, the audit log's writes and prune): the installation's alone
+    -- (and the audit log's writes the web's), not a tenant's engine login's. The helpers
+    -- that say who the caller is are everyone's.
+    FOR o IN SELECT p.oid::regprocedure AS fn, p.proname::text AS name
+               FROM pg_proc p
+              WHERE p.pronamespace = 'pgsched_internal'::regnamespace AND p.prosecdef
+                AND p.proname NOT IN ('session_tenant_v1', 'is_instance_v1', 'caller_tenant_v1',
+                                      'caller_trigger_v1')
+    LOOP
+        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM pgsched_engine, pgsched_web', o.fn);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pgsched_instance', o.fn);
+        IF o.name = 'audit_record_v1' THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pgsched_web', o.fn);
+        END IF;
+    END LOOP;
 
     REVOKE ALL ON ALL TABLES IN SCHEMA pgsched, pgsched_internal FROM PUBLIC;
     REVOKE ALL ON ALL SEQUENCES IN SCHEMA pgsched, pgsched_internal FROM PUBLIC;
-    GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA pgsched TO pgsched_engine, pgsched_web;
+    -- nextval for everyone who inserts; reading or setting a sequence (how busy another
+    -- tenant is; exhausting an id) is the installation's
+    REVOKE ALL ON ALL SEQUENCES IN SCHEMA pgsched FROM pgsched_engine, pgsched_web;
+    GRANT USAGE ON ALL SEQUENCES IN SCHEMA pgsched TO pgsched_engine, pgsched_web;
+    GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA pgsched TO pgsched_instance;
     FOR o IN SELECT c.oid::regclass AS rel, c.relname::text AS name, c.relkind,
                     EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'tenant'
                                                          AND NOT a.attisdropped) AS has_tenant,
@@ -491,17 +527,56 @@ BEGIN
         ELSIF web_only THEN
             EXECUTE format('REVOKE ALL ON %s FROM pgsched_engine, pgsched_app', o.rel);
             EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO pgsched_web', o.rel);
+        ELSIF o.name IN ('tenant', 'tenant_role', 'schema_migration') THEN
+            -- who acts for which tenant, and which migrations ran, are the owner's to write
+            -- (pgsched tenant, pgsched migrate): a tenant's engine login that could write the
+            -- map could put itself in another tenant
+            EXECUTE format('REVOKE ALL ON %s FROM pgsched_engine, pgsched_web, pgsched_app', o.rel);
+            EXECUTE format('GRANT SELECT ON %s TO pgsched_engine, pgsched_web', o.rel);
+        ELSIF (NOT o.has_tenant AND NOT o.relrowsecurity) OR o.name IN ('leader', 'scheduler_node') THEN
+            -- the installation's own rows (settings, leadership, the state of the roll-up and
+            -- of alerting): an engine login reads them; writing them is an installation-wide
+            -- login's (the scheduler's) or the web's
+            EXECUTE format('REVOKE ALL ON %s FROM pgsched_engine', o.rel);
+            EXECUTE format('GRANT SELECT ON %s TO pgsched_engine', o.rel);
+            EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO pgsched_web, pgsched_instance', o.rel);
         ELSE
             EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO pgsched_engine, pgsched_web', o.rel);
+        END IF;
+        -- the workers: a tenant's engine login sees and changes the rows of its tenant's
+        -- workers alone (worker.tenants, 0020), so that it cannot declare another's dead
+        IF o.name = 'worker' AND NOT o.relrowsecurity AND EXISTS (
+               SELECT FROM pg_attribute a WHERE a.attrelid = o.rel AND a.attname = 'tenants') THEN
+            EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', o.rel);
+            EXECUTE format('CREATE POLICY tenant_rows ON %s TO pgsched_engine '
+                           'USING (tenants = ARRAY[(SELECT pgsched_internal.session_tenant_v1())]) '
+                           'WITH CHECK (tenants = ARRAY[(SELECT pgsched_internal.session_tenant_v1())])',
+                           o.rel);
+            EXECUTE format('CREATE POLICY web_rows ON %s TO pgsched_web USING (true) WITH CHECK (true)', o.rel);
+            EXECUTE format('CREATE POLICY instance_rows ON %s TO pgsched_instance USING (true) WITH CHECK (true)', o.rel);
+            CONTINUE;
         END IF;
         secured := o.relrowsecurity;
         IF o.relkind <> 'v' AND o.has_tenant AND NOT web_only
            AND o.name NOT IN ('leader', 'worker', 'scheduler_node') AND NOT o.relrowsecurity THEN
             secured := true;
             EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', o.rel);
+            -- a row written names only rows of its own tenant: its task, execution, DAG, run
+            -- (under row-level security a tenant's login sees no other tenant's)
+            refs := '';
+            IF EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = o.rel AND a.attname = 'task_id') THEN
+                refs := refs || ' AND (task_id IS NULL OR EXISTS (SELECT FROM pgsched.task k WHERE k.id = task_id))';
+            END IF;
+            IF EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = o.rel AND a.attname = 'execution_id') THEN
+                refs := refs || ' AND (EXISTS (SELECT FROM pgsched.execution e WHERE e.id = execution_id)'
+                             || ' OR EXISTS (SELECT FROM pgsched.execution_history h WHERE h.id = execution_id))';
+            END IF;
+            IF EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = o.rel AND a.attname = 'dag_id') THEN
+                refs := refs || ' AND EXISTS (SELECT FROM pgsched.dag d WHERE d.id = dag_id)';
+            END IF;
             EXECUTE format('CREATE POLICY tenant_rows ON %s TO pgsched_engine '
                            'USING (tenant = (SELECT pgsched_internal.session_tenant_v1())) '
-                           'WITH CHECK (tenant = (SELECT pgsched_internal.session_tenant_v1()))', o.rel);
+                           'WITH CHECK (tenant = (SELECT pgsched_internal.session_tenant_v1())%s)', o.rel, refs);
             EXECUTE format('CREATE POLICY web_rows ON %s TO pgsched_web '
                            'USING ((SELECT pgsched_internal.session_tenant_v1()) IN (tenant, ''*'')) '
                            'WITH CHECK ((SELECT pgsched_internal.session_tenant_v1()) IN (tenant, ''*''))', o.rel);

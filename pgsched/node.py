@@ -162,7 +162,7 @@ def worker_tenants(db: Database, settings: WorkerSettings) -> tuple[str, ...] | 
     migration 0018: row-level security shows such a login no other tenant's rows), else
     ``settings.fallback_tenant`` (the global ``--tenant``). Raises ConfigError when the
     tenants asked for are not the login's: the worker would claim nothing of them."""
-    row = db.one("worker_login_tenant")
+    row = db.one("tenant_of_login")
     login = row["tenant"] if row else None
     asked = None if settings.tenants is None else tuple(dict.fromkeys(settings.tenants))
     if login is None or login == "*":
@@ -173,7 +173,7 @@ def worker_tenants(db: Database, settings: WorkerSettings) -> tuple[str, ...] | 
         wanted = "every tenant" if asked is None else ", ".join(map(repr, asked))
         raise ConfigError(
             f"tenant: this database login acts for tenant {login!r} only (pgsched tenant list); "
-            f"a worker of {wanted} would claim nothing else: drop --tenant/--all-tenants or "
+            f"a worker of {wanted} would claim nothing: drop --tenant/--all-tenants or "
             "use an installation-wide engine login"
         )
     return asked

@@ -1658,6 +1658,7 @@ DECLARE
     o record;
     web_only boolean;
     secured boolean;
+    refs text;
 BEGIN
     EXECUTE 'ALTER SCHEMA pgsched OWNER TO pgsched_owner';
     EXECUTE 'ALTER SCHEMA pgsched_internal OWNER TO pgsched_owner';
@@ -1700,14 +1701,30 @@ BEGIN
                                pgsched_internal.tenant_login_v1(text, text, text, text),
                                pgsched_internal.tenant_drop_login_v1(text, text)
         FROM pgsched_engine, pgsched_web;
-    REVOKE EXECUTE ON FUNCTION pgsched_internal.partition_ensure_v1(date, integer),
-                               pgsched_internal.partition_drop_v1(text, text),
-                               pgsched_internal.partition_expired_v1(timestamptz),
-                               pgsched_internal.partition_is_live_v1(text, text) FROM pgsched_web;
+    -- A definer function of the engine's does what row-level security would not let its
+    -- caller do (partitions, the audit log's writes and prune): the installation's alone
+    -- (and the audit log's writes the web's), not a tenant's engine login's. The helpers
+    -- that say who the caller is are everyone's.
+    FOR o IN SELECT p.oid::regprocedure AS fn, p.proname::text AS name
+               FROM pg_proc p
+              WHERE p.pronamespace = 'pgsched_internal'::regnamespace AND p.prosecdef
+                AND p.proname NOT IN ('session_tenant_v1', 'is_instance_v1', 'caller_tenant_v1',
+                                      'caller_trigger_v1')
+    LOOP
+        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM pgsched_engine, pgsched_web', o.fn);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pgsched_instance', o.fn);
+        IF o.name = 'audit_record_v1' THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pgsched_web', o.fn);
+        END IF;
+    END LOOP;
 
     REVOKE ALL ON ALL TABLES IN SCHEMA pgsched, pgsched_internal FROM PUBLIC;
     REVOKE ALL ON ALL SEQUENCES IN SCHEMA pgsched, pgsched_internal FROM PUBLIC;
-    GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA pgsched TO pgsched_engine, pgsched_web;
+    -- nextval for everyone who inserts; reading or setting a sequence (how busy another
+    -- tenant is; exhausting an id) is the installation's
+    REVOKE ALL ON ALL SEQUENCES IN SCHEMA pgsched FROM pgsched_engine, pgsched_web;
+    GRANT USAGE ON ALL SEQUENCES IN SCHEMA pgsched TO pgsched_engine, pgsched_web;
+    GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA pgsched TO pgsched_instance;
     FOR o IN SELECT c.oid::regclass AS rel, c.relname::text AS name, c.relkind,
                     EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'tenant'
                                                          AND NOT a.attisdropped) AS has_tenant,
@@ -1726,17 +1743,56 @@ BEGIN
         ELSIF web_only THEN
             EXECUTE format('REVOKE ALL ON %s FROM pgsched_engine, pgsched_app', o.rel);
             EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO pgsched_web', o.rel);
+        ELSIF o.name IN ('tenant', 'tenant_role', 'schema_migration') THEN
+            -- who acts for which tenant, and which migrations ran, are the owner's to write
+            -- (pgsched tenant, pgsched migrate): a tenant's engine login that could write the
+            -- map could put itself in another tenant
+            EXECUTE format('REVOKE ALL ON %s FROM pgsched_engine, pgsched_web, pgsched_app', o.rel);
+            EXECUTE format('GRANT SELECT ON %s TO pgsched_engine, pgsched_web', o.rel);
+        ELSIF (NOT o.has_tenant AND NOT o.relrowsecurity) OR o.name IN ('leader', 'scheduler_node') THEN
+            -- the installation's own rows (settings, leadership, the state of the roll-up and
+            -- of alerting): an engine login reads them; writing them is an installation-wide
+            -- login's (the scheduler's) or the web's
+            EXECUTE format('REVOKE ALL ON %s FROM pgsched_engine', o.rel);
+            EXECUTE format('GRANT SELECT ON %s TO pgsched_engine', o.rel);
+            EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO pgsched_web, pgsched_instance', o.rel);
         ELSE
             EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO pgsched_engine, pgsched_web', o.rel);
+        END IF;
+        -- the workers: a tenant's engine login sees and changes the rows of its tenant's
+        -- workers alone (worker.tenants, 0020), so that it cannot declare another's dead
+        IF o.name = 'worker' AND NOT o.relrowsecurity AND EXISTS (
+               SELECT FROM pg_attribute a WHERE a.attrelid = o.rel AND a.attname = 'tenants') THEN
+            EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', o.rel);
+            EXECUTE format('CREATE POLICY tenant_rows ON %s TO pgsched_engine '
+                           'USING (tenants = ARRAY[(SELECT pgsched_internal.session_tenant_v1())]) '
+                           'WITH CHECK (tenants = ARRAY[(SELECT pgsched_internal.session_tenant_v1())])',
+                           o.rel);
+            EXECUTE format('CREATE POLICY web_rows ON %s TO pgsched_web USING (true) WITH CHECK (true)', o.rel);
+            EXECUTE format('CREATE POLICY instance_rows ON %s TO pgsched_instance USING (true) WITH CHECK (true)', o.rel);
+            CONTINUE;
         END IF;
         secured := o.relrowsecurity;
         IF o.relkind <> 'v' AND o.has_tenant AND NOT web_only
            AND o.name NOT IN ('leader', 'worker', 'scheduler_node') AND NOT o.relrowsecurity THEN
             secured := true;
             EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', o.rel);
+            -- a row written names only rows of its own tenant: its task, execution, DAG, run
+            -- (under row-level security a tenant's login sees no other tenant's)
+            refs := '';
+            IF EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = o.rel AND a.attname = 'task_id') THEN
+                refs := refs || ' AND (task_id IS NULL OR EXISTS (SELECT FROM pgsched.task k WHERE k.id = task_id))';
+            END IF;
+            IF EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = o.rel AND a.attname = 'execution_id') THEN
+                refs := refs || ' AND (EXISTS (SELECT FROM pgsched.execution e WHERE e.id = execution_id)'
+                             || ' OR EXISTS (SELECT FROM pgsched.execution_history h WHERE h.id = execution_id))';
+            END IF;
+            IF EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = o.rel AND a.attname = 'dag_id') THEN
+                refs := refs || ' AND EXISTS (SELECT FROM pgsched.dag d WHERE d.id = dag_id)';
+            END IF;
             EXECUTE format('CREATE POLICY tenant_rows ON %s TO pgsched_engine '
                            'USING (tenant = (SELECT pgsched_internal.session_tenant_v1())) '
-                           'WITH CHECK (tenant = (SELECT pgsched_internal.session_tenant_v1()))', o.rel);
+                           'WITH CHECK (tenant = (SELECT pgsched_internal.session_tenant_v1())%s)', o.rel, refs);
             EXECUTE format('CREATE POLICY web_rows ON %s TO pgsched_web '
                            'USING ((SELECT pgsched_internal.session_tenant_v1()) IN (tenant, ''*'')) '
                            'WITH CHECK ((SELECT pgsched_internal.session_tenant_v1()) IN (tenant, ''*''))', o.rel);
@@ -1961,6 +2017,14 @@ BEGIN
             USING ERRCODE = 'no_data_found';
     END IF;
     DELETE FROM pgsched.tenant_role m WHERE m.role_name = tenant_drop_login_v1.role_name;
+    -- its sessions end with it (a worker on it would go on, refused everything)
+    BEGIN
+        PERFORM pg_terminate_backend(a.pid) FROM pg_stat_activity a
+         WHERE a.usename = tenant_drop_login_v1.role_name AND a.pid <> pg_backend_pid();
+    EXCEPTION WHEN insufficient_privilege THEN
+        RAISE WARNING 'login %: its open sessions go on until they end (% may not end them)',
+            quote_ident(role_name), current_user;
+    END;
     EXECUTE format('DROP ROLE IF EXISTS %I', role_name);
 END $$;
 
@@ -3804,6 +3868,12 @@ CREATE POLICY instance_rows ON pgsched.tenant_role TO pgsched_instance USING (tr
 CREATE POLICY instance_rows ON pgsched.webhook_delivery TO pgsched_instance USING (true) WITH CHECK (true);
 
 --
+-- Name: worker instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.worker TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
 -- Name: stats_hourly; Type: ROW SECURITY; Schema: pgsched; Owner: -
 --
 
@@ -3837,7 +3907,9 @@ ALTER TABLE pgsched.tenant_role ENABLE ROW LEVEL SECURITY;
 -- Name: alert tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
-CREATE POLICY tenant_rows ON pgsched.alert TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+CREATE POLICY tenant_rows ON pgsched.alert TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK (((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)) AND ((task_id IS NULL) OR (EXISTS ( SELECT
+   FROM pgsched.task k
+  WHERE (k.id = alert.task_id))))));
 
 --
 -- Name: audit_event tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
@@ -3849,7 +3921,9 @@ CREATE POLICY tenant_rows ON pgsched.audit_event TO pgsched_engine USING ((tenan
 -- Name: dag tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
-CREATE POLICY tenant_rows ON pgsched.dag TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+CREATE POLICY tenant_rows ON pgsched.dag TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK (((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)) AND ((task_id IS NULL) OR (EXISTS ( SELECT
+   FROM pgsched.task k
+  WHERE (k.id = dag.task_id))))));
 
 --
 -- Name: dag_node tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
@@ -3857,9 +3931,11 @@ CREATE POLICY tenant_rows ON pgsched.dag TO pgsched_engine USING ((tenant = ( SE
 
 CREATE POLICY tenant_rows ON pgsched.dag_node TO pgsched_engine, pgsched_web USING ((EXISTS ( SELECT
    FROM pgsched.dag d
-  WHERE (d.id = dag_node.dag_id)))) WITH CHECK ((EXISTS ( SELECT
+  WHERE (d.id = dag_node.dag_id)))) WITH CHECK (((EXISTS ( SELECT
    FROM pgsched.dag d
-  WHERE (d.id = dag_node.dag_id))));
+  WHERE (d.id = dag_node.dag_id))) AND (EXISTS ( SELECT
+   FROM pgsched.task k
+  WHERE (k.id = dag_node.task_id)))));
 
 --
 -- Name: dag_node_run tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
@@ -3867,51 +3943,71 @@ CREATE POLICY tenant_rows ON pgsched.dag_node TO pgsched_engine, pgsched_web USI
 
 CREATE POLICY tenant_rows ON pgsched.dag_node_run TO pgsched_engine, pgsched_web USING ((EXISTS ( SELECT
    FROM pgsched.dag_run r
-  WHERE (r.id = dag_node_run.run_id)))) WITH CHECK ((EXISTS ( SELECT
+  WHERE (r.id = dag_node_run.run_id)))) WITH CHECK (((EXISTS ( SELECT
    FROM pgsched.dag_run r
-  WHERE (r.id = dag_node_run.run_id))));
+  WHERE (r.id = dag_node_run.run_id))) AND (EXISTS ( SELECT
+   FROM pgsched.task k
+  WHERE (k.id = dag_node_run.task_id)))));
 
 --
 -- Name: dag_run tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
-CREATE POLICY tenant_rows ON pgsched.dag_run TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+CREATE POLICY tenant_rows ON pgsched.dag_run TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK (((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)) AND (EXISTS ( SELECT
+   FROM pgsched.dag d
+  WHERE (d.id = dag_run.dag_id)))));
 
 --
 -- Name: execution tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
-CREATE POLICY tenant_rows ON pgsched.execution TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+CREATE POLICY tenant_rows ON pgsched.execution TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK (((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)) AND ((task_id IS NULL) OR (EXISTS ( SELECT
+   FROM pgsched.task k
+  WHERE (k.id = execution.task_id))))));
 
 --
 -- Name: execution_attempt tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
-CREATE POLICY tenant_rows ON pgsched.execution_attempt TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+CREATE POLICY tenant_rows ON pgsched.execution_attempt TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK (((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)) AND ((EXISTS ( SELECT
+   FROM pgsched.execution e
+  WHERE (e.id = execution_attempt.execution_id))) OR (EXISTS ( SELECT
+   FROM pgsched.execution_history h
+  WHERE (h.id = execution_attempt.execution_id))))));
 
 --
 -- Name: execution_history tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
-CREATE POLICY tenant_rows ON pgsched.execution_history TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+CREATE POLICY tenant_rows ON pgsched.execution_history TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK (((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)) AND ((task_id IS NULL) OR (EXISTS ( SELECT
+   FROM pgsched.task k
+  WHERE (k.id = execution_history.task_id))))));
 
 --
 -- Name: execution_log tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
-CREATE POLICY tenant_rows ON pgsched.execution_log TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+CREATE POLICY tenant_rows ON pgsched.execution_log TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK (((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)) AND ((EXISTS ( SELECT
+   FROM pgsched.execution e
+  WHERE (e.id = execution_log.execution_id))) OR (EXISTS ( SELECT
+   FROM pgsched.execution_history h
+  WHERE (h.id = execution_log.execution_id))))));
 
 --
 -- Name: stats_hourly tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
-CREATE POLICY tenant_rows ON pgsched.stats_hourly TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+CREATE POLICY tenant_rows ON pgsched.stats_hourly TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK (((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)) AND ((task_id IS NULL) OR (EXISTS ( SELECT
+   FROM pgsched.task k
+  WHERE (k.id = stats_hourly.task_id))))));
 
 --
 -- Name: stats_total tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
-CREATE POLICY tenant_rows ON pgsched.stats_total TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+CREATE POLICY tenant_rows ON pgsched.stats_total TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK (((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)) AND ((task_id IS NULL) OR (EXISTS ( SELECT
+   FROM pgsched.task k
+  WHERE (k.id = stats_total.task_id))))));
 
 --
 -- Name: task tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
@@ -3939,7 +4035,15 @@ CREATE POLICY tenant_rows ON pgsched.tenant_role TO pgsched_engine USING ((tenan
 -- Name: webhook_delivery tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
-CREATE POLICY tenant_rows ON pgsched.webhook_delivery TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+CREATE POLICY tenant_rows ON pgsched.webhook_delivery TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK (((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)) AND ((task_id IS NULL) OR (EXISTS ( SELECT
+   FROM pgsched.task k
+  WHERE (k.id = webhook_delivery.task_id))))));
+
+--
+-- Name: worker tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.worker TO pgsched_engine USING ((tenants = ARRAY[( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)])) WITH CHECK ((tenants = ARRAY[( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)]));
 
 --
 -- Name: alert web_rows; Type: POLICY; Schema: pgsched; Owner: -
@@ -4020,10 +4124,22 @@ CREATE POLICY web_rows ON pgsched.tenant_role TO pgsched_web USING (((( SELECT p
 CREATE POLICY web_rows ON pgsched.webhook_delivery TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
 
 --
+-- Name: worker web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.worker TO pgsched_web USING (true) WITH CHECK (true);
+
+--
 -- Name: webhook_delivery; Type: ROW SECURITY; Schema: pgsched; Owner: -
 --
 
 ALTER TABLE pgsched.webhook_delivery ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: worker; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.worker ENABLE ROW LEVEL SECURITY;
 
 --
 -- PostgreSQL database dump complete

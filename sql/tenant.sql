@@ -12,19 +12,26 @@ RETURNING t.name, t.created_at, (xmax = 0) AS made
 SELECT pgsched_internal.tenant_login_v1(%(role)s, %(tenant)s, %(purpose)s, %(password)s) AS made
 
 -- name: tenant_list :many
--- Every tenant with its logins and how many live tasks and DAGs it has.
+-- Every tenant with its logins and how many live tasks and DAGs it has (tasks as task_list
+-- counts them: a DAG's node tasks are part of their DAG).
 SELECT t.name, t.created_at,
        coalesce((SELECT array_agg(m.role_name::text || ':' || m.purpose ORDER BY m.role_name)
                    FROM pgsched.tenant_role m WHERE m.tenant = t.name), '{}') AS logins,
-       (SELECT count(*) FROM pgsched.task k WHERE k.tenant = t.name AND k.deleted_at IS NULL) AS tasks,
+       (SELECT count(*) FROM pgsched.task k WHERE k.tenant = t.name AND k.deleted_at IS NULL
+           AND k.handler_kind <> 'dag' AND (k.source IS NULL OR k.source NOT LIKE 'dag:%%')) AS tasks,
        (SELECT count(*) FROM pgsched.dag d WHERE d.tenant = t.name AND d.deleted_at IS NULL) AS dags
   FROM pgsched.tenant t
  ORDER BY t.name
 
 -- name: tenant_get :one
+-- A tenant locked for its deletion, with what would be left in it: live tasks (a DAG's
+-- node tasks counted with their DAG), DAGs, live API tokens and web users.
 SELECT t.name,
-       (SELECT count(*) FROM pgsched.task k WHERE k.tenant = t.name AND k.deleted_at IS NULL) AS tasks,
+       (SELECT count(*) FROM pgsched.task k WHERE k.tenant = t.name AND k.deleted_at IS NULL
+           AND k.handler_kind <> 'dag' AND (k.source IS NULL OR k.source NOT LIKE 'dag:%%')) AS tasks,
        (SELECT count(*) FROM pgsched.dag d WHERE d.tenant = t.name AND d.deleted_at IS NULL) AS dags,
+       (SELECT count(*) FROM pgsched.api_token a WHERE a.tenant = t.name AND a.revoked_at IS NULL) AS tokens,
+       (SELECT count(*) FROM pgsched.web_user u WHERE u.tenant = t.name) AS users,
        coalesce((SELECT array_agg(m.role_name::text ORDER BY m.role_name)
                    FROM pgsched.tenant_role m WHERE m.tenant = t.name), '{}') AS logins
   FROM pgsched.tenant t
@@ -38,3 +45,7 @@ DELETE FROM pgsched.tenant WHERE name = %(name)s
 -- name: tenant_drop_login :exec
 -- A login dropped (cluster-wide): only one that acts for this tenant.
 SELECT pgsched_internal.tenant_drop_login_v1(%(role)s, %(tenant)s)
+
+-- name: tenant_of_login :one
+-- The tenant this session's login acts for, when it is a tenant's login (0018).
+SELECT tenant FROM pgsched.tenant_role WHERE role_name = session_user

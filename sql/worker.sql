@@ -65,12 +65,6 @@ SELECT id, name, hostname, pid, queues, tenants, concurrency, state, running, st
  WHERE %(all)s OR state = 'running'
  ORDER BY id
 
--- name: worker_login_tenant :one
--- The tenant this session's login acts for (pgsched.tenant_role, migration 0018: a tenant's
--- engine login), NULL for a login of no tenant (an installation-wide engine login, the
--- owner, a superuser): a worker started without --tenant serves its login's tenant.
-SELECT pgsched_internal.session_tenant_v1() AS tenant
-
 -- name: worker_listen :exec
 -- Wake-ups: one NOTIFY per statement that inserts executions (execution_inserted trigger,
 -- migration 0009).

@@ -20,7 +20,7 @@ import click
 from .. import login
 from .. import migrate as migrations
 from ..db import Database
-from ..errors import PgschedError
+from ..errors import PermissionDenied, PgschedError
 from ..logs import FORMATS, LEVELS
 from ..logs import setup as setup_logging
 
@@ -101,11 +101,15 @@ class Context:
         tenant: str,
         credentials: dict[str, str] | None = None,
         dsn_file: str | None = None,
+        tenant_given: bool = True,
     ):
         self._dsn, self._dsn_file = dsn, dsn_file
         # no DSN given: the embedded server's (started on first use)
         self.embedded = dsn is None and dsn_file is None
         self.tenant = tenant
+        # not given (--tenant, $PGSCHED_TENANT): the login's own tenant once connected, if
+        # it is a tenant's login (docs/security.md), else ``tenant``
+        self.tenant_given = tenant_given
         self._credentials = credentials or {}
         self._db: Database | None = None
 
@@ -142,8 +146,22 @@ class Context:
                 statement_deadline=statement_deadline,
             )
             if check_schema:
-                with self._db.transaction() as tx:
-                    migrations.require_current(tx)
+                try:
+                    with self._db.transaction() as tx:
+                        migrations.require_current(tx)
+                except PermissionDenied as exc:
+                    raise PgschedError(
+                        f"{exc}: this login may not read pgsched's schema. An application's "
+                        "login (pgsched_app) has the SQL API alone (docs/sql-api.md); the CLI "
+                        "needs an engine, web or installation-wide login (docs/security.md)"
+                    ) from exc
+            if not self.tenant_given:
+                try:
+                    mapped = self._db.one("tenant_of_login")
+                except PermissionDenied:  # a login that may read nothing of pgsched
+                    mapped = None
+                if mapped is not None:
+                    self.tenant = mapped["tenant"]
         return self._db
 
 
@@ -171,9 +189,9 @@ pass_ctx = click.make_pass_decorator(Context)
 @click.option(
     "--tenant",
     default="default",
-    show_default=True,
     envvar="PGSCHED_TENANT",
-    help="Tenant to act in.",
+    help="Tenant to act in. Default: $PGSCHED_TENANT, else the tenant of the database login "
+    "when it is a tenant's (pgsched tenant create … --login), else 'default'.",
 )
 @click.option(
     "--log-level",
@@ -225,6 +243,7 @@ def main(
         tenant,
         login.libpq_credentials(os.environ),  # so a worker may drop them from its environment
         dsn_file=given[1] if given and given[0] == "dsn_file" else None,
+        tenant_given=ctx.get_parameter_source("tenant") != click.core.ParameterSource.DEFAULT,
     )
 
 

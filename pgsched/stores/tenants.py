@@ -56,18 +56,20 @@ def list_all(db: Database | Session) -> list[Row]:
 
 def delete(db: Database, name: str, *, drop_logins: bool = False) -> list[str]:
     """Delete tenant ``name`` and its logins' mapping (with ``drop_logins``, the login
-    roles too: cluster-wide). Refused while it has live tasks or DAGs (delete those first),
-    so no row is left in a tenant that no longer exists. Returns the logins it had. Raises
-    NotFound, PgschedError."""
+    roles too, cluster-wide, and their open sessions ended). Refused while it has live
+    tasks, DAGs, API tokens or web users, so that nothing goes on acting in a tenant that
+    no longer exists. Returns the logins it had. Raises NotFound, PgschedError."""
     check_name("tenant", name)
     with db.transaction() as tx:
         row = tx.one("tenant_get", name=name)
         if row is None:
             raise NotFound(f"tenant: no tenant named {name!r}")
-        if row["tasks"] or row["dags"]:
+        left = {k: row[k] for k in ("tasks", "dags", "tokens", "users") if row[k]}
+        if left:
+            what = ", ".join(f"{n} {k if n != 1 else k[:-1]}" for k, n in left.items())
             raise PgschedError(
-                f"tenant: {name!r} still has {row['tasks']} task(s) and {row['dags']} DAG(s); "
-                "delete them first"
+                f"tenant: {name!r} still has {what}; delete the tasks and DAGs, revoke the "
+                "tokens (pgsched token revoke) and delete the users (pgsched user delete) first"
             )
         logins = list(row["logins"])
         if drop_logins:

@@ -5,6 +5,8 @@ functions. The superuser connection only sets up and checks B's rows afterwards.
 
 from __future__ import annotations
 
+import json
+
 import psycopg
 import pytest
 from psycopg import errors as pg_errors
@@ -271,6 +273,18 @@ def test_a_tenants_engine_login_sees_only_its_tenant_and_no_credentials(sql, ten
             c.execute("SELECT * FROM pgsched.execution_history_default")
         with pytest.raises(pg_errors.InsufficientPrivilege):
             c.execute("SELECT pgsched.cancel_v1(%s, tenant => %s)", [b.pending_id, b.name])
+        # the map of logins to tenants, the tenants and the migrations are the owner's to
+        # write: a login that could write the map could put itself in B
+        for write in (
+            f"UPDATE pgsched.tenant_role SET tenant = '{b.name}'",
+            f"INSERT INTO pgsched.tenant_role VALUES (current_user, '{b.name}', 'engine')",
+            "DELETE FROM pgsched.tenant_role",
+            "INSERT INTO pgsched.tenant (name) VALUES ('mine')",
+            "DELETE FROM pgsched.schema_migration",
+        ):
+            with pytest.raises(pg_errors.InsufficientPrivilege):
+                c.execute(write)
+        assert c.execute("SELECT pgsched_internal.session_tenant_v1()").fetchone()[0] == a.name
     assert {rel: s for rel, s in seen.items() if b.name in s} == {}
     assert seen["pgsched.execution"] == {a.name}
 
@@ -318,13 +332,14 @@ def test_every_table_with_a_tenant_is_under_row_level_security_or_declared(sql):
               AND EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'tenant')"""
     ).fetchall()
     unguarded = {r["name"] for r in rows if not r["rls"]}
-    assert unguarded == {"leader", "worker", "api_token", "web_user"} | {
+    assert unguarded == {"leader", "api_token", "web_user"} | {
         r["name"] for r in rows if r["name"].startswith("web_") and not r["rls"]
     }
     assert not any(r["engine_may"] for r in rows if r["name"] in ("api_token", "web_user"))
 
 
 def test_a_tenants_login_is_made_mapped_and_dropped_with_its_tenant(sql, db, dsn):
+    from pgsched.errors import PgschedError
     from pgsched.stores import tenants
 
     tenant, role = "tz_login", "app_tz_login"
@@ -340,8 +355,39 @@ def test_a_tenants_login_is_made_mapped_and_dropped_with_its_tenant(sql, db, dsn
         with psycopg.connect(login_dsn(dsn, role), autocommit=True) as c:  # in its tenant
             with pytest.raises(pg_errors.NoDataFound, match=f"in tenant '{tenant}'"):
                 c.execute("SELECT pgsched.enqueue_v1('nothing')")
-        assert tenants.delete(db, tenant, drop_logins=True) == [role]
+        sql.execute(
+            "INSERT INTO pgsched.api_token (tenant, role, name, token_sha256) "
+            "VALUES (%s, 'viewer', 'left', sha256('left'::bytea))",
+            [tenant],
+        )
+        with pytest.raises(PgschedError, match=r"still has 1 token; .* revoke the tokens"):
+            tenants.delete(db, tenant)  # its token would go on working
+        sql.execute("UPDATE pgsched.api_token SET revoked_at = now() WHERE tenant = %s", [tenant])
+        with psycopg.connect(login_dsn(dsn, role), autocommit=True) as open_session:
+            assert tenants.delete(db, tenant, drop_logins=True) == [role]
+            with pytest.raises(psycopg.OperationalError):  # its sessions ended with it
+                open_session.execute("SELECT 1")
         assert not sql.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role]).fetchone()
         assert tenant not in {r["name"] for r in tenants.list_all(db)}
     finally:
         drop_roles(dsn, [role])
+
+
+def test_tenant_list_counts_tasks_as_the_task_list_does(db, tenants_ab):
+    """A DAG's node tasks are part of their DAG: tenant A has the task job and the DAG etl
+    (whose own task and two node tasks are not counted as tasks)."""
+    from pgsched.stores import tenants
+
+    a, _, _ = tenants_ab
+    row = {r["name"]: r for r in tenants.list_all(db)}[a.name]
+    assert (row["tasks"], row["dags"]) == (1, 1)
+
+
+def test_the_cli_on_a_tenants_login_acts_in_that_tenant_without_being_told(dsn, tenants_ab):
+    from ..helpers import cli
+
+    a, _, _ = tenants_ab
+    listed = cli(a.engine, "task", "list", "--json")
+    assert sorted(t["name"] for t in json.loads(listed.stdout)) == ["etl", "job"]
+    refused = cli(a.app, "task", "list", check=False)
+    assert refused.returncode == 1 and "application's login (pgsched_app)" in refused.stderr

@@ -152,7 +152,7 @@ def test_a_cancel_notification_from_another_tenants_login_cancels_nothing(
     ident = sql.execute(
         "SELECT pgsched.enqueue_v1('sleeper', tenant => %s) AS id", [b.name]
     ).fetchone()["id"]
-    start("worker", "--poll-interval", "0.2", "--queue", "default")
+    start("worker", "--poll-interval", "0.2", "--all-tenants")
     wait_until(lambda: _state(sql, ident) == "running", timeout=30, message="the sleeper runs")
     with psycopg.connect(a.app, autocommit=True) as c:
         c.execute("SELECT pg_notify('pgsched_cancel', %s)", [str(ident)])

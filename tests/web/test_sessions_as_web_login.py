@@ -33,6 +33,8 @@ def logins(sql, dsn) -> Iterator[dict[str, str]]:
                 pgsql.Identifier(role), pgsql.Identifier(f"pgsched_{purpose}")
             )
         )
+    # installation-wide: what the scheduler (which runs the prune) logs in as
+    sql.execute(pgsql.SQL("GRANT pgsched_instance TO {}").format(pgsql.Identifier(made["engine"])))
     try:
         yield {purpose: login_dsn(dsn, role) for purpose, role in made.items()}
     finally:
