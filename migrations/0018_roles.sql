@@ -275,6 +275,27 @@ BEGIN
     END IF;
 END $api$;
 
+-- An application has no table: what became of a run it enqueued is read through this
+-- function, in its own tenant (docs/sql-api.md).
+CREATE FUNCTION pgsched.execution_v1(execution_id bigint, tenant text DEFAULT NULL)
+    RETURNS TABLE(id bigint, task text, state text, trigger text, attempt integer,
+                  scheduled_at timestamptz, run_at timestamptz, started_at timestamptz,
+                  finished_at timestamptz, exit_code integer, error text, result jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pgsched, pg_temp
+    AS $$
+BEGIN
+    execution_v1.tenant := pgsched_internal.caller_tenant_v1(execution_v1.tenant);
+    RETURN QUERY
+        SELECT x.id, k.name, x.state, x.trigger, x.attempt, x.scheduled_at, x.run_at, x.started_at,
+               x.finished_at, x.exit_code, x.error, x.result
+          FROM pgsched.execution_all x JOIN pgsched.task k ON k.id = x.task_id
+         WHERE x.id = execution_v1.execution_id AND x.tenant = execution_v1.tenant;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'execution: no execution % in tenant %', execution_v1.execution_id,
+            quote_literal(execution_v1.tenant) USING ERRCODE = 'no_data_found';
+    END IF;
+END $$;
+
 -- The maintenance of history partitions runs as the owner, so that a partition made by the
 -- leader belongs to pgsched_owner like its parent and no engine login needs CREATE on the
 -- schema (or any right on a partition: rows are reached through the parents).

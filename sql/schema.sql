@@ -405,6 +405,27 @@ BEGIN
 END $$;
 
 --
+-- Name: execution_v1(bigint, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.execution_v1(execution_id bigint, tenant text DEFAULT NULL::text) RETURNS TABLE(id bigint, task text, state text, trigger text, attempt integer, scheduled_at timestamp with time zone, run_at timestamp with time zone, started_at timestamp with time zone, finished_at timestamp with time zone, exit_code integer, error text, result jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    execution_v1.tenant := pgsched_internal.caller_tenant_v1(execution_v1.tenant);
+    RETURN QUERY
+        SELECT x.id, k.name, x.state, x.trigger, x.attempt, x.scheduled_at, x.run_at, x.started_at,
+               x.finished_at, x.exit_code, x.error, x.result
+          FROM pgsched.execution_all x JOIN pgsched.task k ON k.id = x.task_id
+         WHERE x.id = execution_v1.execution_id AND x.tenant = execution_v1.tenant;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'execution: no execution % in tenant %', execution_v1.execution_id,
+            quote_literal(execution_v1.tenant) USING ERRCODE = 'no_data_found';
+    END IF;
+END $$;
+
+--
 -- Name: pause_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 

@@ -31,6 +31,7 @@ PUBLIC_FUNCTIONS = {
     "dag_trigger_v1": "SELECT pgsched.dag_trigger_v1('etl', tenant => {b})",
     "dag_cancel_v1": "SELECT pgsched.dag_cancel_v1({run}, tenant => {b})",
     "dag_rerun_v1": "SELECT pgsched.dag_rerun_v1({run}, tenant => {b})",
+    "execution_v1": "SELECT * FROM pgsched.execution_v1({dead}, tenant => {b})",
 }
 
 # The same calls with B's ids but no tenant: they act in the caller's own tenant A, where
@@ -40,6 +41,7 @@ BY_ID = {
     "dlq_retry_v1": "SELECT pgsched.dlq_retry_v1({dead})",
     "dag_cancel_v1": "SELECT pgsched.dag_cancel_v1({run})",
     "dag_rerun_v1": "SELECT pgsched.dag_rerun_v1({run})",
+    "execution_v1": "SELECT * FROM pgsched.execution_v1({dead})",
 }
 
 
@@ -162,6 +164,11 @@ def test_an_application_login_enqueues_and_inserts_run_requests_in_its_own_tenan
                 "SELECT pgsched_internal.enqueue_v1('job', NULL, NULL, NULL, NULL, %s, 'api')",
                 [b.name],
             )
+    with psycopg.connect(a.app, autocommit=True, row_factory=dict_row) as c:  # and reads them
+        mine = c.execute("SELECT * FROM pgsched.execution_v1(%s)", [own]).fetchone()
+        assert (mine["task"], mine["state"], mine["trigger"]) == ("job", "pending", "api")
+        dead = c.execute("SELECT * FROM pgsched.execution_v1(%s)", [a.dead_id]).fetchone()
+        assert (dead["state"], dead["error"]) == ("dead", "boom")
     rows = sql.execute(
         "SELECT id, tenant, task_id FROM pgsched.execution WHERE id IN (%s, %s) ORDER BY id",
         [own, req["execution_id"]],
