@@ -223,7 +223,12 @@ def user() -> None:
 
 @user.command("create")
 @click.argument("username")
-@click.option("--role", required=True, type=click.Choice(ROLES))
+@click.option(
+    "--role",
+    required=True,
+    type=click.Choice(ROLES),
+    help="viewer reads; operator also acts; admin also manages the tenant's tokens and users.",
+)
 @_tenant_option
 @_instance_option
 @click.option(
@@ -316,7 +321,9 @@ def audit() -> None:
 
 
 @audit.command("list")
-@_tenant_option
+@click.option(
+    "--tenant", "tenant", default=None, help="This tenant's events (default: the global --tenant)."
+)
 @click.option("--all-tenants", is_flag=True, help="Events of every tenant, and of none.")
 @click.option("--action", default=None, help="Only this action (sign_in, token_revoke, ...).")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
