@@ -229,7 +229,7 @@ def test_a_worker_sigkilled_mid_run_leaves_a_50_node_run_that_still_completes_ea
             nodes.append(
                 {
                     "id": f"n{layer}_{i}",
-                    "command": f"sleep 0.3; echo n{layer}_{i} >> {ran}",
+                    "command": f"sleep 1; echo n{layer}_{i} >> {ran}",
                     "depends_on": ups,
                     "max_attempts": 2,
                     "retry_base": 0.2,
@@ -254,7 +254,9 @@ def test_a_worker_sigkilled_mid_run_leaves_a_50_node_run_that_still_completes_ea
         ]
 
     # A layer's 5 nodes end together: after a dozen lines, wait for the next layer to be
-    # running (the kill must come mid-layer, not in the gap while a layer is enqueued)
+    # running (the kill must come mid-layer, not in the gap while a layer is enqueued).
+    # Each node runs 1 s, so the kill lands while they do even on a loaded machine (at
+    # 0.3 s a layer once ended between the look and the kill, and nothing was lost)
     wait_until(
         lambda: ran.exists() and len(ran.read_text().split()) >= 12 and running_nodes(),
         timeout=60,
