@@ -237,3 +237,21 @@ def alive(pid: int) -> bool:
             return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
     except (FileNotFoundError, ProcessLookupError):
         return False
+
+
+def fetch(url: str, token: str | None = None, timeout: float = 10) -> tuple[int, str]:
+    """``(status, body)`` of a GET of ``url`` (with ``token`` as a Bearer token); ``(0, "")``
+    when nothing answers, as while a server is starting."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        url, headers={"Authorization": f"Bearer {token}"} if token else {}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-import urllib.error
-import urllib.request
 
 import psycopg
 import pytest
@@ -17,7 +15,7 @@ from psycopg import sql as pgsql
 
 from pgsched.web.server import free_port
 
-from ..helpers import Process, cli, wait_until
+from ..helpers import Process, cli, fetch, wait_until
 from ..tenancy import login_dsn, two_tenants
 
 pytestmark = pytest.mark.e2e
@@ -58,17 +56,6 @@ def test_a_worker_on_a_tenants_engine_login_runs_that_tenants_work_only(sql, ten
     assert worker.proc.poll() is None, worker.output
 
 
-def _get(url: str, token: str) -> tuple[int, str]:
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""
-
-
 def test_the_web_on_a_web_login_shows_each_tenant_only_its_own_rows(dsn, sql, tenants_ab, tmp_path):
     a, b, extra = tenants_ab
     extra.append(role := f"web_{a.name}")
@@ -81,17 +68,17 @@ def test_the_web_on_a_web_login_shows_each_tenant_only_its_own_rows(dsn, sql, te
     try:
         base = f"http://127.0.0.1:{port}"
         wait_until(
-            lambda: _get(base + "/login", "")[0] == 200, timeout=30, message="the web to answer"
+            lambda: fetch(base + "/login")[0] == 200, timeout=30, message="the web to answer"
         )
-        status, body = _get(base + "/api/v1/tasks", token_a)
+        status, body = fetch(base + "/api/v1/tasks", token_a)
         assert status == 200, body
         assert sorted(t["name"] for t in json.loads(body)["items"]) == ["etl", "job"]  # A's
-        status, body = _get(base + f"/api/v1/executions/{b.pending_id}", token_a)
+        status, body = fetch(base + f"/api/v1/executions/{b.pending_id}", token_a)
         assert status == 404, body
-        status, body = _get(base + f"/api/v1/executions/{a.pending_id}", token_a)
+        status, body = fetch(base + f"/api/v1/executions/{a.pending_id}", token_a)
         assert status == 200, body
         for page in ("/", "/tasks", "/executions", "/dlq", "/dags"):
-            status, body = _get(base + page, token_a)
+            status, body = fetch(base + page, token_a)
             assert status == 200, (page, body[-2000:], web.output[-3000:])
             assert b.name not in body, page
     finally:

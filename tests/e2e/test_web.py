@@ -13,22 +13,9 @@ import pytest
 
 from pgsched.web.server import free_port
 
-from ..helpers import Process, cli, clock_off, wait_until
+from ..helpers import Process, cli, clock_off, fetch, wait_until
 
 pytestmark = pytest.mark.e2e
-
-
-def fetch(url: str, token: str | None = None) -> tuple[int, str]:
-    request = urllib.request.Request(
-        url, headers={"Authorization": f"Bearer {token}"} if token else {}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""
 
 
 def test_web_serves_pages_and_the_api_until_sigterm(dsn, tmp_path):
