@@ -1,10 +1,10 @@
 -- Executions: the hot queue (pgsched.execution), history, attempts and logs.
 
 -- name: execution_claim :many
--- Claim up to %(limit)s ready executions of the given queues for one worker: highest
--- priority (1) first, then oldest run_at, then id, across the queues, and returned in that
--- order. The MATERIALIZED CTEs stop the planner from re-running the LIMIT subqueries (Oban's
--- note); SKIP LOCKED lets workers claim in parallel.
+-- Claim up to %(limit)s ready executions of the given queues for one worker, every limit
+-- held (tenant quotas, queue/task/key caps and rate limits, paused queues) and shared fairly
+-- across tenants: pgsched_internal.execution_claim_v1 (migration 0021; it says how). Rows
+-- come in the order they are to start.
 -- task is the task's definition as a JSON object, NULL when the caller already holds it
 -- at task_version (the task row's xmin: every change to the row gives it a new one):
 -- %(known_task_ids)s / %(known_task_versions)s, parallel arrays (claims.TaskDefinitions).
@@ -15,80 +15,16 @@
 -- that runs it, a command gets the text itself (PGSCHED_PARAMS); decoding every row's in
 -- the claimer (psycopg's jsonb loader) was two thirds of a claim's client time. Params
 -- that are not an object (only a raw INSERT into pgsched.execution can store one) come as
--- {} (the worker treated JSON null and [] so before). backoff_from_attempt: the attempt
--- number a retry's backoff counts from (a dead-letter retry sets it; migration 0012).
--- Each (queue, priority) is read from its own front, bounded by run_at
--- (execution_ready_queue_idx is (queue, priority, run_at, id), migration 0014), so a claim
--- reads only rows it may take: what other queues hold, and runs of its own queues due
--- later, cost it nothing (a scan of the whole queue's entries in priority order walked
--- every future run of a priority before reaching the next; PostgreSQL 18's skip scan hid
--- that, 14 to 17 do not). Each front locks its first %(limit)s with SKIP LOCKED, and the
--- first %(limit)s of those in (priority, run_at, id) order are claimed: rows held by
--- another transaction are passed over wherever they stand, so a held row at the front
--- never keeps a claim from the rows behind it. A front's locked rows that are not claimed
--- are free again when the claim's statement ends (the worker claims in autocommit); with
--- all ready work in one front, as usual, it locks just what it claims.
--- %(tenants)s: the tenants served (a queue is named within its tenant: the fronts are
--- (tenant, queue, priority), read through execution_ready_tenant_idx, migration 0020), or
--- NULL for every tenant (fronts (queue, priority) as before). Each half of the UNION ALL
--- has a one-time filter on %(tenants)s, so only one of them reads anything.
-WITH picked AS MATERIALIZED (
-    SELECT f.id
-      FROM (SELECT f.id, f.priority, f.run_at
-              FROM (SELECT DISTINCT q FROM unnest(%(queues)s::text[]) AS q
-                     WHERE %(tenants)s::text[] IS NULL) AS a(queue)
-             CROSS JOIN generate_series(1, 10) AS p(priority)  -- the table's CHECK: 1 to 10
-             CROSS JOIN LATERAL (
-                   SELECT e.id, e.priority, e.run_at FROM pgsched.execution e
-                    WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = p.priority
-                      AND e.run_at <= coalesce(%(now)s::timestamptz, now())
-                    ORDER BY e.run_at, e.id
-                    LIMIT %(limit)s
-                      FOR UPDATE SKIP LOCKED) f
-            UNION ALL
-            SELECT f.id, f.priority, f.run_at
-              FROM (SELECT DISTINCT t, q FROM unnest(%(tenants)s::text[]) AS t
-                     CROSS JOIN unnest(%(queues)s::text[]) AS q) AS a(tenant, queue)
-             CROSS JOIN generate_series(1, 10) AS p(priority)
-             CROSS JOIN LATERAL (
-                   SELECT e.id, e.priority, e.run_at FROM pgsched.execution e
-                    WHERE e.state = 'pending' AND e.tenant = a.tenant AND e.queue = a.queue
-                      AND e.priority = p.priority
-                      AND e.run_at <= coalesce(%(now)s::timestamptz, now())
-                    ORDER BY e.run_at, e.id
-                    LIMIT %(limit)s
-                      FOR UPDATE SKIP LOCKED) f) f
-     ORDER BY f.priority, f.run_at, f.id
-     LIMIT %(limit)s
-), claimed AS (
-    UPDATE pgsched.execution e
-       SET state = 'running', attempt = e.attempt + 1, worker_id = %(worker_id)s,
-           started_at = coalesce(%(now)s::timestamptz, now()), lease_id = nextval('pgsched.lease_id_seq'),
-           budget_delay_seconds = NULL, start_confirmed_at = NULL
-      FROM picked
-     WHERE e.id = picked.id
-       -- a worker already declared dead claims nothing (its claims would only be rescued)
-       AND EXISTS (SELECT 1 FROM pgsched.worker w WHERE w.id = %(worker_id)s AND w.state = 'running')
-    RETURNING e.id, e.tenant, e.task_id, e.scheduled_at, e.run_at, e.priority, e.attempt, e.max_attempts,
-              CASE WHEN jsonb_typeof(e.params) = 'object' THEN e.params::text ELSE '{}' END AS params,
-              e.started_at, e.trigger, e.lease_id, e.cancel_requested_at, e.dag_run_id,
-              e.confirm_start, e.backoff_from_attempt
-)
-SELECT c.*, t.xmin::text::bigint AS task_version,
-       CASE WHEN k.task_id IS NULL THEN jsonb_build_object(
-           'task_name', t.name, 'handler_kind', t.handler_kind, 'command', t.command, 'argv', t.argv,
-           'python_target', t.python_target, 'env', t.env, 'stdin', t.stdin,
-           'timeout_seconds', t.timeout_seconds, 'retry_policy', t.retry_policy,
-           'retry_base_seconds', t.retry_base_seconds, 'retry_max_seconds', t.retry_max_seconds,
-           'no_retry_exit_codes', t.no_retry_exit_codes, 'no_retry_exceptions', t.no_retry_exceptions)
-       END AS task
-  FROM claimed c
-  JOIN pgsched.task t ON t.id = c.task_id
-  LEFT JOIN unnest(%(known_task_ids)s::bigint[], %(known_task_versions)s::bigint[]) AS k(task_id, version)
-         ON k.task_id = c.task_id AND k.version = t.xmin::text::bigint
- -- in the order they are to start: an UPDATE returns its rows in no particular order (a
- -- worker started a batch's priority-9 executions before its priority-2 ones)
- ORDER BY c.priority, c.run_at, c.id
+-- {}. backoff_from_attempt: the attempt number a retry's backoff counts from (a
+-- dead-letter retry sets it; migration 0012).
+-- Each (tenant, queue, priority) is read from its own front, bounded by run_at
+-- (execution_ready_tenant_idx, migration 0020), so a claim reads only rows it may take;
+-- each front locks its first rows with SKIP LOCKED. %(tenants)s: the tenants served, or
+-- NULL for every tenant. The claim's own locks (a transaction-scoped advisory lock per
+-- tenant) end with its statement: the worker claims in autocommit.
+SELECT * FROM pgsched_internal.execution_claim_v1(
+    %(worker_id)s, %(queues)s::text[], %(tenants)s::text[], %(limit)s, %(now)s::timestamptz,
+    %(known_task_ids)s::bigint[], %(known_task_versions)s::bigint[])
 
 -- name: execution_next_due :one
 -- Seconds from now, by the database's clock, until the earliest run_at of a pending
@@ -102,8 +38,15 @@ SELECT c.*, t.xmin::text::bigint AS task_version,
 -- index is in run_at order.
 -- %(tenants)s as for execution_claim: the tenants served, each (tenant, queue, priority)
 -- a front of its own (execution_ready_tenant_idx), or NULL for every tenant.
+-- free_seconds: until the earliest end of a time window (a rate limit's, an hourly quota's)
+-- that holds due work of these tenants back (limit_wait.free_at, written by the claim;
+-- migration 0021), NULL when none does: work a limit holds is not "held by a claim in
+-- flight", and is tried when the window ends, not by a doubling retry.
 SELECT extract(epoch FROM min(x.run_at) - clock_timestamp())::float8 AS seconds,
-       extract(epoch FROM min(x.later) - clock_timestamp())::float8 AS future_seconds
+       extract(epoch FROM min(x.later) - clock_timestamp())::float8 AS future_seconds,
+       (SELECT extract(epoch FROM min(w.free_at) - clock_timestamp())::float8
+          FROM pgsched.limit_wait w
+         WHERE %(tenants)s::text[] IS NULL OR w.tenant = ANY (%(tenants)s::text[])) AS free_seconds
   FROM (SELECT f.run_at, g.run_at AS later
           FROM (SELECT DISTINCT q FROM unnest(%(queues)s::text[]) AS q
                  WHERE %(tenants)s::text[] IS NULL) AS a(queue)

@@ -585,6 +585,209 @@ BEGIN
 END $$;
 
 --
+-- Name: claim_tenant_v1(text, text[], integer, timestamp with time zone); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.claim_tenant_v1(t text, queues text[], lim integer, at timestamp with time zone, OUT picks bigint[], OUT waited boolean, OUT free_at timestamp with time zone, OUT weight integer) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    ten record;
+    use record;
+    g record;
+    c record;
+    budget bigint;
+    closed text[] := '{}';
+    open_queues text[];
+    -- the scopes looked at: 'kind period name' → used (running, or starts in the window,
+    -- plus what this claim took)
+    sk text[] := '{}';
+    su bigint[] := '{}';
+    x_tasks bigint[] := '{}';
+    x_keys text[] := '{}';
+    ck text[];   -- this row's limits: kind, name, limit, period
+    cn text[];
+    cl bigint[];
+    cp float8[];
+    i int;
+    j int;
+    k text;
+    ok boolean;
+    skipped boolean;
+    reads int := 0;
+BEGIN
+    picks := '{}';
+    waited := false;
+    SELECT * INTO ten FROM pgsched.tenant x WHERE x.name = t;
+    weight := coalesce(ten.weight, 1);
+    SELECT * INTO use FROM pgsched.tenant_usage u WHERE u.tenant = t;
+    IF use.over IS NOT NULL AND use.over <> '{}' THEN
+        waited := true;  -- a slow quota (compute, log bytes): the usage job lifts it
+        RETURN;
+    END IF;
+    budget := lim;
+    IF ten.max_starts_per_hour IS NOT NULL THEN
+        budget := least(budget, ten.max_starts_per_hour
+                                - CASE WHEN use.hour_start = date_trunc('hour', at, 'UTC') THEN use.hour_starts ELSE 0 END);
+        IF budget <= 0 THEN
+            free_at := date_trunc('hour', at, 'UTC') + interval '1 hour';
+        END IF;
+    END IF;
+    IF ten.max_running IS NOT NULL AND budget > 0 THEN
+        budget := least(budget, ten.max_running - (SELECT count(*) FROM pgsched.execution e
+                                                    WHERE e.tenant = t AND e.state = 'running'));
+    END IF;
+    IF budget <= 0 THEN
+        waited := true;
+        RETURN;
+    END IF;
+    -- queues paused, or at a limit already, are not read
+    FOR g IN SELECT g.name, g.paused_at, g.max_running, g.rate_limit, g.rate_period_seconds
+               FROM pgsched.queue g WHERE g.tenant = t AND g.name = ANY (queues) LOOP
+        IF g.paused_at IS NOT NULL THEN
+            closed := closed || g.name;
+            CONTINUE;
+        END IF;
+        IF g.max_running IS NOT NULL THEN
+            k := 'queue_running 0 ' || g.name;
+            sk := sk || k;
+            su := su || pgsched_internal.limit_used_v1(t, 'queue_running', g.name, 0, at);
+            IF su[cardinality(su)] >= g.max_running THEN
+                closed := closed || g.name;
+                waited := true;
+                CONTINUE;
+            END IF;
+        END IF;
+        IF g.rate_limit IS NOT NULL THEN
+            k := 'queue_rate ' || g.rate_period_seconds || ' ' || g.name;
+            sk := sk || k;
+            su := su || pgsched_internal.limit_used_v1(t, 'queue_rate', g.name, g.rate_period_seconds, at);
+            IF su[cardinality(su)] >= g.rate_limit THEN
+                closed := closed || g.name;
+                waited := true;
+                free_at := least(free_at, pgsched_internal.limit_frees_at_v1(t, 'queue_rate', g.name,
+                                                                              g.rate_period_seconds, at));
+            END IF;
+        END IF;
+    END LOOP;
+    open_queues := ARRAY(SELECT DISTINCT q FROM unnest(queues) AS q WHERE q <> ALL (closed));
+    LOOP
+        reads := reads + 1;
+        skipped := false;
+        FOR c IN
+            SELECT f.id, f.queue, f.task_id, f.concurrency_key,
+                   gq.max_running AS q_max, gq.rate_limit AS q_rate, gq.rate_period_seconds AS q_period,
+                   k.max_running AS t_max, k.rate_limit AS t_rate, k.rate_period_seconds AS t_period,
+                   k.key_max_running AS k_max, k.key_rate_limit AS k_rate, k.key_rate_period_seconds AS k_period
+              FROM unnest(open_queues) AS a(queue)
+             CROSS JOIN generate_series(1, 10) AS p(priority)  -- the table's CHECK: 1 to 10
+             CROSS JOIN LATERAL (
+                   SELECT e.id, e.queue, e.task_id, e.concurrency_key, e.priority, e.run_at
+                     FROM pgsched.execution e
+                    WHERE e.state = 'pending' AND e.tenant = t AND e.queue = a.queue
+                      AND e.priority = p.priority AND e.run_at <= at
+                      AND e.task_id <> ALL (x_tasks)
+                      AND (e.concurrency_key IS NULL OR e.concurrency_key <> ALL (x_keys))
+                      AND e.id <> ALL (picks)
+                    ORDER BY e.run_at, e.id
+                    LIMIT budget - cardinality(picks)
+                      FOR UPDATE SKIP LOCKED) f
+              JOIN pgsched.task k ON k.id = f.task_id
+              LEFT JOIN pgsched.queue gq ON gq.tenant = t AND gq.name = f.queue
+             ORDER BY f.priority, f.run_at, f.id
+        LOOP
+            EXIT WHEN cardinality(picks) >= budget;
+            IF c.q_max IS NULL AND c.q_rate IS NULL AND c.t_max IS NULL AND c.t_rate IS NULL
+               AND (c.concurrency_key IS NULL OR (c.k_max IS NULL AND c.k_rate IS NULL)) THEN
+                picks := picks || c.id;  -- no limit but the tenant's
+                CONTINUE;
+            END IF;
+            ck := '{}'; cn := '{}'; cl := '{}'; cp := '{}';
+            IF c.q_max IS NOT NULL THEN
+                ck := ck || 'queue_running'::text; cn := cn || c.queue; cl := cl || c.q_max::bigint; cp := cp || 0::float8;
+            END IF;
+            IF c.q_rate IS NOT NULL THEN
+                ck := ck || 'queue_rate'::text; cn := cn || c.queue; cl := cl || c.q_rate::bigint; cp := cp || c.q_period;
+            END IF;
+            IF c.t_max IS NOT NULL THEN
+                ck := ck || 'task_running'::text; cn := cn || c.task_id::text; cl := cl || c.t_max::bigint; cp := cp || 0::float8;
+            END IF;
+            IF c.t_rate IS NOT NULL THEN
+                ck := ck || 'task_rate'::text; cn := cn || c.task_id::text; cl := cl || c.t_rate::bigint; cp := cp || c.t_period;
+            END IF;
+            IF c.concurrency_key IS NOT NULL AND c.k_max IS NOT NULL THEN
+                ck := ck || 'key_running'::text; cn := cn || c.concurrency_key; cl := cl || c.k_max::bigint; cp := cp || 0::float8;
+            END IF;
+            IF c.concurrency_key IS NOT NULL AND c.k_rate IS NOT NULL THEN
+                ck := ck || 'key_rate'::text; cn := cn || c.concurrency_key; cl := cl || c.k_rate::bigint; cp := cp || c.k_period;
+            END IF;
+            ok := true;
+            FOR j IN 1 .. cardinality(ck) LOOP
+                k := ck[j] || ' ' || cp[j] || ' ' || cn[j];
+                i := array_position(sk, k);
+                IF i IS NULL THEN
+                    sk := sk || k;
+                    su := su || pgsched_internal.limit_used_v1(t, ck[j], cn[j], cp[j], at);
+                    i := cardinality(su);
+                END IF;
+                IF su[i] >= cl[j] THEN
+                    ok := false;
+                    IF ck[j] LIKE '%_rate' THEN
+                        free_at := least(free_at, pgsched_internal.limit_frees_at_v1(t, ck[j], cn[j], cp[j], at));
+                    END IF;
+                    IF ck[j] LIKE 'task_%' THEN
+                        x_tasks := x_tasks || c.task_id;
+                    ELSIF ck[j] LIKE 'key_%' THEN
+                        x_keys := x_keys || c.concurrency_key;
+                    END IF;
+                END IF;
+            END LOOP;
+            IF ok THEN
+                picks := picks || c.id;
+                FOR j IN 1 .. cardinality(ck) LOOP
+                    i := array_position(sk, ck[j] || ' ' || cp[j] || ' ' || cn[j]);
+                    su[i] := su[i] + 1;
+                END LOOP;
+            ELSE
+                skipped := true;
+                waited := true;
+            END IF;
+        END LOOP;
+        EXIT WHEN cardinality(picks) >= budget OR NOT skipped OR reads >= 3;
+    END LOOP;
+END $$;
+
+--
+-- Name: concurrency_key_v1(text, jsonb); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.concurrency_key_v1(template text, params jsonb) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    AS $$
+DECLARE
+    out text := '';
+    rest text := template;
+    open int;
+    close int;
+BEGIN
+    IF template IS NULL THEN
+        RETURN NULL;
+    END IF;
+    LOOP
+        open := strpos(rest, '{');
+        EXIT WHEN open = 0;
+        close := strpos(substr(rest, open + 1), '}');
+        EXIT WHEN close = 0;
+        out := out || substr(rest, 1, open - 1)
+                   || coalesce(CASE WHEN jsonb_typeof(params) = 'object'
+                                    THEN params ->> substr(rest, open + 1, close - 1) END, '');
+        rest := substr(rest, open + close + 1);
+    END LOOP;
+    RETURN left(out || rest, 500);
+END $$;
+
+--
 -- Name: execution_id_seq; Type: SEQUENCE; Schema: pgsched; Owner: -
 --
 
@@ -627,6 +830,7 @@ CREATE TABLE pgsched.execution (
     confirm_start boolean DEFAULT false NOT NULL,
     start_confirmed_at timestamp with time zone,
     backoff_from_attempt integer DEFAULT 0 NOT NULL,
+    concurrency_key text,
     CONSTRAINT execution_priority_check CHECK (((priority >= 1) AND (priority <= 10))),
     CONSTRAINT execution_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'running'::text]))),
     CONSTRAINT execution_trigger_check CHECK ((trigger = ANY (ARRAY['schedule'::text, 'manual'::text, 'api'::text, 'insert'::text, 'dag'::text])))
@@ -1188,6 +1392,166 @@ BEGIN
 END $$;
 
 --
+-- Name: execution_claim_v1(bigint, text[], text[], integer, timestamp with time zone, bigint[], bigint[]); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.execution_claim_v1(p_worker_id bigint, p_queues text[], p_tenants text[], p_limit integer, p_now timestamp with time zone, p_known_task_ids bigint[], p_known_task_versions bigint[]) RETURNS TABLE(id bigint, tenant text, task_id bigint, scheduled_at timestamp with time zone, run_at timestamp with time zone, priority smallint, attempt integer, max_attempts integer, params text, started_at timestamp with time zone, trigger text, lease_id bigint, cancel_requested_at timestamp with time zone, dag_run_id bigint, confirm_start boolean, backoff_from_attempt integer, task_version bigint, task jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    at timestamptz := coalesce(p_now, now());
+    served text[];
+    own text;
+    cands text[];
+    t text;
+    share record;
+    place int := 0;
+    pick_id bigint[] := '{}';
+    pick_rank real[] := '{}';
+    pick_place int[] := '{}';
+    wait_t text[] := '{}';
+    wait_free timestamptz[] := '{}';
+    done_t text[] := '{}';
+BEGIN
+    IF p_limit IS NULL OR p_limit <= 0 THEN
+        RETURN;
+    END IF;
+    IF pgsched_internal.is_instance_v1() THEN
+        served := p_tenants;
+        PERFORM FROM pgsched.worker w WHERE w.id = p_worker_id AND w.state = 'running';
+    ELSE
+        own := pgsched_internal.session_tenant_v1();
+        IF own IS NULL OR own = '*' OR NOT own = ANY (coalesce(p_tenants, ARRAY[own])) THEN
+            RETURN;
+        END IF;
+        served := ARRAY[own];
+        PERFORM FROM pgsched.worker w
+         WHERE w.id = p_worker_id AND w.state = 'running' AND w.tenants = served;
+    END IF;
+    IF NOT FOUND THEN
+        RETURN;  -- a worker declared dead claims nothing (its claims would only be rescued)
+    END IF;
+    -- the tenants with due work in these queues, the least recently served first; for every
+    -- tenant, those with anything pending found by a walk of execution_ready_tenant_idx
+    IF served IS NULL THEN
+        WITH RECURSIVE pending(tenant) AS (
+            SELECT (SELECT min(e.tenant) FROM pgsched.execution e WHERE e.state = 'pending')
+            UNION ALL
+            SELECT (SELECT min(e.tenant) FROM pgsched.execution e WHERE e.state = 'pending' AND e.tenant > p.tenant)
+              FROM pending p WHERE p.tenant IS NOT NULL
+        )
+        SELECT array_agg(p.tenant) INTO served FROM pending p WHERE p.tenant IS NOT NULL;
+    END IF;
+    SELECT coalesce(array_agg(s.tenant ORDER BY u.last_claim_at NULLS FIRST, s.tenant), '{}') INTO cands
+      FROM unnest(served) AS s(tenant)
+      LEFT JOIN pgsched.tenant_usage u ON u.tenant = s.tenant
+     WHERE EXISTS (SELECT FROM unnest(p_queues) AS q(queue) CROSS JOIN generate_series(1, 10) AS p(priority)
+                    CROSS JOIN LATERAL (  -- one descent per front (a semi-join would scan them all)
+                          SELECT FROM pgsched.execution e
+                           WHERE e.state = 'pending' AND e.tenant = s.tenant AND e.queue = q.queue
+                             AND e.priority = p.priority AND e.run_at <= at
+                           ORDER BY e.run_at  -- the index's order: LIMIT 1 alone made a seq scan look cheap
+                           LIMIT 1) due);
+    -- a tenant whose lock another claim holds is being served by it: passed over, and waited
+    -- for only when no other could be taken
+    FOREACH t IN ARRAY cands LOOP
+        CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtextextended('pgsched.limits ' || t, 0));
+        done_t := done_t || t;
+    END LOOP;
+    IF done_t = '{}' AND cands <> '{}' THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended('pgsched.limits ' || cands[1], 0));
+        done_t := ARRAY[cands[1]];
+    END IF;
+    -- the statements from here read snapshots taken after the locks were granted
+    FOREACH t IN ARRAY done_t LOOP
+        place := place + 1;
+        share := pgsched_internal.claim_tenant_v1(t, p_queues, p_limit, at);
+        pick_id := pick_id || share.picks;
+        pick_rank := pick_rank || ARRAY(SELECT r::real / share.weight
+                                          FROM generate_series(1, cardinality(share.picks)) AS r);
+        pick_place := pick_place || array_fill(place, ARRAY[cardinality(share.picks)]);
+        IF share.waited THEN
+            wait_t := wait_t || t;
+            wait_free := wait_free || share.free_at;
+        END IF;
+    END LOOP;
+    -- who waits for a limit: a finish wakes their workers (execution_limit_freed)
+    IF wait_t <> '{}' THEN
+        INSERT INTO pgsched.limit_wait AS w (tenant, since, free_at)
+        SELECT u.t, at, u.f FROM unnest(wait_t, wait_free) AS u(t, f)
+        ON CONFLICT (tenant) DO UPDATE SET free_at = EXCLUDED.free_at
+         WHERE w.free_at IS DISTINCT FROM EXCLUDED.free_at;
+    END IF;
+    IF EXISTS (SELECT FROM pgsched.limit_wait w WHERE w.tenant = ANY (done_t) AND NOT w.tenant = ANY (wait_t)) THEN
+        DELETE FROM pgsched.limit_wait w WHERE w.tenant = ANY (done_t) AND NOT w.tenant = ANY (wait_t);
+    END IF;
+    IF pick_id = '{}' THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH picked AS MATERIALIZED (
+        SELECT u.id, u.rank, u.place FROM unnest(pick_id, pick_rank, pick_place) AS u(id, rank, place)
+         ORDER BY u.rank, u.place, u.id
+         LIMIT p_limit
+    ), claimed AS (
+        UPDATE pgsched.execution e
+           SET state = 'running', attempt = e.attempt + 1, worker_id = p_worker_id,
+               started_at = at, lease_id = nextval('pgsched.lease_id_seq'),
+               budget_delay_seconds = NULL, start_confirmed_at = NULL
+          FROM picked
+         WHERE e.id = picked.id AND e.state = 'pending'
+           AND EXISTS (SELECT 1 FROM pgsched.worker w WHERE w.id = p_worker_id AND w.state = 'running')
+        RETURNING e.id, e.tenant, e.task_id, e.queue, e.concurrency_key, e.scheduled_at, e.run_at,
+                  e.priority, e.attempt, e.max_attempts,
+                  CASE WHEN jsonb_typeof(e.params) = 'object' THEN e.params::text ELSE '{}' END AS params,
+                  e.started_at, e.trigger, e.lease_id, e.cancel_requested_at, e.dag_run_id,
+                  e.confirm_start, e.backoff_from_attempt, picked.rank, picked.place
+    ), counted AS (
+        INSERT INTO pgsched.tenant_usage AS u (tenant, hour_start, hour_starts, last_claim_at)
+        SELECT c.tenant, date_trunc('hour', at, 'UTC'), count(*), at FROM claimed c GROUP BY c.tenant
+        ON CONFLICT (tenant) DO UPDATE
+           SET hour_starts = CASE WHEN u.hour_start = EXCLUDED.hour_start
+                                  THEN u.hour_starts + EXCLUDED.hour_starts ELSE EXCLUDED.hour_starts END,
+               hour_start = EXCLUDED.hour_start, last_claim_at = EXCLUDED.last_claim_at
+    ), rated AS (
+        INSERT INTO pgsched.rate_start (tenant, scope, name, started_at)
+        SELECT c.tenant, 'queue', c.queue, at
+          FROM claimed c JOIN pgsched.queue g ON g.tenant = c.tenant AND g.name = c.queue
+         WHERE g.rate_limit IS NOT NULL
+        UNION ALL
+        SELECT c.tenant, 'task', c.task_id::text, at
+          FROM claimed c JOIN pgsched.task k ON k.id = c.task_id WHERE k.rate_limit IS NOT NULL
+        UNION ALL
+        SELECT c.tenant, 'key', c.concurrency_key, at
+          FROM claimed c JOIN pgsched.task k ON k.id = c.task_id
+         WHERE k.key_rate_limit IS NOT NULL AND c.concurrency_key IS NOT NULL
+    )
+    SELECT c.id, c.tenant, c.task_id, c.scheduled_at, c.run_at, c.priority, c.attempt, c.max_attempts,
+           c.params, c.started_at, c.trigger, c.lease_id, c.cancel_requested_at, c.dag_run_id,
+           c.confirm_start, c.backoff_from_attempt, t.xmin::text::bigint AS task_version,
+           CASE WHEN k.task_id IS NULL THEN jsonb_build_object(
+               'task_name', t.name, 'handler_kind', t.handler_kind, 'command', t.command, 'argv', t.argv,
+               'python_target', t.python_target, 'env', t.env, 'stdin', t.stdin,
+               'timeout_seconds', t.timeout_seconds, 'retry_policy', t.retry_policy,
+               'retry_base_seconds', t.retry_base_seconds, 'retry_max_seconds', t.retry_max_seconds,
+               'no_retry_exit_codes', t.no_retry_exit_codes, 'no_retry_exceptions', t.no_retry_exceptions)
+           END AS task
+      FROM claimed c
+      JOIN pgsched.task t ON t.id = c.task_id
+      LEFT JOIN unnest(p_known_task_ids, p_known_task_versions) AS k(task_id, version)
+             ON k.task_id = c.task_id AND k.version = t.xmin::text::bigint
+     ORDER BY c.rank, c.place, c.id;
+END $$;
+
+--
+-- Name: FUNCTION execution_claim_v1(p_worker_id bigint, p_queues text[], p_tenants text[], p_limit integer, p_now timestamp with time zone, p_known_task_ids bigint[], p_known_task_versions bigint[]); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.execution_claim_v1(p_worker_id bigint, p_queues text[], p_tenants text[], p_limit integer, p_now timestamp with time zone, p_known_task_ids bigint[], p_known_task_versions bigint[]) IS 'claims ready executions for a worker, every limit held and shared fairly across tenants (migration 0021)';
+
+--
 -- Name: execution_fire_changed_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -1252,6 +1616,38 @@ BEGIN
     -- one wake-up per tenant of the statement (nearly always one): workers of other tenants
     -- ignore it
     PERFORM pg_notify('pgsched_execution', t.tenant) FROM (SELECT DISTINCT n.tenant FROM new_executions n) t;
+    RETURN NULL;
+END $$;
+
+--
+-- Name: execution_keyed_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.execution_keyed_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pgsched.task k WHERE k.concurrency_key IS NOT NULL) THEN
+        RETURN NULL;  -- task_keyed_idx: one look when no task has a key
+    END IF;
+    UPDATE pgsched.execution e
+       SET concurrency_key = pgsched_internal.concurrency_key_v1(k.concurrency_key, e.params)
+      FROM new_executions n JOIN pgsched.task k ON k.id = n.task_id
+     WHERE e.id = n.id AND k.concurrency_key IS NOT NULL AND e.concurrency_key IS NULL;
+    RETURN NULL;
+END $$;
+
+--
+-- Name: execution_limit_freed_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.execution_limit_freed_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF EXISTS (SELECT FROM pgsched.limit_wait) THEN
+        PERFORM pg_notify('pgsched_execution', w.tenant) FROM pgsched.limit_wait w;
+    END IF;
     RETURN NULL;
 END $$;
 
@@ -1323,6 +1719,51 @@ $$;
 --
 
 COMMENT ON FUNCTION pgsched_internal.is_instance_v1() IS 'whether this session''s login acts for the whole installation (superuser, owner or pgsched_instance, and in no tenant)';
+
+--
+-- Name: limit_frees_at_v1(text, text, text, double precision, timestamp with time zone); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.limit_frees_at_v1(t text, kind text, name text, period double precision, at timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT coalesce(min(r.started_at), at) + make_interval(secs => period)
+      FROM pgsched.rate_start r
+     WHERE r.tenant = t AND r.scope = split_part(kind, '_', 1) AND r.name = limit_frees_at_v1.name
+       AND r.started_at > at - make_interval(secs => period);
+$$;
+
+--
+-- Name: limit_used_v1(text, text, text, double precision, timestamp with time zone); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.limit_used_v1(t text, kind text, name text, period double precision, at timestamp with time zone) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    n bigint;
+    scope text := split_part(kind, '_', 1);
+BEGIN
+    IF kind = 'queue_running' THEN
+        SELECT count(*) INTO n FROM pgsched.execution e
+         WHERE e.tenant = t AND e.queue = limit_used_v1.name AND e.state = 'running';
+    ELSIF kind = 'task_running' THEN
+        SELECT count(*) INTO n FROM pgsched.execution e
+         WHERE e.tenant = t AND e.task_id = limit_used_v1.name::bigint AND e.state = 'running';
+    ELSIF kind = 'key_running' THEN
+        SELECT count(*) INTO n FROM pgsched.execution e
+         WHERE e.tenant = t AND e.concurrency_key = limit_used_v1.name AND e.state = 'running';
+    ELSE
+        DELETE FROM pgsched.rate_start r
+         WHERE r.tenant = t AND r.scope = limit_used_v1.scope AND r.name = limit_used_v1.name
+           AND r.started_at <= at - make_interval(secs => period * 2);
+        SELECT count(*) INTO n FROM pgsched.rate_start r
+         WHERE r.tenant = t AND r.scope = limit_used_v1.scope AND r.name = limit_used_v1.name
+           AND r.started_at > at - make_interval(secs => period);
+    END IF;
+    RETURN n;
+END $$;
 
 --
 -- Name: partition_default_rows_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -1489,15 +1930,32 @@ CREATE TABLE pgsched.task (
     paused_at timestamp with time zone,
     paused_by text,
     pause_reason text,
+    max_running integer,
+    rate_limit integer,
+    rate_period_seconds double precision,
+    concurrency_key text,
+    key_max_running integer,
+    key_rate_limit integer,
+    key_rate_period_seconds double precision,
     CONSTRAINT task_check1 CHECK (((schedule_kind = 'none'::text) = (schedule_expr IS NULL))),
+    CONSTRAINT task_concurrency_key_check CHECK (((length(concurrency_key) >= 1) AND (length(concurrency_key) <= 200))),
     CONSTRAINT task_handler_check CHECK ((((handler_kind = 'shell'::text) AND (command IS NOT NULL)) OR ((handler_kind = 'argv'::text) AND (argv IS NOT NULL) AND (cardinality(argv) > 0)) OR ((handler_kind = 'python'::text) AND (python_target IS NOT NULL)) OR (handler_kind = 'dag'::text))),
     CONSTRAINT task_handler_kind_check CHECK ((handler_kind = ANY (ARRAY['shell'::text, 'argv'::text, 'python'::text, 'dag'::text]))),
+    CONSTRAINT task_key_limits_need_key CHECK (((concurrency_key IS NOT NULL) OR ((key_max_running IS NULL) AND (key_rate_limit IS NULL)))),
+    CONSTRAINT task_key_max_running_check CHECK ((key_max_running >= 0)),
+    CONSTRAINT task_key_rate_both CHECK (((key_rate_limit IS NULL) = (key_rate_period_seconds IS NULL))),
+    CONSTRAINT task_key_rate_limit_check CHECK ((key_rate_limit >= 0)),
+    CONSTRAINT task_key_rate_period_check CHECK ((key_rate_period_seconds > (0)::double precision)),
     CONSTRAINT task_max_attempts_check CHECK ((max_attempts >= 1)),
+    CONSTRAINT task_max_running_check CHECK ((max_running >= 0)),
     CONSTRAINT task_misfire_policy_check CHECK ((misfire_policy = ANY (ARRAY['skip'::text, 'once'::text, 'all'::text]))),
     CONSTRAINT task_next_fire_after_last CHECK ((next_fire_at > last_fire_at)),
     CONSTRAINT task_pause_only_when_paused CHECK (((NOT enabled) OR ((paused_at IS NULL) AND (paused_by IS NULL) AND (pause_reason IS NULL)))),
     CONSTRAINT task_paused_by_check CHECK ((paused_by = ANY (ARRAY['operator'::text, 'scheduler'::text]))),
     CONSTRAINT task_priority_check CHECK (((priority >= 1) AND (priority <= 10))),
+    CONSTRAINT task_rate_both CHECK (((rate_limit IS NULL) = (rate_period_seconds IS NULL))),
+    CONSTRAINT task_rate_limit_check CHECK ((rate_limit >= 0)),
+    CONSTRAINT task_rate_period_check CHECK ((rate_period_seconds > (0)::double precision)),
     CONSTRAINT task_retry_base_seconds_check CHECK ((retry_base_seconds >= (0)::double precision)),
     CONSTRAINT task_retry_max_seconds_check CHECK ((retry_max_seconds >= (0)::double precision)),
     CONSTRAINT task_retry_policy_check CHECK ((retry_policy = ANY (ARRAY['fixed'::text, 'linear'::text, 'exponential'::text, 'exponential_jitter'::text]))),
@@ -1730,7 +2188,7 @@ BEGIN
                FROM pg_proc p
               WHERE p.pronamespace = 'pgsched_internal'::regnamespace AND p.prosecdef
                 AND p.proname NOT IN ('session_tenant_v1', 'is_instance_v1', 'caller_tenant_v1',
-                                      'caller_trigger_v1')
+                                      'caller_trigger_v1', 'execution_claim_v1')
     LOOP
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM pgsched_engine, pgsched_web', o.fn);
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pgsched_instance', o.fn);
@@ -2108,6 +2566,112 @@ BEGIN
     ON CONFLICT DO NOTHING;
     RETURN NULL;
 END $_$;
+
+--
+-- Name: tenant_usage_row_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.tenant_usage_row_v1() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    INSERT INTO pgsched.tenant_usage (tenant) SELECT n.name FROM new_tenants n ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END $$;
+
+--
+-- Name: wait_reason_v1(pgsched.execution); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.wait_reason_v1(e pgsched.execution) RETURNS text
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    ten record;
+    use record;
+    g record;
+    k record;
+    n bigint;
+BEGIN
+    IF e.state <> 'pending' OR e.run_at > now() THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO ten FROM pgsched.tenant x WHERE x.name = e.tenant;
+    SELECT * INTO use FROM pgsched.tenant_usage u WHERE u.tenant = e.tenant;
+    IF 'compute_minutes' = ANY (use.over) THEN
+        RETURN format('tenant %s is over its quota of %s compute minutes this month', e.tenant,
+                      ten.max_compute_minutes_per_month);
+    ELSIF 'log_bytes' = ANY (use.over) THEN
+        RETURN format('tenant %s is over its quota of %s stored log bytes', e.tenant, ten.max_log_bytes);
+    END IF;
+    IF ten.max_starts_per_hour IS NOT NULL AND use.hour_start = date_trunc('hour', now(), 'UTC')
+       AND use.hour_starts >= ten.max_starts_per_hour THEN
+        RETURN format('tenant %s started its quota of %s executions this hour (UTC)', e.tenant,
+                      ten.max_starts_per_hour);
+    END IF;
+    IF ten.max_running IS NOT NULL THEN
+        SELECT count(*) INTO n FROM pgsched.execution x WHERE x.tenant = e.tenant AND x.state = 'running';
+        IF n >= ten.max_running THEN
+            RETURN format('tenant %s runs its quota of %s executions at once', e.tenant, ten.max_running);
+        END IF;
+    END IF;
+    SELECT * INTO g FROM pgsched.queue q WHERE q.tenant = e.tenant AND q.name = e.queue;
+    IF g.paused_at IS NOT NULL THEN
+        RETURN format('queue %s is paused%s', e.queue, coalesce(': ' || g.pause_reason, ''));
+    END IF;
+    IF g.max_running IS NOT NULL THEN
+        SELECT count(*) INTO n FROM pgsched.execution x
+         WHERE x.tenant = e.tenant AND x.queue = e.queue AND x.state = 'running';
+        IF n >= g.max_running THEN
+            RETURN format('queue %s runs its limit of %s at once (max_running)', e.queue, g.max_running);
+        END IF;
+    END IF;
+    IF g.rate_limit IS NOT NULL THEN
+        SELECT count(*) INTO n FROM pgsched.rate_start r
+         WHERE r.tenant = e.tenant AND r.scope = 'queue' AND r.name = e.queue
+           AND r.started_at > now() - make_interval(secs => g.rate_period_seconds);
+        IF n >= g.rate_limit THEN
+            RETURN format('queue %s started its rate limit of %s per %s s', e.queue, g.rate_limit,
+                          g.rate_period_seconds);
+        END IF;
+    END IF;
+    SELECT * INTO k FROM pgsched.task t WHERE t.id = e.task_id;
+    IF k.max_running IS NOT NULL THEN
+        SELECT count(*) INTO n FROM pgsched.execution x
+         WHERE x.tenant = e.tenant AND x.task_id = e.task_id AND x.state = 'running';
+        IF n >= k.max_running THEN
+            RETURN format('task %s runs its limit of %s at once (max_running)', k.name, k.max_running);
+        END IF;
+    END IF;
+    IF k.rate_limit IS NOT NULL THEN
+        SELECT count(*) INTO n FROM pgsched.rate_start r
+         WHERE r.tenant = e.tenant AND r.scope = 'task' AND r.name = e.task_id::text
+           AND r.started_at > now() - make_interval(secs => k.rate_period_seconds);
+        IF n >= k.rate_limit THEN
+            RETURN format('task %s started its rate limit of %s per %s s', k.name, k.rate_limit,
+                          k.rate_period_seconds);
+        END IF;
+    END IF;
+    IF e.concurrency_key IS NOT NULL AND k.key_max_running IS NOT NULL THEN
+        SELECT count(*) INTO n FROM pgsched.execution x
+         WHERE x.tenant = e.tenant AND x.concurrency_key = e.concurrency_key AND x.state = 'running';
+        IF n >= k.key_max_running THEN
+            RETURN format('key %s runs its limit of %s at once (key_max_running)', e.concurrency_key,
+                          k.key_max_running);
+        END IF;
+    END IF;
+    IF e.concurrency_key IS NOT NULL AND k.key_rate_limit IS NOT NULL THEN
+        SELECT count(*) INTO n FROM pgsched.rate_start r
+         WHERE r.tenant = e.tenant AND r.scope = 'key' AND r.name = e.concurrency_key
+           AND r.started_at > now() - make_interval(secs => k.key_rate_period_seconds);
+        IF n >= k.key_rate_limit THEN
+            RETURN format('key %s started its rate limit of %s per %s s', e.concurrency_key,
+                          k.key_rate_limit, k.key_rate_period_seconds);
+        END IF;
+    END IF;
+    RETURN NULL;
+END $$;
 
 --
 -- Name: webhook_execution_finished_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -2596,6 +3160,56 @@ CREATE SEQUENCE pgsched.lease_id_seq
     CACHE 1;
 
 --
+-- Name: limit_wait; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.limit_wait (
+    tenant text NOT NULL,
+    since timestamp with time zone NOT NULL,
+    free_at timestamp with time zone
+);
+
+--
+-- Name: queue; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.queue (
+    tenant text NOT NULL,
+    name text NOT NULL,
+    max_running integer,
+    rate_limit integer,
+    rate_period_seconds double precision,
+    paused_at timestamp with time zone,
+    paused_by text,
+    pause_reason text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT queue_max_running_check CHECK ((max_running >= 0)),
+    CONSTRAINT queue_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$'::text)),
+    CONSTRAINT queue_pause_fields CHECK (((paused_at IS NOT NULL) OR ((paused_by IS NULL) AND (pause_reason IS NULL)))),
+    CONSTRAINT queue_rate_both CHECK (((rate_limit IS NULL) = (rate_period_seconds IS NULL))),
+    CONSTRAINT queue_rate_limit_check CHECK ((rate_limit >= 0)),
+    CONSTRAINT queue_rate_period_check CHECK ((rate_period_seconds > (0)::double precision))
+);
+
+--
+-- Name: TABLE queue; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON TABLE pgsched.queue IS 'a queue''s limits across every worker (max_running; rate_limit starts per rate_period_seconds) and its pause; a queue with no row has none';
+
+--
+-- Name: rate_start; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.rate_start (
+    tenant text NOT NULL,
+    scope text NOT NULL,
+    name text NOT NULL,
+    started_at timestamp with time zone NOT NULL,
+    CONSTRAINT rate_start_scope_check CHECK ((scope = ANY (ARRAY['queue'::text, 'task'::text, 'key'::text])))
+);
+
+--
 -- Name: run_request; Type: VIEW; Schema: pgsched; Owner: -
 --
 
@@ -2772,7 +3386,17 @@ ALTER SEQUENCE pgsched.task_id_seq OWNED BY pgsched.task.id;
 CREATE TABLE pgsched.tenant (
     name text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT tenant_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'::text))
+    max_running integer DEFAULT 100,
+    max_starts_per_hour integer DEFAULT 10000,
+    max_compute_minutes_per_month bigint DEFAULT 50000,
+    max_log_bytes bigint DEFAULT '100000000000'::bigint,
+    weight integer DEFAULT 1 NOT NULL,
+    CONSTRAINT tenant_max_compute_minutes_check CHECK ((max_compute_minutes_per_month >= 0)),
+    CONSTRAINT tenant_max_log_bytes_check CHECK ((max_log_bytes >= 0)),
+    CONSTRAINT tenant_max_running_check CHECK ((max_running >= 0)),
+    CONSTRAINT tenant_max_starts_per_hour_check CHECK ((max_starts_per_hour >= 0)),
+    CONSTRAINT tenant_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'::text)),
+    CONSTRAINT tenant_weight_check CHECK (((weight >= 1) AND (weight <= 100)))
 );
 
 --
@@ -2780,6 +3404,36 @@ CREATE TABLE pgsched.tenant (
 --
 
 COMMENT ON TABLE pgsched.tenant IS 'the tenants of this installation (pgsched tenant create|list|delete)';
+
+--
+-- Name: COLUMN tenant.max_running; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant.max_running IS 'executions of the tenant claimed at once, across every worker (NULL: no limit)';
+
+--
+-- Name: COLUMN tenant.max_starts_per_hour; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant.max_starts_per_hour IS 'executions the tenant''s claims may start in one clock hour, UTC (NULL: no limit)';
+
+--
+-- Name: COLUMN tenant.max_compute_minutes_per_month; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant.max_compute_minutes_per_month IS 'handler minutes of the tenant''s finished attempts in one calendar month, UTC (NULL: no limit)';
+
+--
+-- Name: COLUMN tenant.max_log_bytes; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant.max_log_bytes IS 'bytes of the tenant''s stored execution log lines (NULL: no limit)';
+
+--
+-- Name: COLUMN tenant.weight; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant.weight IS 'the tenant''s share of a claim against other tenants with ready work (1 to 100)';
 
 --
 -- Name: tenant_role; Type: TABLE; Schema: pgsched; Owner: -
@@ -2798,6 +3452,29 @@ CREATE TABLE pgsched.tenant_role (
 --
 
 COMMENT ON TABLE pgsched.tenant_role IS 'a login role -> the one tenant its sessions act for (its group role is the purpose)';
+
+--
+-- Name: tenant_usage; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.tenant_usage (
+    tenant text NOT NULL,
+    hour_start timestamp with time zone,
+    hour_starts bigint DEFAULT 0 NOT NULL,
+    last_claim_at timestamp with time zone,
+    month_start timestamp with time zone,
+    compute_seconds double precision DEFAULT 0 NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    over text[] DEFAULT '{}'::text[] NOT NULL,
+    measured_at timestamp with time zone,
+    alerted text[] DEFAULT '{}'::text[] NOT NULL
+);
+
+--
+-- Name: TABLE tenant_usage; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON TABLE pgsched.tenant_usage IS 'a tenant''s use against its quotas: starts this hour (claims), compute this month and log bytes (the leader''s usage job), the slow quotas exceeded (over)';
 
 --
 -- Name: web_key; Type: TABLE; Schema: pgsched; Owner: -
@@ -3094,6 +3771,20 @@ ALTER TABLE ONLY pgsched.leader
     ADD CONSTRAINT leader_pkey PRIMARY KEY (singleton);
 
 --
+-- Name: limit_wait limit_wait_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.limit_wait
+    ADD CONSTRAINT limit_wait_pkey PRIMARY KEY (tenant);
+
+--
+-- Name: queue queue_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.queue
+    ADD CONSTRAINT queue_pkey PRIMARY KEY (tenant, name);
+
+--
 -- Name: scheduler_node scheduler_node_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
 --
 
@@ -3169,6 +3860,13 @@ ALTER TABLE ONLY pgsched.tenant
 
 ALTER TABLE ONLY pgsched.tenant_role
     ADD CONSTRAINT tenant_role_pkey PRIMARY KEY (role_name);
+
+--
+-- Name: tenant_usage tenant_usage_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.tenant_usage
+    ADD CONSTRAINT tenant_usage_pkey PRIMARY KEY (tenant);
 
 --
 -- Name: web_key web_key_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
@@ -3422,6 +4120,18 @@ CREATE INDEX execution_ready_tenant_idx ON pgsched.execution USING btree (tenant
 CREATE INDEX execution_retry_idx ON pgsched.execution USING btree (run_at) WHERE ((state = 'pending'::text) AND (attempt > 0));
 
 --
+-- Name: execution_running_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_running_idx ON pgsched.execution USING btree (tenant, queue, task_id) WHERE (state = 'running'::text);
+
+--
+-- Name: execution_running_key_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_running_key_idx ON pgsched.execution USING btree (tenant, concurrency_key) WHERE ((state = 'running'::text) AND (concurrency_key IS NOT NULL));
+
+--
 -- Name: execution_task_idempotency_key; Type: INDEX; Schema: pgsched; Owner: -
 --
 
@@ -3434,10 +4144,22 @@ CREATE UNIQUE INDEX execution_task_idempotency_key ON pgsched.execution USING bt
 CREATE INDEX execution_worker_idx ON pgsched.execution USING btree (worker_id) WHERE (state = 'running'::text);
 
 --
+-- Name: rate_start_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX rate_start_idx ON pgsched.rate_start USING btree (tenant, scope, name, started_at);
+
+--
 -- Name: stats_hourly_task_idx; Type: INDEX; Schema: pgsched; Owner: -
 --
 
 CREATE INDEX stats_hourly_task_idx ON pgsched.stats_hourly USING btree (task_id, hour);
+
+--
+-- Name: task_keyed_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX task_keyed_idx ON pgsched.task USING btree (id) WHERE (concurrency_key IS NOT NULL);
 
 --
 -- Name: task_missed_unseen_idx; Type: INDEX; Schema: pgsched; Owner: -
@@ -3578,6 +4300,18 @@ CREATE TRIGGER execution_fire_changed BEFORE UPDATE OF trigger, scheduled_at, ta
 CREATE TRIGGER execution_inserted AFTER INSERT ON pgsched.execution REFERENCING NEW TABLE AS new_executions FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.execution_inserted_v1();
 
 --
+-- Name: execution execution_keyed; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER execution_keyed AFTER INSERT ON pgsched.execution REFERENCING NEW TABLE AS new_executions FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.execution_keyed_v1();
+
+--
+-- Name: execution execution_limit_freed; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER execution_limit_freed AFTER DELETE ON pgsched.execution FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.execution_limit_freed_v1();
+
+--
 -- Name: execution execution_requeued; Type: TRIGGER; Schema: pgsched; Owner: -
 --
 
@@ -3650,6 +4384,12 @@ CREATE TRIGGER task_referenced_update AFTER UPDATE OF id ON pgsched.task FOR EAC
 CREATE TRIGGER tenant_register AFTER INSERT ON pgsched.task REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.tenant_register_v1();
 
 --
+-- Name: tenant tenant_usage_row; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER tenant_usage_row AFTER INSERT ON pgsched.tenant REFERENCING NEW TABLE AS new_tenants FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.tenant_usage_row_v1();
+
+--
 -- Name: execution_history webhook_execution_finished; Type: TRIGGER; Schema: pgsched; Owner: -
 --
 
@@ -3705,6 +4445,13 @@ ALTER TABLE ONLY pgsched.dag
     ADD CONSTRAINT dag_task_id_fkey FOREIGN KEY (task_id) REFERENCES pgsched.task(id);
 
 --
+-- Name: queue queue_tenant_fkey; Type: FK CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.queue
+    ADD CONSTRAINT queue_tenant_fkey FOREIGN KEY (tenant) REFERENCES pgsched.tenant(name);
+
+--
 -- Name: task_alerting task_alerting_task_id_fkey; Type: FK CONSTRAINT; Schema: pgsched; Owner: -
 --
 
@@ -3717,6 +4464,13 @@ ALTER TABLE ONLY pgsched.task_alerting
 
 ALTER TABLE ONLY pgsched.tenant_role
     ADD CONSTRAINT tenant_role_tenant_fkey FOREIGN KEY (tenant) REFERENCES pgsched.tenant(name) ON DELETE CASCADE;
+
+--
+-- Name: tenant_usage tenant_usage_tenant_fkey; Type: FK CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.tenant_usage
+    ADD CONSTRAINT tenant_usage_tenant_fkey FOREIGN KEY (tenant) REFERENCES pgsched.tenant(name) ON DELETE CASCADE;
 
 --
 -- Name: web_session web_session_token_id_fkey; Type: FK CONSTRAINT; Schema: pgsched; Owner: -
@@ -3853,6 +4607,24 @@ CREATE POLICY instance_rows ON pgsched.execution_history TO pgsched_instance USI
 CREATE POLICY instance_rows ON pgsched.execution_log TO pgsched_instance USING (true) WITH CHECK (true);
 
 --
+-- Name: limit_wait instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.limit_wait TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: queue instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.queue TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: rate_start instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.rate_start TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
 -- Name: stats_hourly instance_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
@@ -3883,6 +4655,12 @@ CREATE POLICY instance_rows ON pgsched.task_alerting TO pgsched_instance USING (
 CREATE POLICY instance_rows ON pgsched.tenant_role TO pgsched_instance USING (true) WITH CHECK (true);
 
 --
+-- Name: tenant_usage instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.tenant_usage TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
 -- Name: webhook_delivery instance_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
@@ -3893,6 +4671,24 @@ CREATE POLICY instance_rows ON pgsched.webhook_delivery TO pgsched_instance USIN
 --
 
 CREATE POLICY instance_rows ON pgsched.worker TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: limit_wait; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.limit_wait ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: queue; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.queue ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: rate_start; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.rate_start ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: stats_hourly; Type: ROW SECURITY; Schema: pgsched; Owner: -
@@ -4015,6 +4811,24 @@ CREATE POLICY tenant_rows ON pgsched.execution_log TO pgsched_engine USING ((ten
   WHERE (h.id = execution_log.execution_id))))));
 
 --
+-- Name: limit_wait tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.limit_wait FOR SELECT TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
+-- Name: queue tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.queue TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
+-- Name: rate_start tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.rate_start FOR SELECT TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
 -- Name: stats_hourly tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
@@ -4053,6 +4867,12 @@ CREATE POLICY tenant_rows ON pgsched.task_alerting TO pgsched_engine, pgsched_we
 CREATE POLICY tenant_rows ON pgsched.tenant_role TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
 
 --
+-- Name: tenant_usage tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.tenant_usage FOR SELECT TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
 -- Name: webhook_delivery tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
@@ -4065,6 +4885,12 @@ CREATE POLICY tenant_rows ON pgsched.webhook_delivery TO pgsched_engine USING ((
 --
 
 CREATE POLICY tenant_rows ON pgsched.worker TO pgsched_engine USING ((tenants = ARRAY[( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)])) WITH CHECK ((tenants = ARRAY[( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)]));
+
+--
+-- Name: tenant_usage; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.tenant_usage ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: alert web_rows; Type: POLICY; Schema: pgsched; Owner: -
@@ -4115,6 +4941,24 @@ CREATE POLICY web_rows ON pgsched.execution_history TO pgsched_web USING (((( SE
 CREATE POLICY web_rows ON pgsched.execution_log TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
 
 --
+-- Name: limit_wait web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.limit_wait FOR SELECT TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: queue web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.queue TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: rate_start web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.rate_start FOR SELECT TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
 -- Name: stats_hourly web_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
@@ -4137,6 +4981,12 @@ CREATE POLICY web_rows ON pgsched.task TO pgsched_web USING (((( SELECT pgsched_
 --
 
 CREATE POLICY web_rows ON pgsched.tenant_role TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: tenant_usage web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.tenant_usage FOR SELECT TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
 
 --
 -- Name: webhook_delivery web_rows; Type: POLICY; Schema: pgsched; Owner: -

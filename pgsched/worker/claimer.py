@@ -326,6 +326,7 @@ class Claimer:
             row["seconds"] if row else None,
             time.monotonic(),
             row["future_seconds"] if row else None,
+            row["free_seconds"] if row else None,
         )
 
     def _unclaim(self, session: Session, rows: list[Row]) -> None:

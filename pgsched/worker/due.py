@@ -29,14 +29,23 @@ class NextDue:
         self.at: float | None = None
         self._held = 0  # answers in a row that found work due and not claimed
 
-    def learn(self, seconds: float | None, received: float, future: float | None = None) -> None:
+    def learn(
+        self,
+        seconds: float | None,
+        received: float,
+        future: float | None = None,
+        free: float | None = None,
+    ) -> None:
         """The database answered ``seconds`` until the earliest pending run_at (None: none
         pending; 0 or less: one is due already but was not claimed), and ``future`` until
         the earliest still to come (None: none), received at ``received`` (monotonic
         seconds). The answer left the server after it was computed, so waking that many
         seconds after receiving it is never early by the database's clock. Work held by
         another transaction is retried less and less often, but never past the next work
-        due: a held row must not hide a run due in five seconds."""
+        due: a held row must not hide a run due in five seconds. ``free``: seconds until
+        a time window of a limit (a rate limit's, an hourly quota's) that holds due work
+        back ends (None: none does); the claimer then tries again when it ends, at the
+        latest (a finish that frees a limit wakes it by notification sooner)."""
         if seconds is None:
             self.at, self._held = None, 0
         elif seconds > 0:
@@ -47,6 +56,8 @@ class NextDue:
             self.at = received + min(delay, self.poll_interval)
             if future is not None and future > 0:
                 self.at = min(self.at, received + future)
+            if free is not None and free > 0:
+                self.at = min(self.at, received + free)
 
     def claimed(self) -> None:
         """A claim brought executions: a due one not claimed next time is tried at once."""

@@ -10,15 +10,14 @@ from datetime import timedelta
 
 import psycopg
 import pytest
-from psycopg.rows import dict_row
 
-from pgsched import queries
 from pgsched.stores import tasks
 from pgsched.worker.claimer import wakes
 from pgsched.worker.claims import TaskDefinitions
 
 from ..factories import T0, make_task
 from ..helpers import notifications_until_marker
+from .claim_plans import explain_claim
 from .test_claim_queues import flat
 
 pytestmark = pytest.mark.rolled_back
@@ -112,7 +111,11 @@ def test_the_next_due_of_a_tenant_bound_worker_is_its_tenants_own(db):
     def due(tenants):
         return db.one("execution_next_due", queues=["q"], tenants=tenants)
 
-    assert due(["a"]) == {"seconds": None, "future_seconds": None}  # nothing of A's pending
+    assert due(["a"]) == {
+        "seconds": None,
+        "future_seconds": None,
+        "free_seconds": None,
+    }  # nothing of A's pending
     assert 3 < due(None)["seconds"] <= 5 and 3 < due(["a", "b"])["future_seconds"] <= 5
     tasks.trigger(db, "job", tenant="a", run_at=db.now() + timedelta(seconds=60))
     assert 55 < due(["a"])["seconds"] <= 60
@@ -149,7 +152,6 @@ def fill(sql, tenant: str, n: int, *, oldest) -> None:
 def claim_plan(dsn: str, worker: int, tenants: list[str] | None) -> tuple[dict, list[int]]:
     """EXPLAIN (ANALYZE, BUFFERS) of one claim (rolled back): the buffers of ``picked``
     and of the whole statement, the indexes its scans used, and the ids it claimed."""
-    text = queries.get("execution_claim").text
     params = {
         "queues": ["q"],
         "tenants": tenants,
@@ -159,35 +161,13 @@ def claim_plan(dsn: str, worker: int, tenants: list[str] | None) -> tuple[dict, 
         "known_task_ids": [],
         "known_task_versions": [],
     }
-    with psycopg.connect(dsn, row_factory=dict_row) as conn:
-        ids = sorted(r["id"] for r in conn.execute(text, params))
-        conn.rollback()
-        [[plan]] = (
-            conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + text, params)
-            .fetchone()
-            .values()
-        )
-        conn.rollback()
-
-    def nodes(node: dict) -> list[dict]:
-        return [node, *(n for child in node.get("Plans", []) for n in nodes(child))]
-
-    def buffers(node: dict) -> int:
-        return node["Shared Hit Blocks"] + node["Shared Read Blocks"]
-
-    [picked] = [n for n in nodes(plan["Plan"]) if n.get("Subplan Name") == "CTE picked"]
-    used = {
-        n["Index Name"]
-        for n in nodes(picked)
-        if n.get("Index Name") and n.get("Actual Loops", 0) > 0 and n.get("Actual Rows", 0) > 0
-    }
-    return {"picked": buffers(picked), "all": buffers(plan["Plan"]), "indexes": used}, ids
+    return explain_claim(dsn, params)
 
 
 def test_another_tenants_backlog_on_the_same_queue_costs_a_tenant_bound_claim_nothing(dsn, db, sql):
     """100,000 ready executions of tenant b on 'q', older than a's: a claim of a worker of
     tenant a reads a's fronts alone (execution_ready_tenant_idx) and touches what it touched
-    without them; a worker of every tenant reads execution_ready_queue_idx."""
+    without them; so does a worker of every tenant, which takes from both."""
     make_task(db, "job", tenant="a", queue="q", now=T0)
     make_task(db, "job", tenant="b", queue="q", now=T0)
     fill(sql, "a", 50, oldest=T0 - timedelta(hours=1))
@@ -201,9 +181,16 @@ def test_another_tenants_backlog_on_the_same_queue_costs_a_tenant_bound_claim_no
     print("tenant a alone", before, "beside b's backlog", after, "every tenant", every)
     assert ids_after == ids_before and len(ids_before) == 10
     assert flat(before, after, 10, 1), (before, after)
-    assert after["indexes"] == {"execution_ready_tenant_idx"}
-    assert every["indexes"] == {"execution_ready_queue_idx"}
+    on_executions = {i for i in after["indexes"] if i.startswith("execution")}
+    assert on_executions == {"execution_ready_tenant_idx"}
+    # a worker of every tenant reads each tenant's fronts too (the fair share, migration
+    # 0021): b's backlog is older, yet the claim takes half from a
+    assert {i for i in every["indexes"] if i.startswith("execution")} == {
+        "execution_ready_tenant_idx"
+    }
     tenants_of = sql.execute(
-        "SELECT DISTINCT tenant FROM pgsched.execution WHERE id = ANY(%s)", [ids_every]
+        "SELECT tenant, count(*) AS n FROM pgsched.execution WHERE id = ANY(%s) GROUP BY tenant"
+        " ORDER BY tenant",
+        [ids_every],
     ).fetchall()
-    assert tenants_of == [{"tenant": "b"}]  # b's are older: every tenant's claim takes them
+    assert tenants_of == [{"tenant": "a", "n": 5}, {"tenant": "b", "n": 5}]
