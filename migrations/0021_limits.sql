@@ -240,7 +240,7 @@ CREATE FUNCTION pgsched_internal.limit_used_v1(t text, kind text, name text, per
 #variable_conflict use_column
 DECLARE
     n bigint;
-    scope text := split_part(kind, '_', 1);
+    of_scope text := split_part(kind, '_', 1);
 BEGIN
     IF kind = 'queue_running' THEN
         SELECT count(*) INTO n FROM pgsched.execution e
@@ -253,10 +253,10 @@ BEGIN
          WHERE e.tenant = t AND e.concurrency_key = limit_used_v1.name AND e.state = 'running';
     ELSE
         DELETE FROM pgsched.rate_start r
-         WHERE r.tenant = t AND r.scope = limit_used_v1.scope AND r.name = limit_used_v1.name
+         WHERE r.tenant = t AND r.scope = of_scope AND r.name = limit_used_v1.name
            AND r.started_at <= at - make_interval(secs => period * 2);
         SELECT count(*) INTO n FROM pgsched.rate_start r
-         WHERE r.tenant = t AND r.scope = limit_used_v1.scope AND r.name = limit_used_v1.name
+         WHERE r.tenant = t AND r.scope = of_scope AND r.name = limit_used_v1.name
            AND r.started_at > at - make_interval(secs => period);
     END IF;
     RETURN n;
@@ -292,6 +292,7 @@ DECLARE
     g record;
     c record;
     budget bigint;
+    hour_left bigint;
     closed text[] := '{}';
     open_queues text[];
     -- the scopes looked at: 'kind period name' → used (running, or starts in the window,
@@ -322,11 +323,9 @@ BEGIN
     END IF;
     budget := lim;
     IF ten.max_starts_per_hour IS NOT NULL THEN
-        budget := least(budget, ten.max_starts_per_hour
-                                - CASE WHEN use.hour_start = date_trunc('hour', at, 'UTC') THEN use.hour_starts ELSE 0 END);
-        IF budget <= 0 THEN
-            free_at := date_trunc('hour', at, 'UTC') + interval '1 hour';
-        END IF;
+        hour_left := ten.max_starts_per_hour
+                     - CASE WHEN use.hour_start = date_trunc('hour', at, 'UTC') THEN use.hour_starts ELSE 0 END;
+        budget := least(budget, hour_left);
     END IF;
     IF ten.max_running IS NOT NULL AND budget > 0 THEN
         budget := least(budget, ten.max_running - (SELECT count(*) FROM pgsched.execution e
@@ -334,6 +333,9 @@ BEGIN
     END IF;
     IF budget <= 0 THEN
         waited := true;
+        IF hour_left <= 0 THEN
+            free_at := date_trunc('hour', at, 'UTC') + interval '1 hour';
+        END IF;
         RETURN;
     END IF;
     -- queues paused, or at a limit already, are not read
@@ -450,6 +452,13 @@ BEGIN
         END LOOP;
         EXIT WHEN cardinality(picks) >= budget OR NOT skipped OR reads >= 3;
     END LOOP;
+    -- a tenant quota cut this claim short: what is due behind waits for it
+    IF cardinality(picks) >= budget AND budget < lim THEN
+        waited := true;
+        IF hour_left <= budget THEN
+            free_at := least(free_at, date_trunc('hour', at, 'UTC') + interval '1 hour');
+        END IF;
+    END IF;
 END $$;
 
 -- The claim (sql/execution.sql execution_claim calls it): up to p_limit ready executions of
