@@ -49,16 +49,31 @@ def _start_order(row: Row) -> tuple[int, datetime, int]:
 
 def buffer_in_order(buffer: collections.deque[Row], rows: list[Row]) -> None:
     """Add claimed ``rows`` (in start order, as execution_claim returns them) to ``buffer``
-    so that slots take the highest priority first, as the queue would have given them: a
-    later claim may bring executions that go before some already buffered (an execution of
-    priority 1 enqueued behind a buffer of priority-9 ones). Kept sorted; the buffer holds
-    at most free slots plus the prefetch, so a sort is cheap."""
-    if buffer and _start_order(rows[0]) < _start_order(buffer[-1]):
-        ordered = sorted([*buffer, *rows], key=_start_order)
-        buffer.clear()
-        buffer.extend(ordered)
-    else:
+    so that slots take each tenant's executions highest priority first, as the queue would
+    have given them: a later claim may bring executions that go before some already
+    buffered (an execution of priority 1 enqueued behind a buffer of priority-9 ones).
+    Across tenants the claim's order stands (the fair share, migration 0021): a tenant's
+    rows keep the places in the buffer its claims gave it, and only its own rows are
+    sorted into them (priority, run_at, id), so one tenant's priority-1 flood never moves
+    ahead of another tenant's row already waiting. The buffer holds at most free slots plus
+    the prefetch, so the sort is cheap; nothing is sorted when every tenant's new rows come
+    after its buffered ones."""
+    last: dict[object, tuple[int, datetime, int]] = {}
+    for r in buffer:
+        last[r.get("tenant")] = _start_order(r)  # kept in order: the last is each tenant's latest
+    if all((t := r.get("tenant")) not in last or _start_order(r) >= last[t] for r in rows):
         buffer.extend(rows)
+        return
+    items = [*buffer, *rows]
+    places: dict[object, list[int]] = {}
+    for i, r in enumerate(items):
+        places.setdefault(r.get("tenant"), []).append(i)
+    out: list[Row] = list(items)
+    for idx in places.values():
+        for i, r in zip(idx, sorted((items[i] for i in idx), key=_start_order), strict=True):
+            out[i] = r
+    buffer.clear()
+    buffer.extend(out)
 
 
 class Holdings:

@@ -1,4 +1,5 @@
-"""The worker's buffer of claimed executions stays in start order (priority, run_at, id)."""
+"""The worker's buffer of claimed executions stays in start order (priority, run_at, id)
+within each tenant, and in the claim's order across tenants (the fair share)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,13 @@ from pgsched.worker.holdings import buffer_in_order
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
 
 
-def row(i: int, priority: int, minutes: int = 0) -> dict:
-    return {"id": i, "priority": priority, "run_at": T0 + timedelta(minutes=minutes)}
+def row(i: int, priority: int, minutes: int = 0, tenant: str = "default") -> dict:
+    return {
+        "id": i,
+        "priority": priority,
+        "run_at": T0 + timedelta(minutes=minutes),
+        "tenant": tenant,
+    }
 
 
 def ids(buffer) -> list[int]:
@@ -34,3 +40,12 @@ def test_into_an_empty_buffer_the_claim_order_is_kept():
     buffer: collections.deque = collections.deque()
     buffer_in_order(buffer, [row(5, 1), row(6, 3)])
     assert ids(buffer) == [5, 6]
+
+
+def test_another_tenants_priority_1_claimed_later_does_not_pass_a_waiting_row():
+    """b's row (priority 5) waits behind a's first; a's priority-1 rows of the next claim
+    take a's own places and go behind b's (a tenant's priority is its own ordering)."""
+    buffer = collections.deque([row(1, 5, tenant="a"), row(2, 5, tenant="b"), row(3, 5, 1, "a")])
+    buffer_in_order(buffer, [row(4, 1, tenant="a"), row(5, 1, 1, tenant="a")])
+    assert ids(buffer) == [4, 2, 5, 1, 3]
+    assert [r["tenant"] for r in buffer] == ["a", "b", "a", "a", "a"]
