@@ -48,8 +48,11 @@ def apply(db, data, **kw):
 class Driver:
     """Plays the workers: claims node executions and finishes them with chosen outcomes."""
 
-    def __init__(self, db, sql):
-        self.db, self.sql = db, sql
+    def __init__(self, db, sql, claim=None):
+        """``claim(worker_id, now)``: how to claim the ready executions (rows with ``id``
+        and ``lease_id``), when not by today's claim on ``db`` (test_sql_privileges at 0016:
+        today's claim calls a function of migration 0021)."""
+        self.db, self.sql, self.claim = db, sql, claim
         # a plain row, not worker_register: test_sql_privileges drives a database migrated
         # only to 0016 too, which lacks worker.tenants (0020)
         self.worker = sql.execute(
@@ -78,9 +81,14 @@ class Driver:
         # At the server's clock_timestamp(), which node executions are stamped with when
         # queued: the claim's default, now(), stands still in the rolled-back tier.
         now = self.sql.execute("SELECT clock_timestamp() AS now").fetchone()["now"]
-        for row in TaskDefinitions().claim(
-            self.db, queues=["default"], limit=1000, worker_id=self.worker, now=now
-        ):
+        rows = (
+            self.claim(self.worker, now)
+            if self.claim
+            else TaskDefinitions().claim(
+                self.db, queues=["default"], limit=1000, worker_id=self.worker, now=now
+            )
+        )
+        for row in rows:
             self.claimed[row["id"]] = row
         return self.claimed
 

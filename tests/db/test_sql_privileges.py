@@ -96,28 +96,38 @@ def test_dag_trigger_cancel_v1_need_no_more_than_before(restricted):
         )
 
 
-def test_a_worker_role_can_record_a_dag_nodes_outcome_as_before(restricted):
+def test_a_worker_role_can_record_a_dag_nodes_outcome_as_before(restricted, request):
     """What `pgsched worker` does for a DAG node (execution_finish: the history insert fires
     dag_execution_finished_v1). At 0017 under this role: permission denied for schema
     pgsched_internal; the real worker then logs 'outcome succeeded refused by the database
     ... recording it as failed', fails to record that too, and the rescue re-runs it."""
     owner, app = restricted
     odb = Database.connect(owner, max_size=2)
+    adb = Database.connect(app, max_size=2)
     try:
         dags.apply(odb, dag_module.parse(ETL))
         with psycopg.connect(owner, autocommit=True) as sql:
             run = sql.execute("SELECT pgsched.dag_trigger_v1('etl')").fetchone()[0]
-    finally:
-        odb.close()
-    adb = Database.connect(app, max_size=2)
-    try:
         with psycopg.connect(app, autocommit=True, row_factory=dict_row) as asql:
-            drive = Driver(adb, asql)
+            # at 0016 the owner claims: today's claim is a function of 0021's, the old
+            # code's was a statement; what is compared is the outcome's record
+            def claim_as_owner(worker: int, now) -> list[dict]:
+                with psycopg.connect(owner, autocommit=True, row_factory=dict_row) as c:
+                    return c.execute(
+                        "UPDATE pgsched.execution SET state = 'running', attempt = attempt + 1,"
+                        " worker_id = %s, started_at = %s, lease_id = nextval('pgsched.lease_id_seq')"
+                        " WHERE state = 'pending' AND run_at <= %s RETURNING id, lease_id",
+                        [worker, now, now],
+                    ).fetchall()
+
+            at_0016 = "0016" in request.node.callspec.id
+            drive = Driver(adb, asql, claim=claim_as_owner if at_0016 else None)
             drive.finish(run, "extract_a")
             drive.finish(run, "extract_b")
             assert drive.states(run)["merge"] == "queued"
     finally:
         adb.close()
+        odb.close()
 
 
 def test_a_worker_role_can_plan_a_retry_as_before(restricted, request):

@@ -22,6 +22,7 @@ from pgsched.lifecycle import (
     SchedulerRole,
     WorkerState,
 )
+from pgsched.limits import RateScope
 from pgsched.retry import RetryPolicy
 from pgsched.roles import ActorKind, LoginPurpose, Role
 from pgsched.schedule import ScheduleKind
@@ -50,6 +51,7 @@ VOCABULARIES: dict[tuple[str, str], set[str]] = {
     ("api_token", "role"): set(Role),
     ("tenant_role", "purpose"): set(LoginPurpose),
     ("audit_event", "actor_kind"): set(ActorKind),
+    ("rate_start", "scope"): set(RateScope),
 }
 # Value lists in the schema that Python does not name as a vocabulary (yet): they are
 # written only in SQL (statistics and alerting are kept by the database itself).
