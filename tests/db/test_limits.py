@@ -152,7 +152,8 @@ def test_a_tenant_quota_of_running_executions_holds_across_eight_claimers(dsn, d
         " WHERE state = 'running' GROUP BY tenant",
     )
     print(out.running_max, out.held_max, out.samples)
-    assert out.running_max["t1"] == 5 and out.held_max["t1"] <= 5  # reached, never passed
+    assert out.running_max["t1"] <= 5 and out.held_max["t1"] <= 5
+    assert max(out.running_max["t1"], out.held_max["t1"]) == 5  # reached, never passed
     assert out.samples > 20
 
 
@@ -209,8 +210,9 @@ def test_queue_task_and_key_caps_hold_across_eight_claimers(dsn, db, sql):
     assert out.running_max["task capped"] <= 2 and out.held_max["task capped"] <= 2
     for k in ("customer:0", "customer:1", "customer:2"):
         assert out.running_max[k] <= 1 and out.held_max[k] <= 1, k
-    assert out.held_max["queue q"] == 4  # the caps were reached, not merely unmet
-    assert out.held_max["task capped"] == 2
+    # the caps were reached (by one count or the other), not merely unmet
+    assert max(out.held_max["queue q"], out.running_max["queue q"]) == 4
+    assert max(out.held_max["task capped"], out.running_max["task capped"]) == 2
 
 
 def test_a_rate_limit_holds_in_every_sliding_window(dsn, db, sql):
