@@ -26,23 +26,14 @@ from pgsched.worker.completer import finish_params
 from ..factories import T0, make_task
 from ..helpers import notifications_until_marker
 from .test_claim import claim, register
+from .test_group_commit import item as finish_item
 
 CLAIMERS = 8
 
 
 def item(row: dict, finished_at) -> dict:
-    return dict(
-        id=row["id"],
-        lease_id=row["lease_id"],
-        state="succeeded",
-        finished_at=finished_at,
-        exit_code=0,
-        error=None,
-        result=None,
-        attempt_state="succeeded",
-        started_at=row["started_at"],
-        error_type=None,
-    )
+    """A succeeded outcome of claimed ``row``, finished at ``finished_at`` (the database's)."""
+    return finish_item(row, finished_at=finished_at)
 
 
 @dataclass
