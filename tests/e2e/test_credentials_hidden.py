@@ -136,7 +136,9 @@ print(json.dumps({
 """
 
 
-def _search_task(db, name: str, marker: str, control: int, files: list[str]) -> None:
+def _search_task(
+    db, name: str, marker: str, control: int, files: list[str], python: str = sys.executable
+) -> None:
     from pgsched.stores import tasks
 
     tasks.create(
@@ -144,7 +146,7 @@ def _search_task(db, name: str, marker: str, control: int, files: list[str]) -> 
         TaskSpec(
             name=name,
             handler_kind="argv",
-            argv=[sys.executable, "-I", "-S", "-c", SEARCH],
+            argv=[python, "-I", "-S", "-c", SEARCH],
             params={
                 "needle": marker.encode().hex(),
                 "control": control,
@@ -161,7 +163,7 @@ def _decoy(marker: str, as_nobody: bool = False) -> subprocess.Popen:
     search must find."""
     argv = [sys.executable, "-I", "-S", "-c", "import time; time.sleep(300)", marker]
     if as_nobody:
-        argv = [*NOBODY, *argv]
+        argv = [*NOBODY, _python_for_nobody()[0], *argv[1:]]
     return subprocess.Popen(argv, env={"PATH": os.defpath, "DECOY": marker})
 
 
@@ -299,6 +301,35 @@ def test_what_a_python_task_starts_inherits_no_login(
 NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
 
 
+def _python_for_nobody() -> tuple[str, dict[str, str]]:
+    """An interpreter of this Python version that ``nobody`` can start from a process of its
+    own, and the environment that gives it this venv's packages and pgsched.
+
+    The venv's interpreter may link to one under a home only root may enter (pyenv under
+    /root): setpriv still starts it, but nothing the worker then starts (its guardian, its
+    commands) can. So the worker and its commands run on the system's interpreter of the same
+    version, reading this venv's site-packages (compiled wheels fit: same minor version).
+    Skips when this machine has none."""
+    import site
+
+    import pgsched
+
+    want = f"{sys.version_info.major}.{sys.version_info.minor}"
+    candidates = [sys.executable, os.path.realpath(sys.executable)]
+    candidates += [f"{d}/python{want}" for d in ("/usr/bin", "/usr/local/bin")]
+    check = f"import sys; assert '%d.%d' % sys.version_info[:2] == '{want}'"
+    for python in candidates:
+        run = subprocess.run(
+            [*NOBODY, "/bin/sh", "-c", 'exec "$0" -I -S -c "$1"', python, check],
+            capture_output=True,
+        )
+        if run.returncode == 0:
+            root = str(Path(pgsched.__file__).resolve().parents[1])
+            path = os.pathsep.join([root, *site.getsitepackages()])
+            return python, {"PYTHONPATH": path}
+    pytest.skip(f"no Python {want} that nobody may start from its own process: {candidates}")
+
+
 @pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv(1)"
 )
@@ -309,19 +340,25 @@ def test_a_command_of_a_worker_run_as_another_user_reads_none_of_its_proc_entrie
     """The worker runs as nobody, so its commands do: not dumpable, the worker's environ,
     mem and fd/ are closed to them (root reads them whatever the dumpability). Given on
     standard input, the DSN file is root's and stays unreadable to them."""
+    python, python_env = _python_for_nobody()
     proxy = SilentProxy(dsn)  # nobody may not enter the embedded server's data folder
     decoy = _decoy(marker, as_nobody=True)
     try:
         with_password = make_conninfo(proxy.dsn, password=marker)
         dsn_file = _write(tmp_path / "worker.dsn", with_password + "\n")  # root's, 0600
-        _search_task(db, "search", marker, decoy.pid, files=[str(dsn_file)])
+        _search_task(db, "search", marker, decoy.pid, files=[str(dsn_file)], python=python)
         if way == "PGSCHED_DSN":
             env, args, stdin = {"PGSCHED_DSN": with_password}, WORKER, None
         else:
             env, args = {"PGSCHED_DSN": ""}, ("--dsn-file", "-", *WORKER)
             stdin = open(dsn_file, "rb")  # noqa: SIM115 (closed below, once the worker has it)
         worker = Process(
-            dsn, *args, log_dir=tmp_path, env=env, stdin=stdin, wrap=lambda a: [*NOBODY, *a]
+            dsn,
+            *args,
+            log_dir=tmp_path,
+            env={**env, **python_env},
+            stdin=stdin,
+            wrap=lambda a: [*NOBODY, python, *a[1:]],
         )
         processes.append(worker)
         if stdin is not None:
