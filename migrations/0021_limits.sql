@@ -121,6 +121,14 @@ ALTER TABLE pgsched.task
 CREATE INDEX task_keyed_idx ON pgsched.task (id) WHERE concurrency_key IS NOT NULL;
 
 ALTER TABLE pgsched.execution ADD COLUMN concurrency_key text;
+-- execution_ready_queue_idx (0014: queue, priority, run_at, id of pending rows) is dropped:
+-- every claim now reads a tenant's own fronts (claim_tenant_v1), and so does
+-- execution_next_due, on execution_ready_tenant_idx. Kept beside it, the queue-first index
+-- was the planner's choice for a tenant's front whenever the table's statistics were older
+-- than a flood (its tenant a filter, so a claim for tenant b walked all of a's rows ahead of
+-- b's: seconds a claim, under the tenant's lock, until ANALYZE; tests/db/test_claim_stale_plan.py).
+-- One index fewer also spares every insert, claim and retry an entry.
+DROP INDEX pgsched.execution_ready_queue_idx;
 CREATE INDEX execution_running_idx ON pgsched.execution (tenant, queue, task_id) WHERE state = 'running';
 CREATE INDEX execution_running_key_idx ON pgsched.execution (tenant, concurrency_key)
     WHERE state = 'running' AND concurrency_key IS NOT NULL;
@@ -518,9 +526,11 @@ BEGIN
     -- tenant, those with anything pending found by a walk of execution_ready_tenant_idx
     IF served IS NULL THEN
         WITH RECURSIVE pending(tenant) AS (
-            SELECT (SELECT min(e.tenant) FROM pgsched.execution e WHERE e.state = 'pending')
+            SELECT (SELECT e.tenant FROM pgsched.execution e WHERE e.state = 'pending'
+                     ORDER BY e.tenant LIMIT 1)
             UNION ALL
-            SELECT (SELECT min(e.tenant) FROM pgsched.execution e WHERE e.state = 'pending' AND e.tenant > p.tenant)
+            SELECT (SELECT e.tenant FROM pgsched.execution e WHERE e.state = 'pending' AND e.tenant > p.tenant
+                     ORDER BY e.tenant LIMIT 1)
               FROM pending p WHERE p.tenant IS NOT NULL
         )
         SELECT array_agg(p.tenant) INTO served FROM pending p WHERE p.tenant IS NOT NULL;

@@ -31,41 +31,38 @@ SELECT * FROM pgsched_internal.execution_claim_v1(
 -- execution of %(queues)s; NULL when none is pending; 0 or less when one is due already
 -- (held by a claim in flight or a lock, or not claimable by this worker). future_seconds:
 -- the same for the earliest still to come, in any of the worker's fronts (NULL when none),
--- so that work due later is not hidden behind a held row. A worker asks before it waits, after a claim that came up
--- short, and wakes then instead of at its next poll (pgsched.due): a retry's backoff, a
--- run enqueued for later start on time. One or two descents of execution_ready_queue_idx
--- per (queue, priority): priorities are 1 to 10 (the table's CHECK), and within one, the
--- index is in run_at order.
--- %(tenants)s as for execution_claim: the tenants served, each (tenant, queue, priority)
--- a front of its own (execution_ready_tenant_idx), or NULL for every tenant.
+-- so that work due later is not hidden behind a held row. A worker asks before it waits,
+-- after a claim that came up short, and wakes then instead of at its next poll
+-- (pgsched.due): a retry's backoff, a run enqueued for later start on time.
+-- %(tenants)s as for execution_claim: the tenants served, or NULL for every tenant with
+-- anything pending (found as the claim finds them: one descent of execution_ready_tenant_idx
+-- per such tenant). Then one or two descents of that index per (tenant, queue, priority):
+-- priorities are 1 to 10 (the table's CHECK), and within one, the index is in run_at order.
 -- free_seconds: until the earliest end of a time window (a rate limit's, an hourly quota's)
 -- that holds due work of these tenants back (limit_wait.free_at, written by the claim;
 -- migration 0021), NULL when none does: work a limit holds is not "held by a claim in
 -- flight", and is tried when the window ends, not by a doubling retry.
+WITH RECURSIVE pending(tenant) AS (
+    SELECT (SELECT e.tenant FROM pgsched.execution e WHERE e.state = 'pending'
+                     ORDER BY e.tenant LIMIT 1)
+     WHERE %(tenants)s::text[] IS NULL
+    UNION ALL
+    SELECT (SELECT e.tenant FROM pgsched.execution e WHERE e.state = 'pending' AND e.tenant > p.tenant
+                     ORDER BY e.tenant LIMIT 1)
+      FROM pending p WHERE p.tenant IS NOT NULL
+), served(tenant) AS (
+    SELECT p.tenant FROM pending p WHERE p.tenant IS NOT NULL
+    UNION
+    SELECT t FROM unnest(%(tenants)s::text[]) AS t
+)
 SELECT extract(epoch FROM min(x.run_at) - clock_timestamp())::float8 AS seconds,
        extract(epoch FROM min(x.later) - clock_timestamp())::float8 AS future_seconds,
        (SELECT extract(epoch FROM min(w.free_at) - clock_timestamp())::float8
           FROM pgsched.limit_wait w
          WHERE %(tenants)s::text[] IS NULL OR w.tenant = ANY (%(tenants)s::text[])) AS free_seconds
   FROM (SELECT f.run_at, g.run_at AS later
-          FROM (SELECT DISTINCT q FROM unnest(%(queues)s::text[]) AS q
-                 WHERE %(tenants)s::text[] IS NULL) AS a(queue)
-         CROSS JOIN generate_series(1, 10) AS p(priority)
-         CROSS JOIN LATERAL (
-               SELECT e.run_at FROM pgsched.execution e
-                WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = p.priority
-                ORDER BY e.run_at
-                LIMIT 1) f
-          LEFT JOIN LATERAL (  -- in every front: the work due later may stand in another than the held row
-               SELECT e.run_at FROM pgsched.execution e
-                WHERE e.state = 'pending' AND e.queue = a.queue AND e.priority = p.priority
-                  AND e.run_at > now()
-                ORDER BY e.run_at
-                LIMIT 1) g ON true
-        UNION ALL
-        SELECT f.run_at, g.run_at
-          FROM (SELECT DISTINCT t, q FROM unnest(%(tenants)s::text[]) AS t
-                 CROSS JOIN unnest(%(queues)s::text[]) AS q) AS a(tenant, queue)
+          FROM (SELECT DISTINCT s.tenant, q FROM served s CROSS JOIN unnest(%(queues)s::text[]) AS q)
+               AS a(tenant, queue)
          CROSS JOIN generate_series(1, 10) AS p(priority)
          CROSS JOIN LATERAL (
                SELECT e.run_at FROM pgsched.execution e
@@ -73,7 +70,7 @@ SELECT extract(epoch FROM min(x.run_at) - clock_timestamp())::float8 AS seconds,
                   AND e.priority = p.priority
                 ORDER BY e.run_at
                 LIMIT 1) f
-          LEFT JOIN LATERAL (
+          LEFT JOIN LATERAL (  -- in every front: the work due later may stand in another than the held row
                SELECT e.run_at FROM pgsched.execution e
                 WHERE e.state = 'pending' AND e.tenant = a.tenant AND e.queue = a.queue
                   AND e.priority = p.priority AND e.run_at > now()

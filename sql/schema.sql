@@ -1446,9 +1446,11 @@ BEGIN
     -- tenant, those with anything pending found by a walk of execution_ready_tenant_idx
     IF served IS NULL THEN
         WITH RECURSIVE pending(tenant) AS (
-            SELECT (SELECT min(e.tenant) FROM pgsched.execution e WHERE e.state = 'pending')
+            SELECT (SELECT e.tenant FROM pgsched.execution e WHERE e.state = 'pending'
+                     ORDER BY e.tenant LIMIT 1)
             UNION ALL
-            SELECT (SELECT min(e.tenant) FROM pgsched.execution e WHERE e.state = 'pending' AND e.tenant > p.tenant)
+            SELECT (SELECT e.tenant FROM pgsched.execution e WHERE e.state = 'pending' AND e.tenant > p.tenant
+                     ORDER BY e.tenant LIMIT 1)
               FROM pending p WHERE p.tenant IS NOT NULL
         )
         SELECT array_agg(p.tenant) INTO served FROM pending p WHERE p.tenant IS NOT NULL;
@@ -4109,12 +4111,6 @@ CREATE INDEX execution_log_execution_idx ON ONLY pgsched.execution_log USING btr
 --
 
 CREATE INDEX execution_log_default_execution_id_attempt_seq_idx ON pgsched.execution_log_default USING btree (execution_id, attempt, seq);
-
---
--- Name: execution_ready_queue_idx; Type: INDEX; Schema: pgsched; Owner: -
---
-
-CREATE INDEX execution_ready_queue_idx ON pgsched.execution USING btree (queue, priority, run_at, id) WHERE (state = 'pending'::text);
 
 --
 -- Name: execution_ready_tenant_idx; Type: INDEX; Schema: pgsched; Owner: -
