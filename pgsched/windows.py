@@ -95,6 +95,17 @@ def check_windows(
         )
 
 
+def check_spec(spec: Any, concurrency_key: object) -> None:
+    """:func:`check_windows` on a TaskSpec's fields, with the task's ``concurrency_key``."""
+    check_windows(
+        spec.overlap_policy,
+        spec.unique_policy,
+        spec.unique_period_seconds,
+        spec.unique_scope,
+        concurrency_key,
+    )
+
+
 def windows_of(spec: Any) -> dict[str, Any]:
     """The task columns of a spec's overlap policy and unique window, for
     ``task_windows_set``."""

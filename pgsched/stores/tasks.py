@@ -12,6 +12,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from .. import windows
 from ..db import Database, Row, Session
 from ..errors import NotFound, ValidationError
 from ..jsontext import check_json_object, has_nul
@@ -27,7 +28,7 @@ from ..taskspec import (
     not_a_dag_part,
     spec_of,
 )
-from ..windows import WINDOW_FIELDS, check_windows, windows_of
+from ..windows import WINDOW_FIELDS, windows_of
 
 
 def insert_values(
@@ -60,7 +61,7 @@ def create(
     otherwise that is a ValidationError on ``name``.
     """
     schedule = spec.validate()
-    check_windows(*windows_of(spec).values(), getattr(spec, "concurrency_key", None))
+    windows.check_spec(spec, getattr(spec, "concurrency_key", None))
     with db.transaction() as tx:
         row = tx.one("task_insert", **insert_values(spec, schedule, now or tx.now()))
         if row is not None and windows_of(spec) != windows_of(TaskSpec(name=spec.name)):
@@ -118,9 +119,7 @@ def update(
         for key, value in changes.items():
             setattr(spec, key, value)
         schedule = spec.validate()
-        check_windows(
-            *windows_of(spec).values(), getattr(spec, "concurrency_key", row["concurrency_key"])
-        )
+        windows.check_spec(spec, getattr(spec, "concurrency_key", row["concurrency_key"]))
         replanned = any(getattr(spec, f) != getattr(spec_of(row), f) for f in SCHEDULE_FIELDS)
         if replanned and row["paused_by"] == PausedBy.SCHEDULER:
             spec.enabled = True  # the fix of a schedule the scheduler could not compute resumes it
