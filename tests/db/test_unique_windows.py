@@ -292,3 +292,43 @@ def test_a_tenants_own_logins_race_to_one_pending_execution(dsn):
         with psycopg.connect(b.app, row_factory=dict_row) as c:
             other = c.execute(statement, args).fetchone()
         assert other["deduplicated"] is False and other["execution_id"] != only
+
+
+def test_the_cli_sets_shows_and_changes_the_windows(dsn):
+    def cli(*args: str) -> str:
+        out = CliRunner().invoke(main, ["--dsn", dsn, "task", *args])
+        assert out.exit_code == 0, out.output
+        return out.output
+
+    cli(
+        "create",
+        "sync",
+        "--command",
+        "true",
+        "--every",
+        "1m",
+        "--overlap",
+        "skip",
+        "--unique",
+        "pending",
+        "--unique-period",
+        "10m",
+    )
+    shown = json.loads(cli("show", "sync", "--json"))
+    assert (shown["overlap_policy"], shown["unique_policy"], shown["unique_period_seconds"]) == (
+        "skip",
+        "pending",
+        600.0,
+    )
+    assert "windows            overlap skip, unique: one pending and one per 600 s per task" in (
+        cli("show", "sync").splitlines()
+    )
+    cli("update", "sync", "--overlap", "queue_one", "--unique-period", "none")
+    shown = json.loads(cli("show", "sync", "--json"))
+    assert (shown["overlap_policy"], shown["unique_policy"], shown["unique_period_seconds"]) == (
+        "queue_one",
+        "pending",
+        None,
+    )
+    out = CliRunner().invoke(main, ["--dsn", dsn, "task", "update", "sync", "--unique-period", "x"])
+    assert out.exit_code != 0 and "unique_period: 'x' is not an interval" in out.output
