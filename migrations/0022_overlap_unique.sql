@@ -83,6 +83,26 @@ CREATE TRIGGER task_windowed AFTER UPDATE OF overlap_policy, unique_policy, uniq
     ON pgsched.task FOR EACH ROW WHEN (NEW.windowed AND NOT OLD.windowed)
     EXECUTE FUNCTION pgsched_internal.task_windowed_v1();
 
+-- Executions made by the other ways in (a dead-letter retry, a DAG's nodes, a raw INSERT
+-- of the engine's) count too: a statement trigger marks a windowed task's rows, as 0021's
+-- execution_keyed renders keys; one look at task_windowed_idx while no task is windowed.
+CREATE INDEX task_windowed_idx ON pgsched.task (id) WHERE windowed;
+CREATE FUNCTION pgsched_internal.execution_windowed_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pgsched.task k WHERE k.windowed) THEN
+        RETURN NULL;
+    END IF;
+    UPDATE pgsched.execution e SET windowed = true
+      FROM new_executions n JOIN pgsched.task k ON k.id = n.task_id
+     WHERE e.id = n.id AND k.windowed AND NOT n.windowed;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER execution_windowed AFTER INSERT ON pgsched.execution
+    REFERENCING NEW TABLE AS new_executions FOR EACH STATEMENT
+    EXECUTE FUNCTION pgsched_internal.execution_windowed_v1();
+
 -- Whether the task's windows hold a new execution back, under the window's locks (taken
 -- here, held to the end of the transaction). how: the trigger of the execution asked for;
 -- the overlap policy holds back 'schedule' only. existing: the execution that holds it

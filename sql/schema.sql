@@ -1718,6 +1718,23 @@ BEGIN
 END $$;
 
 --
+-- Name: execution_windowed_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.execution_windowed_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pgsched.task k WHERE k.windowed) THEN
+        RETURN NULL;
+    END IF;
+    UPDATE pgsched.execution e SET windowed = true
+      FROM new_executions n JOIN pgsched.task k ON k.id = n.task_id
+     WHERE e.id = n.id AND k.windowed AND NOT n.windowed;
+    RETURN NULL;
+END $$;
+
+--
 -- Name: finish_v1(pgsched.execution, text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -4456,6 +4473,12 @@ CREATE UNIQUE INDEX task_tenant_name_key ON pgsched.task USING btree (tenant, na
 CREATE INDEX task_unplanned_idx ON pgsched.task USING btree (id) WHERE (enabled AND (deleted_at IS NULL) AND (next_fire_at IS NULL) AND (schedule_kind <> 'none'::text) AND ((schedule_kind <> 'once'::text) OR (last_fire_at IS NULL)));
 
 --
+-- Name: task_windowed_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX task_windowed_idx ON pgsched.task USING btree (id) WHERE windowed;
+
+--
 -- Name: web_session_expires_idx; Type: INDEX; Schema: pgsched; Owner: -
 --
 
@@ -4586,6 +4609,12 @@ CREATE CONSTRAINT TRIGGER execution_requeued AFTER INSERT ON pgsched.execution D
 --
 
 CREATE TRIGGER execution_task_recheck AFTER UPDATE OF task_id ON pgsched.execution FOR EACH ROW WHEN ((old.task_id IS DISTINCT FROM new.task_id)) EXECUTE FUNCTION pgsched_internal.execution_task_recheck_v1();
+
+--
+-- Name: execution execution_windowed; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER execution_windowed AFTER INSERT ON pgsched.execution REFERENCING NEW TABLE AS new_executions FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.execution_windowed_v1();
 
 --
 -- Name: run_request run_request_insert; Type: TRIGGER; Schema: pgsched; Owner: -

@@ -119,6 +119,19 @@ def test_an_idempotency_key_on_a_unique_task_meets_the_window_first(db, sql):
     assert enqueue_v2(sql, key="order-7") == held(first, "unique_pending")
 
 
+def test_a_dead_letter_retry_counts_as_pending(db, sql):
+    task = make_task(db, unique_policy="pending")
+    dead = enqueue_v2(sql)["execution_id"]
+    sql.execute(
+        "SELECT pgsched_internal.finish_v1(e, 'dead', 'boom') FROM pgsched.execution e "
+        "WHERE e.id = %s",
+        [dead],
+    )
+    retried = sql.execute("SELECT pgsched.dlq_retry_v1(%s) AS id", [dead]).fetchone()["id"]
+    assert pending(sql, task["id"]) == [retried]
+    assert enqueue_v2(sql) == held(retried, "unique_pending")
+
+
 def test_a_scheduled_fire_held_by_the_window_is_recorded_skipped(db, sql):
     t0 = datetime(2025, 1, 15, 10, 0, tzinfo=UTC)
     task = make_task(
