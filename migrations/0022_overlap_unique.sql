@@ -3,9 +3,11 @@
 -- overlap_policy says what a scheduler's fire (and a catch-up fire) does while the task's
 -- previous execution is live: 'allow' (run it anyway, as before), 'skip' (record the fire
 -- as a skipped execution while any execution of the task is pending or running), or
--- 'queue_one' (at most one waiting execution besides the running ones: a fire while one
--- waits is recorded as skipped). Manual, API and INSERT enqueues are not held back by it
--- (someone asked for that run); they count as the previous execution for the next fire.
+-- 'queue_one' (one running at a time and at most one waiting behind it: a fire while one
+-- waits is recorded as skipped; the claim starts the waiting one when the running one
+-- ends). Manual, API and INSERT enqueues are not skipped by it (someone asked for that
+-- run; under queue_one they too wait their turn); they count as the previous execution
+-- for the next fire.
 --
 -- A unique window bounds every way in (enqueue_v2, enqueue_many, run_request, the CLI, the
 -- scheduler): unique_policy 'pending' (at most one pending execution of the scope at a
@@ -418,6 +420,287 @@ BEGIN
         RETURNING e.id
     )
     SELECT id FROM made ORDER BY id;  -- ids come from a sequence in insert order
+END $$;
+
+-- queue_one means the queued run waits for the running one: the claim holds a queue_one
+-- task to one execution running at a time (an effective max_running of 1, beside the
+-- task's own, as 0021's task cap: exact across workers, waking the waiting run when the
+-- running one ends), and wait_reason_v1 says so. 0021's two functions with that alone.
+CREATE OR REPLACE FUNCTION pgsched_internal.claim_tenant_v1(t text, queues text[], lim integer, at timestamp with time zone, OUT picks bigint[], OUT waited boolean, OUT free_at timestamp with time zone, OUT weight integer) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    ten record;
+    use record;
+    g record;
+    c record;
+    budget bigint;
+    hour_left bigint;
+    closed text[] := '{}';
+    open_queues text[];
+    -- the scopes looked at: 'kind period name' → used (running, or starts in the window,
+    -- plus what this claim took)
+    sk text[] := '{}';
+    su bigint[] := '{}';
+    x_tasks bigint[] := '{}';
+    x_keys text[] := '{}';
+    ck text[];   -- this row's limits: kind, name, limit, period
+    cn text[];
+    cl bigint[];
+    cp float8[];
+    i int;
+    j int;
+    k text;
+    ok boolean;
+    skipped boolean;
+    reads int := 0;
+BEGIN
+    picks := '{}';
+    waited := false;
+    SELECT * INTO ten FROM pgsched.tenant x WHERE x.name = t;
+    weight := coalesce(ten.weight, 1);
+    SELECT * INTO use FROM pgsched.tenant_usage u WHERE u.tenant = t;
+    IF use.over IS NOT NULL AND use.over <> '{}' THEN
+        waited := true;  -- a slow quota (compute, log bytes): the usage job lifts it
+        RETURN;
+    END IF;
+    budget := lim;
+    IF ten.max_starts_per_hour IS NOT NULL THEN
+        hour_left := ten.max_starts_per_hour
+                     - CASE WHEN use.hour_start = date_trunc('hour', at, 'UTC') THEN use.hour_starts ELSE 0 END;
+        budget := least(budget, hour_left);
+    END IF;
+    IF ten.max_running IS NOT NULL AND budget > 0 THEN
+        budget := least(budget, ten.max_running - (SELECT count(*) FROM pgsched.execution e
+                                                    WHERE e.tenant = t AND e.state = 'running'));
+    END IF;
+    IF budget <= 0 THEN
+        waited := true;
+        IF hour_left <= 0 THEN
+            free_at := date_trunc('hour', at, 'UTC') + interval '1 hour';
+        END IF;
+        RETURN;
+    END IF;
+    -- queues paused, or at a limit already, are not read
+    FOR g IN SELECT g.name, g.paused_at, g.max_running, g.rate_limit, g.rate_period_seconds
+               FROM pgsched.queue g WHERE g.tenant = t AND g.name = ANY (queues) LOOP
+        IF g.paused_at IS NOT NULL THEN
+            closed := closed || g.name;
+            CONTINUE;
+        END IF;
+        IF g.max_running IS NOT NULL THEN
+            k := 'queue_running 0 ' || g.name;
+            sk := sk || k;
+            su := su || pgsched_internal.limit_used_v1(t, 'queue_running', g.name, 0, at);
+            IF su[cardinality(su)] >= g.max_running THEN
+                closed := closed || g.name;
+                waited := true;
+                CONTINUE;
+            END IF;
+        END IF;
+        IF g.rate_limit IS NOT NULL THEN
+            k := 'queue_rate ' || g.rate_period_seconds || ' ' || g.name;
+            sk := sk || k;
+            su := su || pgsched_internal.limit_used_v1(t, 'queue_rate', g.name, g.rate_period_seconds, at);
+            IF su[cardinality(su)] >= g.rate_limit THEN
+                closed := closed || g.name;
+                waited := true;
+                free_at := least(free_at, pgsched_internal.limit_frees_at_v1(t, 'queue_rate', g.name,
+                                                                              g.rate_period_seconds, at));
+            END IF;
+        END IF;
+    END LOOP;
+    open_queues := ARRAY(SELECT DISTINCT q FROM unnest(queues) AS q WHERE q <> ALL (closed));
+    LOOP
+        reads := reads + 1;
+        skipped := false;
+        FOR c IN
+            SELECT f.id, f.queue, f.task_id, f.concurrency_key,
+                   gq.max_running AS q_max, gq.rate_limit AS q_rate, gq.rate_period_seconds AS q_period,
+                   -- 0022: a task whose overlap policy is queue_one runs one execution at a time
+                   CASE WHEN k.overlap_policy = 'queue_one' THEN least(coalesce(k.max_running, 1), 1)
+                        ELSE k.max_running END AS t_max, k.rate_limit AS t_rate, k.rate_period_seconds AS t_period,
+                   k.key_max_running AS k_max, k.key_rate_limit AS k_rate, k.key_rate_period_seconds AS k_period
+              FROM unnest(open_queues) AS a(queue)
+             CROSS JOIN generate_series(1, 10) AS p(priority)  -- the table's CHECK: 1 to 10
+             CROSS JOIN LATERAL (
+                   SELECT e.id, e.queue, e.task_id, e.concurrency_key, e.priority, e.run_at
+                     FROM pgsched.execution e
+                    WHERE e.state = 'pending' AND e.tenant = t AND e.queue = a.queue
+                      AND e.priority = p.priority AND e.run_at <= at
+                      AND e.task_id <> ALL (x_tasks)
+                      AND (e.concurrency_key IS NULL OR e.concurrency_key <> ALL (x_keys))
+                      AND e.id <> ALL (picks)
+                    ORDER BY e.run_at, e.id
+                    LIMIT budget - cardinality(picks)
+                      FOR UPDATE SKIP LOCKED) f
+              JOIN pgsched.task k ON k.id = f.task_id
+              LEFT JOIN pgsched.queue gq ON gq.tenant = t AND gq.name = f.queue
+             ORDER BY f.priority, f.run_at, f.id
+        LOOP
+            EXIT WHEN cardinality(picks) >= budget;
+            IF c.q_max IS NULL AND c.q_rate IS NULL AND c.t_max IS NULL AND c.t_rate IS NULL
+               AND (c.concurrency_key IS NULL OR (c.k_max IS NULL AND c.k_rate IS NULL)) THEN
+                picks := picks || c.id;  -- no limit but the tenant's
+                CONTINUE;
+            END IF;
+            ck := '{}'; cn := '{}'; cl := '{}'; cp := '{}';
+            IF c.q_max IS NOT NULL THEN
+                ck := ck || 'queue_running'::text; cn := cn || c.queue; cl := cl || c.q_max::bigint; cp := cp || 0::float8;
+            END IF;
+            IF c.q_rate IS NOT NULL THEN
+                ck := ck || 'queue_rate'::text; cn := cn || c.queue; cl := cl || c.q_rate::bigint; cp := cp || c.q_period;
+            END IF;
+            IF c.t_max IS NOT NULL THEN
+                ck := ck || 'task_running'::text; cn := cn || c.task_id::text; cl := cl || c.t_max::bigint; cp := cp || 0::float8;
+            END IF;
+            IF c.t_rate IS NOT NULL THEN
+                ck := ck || 'task_rate'::text; cn := cn || c.task_id::text; cl := cl || c.t_rate::bigint; cp := cp || c.t_period;
+            END IF;
+            IF c.concurrency_key IS NOT NULL AND c.k_max IS NOT NULL THEN
+                ck := ck || 'key_running'::text; cn := cn || c.concurrency_key; cl := cl || c.k_max::bigint; cp := cp || 0::float8;
+            END IF;
+            IF c.concurrency_key IS NOT NULL AND c.k_rate IS NOT NULL THEN
+                ck := ck || 'key_rate'::text; cn := cn || c.concurrency_key; cl := cl || c.k_rate::bigint; cp := cp || c.k_period;
+            END IF;
+            ok := true;
+            FOR j IN 1 .. cardinality(ck) LOOP
+                k := ck[j] || ' ' || cp[j] || ' ' || cn[j];
+                i := array_position(sk, k);
+                IF i IS NULL THEN
+                    sk := sk || k;
+                    su := su || pgsched_internal.limit_used_v1(t, ck[j], cn[j], cp[j], at);
+                    i := cardinality(su);
+                END IF;
+                IF su[i] >= cl[j] THEN
+                    ok := false;
+                    IF ck[j] LIKE '%_rate' THEN
+                        free_at := least(free_at, pgsched_internal.limit_frees_at_v1(t, ck[j], cn[j], cp[j], at));
+                    END IF;
+                    IF ck[j] LIKE 'task_%' THEN
+                        x_tasks := x_tasks || c.task_id;
+                    ELSIF ck[j] LIKE 'key_%' THEN
+                        x_keys := x_keys || c.concurrency_key;
+                    END IF;
+                END IF;
+            END LOOP;
+            IF ok THEN
+                picks := picks || c.id;
+                FOR j IN 1 .. cardinality(ck) LOOP
+                    i := array_position(sk, ck[j] || ' ' || cp[j] || ' ' || cn[j]);
+                    su[i] := su[i] + 1;
+                END LOOP;
+            ELSE
+                skipped := true;
+                waited := true;
+            END IF;
+        END LOOP;
+        EXIT WHEN cardinality(picks) >= budget OR NOT skipped OR reads >= 3;
+    END LOOP;
+    -- a tenant quota cut this claim short: what is due behind waits for it
+    IF cardinality(picks) >= budget AND budget < lim THEN
+        waited := true;
+        IF hour_left <= budget THEN
+            free_at := least(free_at, date_trunc('hour', at, 'UTC') + interval '1 hour');
+        END IF;
+    END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION pgsched_internal.wait_reason_v1(e pgsched.execution) RETURNS text
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    ten record;
+    use record;
+    g record;
+    k record;
+    n bigint;
+BEGIN
+    IF e.state <> 'pending' OR e.run_at > now() THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO ten FROM pgsched.tenant x WHERE x.name = e.tenant;
+    SELECT * INTO use FROM pgsched.tenant_usage u WHERE u.tenant = e.tenant;
+    IF 'compute_minutes' = ANY (use.over) THEN
+        RETURN format('tenant %s is over its quota of %s compute minutes this month', e.tenant,
+                      ten.max_compute_minutes_per_month);
+    ELSIF 'log_bytes' = ANY (use.over) THEN
+        RETURN format('tenant %s is over its quota of %s stored log bytes', e.tenant, ten.max_log_bytes);
+    END IF;
+    IF ten.max_starts_per_hour IS NOT NULL AND use.hour_start = date_trunc('hour', now(), 'UTC')
+       AND use.hour_starts >= ten.max_starts_per_hour THEN
+        RETURN format('tenant %s started its quota of %s executions this hour (UTC)', e.tenant,
+                      ten.max_starts_per_hour);
+    END IF;
+    IF ten.max_running IS NOT NULL THEN
+        SELECT count(*) INTO n FROM pgsched.execution x WHERE x.tenant = e.tenant AND x.state = 'running';
+        IF n >= ten.max_running THEN
+            RETURN format('tenant %s runs its quota of %s executions at once', e.tenant, ten.max_running);
+        END IF;
+    END IF;
+    SELECT * INTO g FROM pgsched.queue q WHERE q.tenant = e.tenant AND q.name = e.queue;
+    IF g.paused_at IS NOT NULL THEN
+        RETURN format('queue %s is paused%s', e.queue, coalesce(': ' || g.pause_reason, ''));
+    END IF;
+    IF g.max_running IS NOT NULL THEN
+        SELECT count(*) INTO n FROM pgsched.execution x
+         WHERE x.tenant = e.tenant AND x.queue = e.queue AND x.state = 'running';
+        IF n >= g.max_running THEN
+            RETURN format('queue %s runs its limit of %s at once (max_running)', e.queue, g.max_running);
+        END IF;
+    END IF;
+    IF g.rate_limit IS NOT NULL THEN
+        SELECT count(*) INTO n FROM pgsched.rate_start r
+         WHERE r.tenant = e.tenant AND r.scope = 'queue' AND r.name = e.queue
+           AND r.started_at > now() - make_interval(secs => g.rate_period_seconds);
+        IF n >= g.rate_limit THEN
+            RETURN format('queue %s started its rate limit of %s per %s s', e.queue, g.rate_limit,
+                          g.rate_period_seconds);
+        END IF;
+    END IF;
+    SELECT * INTO k FROM pgsched.task t WHERE t.id = e.task_id;
+    IF k.overlap_policy = 'queue_one' AND coalesce(k.max_running, 1) >= 1 THEN  -- 0022
+        SELECT count(*) INTO n FROM pgsched.execution x
+         WHERE x.tenant = e.tenant AND x.task_id = e.task_id AND x.state = 'running';
+        IF n >= 1 THEN
+            RETURN format('task %s runs one execution at a time (overlap policy queue_one)', k.name);
+        END IF;
+    END IF;
+    IF k.max_running IS NOT NULL THEN
+        SELECT count(*) INTO n FROM pgsched.execution x
+         WHERE x.tenant = e.tenant AND x.task_id = e.task_id AND x.state = 'running';
+        IF n >= k.max_running THEN
+            RETURN format('task %s runs its limit of %s at once (max_running)', k.name, k.max_running);
+        END IF;
+    END IF;
+    IF k.rate_limit IS NOT NULL THEN
+        SELECT count(*) INTO n FROM pgsched.rate_start r
+         WHERE r.tenant = e.tenant AND r.scope = 'task' AND r.name = e.task_id::text
+           AND r.started_at > now() - make_interval(secs => k.rate_period_seconds);
+        IF n >= k.rate_limit THEN
+            RETURN format('task %s started its rate limit of %s per %s s', k.name, k.rate_limit,
+                          k.rate_period_seconds);
+        END IF;
+    END IF;
+    IF e.concurrency_key IS NOT NULL AND k.key_max_running IS NOT NULL THEN
+        SELECT count(*) INTO n FROM pgsched.execution x
+         WHERE x.tenant = e.tenant AND x.concurrency_key = e.concurrency_key AND x.state = 'running';
+        IF n >= k.key_max_running THEN
+            RETURN format('key %s runs its limit of %s at once (key_max_running)', e.concurrency_key,
+                          k.key_max_running);
+        END IF;
+    END IF;
+    IF e.concurrency_key IS NOT NULL AND k.key_rate_limit IS NOT NULL THEN
+        SELECT count(*) INTO n FROM pgsched.rate_start r
+         WHERE r.tenant = e.tenant AND r.scope = 'key' AND r.name = e.concurrency_key
+           AND r.started_at > now() - make_interval(secs => k.key_rate_period_seconds);
+        IF n >= k.key_rate_limit THEN
+            RETURN format('key %s started its rate limit of %s per %s s', e.concurrency_key,
+                          k.key_rate_limit, k.key_rate_period_seconds);
+        END IF;
+    END IF;
+    RETURN NULL;
 END $$;
 
 SELECT pgsched_internal.secure_v1();

@@ -18,9 +18,10 @@ MAX_PERIOD_SECONDS = 366 * 86400.0  # a unique period: at most a year
 class OverlapPolicy(StrEnum):
     """What a scheduler's fire (a catch-up fire too) does while an execution of the task is
     live (``task.overlap_policy``): ``allow`` it; ``skip`` it (recorded as a skipped
-    execution) while one is pending or running; ``queue_one``: at most one waiting besides
-    the running ones, a fire while one waits is skipped. Manual, API and INSERT enqueues
-    are not held back by it; they count as the previous execution for the next fire."""
+    execution) while one is pending or running; ``queue_one``: the task runs one at a time
+    (the claim holds the rest) with at most one waiting, a fire while one waits is skipped.
+    Manual, API and INSERT enqueues are never skipped by it; they count as the previous
+    execution for the next fire."""
 
     ALLOW = "allow"
     SKIP = "skip"

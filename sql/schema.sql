@@ -680,7 +680,9 @@ BEGIN
         FOR c IN
             SELECT f.id, f.queue, f.task_id, f.concurrency_key,
                    gq.max_running AS q_max, gq.rate_limit AS q_rate, gq.rate_period_seconds AS q_period,
-                   k.max_running AS t_max, k.rate_limit AS t_rate, k.rate_period_seconds AS t_period,
+                   -- 0022: a task whose overlap policy is queue_one runs one execution at a time
+                   CASE WHEN k.overlap_policy = 'queue_one' THEN least(coalesce(k.max_running, 1), 1)
+                        ELSE k.max_running END AS t_max, k.rate_limit AS t_rate, k.rate_period_seconds AS t_period,
                    k.key_max_running AS k_max, k.key_rate_limit AS k_rate, k.key_rate_period_seconds AS k_period
               FROM unnest(open_queues) AS a(queue)
              CROSS JOIN generate_series(1, 10) AS p(priority)  -- the table's CHECK: 1 to 10
@@ -2790,6 +2792,13 @@ BEGIN
         END IF;
     END IF;
     SELECT * INTO k FROM pgsched.task t WHERE t.id = e.task_id;
+    IF k.overlap_policy = 'queue_one' AND coalesce(k.max_running, 1) >= 1 THEN  -- 0022
+        SELECT count(*) INTO n FROM pgsched.execution x
+         WHERE x.tenant = e.tenant AND x.task_id = e.task_id AND x.state = 'running';
+        IF n >= 1 THEN
+            RETURN format('task %s runs one execution at a time (overlap policy queue_one)', k.name);
+        END IF;
+    END IF;
     IF k.max_running IS NOT NULL THEN
         SELECT count(*) INTO n FROM pgsched.execution x
          WHERE x.tenant = e.tenant AND x.task_id = e.task_id AND x.state = 'running';

@@ -113,8 +113,8 @@ def definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable[
             "overlap_policy",
             type=click.Choice(list(OVERLAP_POLICIES)),
             help="A scheduled fire while a run of the task is live: allow it (default), skip "
-            "it (recorded as skipped) while one is queued or running, or queue_one (at most "
-            "one waiting). Manual triggers are not held back.",
+            "it (recorded as skipped) while one is queued or running, or queue_one (one run "
+            "at a time, at most one waiting). Manual triggers are never skipped.",
         ),
         click.option(
             "--unique",

@@ -98,6 +98,25 @@ def test_queue_one_keeps_one_waiting_execution_besides_the_running_one(db, sql):
     assert skipped(sql, task["id"]) == [(at(3), why), (at(4), why)]
 
 
+def test_queue_one_starts_the_waiting_execution_only_when_the_running_one_ends(db, sql):
+    task = every_minute(db, overlap_policy="queue_one")
+    scheduler.tick(db, 7, at(1))
+    [(first, _, _)] = live(sql, task["id"])
+    lease = start(db, first)
+    scheduler.tick(db, 7, at(2))
+    [_, (second, _, _)] = live(sql, task["id"])
+
+    worker = register(db, "more")
+    assert claim(db, worker, now=at(59)) == []  # a free worker, a due run: it waits its turn
+    reason = sql.execute(
+        "SELECT pgsched_internal.wait_reason_v1(e) AS why FROM pgsched.execution e WHERE e.id = %s",
+        [second],
+    ).fetchone()["why"]
+    assert reason == "task sync runs one execution at a time (overlap policy queue_one)"
+    assert finish(db, first, lease) == 1
+    assert [r["id"] for r in claim(db, worker, now=at(59))] == [second]
+
+
 def test_allow_runs_every_fire_as_before(db, sql):
     task = every_minute(db)
     assert task["overlap_policy"] == "allow" and not task["windowed"]
