@@ -192,3 +192,19 @@ def test_a_bad_overlap_policy_names_the_field_and_value(db):
 
 def task_row(sql, task_id: int) -> dict:
     return sql.execute("SELECT * FROM pgsched.task WHERE id = %s", [task_id]).fetchone()
+
+
+def declared_sync() -> None:
+    """A task declared in code with an overlap policy (the App test below)."""
+
+
+def test_a_task_declared_in_code_gets_its_policy(db):
+    from pgsched import App
+
+    app = App()
+    app.task("declared", every="1m", overlap="queue_one", unique_period=30)(declared_sync)
+    with pytest.raises(ValidationError, match="overlap_policy: 'sometimes'"):
+        app.task("bad", overlap="sometimes")(declared_sync)
+    assert app.sync(db) == ["declared"]
+    row = tasks.get(db, "declared")
+    assert (row["overlap_policy"], row["unique_period_seconds"]) == ("queue_one", 30.0)
