@@ -345,3 +345,46 @@ def test_the_cli_sets_shows_and_changes_the_windows(dsn):
     )
     out = CliRunner().invoke(main, ["--dsn", dsn, "task", "update", "sync", "--unique-period", "x"])
     assert out.exit_code != 0 and "unique_period: 'x' is not an interval" in out.output
+
+
+def test_an_enqueue_racing_a_claim_of_the_pending_one_waits_and_then_makes_a_new_one(dsn):
+    """The pending execution the window found is being claimed (uncommitted) by a worker:
+    the enqueue waits for the claim (FOR SHARE), then sees it running and makes a new one,
+    rather than returning a run that started before it asked."""
+    from pgsched.db import Database
+
+    from ..helpers import wait_until, waiting_on_a_lock
+
+    db = Database.connect(dsn, max_size=2)
+    try:
+        task = make_task(db, unique_policy="pending")
+        first = tasks.enqueue(db, "job").execution_id
+        worker = register(db, "racer")
+    finally:
+        db.close()
+    answer: list[dict] = []
+    with (
+        psycopg.connect(dsn, row_factory=dict_row) as claimer,
+        psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as watcher,
+    ):
+        claimed = claimer.execute(
+            "SELECT id FROM pgsched_internal.execution_claim_v1(%s, ARRAY['default'], NULL, 10,"
+            " clock_timestamp(), '{}', '{}')",
+            [worker],
+        ).fetchall()
+        assert [r["id"] for r in claimed] == [first]  # not committed yet
+
+        def enqueue() -> None:
+            with psycopg.connect(
+                dsn, autocommit=True, row_factory=dict_row, application_name="racing-enqueue"
+            ) as c:
+                answer.append(enqueue_v2(c))
+
+        racer = threading.Thread(target=enqueue)
+        racer.start()
+        wait_until(lambda: waiting_on_a_lock(watcher, "racing-enqueue"), message="it waits")
+        claimer.commit()
+        racer.join(timeout=30)
+        [got] = answer
+        assert got["deduplicated"] is False and got["execution_id"] != first
+        assert pending(watcher, task["id"]) == [got["execution_id"]]
