@@ -2883,7 +2883,11 @@ BEGIN
             quote_literal(t.name), current_setting('transaction_isolation')
             USING ERRCODE = 'invalid_transaction_state';
     END IF;
-    PERFORM pg_advisory_xact_lock(hashtextextended('pgsched.window ' || t.tenant || ' task ' || t.id, 0));
+    -- the task's lock for its overlap policy and a task scope; enqueues of a key scope
+    -- with different keys need not wait for each other (task first, then key: one order)
+    IF t.overlap_policy <> 'allow' OR t.unique_scope = 'task' THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended('pgsched.window ' || t.tenant || ' task ' || t.id, 0));
+    END IF;
     IF t.unique_scope = 'key' THEN
         PERFORM pg_advisory_xact_lock(hashtextextended('pgsched.window ' || t.tenant || ' key ' || key, 0));
     END IF;

@@ -276,6 +276,51 @@ def test_concurrent_enqueuers_leave_exactly_one_pending_execution(dsn, window):
     assert {a["execution_id"] for a in answers} == set(ids)
 
 
+def test_concurrent_enqueuers_of_two_tasks_sharing_a_key_leave_one_per_key(dsn):
+    from pgsched.db import Database
+
+    db = Database.connect(dsn, max_size=2)
+    try:
+        for name in ("import", "reimport"):
+            make_task(db, name)
+    finally:
+        db.close()
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(
+            "UPDATE pgsched.task SET concurrency_key = 'customer:{customer}', "
+            "unique_policy = 'pending', unique_scope = 'key'"
+        )
+    statements = [ENQUEUE_V2] * 8
+    # both tasks, both keys: four enqueues of each key, from two tasks
+    args = [["import" if i % 2 else "reimport", json.dumps({"customer": i // 4}), None, None]
+            for i in range(8)]  # fmt: skip
+    barrier = threading.Barrier(8)
+    answers: list[dict] = []
+
+    def one(i: int) -> None:
+        with psycopg.connect(dsn, row_factory=dict_row) as c:
+            barrier.wait(timeout=30)
+            answers.append(c.execute(statements[i], args[i]).fetchone())
+            c.execute("SELECT pg_sleep(0.05)")
+            c.commit()
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with psycopg.connect(dsn, row_factory=dict_row) as c:
+        keys = c.execute(
+            "SELECT concurrency_key, count(*)::int AS n FROM pgsched.execution "
+            "WHERE state = 'pending' GROUP BY 1 ORDER BY 1"
+        ).fetchall()
+    assert keys == [
+        {"concurrency_key": "customer:0", "n": 1},
+        {"concurrency_key": "customer:1", "n": 1},
+    ]
+    assert sorted(a["deduplicated"] for a in answers) == [False] * 2 + [True] * 6
+
+
 def test_a_tenants_own_logins_race_to_one_pending_execution(dsn):
     from pgsched.db import Database
 
