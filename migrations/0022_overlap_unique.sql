@@ -19,7 +19,8 @@
 -- back is recorded as a skipped execution saying why.
 --
 -- Race-free: every check and insert of a windowed task runs under a transaction-scoped
--- advisory lock keyed on (tenant, task) and, for a key scope, (tenant, key)
+-- advisory lock keyed on (tenant, task) (a task scope, an overlap policy) and, for a key
+-- scope, (tenant, key)
 -- (hashtextextended('pgsched.window ...')), so concurrent enqueuers take turns and each
 -- statement after the lock sees what the one before committed (READ COMMITTED; under a
 -- snapshot isolation an earlier snapshot would not, so a windowed enqueue there is refused).
