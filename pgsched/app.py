@@ -68,13 +68,20 @@ class App:
         on_failure: str | None = None,
         on_dlq: str | None = None,
         on_missed: str | None = None,
+        # overlap and unique windows (issue 18, items 5-6; docs/limits.md)
+        overlap: str = "allow",
+        unique: str = "none",
+        unique_period: float | None = None,
+        unique_per: str = "task",
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a function as a task. Give at most one of ``schedule`` (cron),
         ``every`` (interval: seconds or ``"5m"``) and ``at`` (ISO instant, once); none
         means it runs only when triggered. ``timeout`` is in seconds. The function gets
         the execution's params as keyword arguments and returns a JSON value (the result).
         ``on_failure`` / ``on_dlq`` / ``on_missed``: webhook URLs (docs/observability.md),
-        stored with the task when :meth:`sync` creates it.
+        stored with the task when :meth:`sync` creates it. ``overlap`` (``allow``, ``skip``,
+        ``queue_one``), ``unique`` (``none``, ``pending``), ``unique_period`` (seconds) and
+        ``unique_per`` (``task``, ``key``): the task's overlap policy and unique window.
         """
         hooks = {
             k: v
@@ -112,6 +119,10 @@ class App:
                 tenant=tenant,
                 description=(func.__doc__ or "").strip() or None,
                 source=f"python:{target.partition(':')[0]}",
+                overlap_policy=overlap,
+                unique_policy=unique,
+                unique_period_seconds=unique_period,
+                unique_scope=unique_per,
             )
             spec.validate()
             self.specs[spec.name] = spec

@@ -16,6 +16,7 @@ from .errors import ValidationError
 from .jsontext import check_json_object
 from .retry import POLICIES
 from .schedule import Schedule, zone
+from .windows import check_windows
 
 
 class HandlerKind(StrEnum):
@@ -100,6 +101,8 @@ class TaskSpec:
     - ``idempotent``: runs given no idempotency key get one derived from task, params and
       scheduled time, so a run whose key already succeeded is skipped.
     - ``tags``: labels to find the task by (at most 20, each like a queue name).
+    - ``overlap_policy``, ``unique_policy``, ``unique_period_seconds``, ``unique_scope``:
+      see :func:`pgsched.windows.check_windows` and docs/limits.md ("Overlap policy", "Unique windows").
     """
 
     name: str
@@ -130,6 +133,11 @@ class TaskSpec:
     description: str | None = None
     source: str | None = None
     tags: list[str] = field(default_factory=list)
+    # overlap and unique windows (issue 18, items 5-6)
+    overlap_policy: str = "allow"
+    unique_policy: str = "none"
+    unique_period_seconds: float | None = None
+    unique_scope: str = "task"
 
     def validate(self) -> Schedule:
         """Check every field; return the parsed schedule. Raises ValidationError naming
@@ -229,6 +237,13 @@ class TaskSpec:
             raise ValidationError("tags", self.tags, "must be a list of at most 20 tags")
         for tag in self.tags:
             check_name("tags", tag)
+        check_windows(
+            self.overlap_policy,
+            self.unique_policy,
+            self.unique_period_seconds,
+            self.unique_scope,
+            getattr(self, "concurrency_key", ""),  # the limits' field, where the spec has it
+        )
         return Schedule.parse(self.schedule_kind, self.schedule, self.timezone)
 
 
@@ -321,7 +336,9 @@ class Enqueued:
     key is pending or running: ``execution_id`` is that one) or ``"succeeded"`` (the key
     already succeeded in ``succeeded_execution_id``: ``execution_id`` is the ``skipped``
     execution recorded for this call). Keys belong to one task: the same key on another
-    task deduplicates nothing.
+    task deduplicates nothing. A task's unique window (:mod:`pgsched.windows`) answers
+    ``"unique_pending"`` (``execution_id``: the pending execution of the task or key) or
+    ``"unique_period"`` (``execution_id``: the last one made within the period).
     """
 
     execution_id: int

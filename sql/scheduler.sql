@@ -6,10 +6,11 @@
 -- computes fire times once per group. The ids come as the text of a bigint[] and go back
 -- as such to scheduler_fire: psycopg adapts a list element by element in Python, which
 -- took a burst's tick 27 ms per 1,000 tasks (more than the database's work on them).
--- names: the first few task names of the group (by id), for the log.
+-- names: the first few task names of the group (by id), for the log. windowed: some of
+-- the group have an overlap policy or a unique window (scheduler_fire_windowed fires them).
 WITH due AS (
     SELECT id, name, schedule_kind, schedule_expr, timezone, schedule_anchor, next_fire_at,
-           misfire_policy, handler_kind
+           misfire_policy, handler_kind, windowed
       FROM pgsched.task
      WHERE enabled AND deleted_at IS NULL AND next_fire_at IS NOT NULL
        AND next_fire_at <= %(now)s
@@ -20,7 +21,8 @@ WITH due AS (
 SELECT schedule_kind, schedule_expr, timezone, schedule_anchor, next_fire_at, misfire_policy,
        count(*) AS tasks, array_agg(id ORDER BY id)::text AS ids,
        (array_agg(name ORDER BY id))[1:%(names)s::int] AS names,
-       bool_or(handler_kind = 'dag') AS dags
+       bool_or(handler_kind = 'dag') AS dags,
+       bool_or(windowed) AS windowed
   FROM due
  GROUP BY schedule_kind, schedule_expr, timezone, schedule_anchor, next_fire_at, misfire_policy
  ORDER BY next_fire_at
@@ -49,7 +51,8 @@ SELECT id, tenant, name, schedule_kind, schedule_expr, timezone, schedule_anchor
 -- and this statement does not send one. The unique (task_id, scheduled_at) makes a
 -- second insert of the same live fire a no-op, whoever sends it. Runs before
 -- scheduler_advance moves last_fire_at on. DAGs' tasks start DAG runs instead
--- (scheduler_fire_dags).
+-- (scheduler_fire_dags), and tasks with an overlap policy or a unique window are fired one
+-- by one under their windows (scheduler_fire_windowed).
 WITH member AS (
     SELECT g.n, x.id
       FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS g(ids, n)
@@ -63,8 +66,29 @@ SELECT t.tenant, t.id, r.fire_at, r.fire_at, 'schedule', t.priority, t.queue, t.
   FROM unnest(%(run_group)s::bigint[], %(run_at)s::timestamptz[]) AS r(n, fire_at)
   JOIN member m ON m.n = r.n
   JOIN pgsched.task t ON t.id = m.id
- WHERE t.handler_kind <> 'dag' AND (t.last_fire_at IS NULL OR r.fire_at > t.last_fire_at)
+ WHERE t.handler_kind <> 'dag' AND NOT t.windowed
+   AND (t.last_fire_at IS NULL OR r.fire_at > t.last_fire_at)
 ON CONFLICT DO NOTHING
+
+-- name: scheduler_fire_windowed :one
+-- The fires of scheduler_fire's batch (same parameters) whose tasks have an overlap policy
+-- or a unique window (task.windowed, migration 0022): each, in order of task and fire
+-- time, is made or recorded as a skipped execution saying why (fire_windowed_v1). made:
+-- the executions made.
+WITH member AS (
+    SELECT g.n, x.id
+      FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS g(ids, n)
+     CROSS JOIN LATERAL unnest(g.ids::bigint[]) AS x(id)
+), fires AS (
+    SELECT t.id, r.fire_at
+      FROM unnest(%(run_group)s::bigint[], %(run_at)s::timestamptz[]) AS r(n, fire_at)
+      JOIN member m ON m.n = r.n
+      JOIN pgsched.task t ON t.id = m.id
+     WHERE t.windowed AND t.handler_kind <> 'dag'
+)
+SELECT pgsched_internal.fire_windowed_v1(array_agg(id ORDER BY id, fire_at),
+                                         array_agg(fire_at ORDER BY id, fire_at), %(epoch)s) AS made
+  FROM fires
 
 -- name: scheduler_advance :exec
 -- After a batch's fires (scheduler_fire, scheduler_fire_dags): each task's next fire time

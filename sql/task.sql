@@ -125,3 +125,13 @@ SELECT id, name, source FROM pgsched.task
 SELECT e AS execution_id
   FROM pgsched.enqueue_many_v2(%(name)s, %(params)s::jsonb, %(run_at)s, %(priority)s, %(tenant)s,
                                %(trigger)s) AS e
+
+-- name: task_windows_set :one
+-- A task's overlap policy and unique window (issue 18, items 5-6; migration 0022), beside
+-- task_insert and task_update in their transaction. Making a task windowed marks its live
+-- executions (trigger task_windowed), so the next fire counts them.
+UPDATE pgsched.task
+   SET overlap_policy = %(overlap_policy)s, unique_policy = %(unique_policy)s,
+       unique_period_seconds = %(unique_period_seconds)s, unique_scope = %(unique_scope)s
+ WHERE id = %(id)s
+RETURNING *

@@ -13,7 +13,9 @@ import click
 from .. import alerts
 from ..errors import ValidationError
 from ..retry import POLICIES
+from ..schedule import parse_interval
 from ..taskspec import MISFIRE_POLICIES
+from ..windows import OVERLAP_POLICIES, UNIQUE_POLICIES, UNIQUE_SCOPES
 from .output import pairs, parse_json_object, parse_when
 
 
@@ -105,6 +107,34 @@ def definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable[
             "(default: the alert_missed_after_seconds setting, 60).",
         ),
         click.option("--json", "as_json", is_flag=True, help="Print the stored task as JSON."),
+        # overlap and unique windows (issue 18, items 5-6)
+        click.option(
+            "--overlap",
+            "overlap_policy",
+            type=click.Choice(list(OVERLAP_POLICIES)),
+            help="A scheduled fire while a run of the task is live: allow it (default), skip "
+            "it (recorded as skipped) while one is queued or running, or queue_one (one run "
+            "at a time, at most one waiting). Manual triggers are never skipped.",
+        ),
+        click.option(
+            "--unique",
+            "unique_policy",
+            type=click.Choice(list(UNIQUE_POLICIES)),
+            help="pending: at most one queued run of the task (or key, --unique-per key) at a "
+            "time; a second enqueue returns the queued one. Default none.",
+        ),
+        click.option(
+            "--unique-period",
+            help="At most one enqueue per period (30s, 10m, 1h): a second within it returns "
+            "the first; 'none' removes it.",
+        ),
+        click.option(
+            "--unique-per",
+            "unique_scope",
+            type=click.Choice(list(UNIQUE_SCOPES)),
+            help="What the unique window counts: the task (default) or its rendered "
+            "concurrency key.",
+        ),
     ]
     if create:
         options.append(click.option("--paused", is_flag=True, help="Create it paused."))
@@ -237,4 +267,16 @@ def definition(
         out["params"] = parse_json_object(o["params"], "params")
     if o.get("env"):
         out["env"] = pairs(o["env"], "env")
+    out.update(windows(o))
+    return out
+
+
+def windows(o: dict[str, Any]) -> dict[str, Any]:
+    """The overlap and unique-window fields given (issue 18, items 5-6): ``--unique-period``
+    is an interval (``10m``; see :func:`pgsched.schedule.parse_interval`) or ``none``."""
+    out = {k: o[k] for k in ("overlap_policy", "unique_policy", "unique_scope") if o.get(k)}
+    period = o.get("unique_period")
+    if period is not None:
+        none = period.strip().lower() in ("none", "")
+        out["unique_period_seconds"] = None if none else parse_interval(period, "unique_period")
     return out

@@ -13,6 +13,8 @@ from .. import alerts, taskspec
 from ..errors import PgschedError
 from ..stores import tasks
 from ..taskspec import TaskSpec
+from ..windows import UNIQUE_PENDING, UNIQUE_PERIOD
+from ..windows import describe as describe_windows
 from .output import fmt, parse_json_object, parse_when, print_fields, print_json, table
 from .root import Context, main, pass_ctx
 from .task_options import alerting, definition, definition_options
@@ -145,6 +147,7 @@ def task_show(c: Context, name: str, as_json: bool) -> None:
         )
         return
     print_fields({**row, **hooks})
+    click.echo(f"{'windows':18} {describe_windows(row)}")
     if row["paused_by"] == "scheduler":
         click.echo(f"paused by the scheduler at {fmt(row['paused_at'])}: {row['pause_reason']}")
     elif problem:
@@ -201,8 +204,8 @@ _simple_task_command(
     "--json",
     "as_json",
     is_flag=True,
-    help="Print JSON: execution_id, deduplicated, dedup_reason (live, succeeded or "
-    "null), succeeded_execution_id.",
+    help="Print JSON: execution_id, deduplicated, dedup_reason (live, succeeded, "
+    "unique_pending, unique_period or null), succeeded_execution_id.",
 )
 @pass_ctx
 def task_trigger(
@@ -232,6 +235,16 @@ def task_trigger(
         click.echo(
             f"deduplicated: execution {done.execution_id} of {name} with key {key} is "
             "already queued or running; nothing new queued"
+        )
+    elif done.dedup_reason == UNIQUE_PENDING:
+        click.echo(
+            f"deduplicated: execution {done.execution_id} of {name} is already queued "
+            "(unique window: one pending); nothing new queued"
+        )
+    elif done.dedup_reason == UNIQUE_PERIOD:
+        click.echo(
+            f"deduplicated: execution {done.execution_id} of {name} was enqueued within its "
+            "unique period; nothing new queued"
         )
     elif done.dedup_reason == "succeeded":
         click.echo(

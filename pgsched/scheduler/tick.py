@@ -176,6 +176,14 @@ def _tick_batch(
             # The fires first, then last_fire_at moves past them: the insert's statement
             # trigger checks each fire against the task's last_fire_at (migration 0010).
             tx.exec("scheduler_fire", ids=ids, run_group=run_group, run_at=run_at, epoch=epoch)
+            if any(g["windowed"] for g in groups):  # overlap policies, unique windows (0022)
+                tx.one(
+                    "scheduler_fire_windowed",
+                    ids=ids,
+                    run_group=run_group,
+                    run_at=run_at,
+                    epoch=epoch,
+                )
             if dag_ids:
                 for run in tx.many(
                     "scheduler_fire_dags", ids=dag_ids, fire_at=dag_fires, epoch=epoch

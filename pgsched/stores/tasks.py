@@ -12,6 +12,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from .. import windows
 from ..db import Database, Row, Session
 from ..errors import NotFound, ValidationError
 from ..jsontext import check_json_object, has_nul
@@ -27,6 +28,7 @@ from ..taskspec import (
     not_a_dag_part,
     spec_of,
 )
+from ..windows import WINDOW_FIELDS, windows_of
 
 
 def insert_values(
@@ -59,7 +61,11 @@ def create(
     otherwise that is a ValidationError on ``name``.
     """
     schedule = spec.validate()
-    row = db.one("task_insert", **insert_values(spec, schedule, now or db.now()))
+    windows.check_spec(spec, getattr(spec, "concurrency_key", None))
+    with db.transaction() as tx:
+        row = tx.one("task_insert", **insert_values(spec, schedule, now or tx.now()))
+        if row is not None and windows_of(spec) != windows_of(TaskSpec(name=spec.name)):
+            row = tx.one("task_windows_set", id=row["id"], **windows_of(spec))
     if row is None and not if_absent:
         raise ValidationError("name", spec.name, f"already exists in tenant {spec.tenant!r}")
     return row
@@ -113,6 +119,7 @@ def update(
         for key, value in changes.items():
             setattr(spec, key, value)
         schedule = spec.validate()
+        windows.check_spec(spec, getattr(spec, "concurrency_key", row["concurrency_key"]))
         replanned = any(getattr(spec, f) != getattr(spec_of(row), f) for f in SCHEDULE_FIELDS)
         if replanned and row["paused_by"] == PausedBy.SCHEDULER:
             spec.enabled = True  # the fix of a schedule the scheduler could not compute resumes it
@@ -120,6 +127,8 @@ def update(
         if not replanned:
             values.update(schedule_anchor=row["schedule_anchor"], next_fire_at=row["next_fire_at"])
         stored = tx.one("task_update", id=row["id"], **values)
+        if any(f in changes for f in WINDOW_FIELDS):  # overlap and unique windows (0022)
+            stored = tx.one("task_windows_set", id=row["id"], **windows_of(spec))
         if replanned:
             tx.exec("task_wake_scheduler")
         assert stored is not None

@@ -60,6 +60,11 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "enabled": (bool,),
     "description": (str, type(None)),
     "tags": (list,),
+    # overlap and unique windows (issue 18, items 5-6)
+    "overlap_policy": (str,),
+    "unique_policy": (str,),
+    "unique_period_seconds": (int, float, type(None)),
+    "unique_scope": (str,),
 }
 _HIDDEN = ("deleted_at",)
 

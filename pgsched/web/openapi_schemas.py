@@ -50,6 +50,11 @@ TASK_FIELDS: J = {
     "misfire_policy": {"enum": ["skip", "once", "all"]},
     "idempotent": {"type": "boolean"},
     "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+    # overlap and unique windows (issue 18, items 5-6; docs/limits.md)
+    "overlap_policy": {"enum": ["allow", "skip", "queue_one"]},
+    "unique_policy": {"enum": ["none", "pending"]},
+    "unique_period_seconds": {"type": ["number", "null"], "exclusiveMinimum": 0},
+    "unique_scope": {"enum": ["task", "key"]},
 }
 # Why a task is paused (read only; all null while it is enabled): paused_by 'scheduler'
 # means its schedule could not be computed (pause_reason says why; fixing the schedule
@@ -117,11 +122,16 @@ SCHEMAS: J = {
         "key belongs to one task): dedup_reason 'live': an execution of the task "
         "with the key is queued or running, and execution_id is that one; "
         "'succeeded': the key already succeeded in succeeded_execution_id, and "
-        "execution_id is the 'skipped' execution recorded for this call.",
+        "execution_id is the 'skipped' execution recorded for this call. A task's unique "
+        "window (docs/limits.md): 'unique_pending': an execution of the task (or key) is "
+        "pending, and execution_id is that one; 'unique_period': execution_id was enqueued "
+        "within the task's unique period.",
         "properties": {
             "execution_id": ID,
             "deduplicated": {"type": "boolean"},
-            "dedup_reason": {"enum": ["live", "succeeded", None]},
+            "dedup_reason": {
+                "enum": ["live", "succeeded", "unique_pending", "unique_period", None]
+            },
             "succeeded_execution_id": {"type": ["integer", "null"], "minimum": 1},
         },
     },

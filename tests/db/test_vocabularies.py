@@ -27,6 +27,7 @@ from pgsched.retry import RetryPolicy
 from pgsched.roles import ActorKind, LoginPurpose, Role
 from pgsched.schedule import ScheduleKind
 from pgsched.taskspec import HandlerKind, MisfirePolicy, PausedBy
+from pgsched.windows import OverlapPolicy, UniquePolicy, UniqueScope
 
 # (table, column) -> the values the Python side has for it
 VOCABULARIES: dict[tuple[str, str], set[str]] = {
@@ -52,6 +53,10 @@ VOCABULARIES: dict[tuple[str, str], set[str]] = {
     ("tenant_role", "purpose"): set(LoginPurpose),
     ("audit_event", "actor_kind"): set(ActorKind),
     ("rate_start", "scope"): set(RateScope),
+    ("task", "overlap_policy"): set(OverlapPolicy),
+    ("task", "unique_policy"): set(UniquePolicy),
+    ("task", "unique_scope"): set(UniqueScope),
+    ("unique_period", "scope"): set(UniqueScope),
 }
 # Value lists in the schema that Python does not name as a vocabulary (yet): they are
 # written only in SQL (statistics and alerting are kept by the database itself).

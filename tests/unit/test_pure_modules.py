@@ -12,6 +12,7 @@ import pytest
 PURE = [
     "pgsched",
     "pgsched.taskspec",
+    "pgsched.windows",
     "pgsched.schedule",
     "pgsched.retry",
     "pgsched.crontab",

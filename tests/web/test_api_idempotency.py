@@ -79,4 +79,10 @@ def test_the_openapi_document_describes_the_answer(api, db):
     }
     schema = doc["components"]["schemas"]["Enqueued"]
     assert set(schema["required"]) == set(schema["properties"]) == set(answer)
-    assert schema["properties"]["dedup_reason"]["enum"] == ["live", "succeeded", None]
+    assert schema["properties"]["dedup_reason"]["enum"] == [
+        "live",
+        "succeeded",
+        "unique_pending",  # a task's unique window (migration 0022)
+        "unique_period",
+        None,
+    ]
