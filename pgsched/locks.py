@@ -54,12 +54,28 @@ def _check(scope: str, timeout: float | None) -> None:
         )
 
 
-def _one(conn: psycopg.Connection[Any], query_name: str, **params: Any) -> dict[str, Any]:
-    query = queries.get(query_name)
-    with translated(), conn.cursor(row_factory=dict_row) as cur:
-        row = cur.execute(query.text, params).fetchone()
-    assert row is not None  # a SELECT of a function returns one row
-    return row
+class _On:
+    """Named queries (sql/lock.sql) on the caller's connection, whatever its row factory:
+    rows come back as dicts."""
+
+    def __init__(self, conn: psycopg.Connection[Any]):
+        self.conn = conn
+
+    def _cursor(self, query_name: str, expect: str, params: dict[str, Any]) -> Any:
+        query = queries.get(query_name)
+        assert query.cardinality == expect, (query_name, query.cardinality)
+        cur = self.conn.cursor(row_factory=dict_row)
+        return cur.execute(query.text, params)
+
+    def one(self, query_name: str, /, **params: Any) -> dict[str, Any]:
+        with translated(), self._cursor(query_name, "one", params) as cur:
+            row = cur.fetchone()
+        assert row is not None  # a SELECT of a function returns one row
+        return row
+
+    def many(self, query_name: str, /, **params: Any) -> list[dict[str, Any]]:
+        with translated(), self._cursor(query_name, "many", params) as cur:
+            return cur.fetchall()
 
 
 def try_lock(
@@ -69,7 +85,7 @@ def try_lock(
     ValidationError for a bad scope, DatabaseError (from the database) for a name that is
     empty or longer than 256 characters, PermissionDenied for another tenant's."""
     _check(scope, None)
-    return bool(_one(conn, "lock_try", name=name, scope=scope, tenant=tenant)["got"])
+    return bool(_On(conn).one("lock_try", name=name, scope=scope, tenant=tenant)["got"])
 
 
 def wait_lock(
@@ -85,7 +101,7 @@ def wait_lock(
     (lock_timeout bounds it), so a freed lock goes to a waiter at once."""
     _check(scope, timeout)
     return bool(
-        _one(conn, "lock_wait", name=name, timeout=timeout, scope=scope, tenant=tenant)["got"]
+        _On(conn).one("lock_wait", name=name, timeout=timeout, scope=scope, tenant=tenant)["got"]
     )
 
 
@@ -106,7 +122,7 @@ def acquire(
 def release(conn: psycopg.Connection[Any], name: str, *, tenant: str | None = None) -> bool:
     """Release one hold of this session on lock ``name`` (session scope); False when the
     session held none (a transaction's lock is not released early: False)."""
-    return bool(_one(conn, "lock_release", name=name, tenant=tenant)["released"])
+    return bool(_On(conn).one("lock_release", name=name, tenant=tenant)["released"])
 
 
 @contextlib.contextmanager
@@ -149,9 +165,7 @@ def held(conn: psycopg.Connection[Any], *, tenant: str | None = None) -> list[di
     ``name``, ``key`` (the advisory lock's bigint key), ``granted`` (False: waiting),
     ``pid``, ``waiting_since`` (UTC instant, or None), ``application_name``,
     ``execution_id`` (the running execution whose worker session holds it, if any)."""
-    query = queries.get("lock_list")
-    with translated(), conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(query.text, {"tenant": tenant}).fetchall()
+    return _On(conn).many("lock_list", tenant=tenant)
 
 
 def for_execution() -> ExecutionLocks:

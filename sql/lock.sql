@@ -20,3 +20,7 @@ SELECT lock_tenant AS tenant, lock_name AS name, lock_key AS key, granted, pid, 
 -- End an execution's lock session that a cancel did not free (pgsched/worker/execution_locks.py):
 -- its locks go with it. The worker's own login may end its own sessions.
 SELECT pg_terminate_backend(%(pid)s::integer) AS ended
+
+-- name: lock_session_check :one
+-- `pgsched lock run`: its session (and so its lock) is still there while the command runs.
+SELECT 1 AS alive
