@@ -200,3 +200,24 @@ def test_lock_run_runs_the_command_holding_the_lock_or_exits_75(dsn, sql):
         if proc.poll() is None:
             proc.kill()
     assert wait_for(lambda: locks.try_lock(sql, "deploy", tenant="default"), timeout=5)
+
+
+def test_the_lock_of_a_cancelled_execution_is_released(dsn, sql, start, module_dir):
+    cli(dsn, "task", "create", "keep", "--python", "locktasks:keep")
+    _worker(start, module_dir, concurrency=1)
+    (ident,) = _enqueue(sql, "keep", {"dsn": dsn})
+    wait_for(lambda: _held(sql, "kept"), timeout=30, what="the task to hold its lock")
+    cli(dsn, "execution", "cancel", str(ident))
+    wait_for(
+        lambda: sql.execute(
+            "SELECT 1 FROM pgsched.execution_history WHERE id = %s", [ident]
+        ).fetchone(),
+        timeout=30,
+        what="the execution to end",
+    )
+    attempt = sql.execute(
+        "SELECT state FROM pgsched.execution_attempt WHERE execution_id = %s", [ident]
+    ).fetchone()
+    assert attempt["state"] == "cancelled"
+    assert _held(sql, "kept") == []
+    assert locks.try_lock(sql, "kept", tenant="default")
