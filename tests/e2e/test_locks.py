@@ -221,3 +221,24 @@ def test_the_lock_of_a_cancelled_execution_is_released(dsn, sql, start, module_d
     assert attempt["state"] == "cancelled"
     assert _held(sql, "kept") == []
     assert locks.try_lock(sql, "kept", tenant="default")
+
+
+def test_lock_run_stops_the_command_when_its_session_is_lost(dsn, sql, tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pgsched", "lock", "run", "deploy", "--", "sleep", "60"],
+        env={**os.environ, "PGSCHED_DSN": dsn},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        (held,) = wait_for(lambda: _held(sql, "deploy"), timeout=30, what="lock run to hold it")
+        sql.execute("SELECT pg_terminate_backend(%s)", [held["pid"]])
+        # the lock is free at once (another may take it): the command must not run on
+        assert wait_for(lambda: locks.try_lock(sql, "deploy", tenant="default"), timeout=10)
+        assert proc.wait(30) == 1
+        assert "the session holding lock 'deploy' was lost" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
