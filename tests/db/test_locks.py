@@ -14,7 +14,7 @@ from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 
 from pgsched import locks
-from pgsched.errors import LockTimeout, PermissionDenied, ValidationError
+from pgsched.errors import DatabaseError, LockTimeout, PermissionDenied, ValidationError
 
 from ..helpers import wait_for, waiting_on_a_lock
 from ..tenancy import Tenant, two_tenants
@@ -197,8 +197,12 @@ def test_the_holder_named_for_a_running_execution_is_shown_with_it(ab, sql):
         assert [r["execution_id"] for r in locks.held(c)] == [a.pending_id]
 
 
-def test_bad_input_names_the_field_and_the_value(ab):
+def test_bad_input_names_the_field_and_the_value(ab, sql):
     a, _b = ab
+    with pytest.raises(
+        DatabaseError, match="tenant: a lock is one tenant's; name the tenant, not '\\*'"
+    ):
+        locks.try_lock(sql, "x", tenant="*")  # an installation's login: '*' lists, never locks
     with connect(a.app) as c:
         with pytest.raises(ValidationError, match="scope: 'forever' is not a lock scope"):
             locks.try_lock(c, "x", scope="forever")
