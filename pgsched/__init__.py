@@ -12,17 +12,18 @@ from .lazy import exports
 
 if TYPE_CHECKING:
     from .app import App
-    from .errors import PgschedError, ValidationError
+    from .errors import LockTimeout, PgschedError, ValidationError
     from .handlers.python import TaskInterrupted
 
 # public name -> the module that defines it
 _LAZY = {
     "App": "pgsched.app",
+    "LockTimeout": "pgsched.errors",
     "PgschedError": "pgsched.errors",
     "TaskInterrupted": "pgsched.handlers.python",
     "ValidationError": "pgsched.errors",
 }
 
-__all__ = ["App", "PgschedError", "TaskInterrupted", "ValidationError"]
+__all__ = ["App", "LockTimeout", "PgschedError", "TaskInterrupted", "ValidationError"]
 
 __getattr__, __dir__ = exports(__name__, _LAZY)

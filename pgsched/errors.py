@@ -5,6 +5,7 @@ and its message names the field and the value that were wrong::
     ├── ConfigError            bad settings, DSN, flags
     ├── ValidationError        bad task / schedule / crontab input (has .field, .value)
     ├── NotFound               a task or execution that does not exist
+    ├── LockTimeout            a lock (pgsched.locks) was not got within its wait
     ├── DatabaseError          psycopg errors, translated at the boundary in db.py
     │   ├── ConnectionFailed   the server could not be reached, or the connection broke
     │   │   └── ConnectionSilent  no reply within the statement deadline: the connection was shut down
@@ -49,6 +50,20 @@ class ValidationError(PgschedError):
 
 class NotFound(PgschedError):
     """A task or execution named by the caller does not exist."""
+
+
+class LockTimeout(PgschedError):
+    """A lock of :mod:`pgsched.locks` was not got within the wait asked for: another
+    session holds it (``pgsched lock list`` shows which). ``name`` is the lock's name,
+    ``timeout`` the seconds waited (0: only tried)."""
+
+    def __init__(self, name: str, timeout: float):
+        self.name, self.timeout = name, timeout
+        waited = "it was held (tried, not waited for)" if timeout == 0 else f"within {timeout:g} s"
+        super().__init__(
+            f"lock {name!r}: not got {waited}; another session holds it "
+            "(pgsched lock list shows which)"
+        )
 
 
 class DatabaseError(PgschedError):

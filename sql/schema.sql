@@ -426,6 +426,149 @@ BEGIN
 END $$;
 
 --
+-- Name: lock_list_v1(text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.lock_list_v1(tenant text DEFAULT NULL::text) RETURNS TABLE(lock_tenant text, lock_name text, lock_key bigint, granted boolean, pid integer, waiting_since timestamp with time zone, application_name text, execution_id bigint)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $_$
+BEGIN
+    lock_list_v1.tenant := pgsched_internal.caller_tenant_v1(lock_list_v1.tenant);
+    RETURN QUERY
+    SELECT n.tenant, n.name, n.key, l.granted, l.pid, l.waitstart, a.application_name::text, e.id
+      FROM pg_catalog.pg_locks l
+      JOIN pgsched_internal.lock_name n ON n.key = ((l.classid::bigint << 32) | l.objid::bigint)
+      LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+      -- a worker's execution locks are held on a session named for the execution
+      -- (pgsched/worker/execution_locks.py); shown when it is running in this tenant
+      LEFT JOIN pgsched.execution e
+             ON e.id = (substring(a.application_name FROM '^pgsched execution ([0-9]{1,18})$'))::bigint
+            AND e.tenant = n.tenant AND e.state = 'running'
+     WHERE l.locktype = 'advisory' AND l.objsubid = 1
+       AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
+       AND (lock_list_v1.tenant = '*' OR n.tenant = lock_list_v1.tenant)
+     ORDER BY n.tenant, n.name, l.granted DESC, l.waitstart, l.pid;
+END $_$;
+
+--
+-- Name: FUNCTION lock_list_v1(tenant text); Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched.lock_list_v1(tenant text) IS 'the locks of the caller''s tenant, held (granted) and waited for, with the session and execution';
+
+--
+-- Name: lock_release_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.lock_release_v1(name text, tenant text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    k bigint;
+    quiet text := current_setting('client_min_messages');
+    done boolean;
+BEGIN
+    lock_release_v1.tenant := pgsched_internal.caller_tenant_v1(lock_release_v1.tenant);
+    k := pgsched_internal.lock_key_v1(lock_release_v1.tenant, lock_release_v1.name);
+    IF NOT pgsched_internal.lock_held_v1(k) THEN
+        RETURN false;
+    END IF;
+    -- a transaction's lock is not released early: pg_advisory_unlock says false, and warns
+    PERFORM set_config('client_min_messages', 'error', true);
+    done := pg_advisory_unlock(k);
+    PERFORM set_config('client_min_messages', quiet, true);
+    RETURN done;
+END $$;
+
+--
+-- Name: FUNCTION lock_release_v1(name text, tenant text); Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched.lock_release_v1(name text, tenant text) IS 'release one hold of this session on the caller''s tenant''s lock NAME (session scope); whether it held one';
+
+--
+-- Name: lock_try_v1(text, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.lock_try_v1(name text, scope text DEFAULT 'session'::text, tenant text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    k bigint;
+    got boolean;
+BEGIN
+    lock_try_v1.tenant := pgsched_internal.caller_tenant_v1(lock_try_v1.tenant);
+    k := pgsched_internal.lock_key_v1(lock_try_v1.tenant, lock_try_v1.name);
+    IF pgsched_internal.lock_scope_v1(scope) = 'session' THEN
+        got := pg_try_advisory_lock(k);
+    ELSE
+        got := pg_try_advisory_xact_lock(k);
+    END IF;
+    IF got THEN
+        PERFORM pgsched_internal.lock_named_v1(k, lock_try_v1.tenant, lock_try_v1.name);
+    END IF;
+    RETURN got;
+END $$;
+
+--
+-- Name: FUNCTION lock_try_v1(name text, scope text, tenant text); Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched.lock_try_v1(name text, scope text, tenant text) IS 'take the caller''s tenant''s lock NAME if free (scope session or transaction); whether it was got';
+
+--
+-- Name: lock_wait_v1(text, double precision, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.lock_wait_v1(name text, timeout_seconds double precision DEFAULT NULL::double precision, scope text DEFAULT 'session'::text, tenant text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    k bigint;
+    got boolean := true;
+    was text := current_setting('lock_timeout');
+BEGIN
+    lock_wait_v1.tenant := pgsched_internal.caller_tenant_v1(lock_wait_v1.tenant);
+    k := pgsched_internal.lock_key_v1(lock_wait_v1.tenant, lock_wait_v1.name);
+    PERFORM pgsched_internal.lock_scope_v1(scope);
+    IF timeout_seconds IS NOT NULL AND NOT (timeout_seconds >= 0 AND timeout_seconds < 'Infinity') THEN
+        RAISE EXCEPTION 'timeout_seconds: % is not a number of seconds >= 0 (NULL: no limit)', timeout_seconds
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF timeout_seconds = 0 THEN
+        RETURN pgsched.lock_try_v1(name, scope, lock_wait_v1.tenant);
+    END IF;
+    -- lock_timeout bounds the wait (in ms; 0 is none), for this call only: set for the
+    -- transaction, then set back (PostgreSQL manual, "Client Connection Defaults")
+    PERFORM set_config('lock_timeout',
+                       CASE WHEN timeout_seconds IS NULL THEN '0'
+                            ELSE least(ceil(timeout_seconds * 1000), 2147483647)::bigint::text END, true);
+    BEGIN
+        IF scope = 'session' THEN
+            PERFORM pg_advisory_lock(k);
+        ELSE
+            PERFORM pg_advisory_xact_lock(k);  -- kept by the transaction when this block ends
+        END IF;
+    EXCEPTION WHEN lock_not_available THEN
+        got := false;
+    END;
+    PERFORM set_config('lock_timeout', was, true);
+    IF got THEN
+        PERFORM pgsched_internal.lock_named_v1(k, lock_wait_v1.tenant, lock_wait_v1.name);
+    END IF;
+    RETURN got;
+END $$;
+
+--
+-- Name: FUNCTION lock_wait_v1(name text, timeout_seconds double precision, scope text, tenant text); Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched.lock_wait_v1(name text, timeout_seconds double precision, scope text, tenant text) IS 'take the caller''s tenant''s lock NAME, waiting up to timeout_seconds (NULL: no limit); whether it was got';
+
+--
 -- Name: pause_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
@@ -1859,6 +2002,90 @@ BEGIN
            AND r.started_at > at - make_interval(secs => period);
     END IF;
     RETURN n;
+END $$;
+
+--
+-- Name: lock_held_v1(bigint); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.lock_held_v1(key bigint) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT EXISTS (SELECT FROM pg_catalog.pg_locks l
+                    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+                      AND l.pid = pg_backend_pid()
+                      AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
+                                         WHERE d.datname = current_database())
+                      AND ((l.classid::bigint << 32) | l.objid::bigint) = key);
+$$;
+
+--
+-- Name: lock_key_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.lock_key_v1(tenant text, name text) RETURNS bigint
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    IF tenant IS NULL OR tenant = '*' THEN
+        RAISE EXCEPTION 'tenant: a lock is one tenant''s; name the tenant, not %', coalesce(quote_literal(tenant), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF name IS NULL OR name = '' THEN
+        RAISE EXCEPTION 'name: a lock needs a name' USING ERRCODE = 'invalid_parameter_value';
+    ELSIF length(name) > 256 THEN
+        RAISE EXCEPTION 'name: % (% characters) is longer than a lock name may be (256)',
+            quote_literal(left(name, 60) || '…'), length(name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN hashtextextended('pgsched.lock ' || tenant || ' ' || name,
+                            (SELECT s.seed FROM pgsched_internal.lock_seed s));
+END $$;
+
+--
+-- Name: lock_named_v1(bigint, text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.lock_named_v1(key bigint, tenant text, name text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    last timestamptz;
+BEGIN
+    SELECT n.taken_at INTO last FROM pgsched_internal.lock_name n WHERE n.key = lock_named_v1.key;
+    IF last > now() - interval '1 hour' THEN
+        RETURN;
+    ELSIF last IS NOT NULL THEN
+        UPDATE pgsched_internal.lock_name n SET taken_at = now() WHERE n.key = lock_named_v1.key;
+        RETURN;
+    END IF;
+    INSERT INTO pgsched_internal.lock_name (key, tenant, name) VALUES (key, tenant, name)
+    ON CONFLICT ON CONSTRAINT lock_name_pkey DO UPDATE SET taken_at = now();
+    IF EXISTS (SELECT FROM pgsched_internal.lock_name n WHERE n.taken_at < now() - interval '7 days') THEN
+        DELETE FROM pgsched_internal.lock_name n
+         WHERE n.key IN (SELECT o.key FROM pgsched_internal.lock_name o
+                          WHERE o.taken_at < now() - interval '7 days'
+                            AND NOT EXISTS (
+                                SELECT FROM pg_catalog.pg_locks l
+                                 WHERE l.locktype = 'advisory' AND l.objsubid = 1
+                                   AND ((l.classid::bigint << 32) | l.objid::bigint) = o.key)
+                          LIMIT 1000);
+    END IF;
+END $$;
+
+--
+-- Name: lock_scope_v1(text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.lock_scope_v1(scope text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+BEGIN
+    IF scope IS NULL OR scope NOT IN ('session', 'transaction') THEN
+        RAISE EXCEPTION 'scope: % is not a lock scope; use session or transaction',
+            coalesce(quote_literal(scope), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN scope;
 END $$;
 
 --
@@ -3883,6 +4110,39 @@ CREATE SEQUENCE pgsched.worker_id_seq
 ALTER SEQUENCE pgsched.worker_id_seq OWNED BY pgsched.worker.id;
 
 --
+-- Name: lock_name; Type: TABLE; Schema: pgsched_internal; Owner: -
+--
+
+CREATE TABLE pgsched_internal.lock_name (
+    key bigint NOT NULL,
+    tenant text NOT NULL,
+    name text NOT NULL,
+    taken_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: TABLE lock_name; Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON TABLE pgsched_internal.lock_name IS 'the name and tenant of a lock key (lock_list_v1); taken_at: when last recorded (within an hour)';
+
+--
+-- Name: lock_seed; Type: TABLE; Schema: pgsched_internal; Owner: -
+--
+
+CREATE TABLE pgsched_internal.lock_seed (
+    one boolean DEFAULT true NOT NULL,
+    seed bigint NOT NULL,
+    CONSTRAINT lock_seed_one_check CHECK (one)
+);
+
+--
+-- Name: TABLE lock_seed; Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON TABLE pgsched_internal.lock_seed IS 'the hash seed of lock keys (lock_key_v1): secret, so another tenant cannot compute a key';
+
+--
 -- Name: execution_attempt_default; Type: TABLE ATTACH; Schema: pgsched; Owner: -
 --
 
@@ -4186,6 +4446,20 @@ ALTER TABLE ONLY pgsched.webhook_delivery
 
 ALTER TABLE ONLY pgsched.worker
     ADD CONSTRAINT worker_pkey PRIMARY KEY (id);
+
+--
+-- Name: lock_name lock_name_pkey; Type: CONSTRAINT; Schema: pgsched_internal; Owner: -
+--
+
+ALTER TABLE ONLY pgsched_internal.lock_name
+    ADD CONSTRAINT lock_name_pkey PRIMARY KEY (key);
+
+--
+-- Name: lock_seed lock_seed_pkey; Type: CONSTRAINT; Schema: pgsched_internal; Owner: -
+--
+
+ALTER TABLE ONLY pgsched_internal.lock_seed
+    ADD CONSTRAINT lock_seed_pkey PRIMARY KEY (one);
 
 --
 -- Name: alert_open_key; Type: INDEX; Schema: pgsched; Owner: -

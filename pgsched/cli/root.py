@@ -40,6 +40,7 @@ class _Group(click.Group):
         "dlq": ("dlq",),
         "execution": ("executions", "dlq"),
         "import-crontab": ("crontab",),
+        "lock": ("locks",),
         "migrate": ("processes",),
         "scheduler": ("processes",),
         "status": ("status",),

@@ -27,6 +27,7 @@ from ..handlers.output import LogSink
 from ..handlers.python import NOT_STARTED, PythonHandler
 from ..handlers.start_gate import StartDeadlinePassed
 from .config import MAX_ENV_PARAMS, PRIVATE_ENV, SPREAD_SECONDS, WorkerConfig
+from .execution_locks import ExecutionLocks, bound
 from .heartbeat import Heartbeat
 from .holdings import Holdings, Slot
 from .outcome import as_ended, handed_back
@@ -55,6 +56,11 @@ class Executor:
         self.config, self.holdings, self.clock = config, holdings, clock
         self.heartbeat, self.recorder, self.poke = heartbeat, recorder, poke
         self.python: PythonHandler | None = None
+        #: the DSN a Python task's locks are taken on (pgsched.locks.for_execution), once
+        #: the worker runs; each execution's own, closed when it ends (execution_locks)
+        self.lock_dsn: str | None = None
+        self._locks: dict[int, ExecutionLocks] = {}
+        self._locks_mutex = threading.Lock()
 
     def start(self) -> None:
         """Start twice ``concurrency`` slot threads (see the module's docstring)."""
@@ -146,9 +152,13 @@ class Executor:
     def _finish(
         self, row: Row, sink: LogSink, slot: Slot, started: datetime, outcome: Outcome
     ) -> None:
-        """The handler is done: free its slot and hand the outcome, as ended, to the
-        recorder (it stays held, in ``recording``, until written)."""
+        """The handler is done: release its locks, free its slot and hand the outcome, as
+        ended, to the recorder (it stays held, in ``recording``, until written)."""
         h = self.holdings
+        with self._locks_mutex:
+            locks = self._locks.pop(row["id"], None)
+        if locks is not None:  # before the end is recorded: whoever sees it ended may take them
+            locks.close()
         with h.lock:
             h.running -= 1
             slot.ended = (
@@ -186,15 +196,19 @@ class Executor:
     ) -> Outcome | None:
         kind = row["handler_kind"]
         if kind == "python":
-            assert self.python is not None
-            return self.python.run(
-                row,
-                sink,
-                slot,
-                lambda: self.heartbeat.start_by(row, slot),
-                on_tick=lambda: self.recorder.flush_logs(row, sink),
-                on_abandon=lambda outcome: self._resume(row, sink, slot, started, outcome),
-            )
+            assert self.python is not None and self.lock_dsn is not None
+            locks = ExecutionLocks(self.lock_dsn, row["id"], row.get("tenant"))
+            with self._locks_mutex:
+                self._locks[row["id"]] = locks
+            with bound(locks):
+                return self.python.run(
+                    row,
+                    sink,
+                    slot,
+                    lambda: self.heartbeat.start_by(row, slot),
+                    on_tick=lambda: self.recorder.flush_logs(row, sink),
+                    on_abandon=lambda outcome: self._resume(row, sink, slot, started, outcome),
+                )
         if kind == "dag":  # never enqueued (enqueue_v1 refuses it); say so if one appears
             return Outcome(
                 "failed",

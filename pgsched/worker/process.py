@@ -119,6 +119,7 @@ class Worker:
         )
         self.watchdog = Watchdog()
         self.executor.python = PythonHandler(self.watchdog, cfg.allowed_modules, cfg.stop_grace)
+        self.executor.lock_dsn = self.db.dsn
         self.heartbeat.start()
         self.executor.start()
         try:

@@ -32,6 +32,11 @@ PUBLIC_FUNCTIONS = {
     "dag_cancel_v1": "SELECT pgsched.dag_cancel_v1({run}, tenant => {b})",
     "dag_rerun_v1": "SELECT pgsched.dag_rerun_v1({run}, tenant => {b})",
     "execution_v1": "SELECT * FROM pgsched.execution_v1({dead}, tenant => {b})",
+    # the locks of migration 0023 (tests/db/test_locks.py tries them further)
+    "lock_try_v1": "SELECT pgsched.lock_try_v1('x', tenant => {b})",
+    "lock_wait_v1": "SELECT pgsched.lock_wait_v1('x', 0.1, tenant => {b})",
+    "lock_release_v1": "SELECT pgsched.lock_release_v1('x', tenant => {b})",
+    "lock_list_v1": "SELECT * FROM pgsched.lock_list_v1(tenant => {b})",
 }
 
 # The same calls with B's ids but no tenant: they act in the caller's own tenant A, where
