@@ -444,6 +444,157 @@ BEGIN
     RETURN true;
 END $$;
 
+SET default_table_access_method = heap;
+
+--
+-- Name: queue; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.queue (
+    tenant text NOT NULL,
+    name text NOT NULL,
+    max_running integer,
+    rate_limit integer,
+    rate_period_seconds double precision,
+    paused_at timestamp with time zone,
+    paused_by text,
+    pause_reason text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT queue_max_running_check CHECK ((max_running >= 0)),
+    CONSTRAINT queue_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$'::text)),
+    CONSTRAINT queue_pause_fields CHECK (((paused_at IS NOT NULL) OR ((paused_by IS NULL) AND (pause_reason IS NULL)))),
+    CONSTRAINT queue_rate_both CHECK (((rate_limit IS NULL) = (rate_period_seconds IS NULL))),
+    CONSTRAINT queue_rate_limit_check CHECK ((rate_limit >= 0)),
+    CONSTRAINT queue_rate_period_check CHECK ((rate_period_seconds > (0)::double precision))
+);
+
+--
+-- Name: TABLE queue; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON TABLE pgsched.queue IS 'a queue''s limits across every worker (max_running; rate_limit starts per rate_period_seconds) and its pause; a queue with no row has none';
+
+--
+-- Name: queue_pause_v1(text, text, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.queue_pause_v1(queue_name text, reason text DEFAULT NULL::text, tenant text DEFAULT NULL::text, by text DEFAULT NULL::text) RETURNS pgsched.queue
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    who text;
+    r pgsched.queue;
+BEGIN
+    queue_pause_v1.tenant := pgsched_internal.caller_tenant_v1(queue_pause_v1.tenant);
+    PERFORM pgsched_internal.limits_queue_check_v1(queue_pause_v1.tenant, queue_name);
+    who := pgsched_internal.limits_by_v1(by);
+    reason := nullif(btrim(reason), '');
+    IF length(reason) > 500 THEN
+        RAISE EXCEPTION 'reason: % must be at most 500 characters (it has %)', quote_literal(left(reason, 40) || '…'),
+            length(reason) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO pgsched.queue AS q (tenant, name, paused_at, paused_by, pause_reason)
+    VALUES (queue_pause_v1.tenant, queue_name, now(), who, reason)
+    ON CONFLICT ON CONSTRAINT queue_pkey DO UPDATE
+       SET paused_at = coalesce(q.paused_at, excluded.paused_at),
+           paused_by = CASE WHEN q.paused_at IS NULL THEN excluded.paused_by ELSE q.paused_by END,
+           pause_reason = coalesce(excluded.pause_reason, q.pause_reason),
+           updated_at = now()
+    RETURNING q.* INTO r;
+    RETURN r;
+END $$;
+
+--
+-- Name: queue_resume_v1(text, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.queue_resume_v1(queue_name text, tenant text DEFAULT NULL::text, by text DEFAULT NULL::text) RETURNS pgsched.queue
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    r pgsched.queue;
+BEGIN
+    queue_resume_v1.tenant := pgsched_internal.caller_tenant_v1(queue_resume_v1.tenant);
+    PERFORM pgsched_internal.limits_queue_check_v1(queue_resume_v1.tenant, queue_name);
+    PERFORM pgsched_internal.limits_by_v1(by);
+    UPDATE pgsched.queue q
+       SET paused_at = NULL, paused_by = NULL, pause_reason = NULL, updated_at = now()
+     WHERE q.tenant = queue_resume_v1.tenant AND q.name = queue_name AND q.paused_at IS NOT NULL;
+    SELECT * INTO r FROM pgsched.queue q WHERE q.tenant = queue_resume_v1.tenant AND q.name = queue_name;
+    IF NOT FOUND THEN
+        r := ROW(queue_resume_v1.tenant, queue_name, NULL, NULL, NULL, NULL, NULL, NULL, now())::pgsched.queue;
+    END IF;
+    PERFORM pg_notify('pgsched_execution', queue_resume_v1.tenant);
+    RETURN r;
+END $$;
+
+--
+-- Name: queue_set_limits_v1(text, integer, integer, double precision, text[], text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.queue_set_limits_v1(queue_name text, max_running integer DEFAULT NULL::integer, rate_limit integer DEFAULT NULL::integer, rate_period_seconds double precision DEFAULT NULL::double precision, clear text[] DEFAULT '{}'::text[], tenant text DEFAULT NULL::text) RETURNS pgsched.queue
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    bad text;
+    r pgsched.queue;
+    was pgsched.queue;
+BEGIN
+    queue_set_limits_v1.tenant := pgsched_internal.caller_tenant_v1(queue_set_limits_v1.tenant);
+    PERFORM pgsched_internal.limits_queue_check_v1(queue_set_limits_v1.tenant, queue_name);
+    clear := coalesce(clear, '{}');
+    SELECT c INTO bad FROM unnest(clear) AS c WHERE c IS NULL OR c NOT IN ('max_running', 'rate_limit') LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'clear: % is not a limit of a queue (max_running, rate_limit)',
+            coalesce(quote_literal(bad), 'NULL') USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF max_running IS NOT NULL AND max_running < 1 THEN
+        RAISE EXCEPTION 'max_running: % must be an integer from 1 (NULL leaves it; clear => ''{max_running}'' removes it)',
+            max_running USING ERRCODE = 'invalid_parameter_value';
+    ELSIF rate_limit IS NOT NULL AND rate_limit < 1 THEN
+        RAISE EXCEPTION 'rate_limit: % must be an integer from 1 (NULL leaves it; clear => ''{rate_limit}'' removes it)',
+            rate_limit USING ERRCODE = 'invalid_parameter_value';
+    ELSIF rate_period_seconds IS NOT NULL
+          AND NOT (rate_period_seconds > 0 AND rate_period_seconds <= 366 * 86400) THEN
+        RAISE EXCEPTION 'rate_period_seconds: % must be a number of seconds above 0, at most 31622400 (a year)',
+            rate_period_seconds USING ERRCODE = 'invalid_parameter_value';
+    ELSIF max_running IS NOT NULL AND 'max_running' = ANY (clear) THEN
+        RAISE EXCEPTION 'max_running: % given and cleared at once', max_running
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF (rate_limit IS NOT NULL OR rate_period_seconds IS NOT NULL) AND 'rate_limit' = ANY (clear) THEN
+        RAISE EXCEPTION 'rate_limit: % per % s given and cleared at once', rate_limit, rate_period_seconds
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO was FROM pgsched.queue q
+     WHERE q.tenant = queue_set_limits_v1.tenant AND q.name = queue_name FOR UPDATE;
+    IF (coalesce(rate_limit, was.rate_limit) IS NULL) <> (coalesce(rate_period_seconds, was.rate_period_seconds) IS NULL)
+       AND NOT 'rate_limit' = ANY (clear) THEN
+        IF rate_limit IS NOT NULL THEN
+            RAISE EXCEPTION 'rate_period_seconds: a rate limit of % needs a period (rate_period_seconds)', rate_limit
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        RAISE EXCEPTION 'rate_limit: a period of % s needs a rate limit (rate_limit)', rate_period_seconds
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- the row as it will be (a CHECK holds the row an INSERT proposes, before its conflict)
+    max_running := CASE WHEN 'max_running' = ANY (clear) THEN NULL ELSE coalesce(max_running, was.max_running) END;
+    rate_limit := CASE WHEN 'rate_limit' = ANY (clear) THEN NULL ELSE coalesce(rate_limit, was.rate_limit) END;
+    rate_period_seconds := CASE WHEN 'rate_limit' = ANY (clear) THEN NULL
+                                ELSE coalesce(rate_period_seconds, was.rate_period_seconds) END;
+    INSERT INTO pgsched.queue AS q (tenant, name, max_running, rate_limit, rate_period_seconds)
+    VALUES (queue_set_limits_v1.tenant, queue_name, max_running, rate_limit, rate_period_seconds)
+    ON CONFLICT ON CONSTRAINT queue_pkey DO UPDATE
+       SET max_running = excluded.max_running, rate_limit = excluded.rate_limit,
+           rate_period_seconds = excluded.rate_period_seconds, updated_at = now()
+    RETURNING q.* INTO r;
+    PERFORM pg_notify('pgsched_execution', queue_set_limits_v1.tenant);
+    RETURN r;
+END $$;
+
 --
 -- Name: resume_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
@@ -463,6 +614,156 @@ BEGIN
             USING ERRCODE = 'no_data_found';
     END IF;
     RETURN true;
+END $$;
+
+--
+-- Name: tenant; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.tenant (
+    name text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    max_running integer DEFAULT 100,
+    max_starts_per_hour integer DEFAULT 10000,
+    max_compute_minutes_per_month bigint DEFAULT 50000,
+    max_log_bytes bigint DEFAULT '100000000000'::bigint,
+    weight integer DEFAULT 1 NOT NULL,
+    CONSTRAINT tenant_max_compute_minutes_check CHECK ((max_compute_minutes_per_month >= 0)),
+    CONSTRAINT tenant_max_log_bytes_check CHECK ((max_log_bytes >= 0)),
+    CONSTRAINT tenant_max_running_check CHECK ((max_running >= 0)),
+    CONSTRAINT tenant_max_starts_per_hour_check CHECK ((max_starts_per_hour >= 0)),
+    CONSTRAINT tenant_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'::text)),
+    CONSTRAINT tenant_weight_check CHECK (((weight >= 1) AND (weight <= 100)))
+);
+
+--
+-- Name: TABLE tenant; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON TABLE pgsched.tenant IS 'the tenants of this installation (pgsched tenant create|list|delete)';
+
+--
+-- Name: COLUMN tenant.max_running; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant.max_running IS 'executions of the tenant claimed at once, across every worker (NULL: no limit)';
+
+--
+-- Name: COLUMN tenant.max_starts_per_hour; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant.max_starts_per_hour IS 'executions the tenant''s claims may start in one clock hour, UTC (NULL: no limit)';
+
+--
+-- Name: COLUMN tenant.max_compute_minutes_per_month; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant.max_compute_minutes_per_month IS 'handler minutes of the tenant''s finished attempts in one calendar month, UTC (NULL: no limit)';
+
+--
+-- Name: COLUMN tenant.max_log_bytes; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant.max_log_bytes IS 'bytes of the tenant''s stored execution log lines (NULL: no limit)';
+
+--
+-- Name: COLUMN tenant.weight; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant.weight IS 'the tenant''s share of a claim against other tenants with ready work (1 to 100)';
+
+--
+-- Name: tenant_set_quotas_v1(text, integer, integer, bigint, bigint, integer, text[]); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.tenant_set_quotas_v1(tenant text, max_running integer DEFAULT NULL::integer, max_starts_per_hour integer DEFAULT NULL::integer, max_compute_minutes_per_month bigint DEFAULT NULL::bigint, max_log_bytes bigint DEFAULT NULL::bigint, weight integer DEFAULT NULL::integer, clear text[] DEFAULT '{}'::text[]) RETURNS pgsched.tenant
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    t text := tenant_set_quotas_v1.tenant;
+    r pgsched.tenant;
+    bad text;
+    n bigint;
+    f text;
+BEGIN
+    IF NOT (pgsched_internal.is_instance_v1()
+            OR (pg_has_role(session_user, 'pgsched_web', 'MEMBER')
+                AND NOT EXISTS (SELECT FROM pgsched.tenant_role m WHERE m.role_name = session_user)
+                AND pgsched_internal.session_tenant_v1() = '*')) THEN
+        RAISE EXCEPTION 'tenant: quotas are the installation''s to set; role % acts for %',
+            quote_ident(session_user),
+            coalesce('tenant ' || quote_literal(pgsched_internal.session_tenant_v1()) || ' only', 'no tenant')
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'an installation-wide login (pgsched_instance or the owner) sets quotas';
+    END IF;
+    IF t IS NULL OR NOT EXISTS (SELECT FROM pgsched.tenant x WHERE x.name = t) THEN
+        RAISE EXCEPTION 'tenant: no tenant %', coalesce(quote_literal(t), 'NULL') USING ERRCODE = 'no_data_found';
+    END IF;
+    clear := coalesce(clear, '{}');
+    SELECT c INTO bad FROM unnest(clear) AS c
+     WHERE c IS NULL OR c NOT IN ('max_running', 'max_starts_per_hour', 'max_compute_minutes_per_month', 'max_log_bytes')
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'clear: % is not a quota that can be none (max_running, max_starts_per_hour, '
+                        'max_compute_minutes_per_month, max_log_bytes)', coalesce(quote_literal(bad), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOREACH f IN ARRAY ARRAY['max_running', 'max_starts_per_hour', 'max_compute_minutes_per_month', 'max_log_bytes'] LOOP
+        n := CASE f WHEN 'max_running' THEN max_running WHEN 'max_starts_per_hour' THEN max_starts_per_hour
+                    WHEN 'max_compute_minutes_per_month' THEN max_compute_minutes_per_month
+                    ELSE max_log_bytes END;
+        IF n < 0 THEN
+            RAISE EXCEPTION '%: % must be an integer from 0 (NULL leaves it; clear => ''{%}'' removes it)', f, n, f
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF n IS NOT NULL AND f = ANY (clear) THEN
+            RAISE EXCEPTION '%: % given and cleared at once', f, n USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END LOOP;
+    IF weight IS NOT NULL AND NOT weight BETWEEN 1 AND 100 THEN
+        RAISE EXCEPTION 'weight: % must be an integer from 1 to 100', weight USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE pgsched.tenant x
+       SET max_running = CASE WHEN 'max_running' = ANY (clear) THEN NULL ELSE coalesce(max_running, x.max_running) END,
+           max_starts_per_hour = CASE WHEN 'max_starts_per_hour' = ANY (clear) THEN NULL
+                                      ELSE coalesce(max_starts_per_hour, x.max_starts_per_hour) END,
+           max_compute_minutes_per_month = CASE WHEN 'max_compute_minutes_per_month' = ANY (clear) THEN NULL
+                                                ELSE coalesce(max_compute_minutes_per_month,
+                                                              x.max_compute_minutes_per_month) END,
+           max_log_bytes = CASE WHEN 'max_log_bytes' = ANY (clear) THEN NULL ELSE coalesce(max_log_bytes, x.max_log_bytes) END,
+           weight = coalesce(weight, x.weight)
+     WHERE x.name = t
+    RETURNING x.* INTO r;
+    PERFORM pg_notify('pgsched_execution', t);
+    RETURN r;
+END $$;
+
+--
+-- Name: tenant_usage_v1(text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.tenant_usage_v1(tenant text DEFAULT NULL::text) RETURNS TABLE(name text, max_running integer, running bigint, max_starts_per_hour integer, hour_starts bigint, max_compute_minutes_per_month bigint, compute_minutes double precision, max_log_bytes bigint, log_bytes bigint, weight integer, over text[], measured_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    t text := pgsched_internal.caller_tenant_v1(tenant_usage_v1.tenant);
+BEGIN
+    RETURN QUERY
+        SELECT x.name, x.max_running,
+               (SELECT count(*) FROM pgsched.execution e WHERE e.tenant = x.name AND e.state = 'running'),
+               x.max_starts_per_hour,
+               CASE WHEN u.hour_start = date_trunc('hour', now(), 'UTC') THEN u.hour_starts ELSE 0 END,
+               x.max_compute_minutes_per_month,
+               CASE WHEN u.month_start = date_trunc('month', now(), 'UTC') THEN u.compute_seconds / 60 ELSE 0 END,
+               x.max_log_bytes, coalesce(u.log_bytes, 0), x.weight, coalesce(u.over, '{}'), u.measured_at
+          FROM pgsched.tenant x LEFT JOIN pgsched.tenant_usage u ON u.tenant = x.name
+         WHERE x.name = t;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'tenant: no tenant %', quote_literal(t) USING ERRCODE = 'no_data_found';
+    END IF;
 END $$;
 
 --
@@ -806,8 +1107,6 @@ CREATE SEQUENCE pgsched.execution_id_seq
     NO MINVALUE
     NO MAXVALUE
     CACHE 1;
-
-SET default_table_access_method = heap;
 
 --
 -- Name: execution; Type: TABLE; Schema: pgsched; Owner: -
@@ -1773,6 +2072,47 @@ BEGIN
     END IF;
     RETURN n;
 END $$;
+
+--
+-- Name: limits_by_v1(text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.limits_by_v1(by text) RETURNS text
+    LANGUAGE plpgsql STABLE
+    AS $_$
+BEGIN
+    IF by IS NULL THEN
+        RETURN 'login ' || session_user;
+    END IF;
+    IF NOT (pgsched_internal.is_instance_v1() OR pg_has_role(session_user, 'pgsched_web', 'MEMBER')) THEN
+        RAISE EXCEPTION 'by: role % may not say who acts (%); leave by NULL to be recorded as login %',
+            quote_ident(session_user), quote_literal(by), session_user
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF by !~ '^[a-z]+ [^[:cntrl:]]{1,200}$' THEN
+        RAISE EXCEPTION 'by: % must be a kind and a name, like ''user alice'' or ''token 12''', quote_literal(by)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN by;
+END $_$;
+
+--
+-- Name: limits_queue_check_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.limits_queue_check_v1(t text, queue_name text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    AS $_$
+BEGIN
+    IF queue_name IS NULL OR queue_name !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' THEN
+        RAISE EXCEPTION 'queue_name: % must be 1-64 characters: letters, digits and . _ - (starting with a letter or digit)',
+            coalesce(quote_literal(queue_name), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pgsched.tenant x WHERE x.name = t) THEN
+        RAISE EXCEPTION 'tenant: no tenant %', quote_literal(t) USING ERRCODE = 'no_data_found';
+    END IF;
+END $_$;
 
 --
 -- Name: partition_default_rows_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -3179,34 +3519,6 @@ CREATE TABLE pgsched.limit_wait (
 );
 
 --
--- Name: queue; Type: TABLE; Schema: pgsched; Owner: -
---
-
-CREATE TABLE pgsched.queue (
-    tenant text NOT NULL,
-    name text NOT NULL,
-    max_running integer,
-    rate_limit integer,
-    rate_period_seconds double precision,
-    paused_at timestamp with time zone,
-    paused_by text,
-    pause_reason text,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT queue_max_running_check CHECK ((max_running >= 0)),
-    CONSTRAINT queue_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$'::text)),
-    CONSTRAINT queue_pause_fields CHECK (((paused_at IS NOT NULL) OR ((paused_by IS NULL) AND (pause_reason IS NULL)))),
-    CONSTRAINT queue_rate_both CHECK (((rate_limit IS NULL) = (rate_period_seconds IS NULL))),
-    CONSTRAINT queue_rate_limit_check CHECK ((rate_limit >= 0)),
-    CONSTRAINT queue_rate_period_check CHECK ((rate_period_seconds > (0)::double precision))
-);
-
---
--- Name: TABLE queue; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON TABLE pgsched.queue IS 'a queue''s limits across every worker (max_running; rate_limit starts per rate_period_seconds) and its pause; a queue with no row has none';
-
---
 -- Name: rate_start; Type: TABLE; Schema: pgsched; Owner: -
 --
 
@@ -3387,62 +3699,6 @@ CREATE SEQUENCE pgsched.task_id_seq
 --
 
 ALTER SEQUENCE pgsched.task_id_seq OWNED BY pgsched.task.id;
-
---
--- Name: tenant; Type: TABLE; Schema: pgsched; Owner: -
---
-
-CREATE TABLE pgsched.tenant (
-    name text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    max_running integer DEFAULT 100,
-    max_starts_per_hour integer DEFAULT 10000,
-    max_compute_minutes_per_month bigint DEFAULT 50000,
-    max_log_bytes bigint DEFAULT '100000000000'::bigint,
-    weight integer DEFAULT 1 NOT NULL,
-    CONSTRAINT tenant_max_compute_minutes_check CHECK ((max_compute_minutes_per_month >= 0)),
-    CONSTRAINT tenant_max_log_bytes_check CHECK ((max_log_bytes >= 0)),
-    CONSTRAINT tenant_max_running_check CHECK ((max_running >= 0)),
-    CONSTRAINT tenant_max_starts_per_hour_check CHECK ((max_starts_per_hour >= 0)),
-    CONSTRAINT tenant_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'::text)),
-    CONSTRAINT tenant_weight_check CHECK (((weight >= 1) AND (weight <= 100)))
-);
-
---
--- Name: TABLE tenant; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON TABLE pgsched.tenant IS 'the tenants of this installation (pgsched tenant create|list|delete)';
-
---
--- Name: COLUMN tenant.max_running; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON COLUMN pgsched.tenant.max_running IS 'executions of the tenant claimed at once, across every worker (NULL: no limit)';
-
---
--- Name: COLUMN tenant.max_starts_per_hour; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON COLUMN pgsched.tenant.max_starts_per_hour IS 'executions the tenant''s claims may start in one clock hour, UTC (NULL: no limit)';
-
---
--- Name: COLUMN tenant.max_compute_minutes_per_month; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON COLUMN pgsched.tenant.max_compute_minutes_per_month IS 'handler minutes of the tenant''s finished attempts in one calendar month, UTC (NULL: no limit)';
-
---
--- Name: COLUMN tenant.max_log_bytes; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON COLUMN pgsched.tenant.max_log_bytes IS 'bytes of the tenant''s stored execution log lines (NULL: no limit)';
-
---
--- Name: COLUMN tenant.weight; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON COLUMN pgsched.tenant.weight IS 'the tenant''s share of a claim against other tenants with ready work (1 to 100)';
 
 --
 -- Name: tenant_role; Type: TABLE; Schema: pgsched; Owner: -

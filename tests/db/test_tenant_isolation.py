@@ -32,6 +32,11 @@ PUBLIC_FUNCTIONS = {
     "dag_cancel_v1": "SELECT pgsched.dag_cancel_v1({run}, tenant => {b})",
     "dag_rerun_v1": "SELECT pgsched.dag_rerun_v1({run}, tenant => {b})",
     "execution_v1": "SELECT * FROM pgsched.execution_v1({dead}, tenant => {b})",
+    "queue_pause_v1": "SELECT * FROM pgsched.queue_pause_v1('default', tenant => {b})",
+    "queue_resume_v1": "SELECT * FROM pgsched.queue_resume_v1('default', tenant => {b})",
+    "queue_set_limits_v1": "SELECT * FROM pgsched.queue_set_limits_v1('default', 1, tenant => {b})",
+    "tenant_usage_v1": "SELECT * FROM pgsched.tenant_usage_v1({b})",
+    "tenant_set_quotas_v1": "SELECT * FROM pgsched.tenant_set_quotas_v1({b}, max_running => 0)",
 }
 
 # The same calls with B's ids but no tenant: they act in the caller's own tenant A, where
