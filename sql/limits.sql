@@ -76,3 +76,26 @@ SELECT * FROM pgsched.tenant_set_quotas_v1(%(tenant)s, %(max_running)s::integer,
                                            %(max_starts_per_hour)s::integer,
                                            %(max_compute_minutes_per_month)s::bigint,
                                            %(max_log_bytes)s::bigint, %(weight)s::integer, %(clear)s::text[])
+
+-- name: limits_tenants_at_quota :many
+-- The tenants (of those the session sees) that a quota holds now: executions at once or
+-- this hour's starts (UTC) at their quota, or over a slow quota (compute, log bytes). at:
+-- which ('max_running', 'max_starts_per_hour', and the names in tenant_usage.over).
+SELECT s.tenant, s.max_running, s.running, s.max_starts_per_hour, s.hour_starts, s.over,
+       array_remove(ARRAY[CASE WHEN s.running >= s.max_running THEN 'max_running' END,
+                          CASE WHEN s.hour_starts >= s.max_starts_per_hour THEN 'max_starts_per_hour' END],
+                    NULL) || s.over AS at
+  FROM (SELECT x.name AS tenant, x.max_running, x.max_starts_per_hour, coalesce(u.over, '{}') AS over,
+               (SELECT count(*) FROM pgsched.execution e WHERE e.tenant = x.name AND e.state = 'running')
+                   AS running,
+               CASE WHEN u.hour_start = date_trunc('hour', now(), 'UTC') THEN u.hour_starts ELSE 0 END
+                   AS hour_starts
+          FROM pgsched.tenant x LEFT JOIN pgsched.tenant_usage u ON u.tenant = x.name) s
+ WHERE s.running >= s.max_running OR s.hour_starts >= s.max_starts_per_hour OR s.over <> '{}'
+ ORDER BY s.tenant
+
+-- name: limits_wait_reason :one
+-- Why pending execution %(id)s of %(tenant)s has not started, when a limit holds it
+-- (NULL: none does; it waits for a worker, or is not due).
+SELECT pgsched_internal.wait_reason_v1(e) AS reason
+  FROM pgsched.execution e WHERE e.id = %(id)s AND e.tenant = %(tenant)s

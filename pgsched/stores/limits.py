@@ -216,3 +216,19 @@ def _listed(tx: Session, tenant: str, name: str, fallback: Row | None = None) ->
         "waiting": 0,
         "workers": 0,
     }
+
+
+def tenants_at_quota(db: Database | Session) -> list[Row]:
+    """The tenants (of those the session sees) a quota holds now, by name: ``tenant``,
+    ``max_running``, ``running``, ``max_starts_per_hour``, ``hour_starts``, ``over``, and
+    ``at``: the quotas reached (``max_running``, ``max_starts_per_hour``,
+    ``compute_minutes``, ``log_bytes``). For ``pgsched status``."""
+    return db.many("limits_tenants_at_quota")
+
+
+def wait_reason(db: Database | Session, tenant: str, execution_id: int) -> str | None:
+    """Why pending execution ``execution_id`` of ``tenant`` has not started when a limit
+    holds it (``queue imports is paused: vendor maintenance``; docs/limits.md lists
+    them); None when none does, or it is not pending and due."""
+    row = db.one("limits_wait_reason", id=execution_id, tenant=tenant)
+    return row["reason"] if row else None
