@@ -226,6 +226,13 @@ def tenants_at_quota(db: Database | Session) -> list[Row]:
     return db.many("limits_tenants_at_quota")
 
 
+def paused_queues(db: Database | Session) -> list[Row]:
+    """The paused queues of every tenant the session sees, by tenant and name: ``tenant``,
+    ``name``, ``paused_at``, ``paused_by``, ``pause_reason``, ``ready`` (pending and due:
+    what waits on the pause). For ``pgsched status``."""
+    return db.many("limits_paused_queues")
+
+
 def wait_reason(db: Database | Session, tenant: str, execution_id: int) -> str | None:
     """Why pending execution ``execution_id`` of ``tenant`` has not started when a limit
     holds it (``queue imports is paused: vendor maintenance``; docs/limits.md lists
