@@ -316,6 +316,14 @@ def test_the_store_checks_its_input_before_the_database(db):
             ),
             "rate_limit: None removes the rate limit",
         ),
+        (
+            lambda: limits.queue_set_limits(db, "default", "q", rate_limit=5),
+            "rate_limit: 5 needs rate_period_seconds too: queue 'q' has no rate limit",
+        ),
+        (
+            lambda: limits.queue_set_limits(db, "default", "q", rate_period_seconds=5),
+            "rate_period_seconds: 5.0 needs rate_limit too",
+        ),
         (lambda: limits.tenant_set_quotas(db, "default", weight=None), "weight: None"),
         (lambda: limits.tenant_set_quotas(db, "default", speed=3), "speed: 3 is not a quota"),
         (lambda: limits.tenant_set_quotas(db, "default", max_log_bytes=-5), "max_log_bytes: -5"),
