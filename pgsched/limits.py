@@ -1,8 +1,14 @@
-"""The vocabulary of limits (migration 0021; docs/limits.md). Pure: no database here."""
+"""The vocabulary of limits (migration 0021; docs/limits.md): the scopes, the slow quotas,
+and how the faces write a limit (``4``, ``none``), a rate (``60/1m``) and a size
+(``100GB``). Pure: no database here."""
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
+
+from .errors import ValidationError
+from .schedule import parse_interval
 
 
 class RateScope(StrEnum):
@@ -20,3 +26,167 @@ class SlowQuota(StrEnum):
 
     COMPUTE_MINUTES = "compute_minutes"
     LOG_BYTES = "log_bytes"
+
+
+# --- what the faces take: a limit, a rate, a size ----------------------------------------
+
+#: what the command line says for "no limit"
+NONE = "none"
+INT_MAX = 2**31 - 1
+BIGINT_MAX = 2**63 - 1
+#: the longest period of a rate limit (the SQL API's bound): a year
+MAX_RATE_PERIOD_SECONDS = 366 * 86400.0
+_BYTE_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)")
+
+
+def parse_count(field: str, text: str, low: int = 1, high: int = INT_MAX) -> int | None:
+    """A limit or quota as the command line gives it: an integer from ``low`` to ``high``,
+    or ``none`` (None: no limit). Raises ValidationError naming ``field``."""
+    value = text.strip().lower()
+    if value == NONE:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or not low <= number <= high:
+        raise ValidationError(field, text, f"must be an integer from {low} to {high}, or 'none'")
+    return number
+
+
+def parse_rate(field: str, text: str) -> tuple[int, float] | None:
+    """A rate limit ``N/PERIOD``: N starts (from 1) per PERIOD, seconds or units
+    (``60/1m``, ``10/30s``, ``1000/1h``, ``5/m``: one unit), from 1 second to a year; or
+    ``none`` (None: no rate limit). Returns (N, period in seconds). Raises ValidationError
+    naming ``field``."""
+    value = text.strip().lower()
+    if value == NONE:
+        return None
+    count, slash, period = value.partition("/")
+    problem = "must be N/PERIOD like '60/1m' or '10/30s', or 'none'"
+    if not slash or not count.strip() or not period.strip():
+        raise ValidationError(field, text, problem)
+    try:
+        n = int(count)
+    except ValueError:
+        raise ValidationError(field, text, problem) from None
+    if not 1 <= n <= INT_MAX:
+        raise ValidationError(
+            field, text, f"must start with a number of starts from 1 to {INT_MAX}"
+        )
+    period = period.strip()
+    if period.isalpha():
+        period = "1" + period
+    seconds = parse_interval(period, field)
+    if seconds > MAX_RATE_PERIOD_SECONDS:
+        raise ValidationError(field, text, "must have a period of at most 366 days")
+    return n, seconds
+
+
+def parse_bytes(field: str, text: str) -> int | None:
+    """A size: bytes, or a number with a unit (``100GB``: 10^9 bytes each; ``1.5GiB``:
+    2^30; kB MB GB TB, KiB MiB GiB TiB), from 0; or ``none`` (None). Raises
+    ValidationError naming ``field``."""
+    value = text.strip().lower()
+    if value == NONE:
+        return None
+    match = _SIZE.fullmatch(value)
+    if match is None or match.group(2) not in _BYTE_UNITS:
+        raise ValidationError(
+            field, text, "must be a size like 100GB, 512MiB or 1000000, or 'none'"
+        )
+    size = int(float(match.group(1)) * _BYTE_UNITS[match.group(2)])
+    if size > BIGINT_MAX:
+        raise ValidationError(field, text, "is too large")
+    return size
+
+
+def format_rate(limit: int | None, period_seconds: float | None) -> str | None:
+    """``60/1m`` for a rate limit of 60 per 60 s (the largest whole unit of the period),
+    None for none."""
+    if limit is None or period_seconds is None:
+        return None
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if period_seconds >= size and period_seconds % size == 0:
+            return f"{limit}/{int(period_seconds // size)}{unit}"
+    return f"{limit}/{period_seconds:g}s"
+
+
+def format_bytes(size: int | None) -> str | None:
+    """``100GB`` (whole decimal units where they fit), else bytes; None for none."""
+    if size is None:
+        return None
+    for unit, scale in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale}{unit}"
+    return str(size)
+
+
+def check_task_limits(
+    max_running: object,
+    rate_limit: object,
+    rate_period_seconds: object,
+    concurrency_key: object,
+    key_max_running: object,
+    key_rate_limit: object,
+    key_rate_period_seconds: object,
+) -> None:
+    """The limits of a task (:class:`~pgsched.taskspec.TaskSpec`, issue 18): caps from 1
+    or None; a rate limit and its period (seconds above 0, at most a year) together or not
+    at all; a ``concurrency_key`` template of 1 to 200 characters (``customer:{id}``:
+    each ``{name}`` is the execution's param), which key limits need. Raises
+    ValidationError naming the first bad field and its value."""
+    for field, value in (
+        ("max_running", max_running),
+        ("rate_limit", rate_limit),
+        ("key_max_running", key_max_running),
+        ("key_rate_limit", key_rate_limit),
+    ):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= INT_MAX
+        ):
+            raise ValidationError(field, value, f"must be an integer from 1 to {INT_MAX}, or null")
+    for field, value in (
+        ("rate_period_seconds", rate_period_seconds),
+        ("key_rate_period_seconds", key_rate_period_seconds),
+    ):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if value is not None and (
+            not ok or not 0 < value <= MAX_RATE_PERIOD_SECONDS  # type: ignore[operator]
+        ):
+            raise ValidationError(
+                field, value, "must be a number of seconds above 0, at most 366 days, or null"
+            )
+    for limit, period, name in (
+        (rate_limit, rate_period_seconds, "rate_limit"),
+        (key_rate_limit, key_rate_period_seconds, "key_rate_limit"),
+    ):
+        if (limit is None) != (period is None):
+            raise ValidationError(
+                name, limit, f"and {name.replace('limit', 'period_seconds')} go together"
+            )
+    if concurrency_key is not None and (
+        not isinstance(concurrency_key, str)
+        or not 1 <= len(concurrency_key) <= 200
+        or "\x00" in concurrency_key
+    ):
+        raise ValidationError(
+            "concurrency_key", concurrency_key, "must be a template of 1 to 200 characters"
+        )
+    if concurrency_key is None and (key_max_running is not None or key_rate_limit is not None):
+        which = "key_max_running" if key_max_running is not None else "key_rate_limit"
+        raise ValidationError(
+            which, key_max_running or key_rate_limit, "needs a concurrency_key to count by"
+        )

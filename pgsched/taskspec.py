@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from . import limits
 from .errors import ValidationError
 from .jsontext import check_json_object
 from .retry import POLICIES
@@ -138,6 +139,18 @@ class TaskSpec:
     unique_policy: str = "none"
     unique_period_seconds: float | None = None
     unique_scope: str = "task"
+    # limits (issue 18, items 3-4): held across every worker by the claim (docs/limits.md);
+    # None is no limit. max_running: executions of the task at once; rate_limit starts per
+    # rate_period_seconds (a sliding window); concurrency_key: a template rendered from
+    # each execution's params ("customer:{customer_id}"), whose executions key_max_running
+    # and key_rate_limit (per key_rate_period_seconds) bound across every task rendering it
+    max_running: int | None = None
+    rate_limit: int | None = None
+    rate_period_seconds: float | None = None
+    concurrency_key: str | None = None
+    key_max_running: int | None = None
+    key_rate_limit: int | None = None
+    key_rate_period_seconds: float | None = None
 
     def validate(self) -> Schedule:
         """Check every field; return the parsed schedule. Raises ValidationError naming
@@ -242,7 +255,16 @@ class TaskSpec:
             self.unique_policy,
             self.unique_period_seconds,
             self.unique_scope,
-            getattr(self, "concurrency_key", ""),  # the limits' field, where the spec has it
+            self.concurrency_key,
+        )
+        limits.check_task_limits(
+            self.max_running,
+            self.rate_limit,
+            self.rate_period_seconds,
+            self.concurrency_key,
+            self.key_max_running,
+            self.key_rate_limit,
+            self.key_rate_period_seconds,
         )
         return Schedule.parse(self.schedule_kind, self.schedule, self.timezone)
 

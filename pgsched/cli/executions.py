@@ -9,7 +9,7 @@ import click
 
 from ..jsontext import json_default
 from ..lifecycle import ExecutionState
-from ..stores import executions
+from ..stores import executions, limits
 from .output import fmt, print_fields, print_json, table
 from .root import Context, main, pass_ctx
 
@@ -73,9 +73,12 @@ def execution_list(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def execution_show(c: Context, execution_id: int, as_json: bool) -> None:
-    """One execution with its attempts."""
+    """One execution with its attempts; a pending one with the limit that holds it back
+    (wait_reason), if one does."""
     db = c.db()
     row = executions.get(db, execution_id, c.tenant)
+    if row["state"] == ExecutionState.PENDING:  # what holds it back, when a limit does
+        row = {**row, "wait_reason": limits.wait_reason(db, c.tenant, execution_id)}
     attempts = executions.attempts(db, execution_id)
     if as_json:
         print_json({**row, "attempts": attempts})

@@ -1,12 +1,14 @@
 """``pgsched status``: the leader, the workers (their queues and tenants), the queue depth
-of each tenant's queues, partition health, clock offsets and old snapshots: what spans
-every tenant (an instance operator's view)."""
+of each tenant's queues, the paused queues and the tenants at a quota, partition health,
+clock offsets and old snapshots: what spans every tenant (an instance operator's view)."""
 
 from __future__ import annotations
 
 import click
 
 from .. import health
+from ..db import Database
+from ..stores import limits
 from .output import fmt, print_json, table
 from .root import Context, main, pass_ctx
 
@@ -27,6 +29,7 @@ def status(c: Context, as_json: bool) -> None:
     partitions = db.one("partition_summary") or {}
     checked = health.check(db)
     unserved = _unserved(workers, queues)
+    paused, at_quota = _limits(db)
     if as_json:
         print_json(
             {
@@ -35,6 +38,8 @@ def status(c: Context, as_json: bool) -> None:
                 "workers": workers,
                 "queues": queues,
                 "unserved_queues": [{"tenant": t, "queue": q} for t, q in unserved],
+                "paused_queues": paused,
+                "tenants_at_quota": at_quota,
                 "partitions": partitions,
                 "default_partition_rows": strays,
                 **checked.as_dict(),
@@ -88,6 +93,7 @@ def status(c: Context, as_json: bool) -> None:
             f"warning: queue {q!r} of tenant {t!r} has ready executions and no running worker "
             f"serves it (pgsched --tenant {t} worker --queue {q})"
         )
+    _print_limits(paused, at_quota)
     if partitions.get("daily"):
         click.echo(
             f"history partitions: {partitions['daily']} daily, {partitions['first_day']} to "
@@ -117,6 +123,33 @@ def _unserved(workers: list[dict], queues: list[dict]) -> list[tuple[str, str]]:
         for q in queues
         if q["ready"] and not any(served(w, q["tenant"], q["queue"]) for w in workers)
     ]
+
+
+def _limits(db: Database) -> tuple[list[dict], list[dict]]:
+    """The paused queues (of every tenant the login sees) and the tenants a quota holds
+    now (docs/limits.md)."""
+    return limits.paused_queues(db), limits.tenants_at_quota(db)
+
+
+def _print_limits(paused: list[dict], at_quota: list[dict]) -> None:
+    for q in paused:
+        click.echo(
+            f"queue {q['name']!r} of tenant {q['tenant']!r} is paused since {fmt(q['paused_at'])} "
+            f"by {q['paused_by']}"
+            + (f": {q['pause_reason']}" if q["pause_reason"] else "")
+            + f" ({q['ready']} ready wait; pgsched --tenant {q['tenant']} queue resume {q['name']})"
+        )
+    quotas = {
+        "max_running": lambda t: f"runs {t['running']} of its {t['max_running']} at once",
+        "max_starts_per_hour": lambda t: (
+            f"started {t['hour_starts']} of its {t['max_starts_per_hour']} this hour (UTC)"
+        ),
+        "compute_minutes": lambda t: "is over its compute minutes this month",
+        "log_bytes": lambda t: "is over its stored log bytes",
+    }
+    for t in at_quota:
+        said = "; ".join(quotas[a](t) if a in quotas else f"is at {a}" for a in t["at"])
+        click.echo(f"tenant {t['tenant']!r} {said}: its work waits (pgsched tenant quota show)")
 
 
 def _print_health(h: health.Health) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from .. import alerts
+from .. import alerts, limits
 from ..errors import ValidationError
 from ..retry import POLICIES
 from ..schedule import parse_interval
@@ -136,6 +136,7 @@ def definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable[
             "concurrency key.",
         ),
     ]
+    options += limit_options(create)
     if create:
         options.append(click.option("--paused", is_flag=True, help="Create it paused."))
     else:
@@ -154,6 +155,72 @@ def definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable[
         return func
 
     return apply
+
+
+# --- limits (issue 18, items 3-4; docs/limits.md) ----------------------------------------
+
+
+def limit_options(create: bool) -> list[Any]:
+    """``--max-running``, ``--rate-limit``, ``--concurrency-key``, ``--key-max-running``,
+    ``--key-rate-limit``: limits held across every worker. On update 'none' removes one."""
+    none = "" if create else "; 'none' removes it"
+    return [
+        click.option(
+            "--max-running",
+            "limit_max_running",
+            metavar="N|none",
+            help="Executions of this task running at once, across every worker" + none + ".",
+        ),
+        click.option(
+            "--rate-limit",
+            "limit_rate",
+            metavar="N/PERIOD|none",
+            help="At most N starts per PERIOD, a sliding window (60/1m, 10/30s, 1000/1h)"
+            + none
+            + ".",
+        ),
+        click.option(
+            "--concurrency-key",
+            "limit_key",
+            metavar="TEMPLATE",
+            help="A key rendered from each run's params, {name} for a param "
+            "('customer:{customer_id}'); --key-max-running and --key-rate-limit count by it, "
+            "across every task of the tenant that renders the same key"
+            + ("" if create else "; '' removes it")
+            + ".",
+        ),
+        click.option(
+            "--key-max-running",
+            "limit_key_max_running",
+            metavar="N|none",
+            help="Executions of one key running at once (e.g. 1: one import per customer).",
+        ),
+        click.option(
+            "--key-rate-limit",
+            "limit_key_rate",
+            metavar="N/PERIOD|none",
+            help="At most N starts of one key per PERIOD.",
+        ),
+    ]
+
+
+def limit_fields(o: dict[str, Any]) -> dict[str, Any]:
+    """TaskSpec limit fields from the limit options given (None = not given; 'none' = no
+    limit). Raises ValidationError naming the option's field."""
+    out: dict[str, Any] = {}
+    for option, field in (
+        ("limit_max_running", "max_running"),
+        ("limit_key_max_running", "key_max_running"),
+    ):
+        if o.get(option) is not None:
+            out[field] = limits.parse_count(field, o[option])
+    for option, prefix in (("limit_rate", ""), ("limit_key_rate", "key_")):
+        if o.get(option) is not None:
+            rate = limits.parse_rate(f"{prefix}rate_limit", o[option])
+            out[f"{prefix}rate_limit"], out[f"{prefix}rate_period_seconds"] = rate or (None, None)
+    if o.get("limit_key") is not None:
+        out["concurrency_key"] = o["limit_key"] or None
+    return out
 
 
 _ALERTING = {
@@ -268,6 +335,7 @@ def definition(
     if o.get("env"):
         out["env"] = pairs(o["env"], "env")
     out.update(windows(o))
+    out.update(limit_fields(o))
     return out
 
 

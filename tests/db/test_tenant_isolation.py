@@ -37,6 +37,11 @@ PUBLIC_FUNCTIONS = {
     "lock_wait_v1": "SELECT pgsched.lock_wait_v1('x', 0.1, tenant => {b})",
     "lock_release_v1": "SELECT pgsched.lock_release_v1('x', tenant => {b})",
     "lock_list_v1": "SELECT * FROM pgsched.lock_list_v1(tenant => {b})",
+    "queue_pause_v1": "SELECT * FROM pgsched.queue_pause_v1('default', tenant => {b})",
+    "queue_resume_v1": "SELECT * FROM pgsched.queue_resume_v1('default', tenant => {b})",
+    "queue_set_limits_v1": "SELECT * FROM pgsched.queue_set_limits_v1('default', 1, tenant => {b})",
+    "tenant_usage_v1": "SELECT * FROM pgsched.tenant_usage_v1({b})",
+    "tenant_set_quotas_v1": "SELECT * FROM pgsched.tenant_set_quotas_v1({b}, max_running => 0)",
 }
 
 # The same calls with B's ids but no tenant: they act in the caller's own tenant A, where

@@ -1,0 +1,177 @@
+"""The limits' commands (``pgsched queue …``, ``tenant quota …``, the task options of
+issue 18, ``status`` and ``execution show``), run in process against a real database:
+what they print, their ``--json``, what they store, and one-line errors naming the field."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+from click.testing import CliRunner
+from psycopg.rows import dict_row
+
+from pgsched.cli import main
+
+from ..tenancy import two_tenants
+
+
+def run(dsn: str, *args: str, ok: bool = True):
+    result = CliRunner().invoke(main, ["--dsn", dsn, *args])
+    if ok:
+        assert result.exit_code == 0, result.output
+    return result
+
+
+def one(dsn: str, query: str, *params):
+    with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as c:
+        return c.execute(query, params).fetchone()
+
+
+def test_queue_pause_list_show_set_and_resume(dsn):
+    run(dsn, "task", "create", "report", "--command", "true", "--queue", "reports")
+    run(dsn, "task", "trigger", "report")
+    said = run(dsn, "queue", "pause", "reports", "--reason", "vendor maintenance").output
+    assert said.startswith("queue reports (tenant default): paused since ")
+    assert said.rstrip().endswith(": vendor maintenance; limits: none")
+    listed = run(dsn, "queue", "list").output.splitlines()
+    assert listed[0].split() == [
+        "NAME", "STATE", "MAX_RUNNING", "RATE", "RUNNING", "READY", "WAITING", "WORKERS",
+        "PAUSED_BY", "PAUSE_REASON",
+    ]  # fmt: skip
+    assert listed[1].split()[:8] == ["reports", "paused", "-", "-", "0", "1", "1", "0"]
+    rows = json.loads(run(dsn, "queue", "list", "--json").output)
+    assert [(r["name"], r["waiting"], r["pause_reason"]) for r in rows] == [
+        ("reports", 1, "vendor maintenance")
+    ]
+    said = run(dsn, "queue", "set", "reports", "--max-running", "4", "--rate-limit", "60/1m")
+    assert "limits: max_running 4, rate 60/1m" in said.output
+    shown = json.loads(run(dsn, "queue", "show", "reports", "--json").output)
+    assert (shown["max_running"], shown["rate_limit"], shown["rate_period_seconds"]) == (4, 60, 60)
+    text = run(dsn, "queue", "show", "reports").output
+    assert "rate               60/1m" in text and "state              paused" in text
+    run(dsn, "queue", "set", "reports", "--max-running", "none")
+    said = run(dsn, "queue", "resume", "reports", "--json").output
+    assert json.loads(said)["paused_at"] is None
+    stored = one(dsn, "SELECT * FROM pgsched.queue WHERE name = 'reports'")
+    assert (stored["max_running"], stored["rate_limit"], stored["paused_at"]) == (None, 60, None)
+
+
+def test_queue_commands_refuse_bad_input_in_one_line(dsn):
+    for args, message in [
+        (["queue", "set", "q", "--rate-limit", "60"], "rate_limit: '60' must be N/PERIOD"),
+        (["queue", "set", "q", "--max-running", "0"], "max_running: '0' must be an integer"),
+        (["queue", "set", "q"], "nothing to change"),
+        (["queue", "pause", "bad queue"], "queue: 'bad queue' must be 1-64 characters"),
+        (["queue", "show", "quiet"], "queue: no queue 'quiet' in tenant 'default'"),
+    ]:
+        result = run(dsn, *args, ok=False)
+        assert result.exit_code == 1, (args, result.output)
+        assert result.output.startswith("Error: ") and message in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1
+    assert one(dsn, "SELECT count(*) AS n FROM pgsched.queue")["n"] == 0
+
+
+def test_tenant_quota_show_and_set(dsn):
+    run(dsn, "tenant", "create", "acme")
+    said = run(
+        dsn,
+        "tenant", "quota", "set", "acme", "--max-running", "50", "--max-starts-per-hour", "none",
+        "--max-log-bytes", "1GB", "--weight", "3",
+    ).output  # fmt: skip
+    assert said.splitlines()[0] == "tenant acme (weight 3)"
+    lines = {line.rsplit(None, 2)[0]: line.split()[-2:] for line in said.splitlines()[2:]}
+    assert lines["executions at once"] == ["0", "50"]
+    assert lines["starts this hour (UTC)"] == ["0", "none"]
+    assert lines["stored log bytes"] == ["0", "1GB"]
+    quotas = json.loads(run(dsn, "tenant", "quota", "show", "acme", "--json").output)
+    assert (quotas["max_running"], quotas["max_starts_per_hour"], quotas["weight"]) == (50, None, 3)
+    assert quotas["max_log_bytes"] == 10**9 and quotas["over"] == []
+    # the tenant of the context when none is given
+    assert (
+        json.loads(run(dsn, "--tenant", "acme", "tenant", "quota", "show", "--json").output)[
+            "tenant"
+        ]
+        == "acme"
+    )
+    bad = run(dsn, "tenant", "quota", "set", "acme", "--max-log-bytes", "lots", ok=False)
+    assert bad.exit_code == 1 and "max_log_bytes: 'lots' must be a size" in bad.output
+    bad = run(dsn, "tenant", "quota", "set", "acme", "--weight", "0", ok=False)
+    assert bad.exit_code == 2 and "--weight" in bad.output
+    stored = one(dsn, "SELECT * FROM pgsched.tenant WHERE name = 'acme'")
+    assert (stored["max_running"], stored["max_log_bytes"], stored["weight"]) == (50, 10**9, 3)
+
+
+def test_a_tenants_login_reads_its_quotas_and_may_not_set_them(dsn):
+    with two_tenants(dsn) as (a, b, _):
+        own = json.loads(run(a.engine, "tenant", "quota", "show", "--json").output)
+        assert own["tenant"] == a.name
+        refused = run(a.engine, "tenant", "quota", "set", a.name, "--max-running", "1000", ok=False)
+        assert refused.exit_code == 1 and "quotas are the installation's to set" in refused.output
+        other = run(a.engine, "tenant", "quota", "show", b.name, ok=False)
+        assert other.exit_code == 1 and "acts for tenant" in other.output
+        paused = run(a.engine, "queue", "pause", "default", "--json").output
+        assert json.loads(paused)["paused_by"] == f"login {a.roles[1]}"
+
+
+def test_task_limit_options_are_stored_and_removed(dsn):
+    run(
+        dsn,
+        "task", "create", "import", "--command", "true", "--max-running", "2",
+        "--rate-limit", "60/1m", "--concurrency-key", "customer:{customer_id}",
+        "--key-max-running", "1", "--key-rate-limit", "5/10s",
+    )  # fmt: skip
+    row = one(dsn, "SELECT * FROM pgsched.task WHERE name = 'import'")
+    assert (row["max_running"], row["rate_limit"], row["rate_period_seconds"]) == (2, 60, 60)
+    assert (row["concurrency_key"], row["key_max_running"]) == ("customer:{customer_id}", 1)
+    assert (row["key_rate_limit"], row["key_rate_period_seconds"]) == (5, 10)
+    shown = json.loads(run(dsn, "task", "show", "import", "--json").output)
+    assert shown["max_running"] == 2 and shown["concurrency_key"] == "customer:{customer_id}"
+    run(dsn, "task", "update", "import", "--max-running", "none", "--rate-limit", "none")
+    run(dsn, "task", "update", "import", "--key-max-running", "none", "--key-rate-limit", "none")
+    run(dsn, "task", "update", "import", "--concurrency-key", "")
+    row = one(dsn, "SELECT * FROM pgsched.task WHERE name = 'import'")
+    assert [
+        row[k] for k in ("max_running", "rate_limit", "concurrency_key", "key_max_running")
+    ] == [None] * 4
+    for args, message in [
+        (["--key-max-running", "1"], "key_max_running: 1 needs a concurrency_key"),
+        (["--rate-limit", "1/0s"], "rate_limit: '0s' must be an interval"),
+        (["--max-running", "many"], "max_running: 'many' must be an integer"),
+    ]:
+        bad = run(dsn, "task", "create", "t2", "--command", "true", *args, ok=False)
+        assert bad.exit_code == 1 and message in bad.output, bad.output
+    assert one(dsn, "SELECT count(*) AS n FROM pgsched.task WHERE name = 't2'")["n"] == 0
+
+
+def test_status_shows_paused_queues_and_tenants_at_a_quota(dsn):
+    run(dsn, "task", "create", "job", "--command", "true")
+    run(dsn, "task", "trigger", "job")
+    run(dsn, "queue", "pause", "default", "--reason", "deploy")
+    run(dsn, "tenant", "quota", "set", "default", "--max-running", "0")
+    text = run(dsn, "status").output
+    assert "queue 'default' of tenant 'default' is paused since " in text
+    assert ": deploy (1 ready wait; pgsched --tenant default queue resume default)" in text
+    assert "tenant 'default' runs 0 of its 0 at once: its work waits" in text
+    data = json.loads(run(dsn, "status", "--json").output)
+    assert [(q["name"], q["pause_reason"]) for q in data["paused_queues"]] == [
+        ("default", "deploy")
+    ]
+    assert [(t["tenant"], t["at"]) for t in data["tenants_at_quota"]] == [
+        ("default", ["max_running"])
+    ]
+    run(dsn, "queue", "resume", "default")
+    run(dsn, "tenant", "quota", "set", "default", "--max-running", "none")
+    text = run(dsn, "status").output
+    assert "is paused" not in text and "its work waits" not in text
+
+
+def test_execution_show_says_which_limit_holds_a_pending_execution(dsn):
+    run(dsn, "task", "create", "job", "--command", "true")
+    ident = str(json.loads(run(dsn, "task", "trigger", "job", "--json").output)["execution_id"])
+    shown = json.loads(run(dsn, "execution", "show", ident, "--json").output)
+    assert shown["state"] == "pending" and shown["wait_reason"] is None
+    run(dsn, "queue", "pause", "default", "--reason", "vendor maintenance")
+    text = run(dsn, "execution", "show", ident).output
+    assert "wait_reason        queue default is paused: vendor maintenance" in text
+    shown = json.loads(run(dsn, "execution", "show", ident, "--json").output)
+    assert shown["wait_reason"] == "queue default is paused: vendor maintenance"
