@@ -128,6 +128,8 @@ def part_fairness(args: argparse.Namespace) -> None:
     try:
         make_tenants(db, conn)
         extra = ["--tenant", "a", "--tenant", "b"]
+        if args.prefetch is not None:
+            extra += ["--prefetch", str(args.prefetch)]
         for i in range(args.workers):
             workers.append(
                 bench.Proc(args.dsn, bench.worker_args(args.concurrency, extra), logs, f"worker{i}")
@@ -145,6 +147,8 @@ def part_fairness(args: argparse.Namespace) -> None:
         flood_started = time.perf_counter()
         a_ids = flood(db, args.rows, args.chunk)
         flood_s = time.perf_counter() - flood_started
+        if args.analyze_after_flood:  # a diagnosis: what autovacuum does a minute later
+            conn.execute("ANALYZE pgsched.execution")
         b_ids = paced_b(db, args.seconds, args.interval, first_seq=10**6)
         a_left = bench.scalar(
             conn,
@@ -170,7 +174,10 @@ def part_fairness(args: argparse.Namespace) -> None:
         common.emit(
             SYSTEM,
             "fairness",
-            f"{args.workers} workers --concurrency {args.concurrency} --tenant a --tenant b; "
+            f"{args.workers} workers --concurrency {args.concurrency} --tenant a --tenant b"
+            + ("" if args.prefetch is None else f" --prefetch {args.prefetch}")
+            + (", ANALYZE after the flood" if args.analyze_after_flood else "")
+            + "; "
             f"b every {args.interval * 1000:g} ms for {args.seconds:g} s; a floods {args.rows:,}",
             alone=one,
             loaded=two,
@@ -192,33 +199,59 @@ def part_fairness(args: argparse.Namespace) -> None:
 
 # --- the drain with limits --------------------------------------------------------------
 
-LIMITS_SQL = (
-    # The tenant's quotas: 'default' kept none through migration 0021; high ones here
-    "UPDATE pgsched.tenant SET max_running = 100000, max_starts_per_hour = 100000000, "
+# Each limit alone (``--limits queue,key``: some of them, to see what each costs); ``on``
+# is all of them. 'default' kept no quotas through migration 0021; high ones here.
+LIMITS_SQL = {
+    "tenant": "UPDATE pgsched.tenant SET max_running = 100000, max_starts_per_hour = 100000000, "
     "max_compute_minutes_per_month = 100000000, max_log_bytes = 1000000000000 "
     "WHERE name = 'default'",
-    "INSERT INTO pgsched.queue (tenant, name, max_running, rate_limit, rate_period_seconds) "
-    "VALUES ('default', 'default', 10000, %(rate)s, %(period)s)",
-    "UPDATE pgsched.task SET max_running = 10000, concurrency_key = 'job:{seq}', "
-    "key_max_running = 1000 WHERE name = 'bench-job'",
-)
+    "queue": "INSERT INTO pgsched.queue AS q (tenant, name, max_running) "
+    "VALUES ('default', 'default', 10000) "
+    "ON CONFLICT (tenant, name) DO UPDATE SET max_running = 10000",
+    "rate": "INSERT INTO pgsched.queue AS q (tenant, name, rate_limit, rate_period_seconds) "
+    "VALUES ('default', 'default', %(rate)s, %(period)s) ON CONFLICT (tenant, name) "
+    "DO UPDATE SET rate_limit = %(rate)s, rate_period_seconds = %(period)s",
+    "task": "UPDATE pgsched.task SET max_running = 10000 WHERE name = 'bench-job'",
+    "key": "UPDATE pgsched.task SET concurrency_key = 'job:{seq}', key_max_running = 1000 "
+    "WHERE name = 'bench-job'",
+}
+LIMITS_SAID = {
+    "tenant": "tenant quotas 100,000 at once",
+    "queue": "queue max_running 10,000",
+    "rate": "queue rate limit {rate:,}/{period:g} s",
+    "task": "task max_running 10,000",
+    "key": "key 'job:{{seq}}' key_max_running 1,000",
+}
+
+
+def chosen_limits(text: str) -> list[str]:
+    """``--limits``: off, on (every one) or a comma-separated subset of LIMITS_SQL."""
+    if text == "off":
+        return []
+    if text == "on":
+        return list(LIMITS_SQL)
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in names if t not in LIMITS_SQL]
+    if bad or not names:
+        raise BenchFailed(f"--limits {text!r}: must be on, off or some of {', '.join(LIMITS_SQL)}")
+    return names
 
 
 def part_limits_drain(args: argparse.Namespace) -> None:
     """The drain part itself, on a database whose limits are set first (the key template
     must be there before the rows are enqueued: the enqueue renders it)."""
-    if args.limits == "on":
+    names = chosen_limits(args.limits)
+    if names:
         db = bench.prepare(args.dsn)
+        values = {"rate": args.rate_limit, "period": args.rate_period}
         try:
             with psycopg.connect(args.dsn, autocommit=True) as conn:
-                for sql in LIMITS_SQL:
-                    conn.execute(sql, {"rate": args.rate_limit, "period": args.rate_period})
+                for name in names:
+                    conn.execute(LIMITS_SQL[name], values)
         finally:
             db.close()
-        args.config = (
-            "limits configured, none binding: tenant quotas 100,000 at once; queue max_running "
-            f"10,000 and {args.rate_limit:,}/{args.rate_period:g} s; task max_running 10,000; "
-            "key 'job:{seq}' key_max_running 1,000"
+        args.config = "limits configured, none binding: " + "; ".join(
+            LIMITS_SAID[name].format(**values) for name in names
         )
     else:
         args.config = "no limits (as migration 0021 leaves 'default')"
@@ -234,10 +267,24 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=20, help="fairness: each phase of b")
     p.add_argument("--interval", type=float, default=0.1, help="fairness: s between b's runs")
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument(
+        "--prefetch",
+        type=int,
+        default=None,
+        help="fairness: the workers' --prefetch (default theirs)",
+    )
+    p.add_argument(
+        "--analyze-after-flood",
+        action="store_true",
+        help="fairness: ANALYZE the executions once a's flood is in (default: leave it to "
+        "autovacuum, as a fleet does)",
+    )
     p.add_argument("--chunk", type=int, default=5000)
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--n", type=int, default=20000, help="limits-drain: runs drained")
-    p.add_argument("--limits", choices=["on", "off"], default="off")
+    p.add_argument(
+        "--limits", default="off", help="limits-drain: off, on, or some of " + ",".join(LIMITS_SQL)
+    )
     p.add_argument("--rate-limit", type=int, default=100_000, help="limits-drain: starts")
     p.add_argument("--rate-period", type=float, default=1.0, help="limits-drain: seconds")
     p.add_argument("--timeout", type=float, default=900)
