@@ -5,6 +5,8 @@ report rows and targets. run.py imports this module; the measurements themselves
 - ``fairness``: tenant A floods ``--fairness-rows`` ready executions (100,000; smoke
   2,000) while tenant B enqueues one every 100 ms for ``--fairness-seconds`` (20; smoke 5);
   B's schedule-to-start p50/p99 beside B alone. Target: B's p99 ≤ 2× its unloaded p99.
+  Measured twice: the flood as a fleet meets it, and with the table analyzed once the
+  flood is in (what autovacuum does about a minute later).
 - ``limits``: the drain of ``--n`` no-op runs with no limits and with limits configured
   that do not bind, interleaved over the repeats. Target: within 10% (≥ 90% of the rate
   without).
@@ -45,24 +47,28 @@ def add_plan(add: Callable[..., None], args: argparse.Namespace, drain_timeout: 
     """``add(part, system, role, argv, timeout)`` for each measurement (run.py's ``add``)."""
     script = [sys.executable, str(BENCH / "pgsched_limits.py")]
     timeout = max(900.0, args.fairness_rows / 50)
-    add(
-        "fairness",
-        "pgsched",
-        "best",
-        script
-        + [
+    # best: the flood as a fleet meets it (autovacuum analyzes the table a minute later);
+    # analyzed: with the statistics of the flooded table at once
+    for role, more in (("best", []), ("analyzed", ["--analyze-after-flood"])):
+        add(
             "fairness",
-            "--rows",
-            str(args.fairness_rows),
-            "--seconds",
-            f"{args.fairness_seconds:g}",
-            "--concurrency",
-            str(args.pgsched_concurrency),
-            "--timeout",
-            str(timeout),
-        ],
-        timeout + 2 * args.fairness_seconds + 300,
-    )
+            "pgsched",
+            role,
+            script
+            + [
+                "fairness",
+                "--rows",
+                str(args.fairness_rows),
+                "--seconds",
+                f"{args.fairness_seconds:g}",
+                "--concurrency",
+                str(args.pgsched_concurrency),
+                "--timeout",
+                str(timeout),
+                *more,
+            ],
+            timeout + 2 * args.fairness_seconds + 300,
+        )
     for role in ("nolimits", "limits"):
         add(
             "limits",
@@ -121,6 +127,31 @@ def rows(row: Callable[..., Any], args: argparse.Namespace) -> list[Any]:
             "… A's runs still ready when B's last run was enqueued (runs)",
             "a_left_at_b_end",
             b,
+        ),
+        row(
+            "fairness",
+            "… the same with ANALYZE once A's flood is in: p50 beside the flood (ms)",
+            "loaded.p50_ms",
+            {"pgsched": "analyzed"},
+            higher=False,
+            fmt="ms",
+        ),
+        row(
+            "fairness",
+            "… p99 beside the flood (ms)",
+            "loaded.p99_ms",
+            {"pgsched": "analyzed"},
+            higher=False,
+            fmt="ms",
+        ),
+        row(
+            "fairness",
+            "… p99 beside the flood ÷ p99 alone (the same run's)",
+            "p99_ratio",
+            {"pgsched": "analyzed"},
+            higher=False,
+            fmt="ratio",
+            target="fairness",
         ),
         row(
             "limits",
