@@ -14,7 +14,7 @@ run and reused by its repeats) as a subprocess that prints JSON result lines
 in an order rotated per repeat, so that drift on a shared machine hits them all alike.
 
 Parts (``--only``): enqueue_bulk, enqueue_single, drain, sustained, latency, burst,
-flatness, memory, backlog (claims beside another queue's backlog); optional ones run only when named: sweep (pgsched's drain at several
+flatness, memory, backlog (claims beside another queue's backlog), fairness and limits (issue 18, pgsched only: benchmarks/limits.py); optional ones run only when named: sweep (pgsched's drain at several
 ``--concurrency``), lifecycle (the research's one-job pgbench scripts). ``--extras`` adds
 pgqueuer's psycopg driver to latency, procrastinate to memory, pgsched's single enqueue through
 the Python API (``tasks.trigger``), and the scheduler burst
@@ -58,6 +58,9 @@ sys.path.insert(0, str(BENCH))
 
 import common
 
+sys.path.insert(0, str(HERE))
+import limits
+
 PEER_VENV = HERE / ".venv-peers"
 PEER_REQUIREMENTS = HERE / "requirements-peers.txt"
 DOC = REPO / "docs" / "performance.md"
@@ -73,6 +76,7 @@ PARTS = [
     "flatness",
     "memory",
     "backlog",
+    *limits.PARTS,
 ]
 OPTIONAL_PARTS = ["sweep", "lifecycle"]
 SYSTEMS = ["pgsched", "pgqueuer", "procrastinate", "pgbench"]
@@ -382,6 +386,8 @@ def build_plan(args: argparse.Namespace, pgbench: str | None) -> dict[str, list[
         ],
     )
 
+    limits.add_plan(add, args, drain_timeout)
+
     for conc in (1, 4, 8, 16, 32, 64):
         add(
             "sweep",
@@ -522,6 +528,7 @@ class Runner:
                 "peak_rss_mib",
                 "ratio",
                 "two_ratio",
+                "p99_ratio",
             )
             if k in metrics
         }
@@ -830,6 +837,7 @@ class Report:
                 target="backlog",
             ),
         ]
+        rows += limits.rows(Row, a)
         return [r for r in rows if r.part in self.args.parts]
 
     def median(self, part: str, system: str, role: str, metric: str) -> float | None:
@@ -909,6 +917,9 @@ class Report:
             return verdict(
                 own <= 1.2, f"{own:.2f}×, flat = ≤ 1.20× (another queue's backlog costs nothing)"
             )
+        if row.target in limits.TARGETS:
+            told = limits.verdict(row.target, own, self.median)
+            return verdict(*told) if told else "baseline not measured"
         if row.target == "flatness":
             base = self.median("flatness", "pgsched", "h0", "jobs_per_s")
             if base is None:
@@ -1233,7 +1244,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "moment (default: from a copy taken at the start, so that a pull during the run cannot mix "
         "versions)",
     )
+    limits.add_arguments(p)
     args = p.parse_args(argv)
+    limits.set_defaults(args)
     smoke = args.smoke
     args.repeats = args.repeats or (1 if smoke else 3)
     args.n = args.n or (500 if smoke else 20_000)

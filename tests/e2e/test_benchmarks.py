@@ -53,4 +53,6 @@ def test_run_smoke_on_pgsched_and_the_pgbench_reference(pg_server, tmp_path):
     assert "claim throughput: drain of 500, empty history" in proc.stdout
     assert "scheduler burst, 1,000 cron tasks" in proc.stdout
     assert "beside 10,000 ready executions on queue 'bulk'" in proc.stdout
+    assert "tenant A's flood of 2,000 ready runs" in proc.stdout
+    assert "limits configured, none binding" in proc.stdout
     assert "Targets:" in proc.stdout and (tmp_path / "smoke.jsonl").stat().st_size > 0
