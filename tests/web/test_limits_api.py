@@ -231,9 +231,5 @@ def test_on_a_real_web_login_a_tenant_acts_on_and_sees_its_own_alone(web_login, 
         assert sql.execute("SELECT weight FROM pgsched.tenant WHERE name = 'other'").fetchone() == {
             "weight": 9
         }
-        assert (
-            "theirs" in {q["name"] for q in admin.get(Q).json()["items"]}
-            or admin.get(Q).status_code == 200
-        )
     finally:
         web_db.close()
