@@ -100,8 +100,13 @@ def queue_list(request: Request) -> Response:
 
 def _refused(request: Request, name: str, exc: ValidationError) -> Response:
     """The queues page again, with ``exc`` beside its field of queue ``name``'s forms."""
-    draft = {k: str(v) for k, v in form(request).items() if k != "csrf_token"}
+    draft = _draft(request)
     return _queues(request, errors={exc.field: str(exc)}, failed=name, draft=draft, status_code=422)
+
+
+def _draft(request: Request) -> dict[str, str]:
+    """What the refused form sent (shown again in its fields)."""
+    return {k: str(v) for k, v in form(request).items() if k != "csrf_token"}
 
 
 def queue_pause(request: Request) -> Response:
@@ -152,6 +157,7 @@ def _quotas(
     *,
     errors: dict[str, str] | None = None,
     failed: str | None = None,
+    draft: dict[str, str] | None = None,
     status_code: int = 200,
 ) -> Response:
     who = require(request, "viewer")
@@ -169,6 +175,7 @@ def _quotas(
             "errors": errors or {},
             "failed": failed,
             "may_set": who.instance and who.has("admin"),
+            "draft": draft or {},
         },
         status_code=status_code,
     )
@@ -186,12 +193,19 @@ def quota_set(request: Request) -> Response:
         changes: dict[str, int | None] = {
             f: optional_int(request, f, 0, limits.QUOTAS[f][1]) for f in QUOTA_FIELDS
         }
-        weight = optional_int(request, "weight", 1, 100)
-        if weight is None:
-            raise ValidationError("weight", "", "is required: an integer from 1 to 100")
+        text = field(request, "weight", required=False, max_length=20)
+        if not text.isdigit() or not 1 <= int(text) <= 100:
+            raise ValidationError("weight", text, "must be an integer from 1 to 100 (never none)")
+        weight = int(text)
         limits.tenant_set_quotas(database(request), tenant, **changes, weight=weight)
     except ValidationError as exc:
-        return _quotas(request, errors={exc.field: str(exc)}, failed=tenant, status_code=422)
+        return _quotas(
+            request,
+            errors={exc.field: str(exc)},
+            failed=tenant,
+            draft=_draft(request),
+            status_code=422,
+        )
     return done("/quotas", "updated")
 
 

@@ -224,10 +224,11 @@ def test_quotas_show_use_and_over_and_an_instance_admin_sets_them(db, sql, signe
     assert 'id="tenant-other"' in listing and 'action="/quotas/default"' in listing
     token = csrf_of(listing)
     bad = admin.post("/quotas/default", data={"csrf_token": token, **fields, "weight": "101"})
+    assert bad.status_code == 422
     assert (
-        bad.status_code == 422
-        and "weight: &#39;101&#39; must be an integer from 1 to 100" in bad.text
+        'id="err-default-weight">weight: &#39;101&#39; must be an integer from 1 to 100' in bad.text
     )
+    assert 'name="weight" inputmode="numeric" value="101"' in bad.text
     saved = admin.post("/quotas/default", data={"csrf_token": token, **fields})
     assert saved.status_code == 303
     assert sql.execute(
