@@ -90,9 +90,23 @@ SELECT s.tenant, s.max_running, s.running, s.max_starts_per_hour, s.hour_starts,
                    AS running,
                CASE WHEN u.hour_start = date_trunc('hour', now(), 'UTC') THEN u.hour_starts ELSE 0 END
                    AS hour_starts
-          FROM pgsched.tenant x LEFT JOIN pgsched.tenant_usage u ON u.tenant = x.name) s
+          FROM pgsched.tenant x LEFT JOIN pgsched.tenant_usage u ON u.tenant = x.name
+         -- every login reads the tenant map; only its own tenants' usage is its to see
+         WHERE pgsched_internal.is_instance_v1()
+            OR (SELECT pgsched_internal.session_tenant_v1()) IN (x.name, '*')) s
  WHERE s.running >= s.max_running OR s.hour_starts >= s.max_starts_per_hour OR s.over <> '{}'
  ORDER BY s.tenant
+
+-- name: limits_paused_queues :many
+-- The paused queues of every tenant the session sees, with their ready work (pending and
+-- due), by tenant and name.
+SELECT q.tenant, q.name, q.paused_at, q.paused_by, q.pause_reason,
+       (SELECT count(*) FROM pgsched.execution e
+         WHERE e.tenant = q.tenant AND e.queue = q.name AND e.state = 'pending' AND e.run_at <= now())
+           AS ready
+  FROM pgsched.queue q
+ WHERE q.paused_at IS NOT NULL
+ ORDER BY q.tenant, q.name
 
 -- name: limits_wait_reason :one
 -- Why pending execution %(id)s of %(tenant)s has not started, when a limit holds it

@@ -81,7 +81,10 @@ def quota_show(c: Context, name: str | None, as_json: bool) -> None:
     "--max-log-bytes", metavar="SIZE|none", help="Stored log bytes: 100GB, 512MiB, 1000000."
 )
 @click.option(
-    "--weight", type=click.IntRange(1, 100), help="Share of a claim against other tenants, 1-100."
+    "--weight",
+    type=click.IntRange(1, 100),
+    metavar="N",
+    help="Share of a claim against other tenants, 1 to 100.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the quotas as JSON.")
 @pass_ctx

@@ -128,12 +128,7 @@ def _unserved(workers: list[dict], queues: list[dict]) -> list[tuple[str, str]]:
 def _limits(db: Database) -> tuple[list[dict], list[dict]]:
     """The paused queues (of every tenant the login sees) and the tenants a quota holds
     now (docs/limits.md)."""
-    paused = [
-        {k: q[k] for k in ("tenant", "name", "paused_at", "paused_by", "pause_reason", "ready")}
-        for q in limits.queues(db)
-        if q["paused_at"] is not None
-    ]
-    return paused, limits.tenants_at_quota(db)
+    return limits.paused_queues(db), limits.tenants_at_quota(db)
 
 
 def _print_limits(paused: list[dict], at_quota: list[dict]) -> None:

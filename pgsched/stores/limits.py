@@ -128,9 +128,9 @@ def queue_set_limits(
     """Set limits of queue ``name`` of ``tenant``: ``max_running`` (executions at once,
     across every worker), ``rate_limit`` starts per ``rate_period_seconds`` (a sliding
     window). UNSET leaves a field; None removes the limit (a rate limit and its period go
-    together: None for either removes both). Limits are integers from 1; the period is
-    seconds above 0, at most a year. Wakes the tenant's workers at commit. Returns
-    :func:`queue`."""
+    together: None for either removes both; one of them alone changes a queue that has
+    both). Limits are integers from 1; the period is seconds above 0, at most a year.
+    Wakes the tenant's workers at commit. Returns :func:`queue`."""
     _names(tenant, name)
     clear: list[str] = []
     args: dict[str, Any] = {"max_running": None, "rate_limit": None, "rate_period_seconds": None}
@@ -151,6 +151,17 @@ def queue_set_limits(
         if rate_period_seconds is not UNSET:
             args["rate_period_seconds"] = _period(rate_period_seconds)
     with db.transaction() as tx:
+        if (args["rate_limit"] is None) != (args["rate_period_seconds"] is None):
+            # one half of a rate limit: the queue must have the other (the function checks
+            # again, under the row's lock; this says it in the caller's terms)
+            rows = tx.many("limits_queue_list", tenant=tenant, name=name)
+            has = rows[0] if rows else {"rate_limit": None, "rate_period_seconds": None}
+            if has["rate_limit"] is None:
+                given = "rate_limit" if args["rate_limit"] is not None else "rate_period_seconds"
+                other = "rate_period_seconds" if given == "rate_limit" else "rate_limit"
+                raise ValidationError(
+                    given, args[given], f"needs {other} too: queue {name!r} has no rate limit"
+                )
         tx.one("limits_queue_set_limits", tenant=tenant, name=name, clear=clear, **args)
         return _listed(tx, tenant, name)
 
@@ -224,6 +235,13 @@ def tenants_at_quota(db: Database | Session) -> list[Row]:
     ``at``: the quotas reached (``max_running``, ``max_starts_per_hour``,
     ``compute_minutes``, ``log_bytes``). For ``pgsched status``."""
     return db.many("limits_tenants_at_quota")
+
+
+def paused_queues(db: Database | Session) -> list[Row]:
+    """The paused queues of every tenant the session sees, by tenant and name: ``tenant``,
+    ``name``, ``paused_at``, ``paused_by``, ``pause_reason``, ``ready`` (pending and due:
+    what waits on the pause). For ``pgsched status``."""
+    return db.many("limits_paused_queues")
 
 
 def wait_reason(db: Database | Session, tenant: str, execution_id: int) -> str | None:

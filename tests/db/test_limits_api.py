@@ -316,6 +316,14 @@ def test_the_store_checks_its_input_before_the_database(db):
             ),
             "rate_limit: None removes the rate limit",
         ),
+        (
+            lambda: limits.queue_set_limits(db, "default", "q", rate_limit=5),
+            "rate_limit: 5 needs rate_period_seconds too: queue 'q' has no rate limit",
+        ),
+        (
+            lambda: limits.queue_set_limits(db, "default", "q", rate_period_seconds=5),
+            "rate_period_seconds: 5.0 needs rate_limit too",
+        ),
         (lambda: limits.tenant_set_quotas(db, "default", weight=None), "weight: None"),
         (lambda: limits.tenant_set_quotas(db, "default", speed=3), "speed: 3 is not a quota"),
         (lambda: limits.tenant_set_quotas(db, "default", max_log_bytes=-5), "max_log_bytes: -5"),
@@ -341,3 +349,23 @@ def test_a_queue_listing_shows_limits_work_and_workers(db, sql, ab):
     assert rows[(a.name, "default")]["workers"] == 1 and rows[(b.name, "default")]["workers"] == 0
     assert rows[(a.name, "spare")]["ready"] == 0 and rows[(a.name, "empty")]["max_running"] == 1
     assert [r["name"] for r in limits.queues(db, b.name)] == ["default"]
+
+
+def test_status_reads_only_the_tenants_a_login_may_see(db, ab):
+    a, b, _ = ab
+    limits.tenant_set_quotas(db, b.name, max_running=0)
+    limits.queue_pause(db, b.name, "default", "B's own business")
+    assert [
+        t["tenant"] for t in limits.tenants_at_quota(db) if t["tenant"] in (a.name, b.name)
+    ] == [b.name]
+    assert [(q["tenant"], q["ready"]) for q in limits.paused_queues(db)] == [(b.name, 2)]
+    engine = Database.connect(a.engine, max_size=1)
+    try:
+        assert limits.tenants_at_quota(engine) == []
+        assert limits.paused_queues(engine) == []
+        limits.tenant_set_quotas(db, a.name, max_running=0)
+        assert [(t["tenant"], t["at"]) for t in limits.tenants_at_quota(engine)] == [
+            (a.name, ["max_running"])
+        ]
+    finally:
+        engine.close()
