@@ -9,7 +9,8 @@ principal's scrape: every tenant's series too; a tenant's scrape gets its own te
 series alone). Counters and histograms come from the hourly roll-up
 (``stats_hourly`` + ``stats_total``, see :mod:`pgsched.stats`), so they move when the
 scheduler leader rolls up (each minute); gauges are live. Names, units and meanings are
-listed in ``docs/observability.md``.
+listed in ``docs/observability.md``; the limits' gauges (quotas, paused and limited
+queues) are :mod:`pgsched.metrics_limits`'s.
 
 Cardinality: ``pgsched_executions_total`` has a series per task only for the
 ``metrics_task_limit`` setting's (default 100) tasks with the most executions of each
@@ -34,7 +35,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from . import health
+from . import health, metrics_limits
 from .db import Database, Row
 
 OTHER = "other"
@@ -89,6 +90,8 @@ def families(db: Database, tenant: str | None = None, *, installation: bool = Tr
         processes = tx.many("metrics_processes") if installation else []
         limit_row = tx.one("metrics_task_limit")
         checked = health.check(tx) if installation else None
+        quotas = tx.many("limits_web_tenant_usage", tenant=tenant)
+        queues = tx.many("limits_queue_list", tenant=tenant, name=None)
     limit = int(limit_row["task_limit"]) if limit_row else 100
 
     out: list[Metric] = []
@@ -162,7 +165,7 @@ def families(db: Database, tenant: str | None = None, *, installation: bool = Tr
             missed.add_metric([g["tenant"]], g["ready"])
         else:
             alerts.add_metric([g["tenant"], g["label"]], g["ready"])
-    out += [depth, later, running, dead, missed, alerts]
+    out += [depth, later, running, dead, missed, alerts, *metrics_limits.families(quotas, queues)]
     if checked is None:
         return out
 

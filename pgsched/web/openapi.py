@@ -41,6 +41,7 @@ PAGING = [
     _query("cursor", {"type": "string"}, "next_cursor of the previous page."),
 ]
 TASK_PATH = [_path("name", NAME)]
+QUEUE_PATH = [_path("name", {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"})]
 ID_PATH = [_path("id", ID)]
 
 
@@ -107,6 +108,59 @@ EXECUTION_FILTERS = [
     _query("worker", ID, "Worker id."),
     *PAGING,
 ]
+
+
+def _limits() -> J:
+    """The queues and quotas (pgsched.web.api_limits)."""
+    q = PREFIX + "/queues"
+    return {
+        q: {
+            "get": _op(
+                "The tenant's queues: limits, pause, running, ready, waiting, workers",
+                "viewer",
+                result={
+                    "type": "object",
+                    "properties": {"items": {"type": "array", "items": ref("Queue")}},
+                },
+            )
+        },
+        q + "/{name}": {
+            "get": _op("A queue", "viewer", params=QUEUE_PATH, result=ref("Queue")),
+            "patch": _op(
+                "Set a queue's limits across every worker",
+                "operator",
+                params=QUEUE_PATH,
+                body=ref("QueueLimits"),
+                result=ref("Queue"),
+            ),
+        },
+        q + "/{name}/pause": {
+            "post": _op(
+                "Pause a queue: claims take nothing from it (what runs goes on)",
+                "operator",
+                params=QUEUE_PATH,
+                body=ref("QueuePause"),
+                body_required=False,
+                result=ref("Queue"),
+            )
+        },
+        q + "/{name}/resume": {
+            "post": _op("Resume a queue", "operator", params=QUEUE_PATH, result=ref("Queue"))
+        },
+        PREFIX + "/quotas": {
+            "get": _op("The tenant's quotas beside its use", "viewer", result=ref("Quotas"))
+        },
+        PREFIX + "/tenants/{tenant}/quotas": {
+            "patch": _op(
+                "Set a tenant's quotas",
+                "admin",
+                params=[_path("tenant", NAME)],
+                body=ref("QuotasUpdate"),
+                result=ref("Quotas"),
+                instance=True,
+            )
+        },
+    }
 
 
 def document() -> J:
@@ -261,6 +315,7 @@ def document() -> J:
         PREFIX + "/tokens/{id}": {
             "delete": _op("Revoke a token; its sessions end", "admin", params=ID_PATH)
         },
+        **_limits(),
         PREFIX + "/audit": {
             "get": _op(
                 "The tenant's audit events (sign-ins, failed sign-ins, token and user changes, "

@@ -188,3 +188,78 @@ SCHEMAS: J = {
         },
     },
 }
+
+# Queues and quotas (issue 18; pgsched.stores.limits). Limits null: none.
+COUNT = {"type": ["integer", "null"], "minimum": 1, "maximum": 2**31 - 1}
+QUOTA = {"type": ["integer", "null"], "minimum": 0}
+LIMIT_SCHEMAS: J = {
+    "Queue": {
+        "type": "object",
+        "properties": {
+            "tenant": {"type": "string"},
+            "name": {"type": "string"},
+            "max_running": COUNT,
+            "rate_limit": COUNT,
+            "rate_period_seconds": {"type": ["number", "null"]},
+            "paused_at": {"type": ["string", "null"], "format": "date-time"},
+            "paused_by": {**NULLABLE_TEXT, "description": "user NAME, token ID or login ROLE"},
+            "pause_reason": NULLABLE_TEXT,
+            "running": {"type": "integer"},
+            "ready": {"type": "integer", "description": "pending and due"},
+            "waiting": {"type": "integer", "description": "of the ready, held by a limit"},
+            "workers": {"type": "integer", "description": "live workers serving it"},
+        },
+    },
+    "QueuePause": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"reason": {"type": ["string", "null"], "maxLength": 500}},
+    },
+    "QueueLimits": {
+        "type": "object",
+        "additionalProperties": False,
+        "minProperties": 1,
+        "description": "A field left out stays; null removes the limit (a rate limit and its "
+        "period go together).",
+        "properties": {
+            "max_running": COUNT,
+            "rate_limit": COUNT,
+            "rate_period_seconds": {
+                "type": ["number", "null"],
+                "exclusiveMinimum": 0,
+                "maximum": 366 * 86400,
+            },
+        },
+    },
+    "Quotas": {
+        "type": "object",
+        "properties": {
+            "tenant": {"type": "string"},
+            "max_running": QUOTA,
+            "running": {"type": "integer"},
+            "max_starts_per_hour": QUOTA,
+            "hour_starts": {"type": "integer", "description": "this clock hour, UTC"},
+            "max_compute_minutes_per_month": QUOTA,
+            "compute_minutes": {"type": "number", "description": "this calendar month, UTC"},
+            "max_log_bytes": QUOTA,
+            "log_bytes": {"type": "integer"},
+            "weight": {"type": "integer", "minimum": 1, "maximum": 100},
+            "over": {"type": "array", "items": {"enum": ["compute_minutes", "log_bytes"]}},
+            "measured_at": {"type": ["string", "null"], "format": "date-time"},
+        },
+    },
+    "QuotasUpdate": {
+        "type": "object",
+        "additionalProperties": False,
+        "minProperties": 1,
+        "description": "A field left out stays; null: no quota (weight is never null).",
+        "properties": {
+            "max_running": {**QUOTA, "maximum": 2**31 - 1},
+            "max_starts_per_hour": {**QUOTA, "maximum": 2**31 - 1},
+            "max_compute_minutes_per_month": {**QUOTA, "maximum": 2**63 - 1},
+            "max_log_bytes": {**QUOTA, "maximum": 2**63 - 1},
+            "weight": {"type": "integer", "minimum": 1, "maximum": 100},
+        },
+    },
+}
+SCHEMAS.update(LIMIT_SCHEMAS)

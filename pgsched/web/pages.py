@@ -44,6 +44,8 @@ NOTICES: dict[str, tuple[str, str | None]] = {
     "removed": ("Removed from the dead-letter queue.", None),
     "password_changed": ("Password changed: every other session of yours has ended.", None),
     "user_signed_out": ("Signed out everywhere: the user's sessions have ended.", None),
+    "queue_paused": ("Queue paused: claims take nothing from it (what runs goes on).", None),
+    "queue_resumed": ("Queue resumed: its workers are woken.", None),
 }
 
 

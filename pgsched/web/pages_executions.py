@@ -20,6 +20,7 @@ from starlette.routing import Route
 
 from ..db import Database, Row
 from ..stores import executions as execution_store
+from ..stores import limits
 from .access import database, require
 from .api import MAX_ID, choice_arg, int_arg, text_arg, time_arg
 from .api_executions import LIVE, STATES
@@ -99,6 +100,10 @@ def execution_detail(request: Request) -> Response:
             "e": row,
             "attempts": execution_store.attempts(db, row["id"]),
             "live": not ended,
+            # why a due pending execution has not started, when a limit holds it (0021)
+            "wait_reason": (
+                limits.wait_reason(db, who.tenant, row["id"]) if row["state"] == "pending" else None
+            ),
             "log": log[:LOG_LINES][::-1],
             "log_cut": len(log) > LOG_LINES,
             "notice": notice(request),

@@ -25,6 +25,7 @@ NAV = (
     ("Executions", "/executions"),
     ("DAGs", "/dags"),
     ("Dead letters", "/dlq"),
+    ("Queues", "/queues"),
     ("Workers", "/workers"),
     ("Scheduler", "/scheduler"),
 )

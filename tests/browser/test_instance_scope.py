@@ -20,7 +20,15 @@ def test_a_tenant_admin_sees_no_cluster_page_and_an_instance_admin_sees_the_work
     try:
         nav = [a.inner_text() for a in tenant.page.query_selector_all("nav[aria-label=Main] a")]
         # its own tenant's audit log is an admin's, a tenant's too
-        assert nav == ["Dashboard", "Tasks", "Executions", "DAGs", "Dead letters", "Audit"]
+        assert nav == [
+            "Dashboard",
+            "Tasks",
+            "Executions",
+            "DAGs",
+            "Dead letters",
+            "Queues",
+            "Audit",
+        ]
         assert "Health" not in tenant.page.inner_text("main")
         shutil.copy(tenant.shot("dashboard"), SHOTS / "tenantworker-tenant-admin-nav.png")
         answer = tenant.page.goto(stack.url + "/workers")

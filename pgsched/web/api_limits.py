@@ -1,0 +1,95 @@
+"""REST API: queues and quotas (issue 18; :mod:`pgsched.stores.limits`).
+
+``GET /api/v1/queues`` and ``GET /api/v1/queues/{name}`` (a viewer) list the caller's
+tenant's queues with their limits, pause and counts; ``POST .../pause`` (body
+``{"reason": "..."}``, optional), ``POST .../resume`` and ``PATCH /api/v1/queues/{name}``
+(``max_running``, ``rate_limit``, ``rate_period_seconds``; a field left out stays, null
+removes the limit) need an operator, and are recorded as ``token ID`` (``paused_by``).
+``GET /api/v1/quotas`` (a viewer): the caller's tenant's quotas and use.
+``PATCH /api/v1/tenants/{tenant}/quotas`` (an instance admin): set a tenant's quotas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..errors import ValidationError
+from ..stores import limits
+from .access import database, require
+from .api import PREFIX, json_object, only_fields, reply
+from .pages_limits import by
+
+QUEUE_LIMITS = frozenset({"max_running", "rate_limit", "rate_period_seconds"})
+
+
+def _name(request: Request) -> str:
+    return str(request.path_params["name"])
+
+
+def queue_list(request: Request) -> Response:
+    who = require(request, "viewer")
+    return reply({"items": limits.queues(database(request), who.tenant)})
+
+
+def queue_get(request: Request) -> Response:
+    who = require(request, "viewer")
+    return reply(limits.queue(database(request), who.tenant, _name(request)))
+
+
+def queue_pause(request: Request) -> Response:
+    who = require(request, "operator")
+    data = json_object(request, required=False)
+    only_fields(data, {"reason"})
+    reason = data.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise ValidationError("reason", reason, "must be text or null")
+    row = limits.queue_pause(
+        database(request), who.tenant, _name(request), reason or None, by=by(who)
+    )
+    return reply(row)
+
+
+def queue_resume(request: Request) -> Response:
+    who = require(request, "operator")
+    return reply(limits.queue_resume(database(request), who.tenant, _name(request), by=by(who)))
+
+
+def queue_update(request: Request) -> Response:
+    who = require(request, "operator")
+    data = json_object(request)
+    only_fields(data, QUEUE_LIMITS)
+    if not data:
+        raise ValidationError("body", data, f"names no limit ({', '.join(sorted(QUEUE_LIMITS))})")
+    changes: dict[str, Any] = {k: data[k] for k in QUEUE_LIMITS if k in data}
+    return reply(limits.queue_set_limits(database(request), who.tenant, _name(request), **changes))
+
+
+def quotas_get(request: Request) -> Response:
+    who = require(request, "viewer")
+    return reply(limits.tenant_quotas(database(request), who.tenant))
+
+
+def quotas_update(request: Request) -> Response:
+    require(request, "admin", instance=True)
+    data = json_object(request)
+    only_fields(data, set(limits.QUOTAS))
+    if not data:
+        raise ValidationError("body", data, f"names no quota ({', '.join(limits.QUOTAS)})")
+    tenant = str(request.path_params["tenant"])
+    return reply(limits.tenant_set_quotas(database(request), tenant, **data))
+
+
+Q = PREFIX + "/queues"
+routes = [
+    Route(Q, queue_list, methods=["GET"]),
+    Route(Q + "/{name}/pause", queue_pause, methods=["POST"]),
+    Route(Q + "/{name}/resume", queue_resume, methods=["POST"]),
+    Route(Q + "/{name}", queue_get, methods=["GET"]),
+    Route(Q + "/{name}", queue_update, methods=["PATCH"]),
+    Route(PREFIX + "/quotas", quotas_get, methods=["GET"]),
+    Route(PREFIX + "/tenants/{tenant}/quotas", quotas_update, methods=["PATCH"]),
+]
