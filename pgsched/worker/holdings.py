@@ -50,28 +50,33 @@ def _start_order(row: Row) -> tuple[int, datetime, int]:
 def buffer_in_order(buffer: collections.deque[Row], rows: list[Row]) -> None:
     """Add claimed ``rows`` (in start order, as execution_claim returns them) to ``buffer``
     so that slots take each tenant's executions highest priority first, as the queue would
-    have given them: a later claim may bring executions that go before some already
-    buffered (an execution of priority 1 enqueued behind a buffer of priority-9 ones).
-    Across tenants the claim's order stands (the fair share, migration 0021): a tenant's
-    rows keep the places in the buffer its claims gave it, and only its own rows are
-    sorted into them (priority, run_at, id), so one tenant's priority-1 flood never moves
-    ahead of another tenant's row already waiting. The buffer holds at most free slots plus
-    the prefetch, so the sort is cheap; nothing is sorted when every tenant's new rows come
-    after its buffered ones."""
-    last: dict[object, tuple[int, datetime, int]] = {}
-    for r in buffer:
-        last[r.get("tenant")] = _start_order(r)  # kept in order: the last is each tenant's latest
-    if all((t := r.get("tenant")) not in last or _start_order(r) >= last[t] for r in rows):
-        buffer.extend(rows)
-        return
+    have given them (a later claim may bring an execution of priority 1 enqueued behind a
+    buffer of priority-9 ones), and take the tenants in turn: the buffer is a round over
+    the tenants in it (in the order they first appear), each tenant's rows in start order
+    (priority, run_at, id). So a tenant whose one execution is claimed while the worker
+    holds a buffer of another tenant's flood waits for a free slot, not for the flood's
+    buffered rows (the fair share of migration 0021 holds in the worker too, not only in
+    the claim), and one tenant's priority-1 rows never pass another tenant's. The weights
+    of the fair share decide how many rows of each tenant the claims bring; in the buffer
+    each tenant's turn is one row. The buffer holds at most free slots plus the prefetch,
+    so this is cheap; nothing is reordered when one tenant's rows come after its own."""
     items = [*buffer, *rows]
-    places: dict[object, list[int]] = {}
-    for i, r in enumerate(items):
-        places.setdefault(r.get("tenant"), []).append(i)
-    out: list[Row] = list(items)
-    for idx in places.values():
-        for i, r in zip(idx, sorted((items[i] for i in idx), key=_start_order), strict=True):
-            out[i] = r
+    tenants = {r.get("tenant") for r in items}
+    if len(tenants) <= 1:
+        last = _start_order(buffer[-1]) if buffer else None
+        if last is None or all(_start_order(r) >= last for r in rows):
+            buffer.extend(rows)
+            return
+        buffer.clear()
+        buffer.extend(sorted(items, key=_start_order))
+        return
+    by_tenant: dict[object, list[Row]] = {}
+    for r in items:
+        by_tenant.setdefault(r.get("tenant"), []).append(r)
+    queues = [sorted(own, key=_start_order) for own in by_tenant.values()]
+    out: list[Row] = []
+    for turn in range(max(len(q) for q in queues)):
+        out.extend(q[turn] for q in queues if turn < len(q))
     buffer.clear()
     buffer.extend(out)
 

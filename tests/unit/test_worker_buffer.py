@@ -1,5 +1,5 @@
 """The worker's buffer of claimed executions stays in start order (priority, run_at, id)
-within each tenant, and in the claim's order across tenants (the fair share)."""
+within each tenant, and takes the tenants in turn (the fair share)."""
 
 from __future__ import annotations
 
@@ -49,3 +49,18 @@ def test_another_tenants_priority_1_claimed_later_does_not_pass_a_waiting_row():
     buffer_in_order(buffer, [row(4, 1, tenant="a"), row(5, 1, 1, tenant="a")])
     assert ids(buffer) == [4, 2, 5, 1, 3]
     assert [r["tenant"] for r in buffer] == ["a", "b", "a", "a", "a"]
+
+
+def test_a_tenants_one_row_claimed_behind_anothers_buffered_flood_goes_next():
+    """The fairness benchmark's case: a worker holds 100 of a's executions; b's one, claimed
+    later, starts at the next free slot rather than after a's hundred."""
+    buffer = collections.deque(row(i, 5, i, tenant="a") for i in range(1, 101))
+    buffer_in_order(buffer, [row(200, 5, tenant="b")])
+    assert ids(buffer)[:3] == [1, 200, 2]
+    assert ids(buffer)[3:] == list(range(3, 101))
+
+
+def test_tenants_take_turns_each_in_its_own_start_order():
+    buffer = collections.deque([row(1, 5, tenant="a"), row(2, 5, 1, tenant="a")])
+    buffer_in_order(buffer, [row(3, 9, tenant="b"), row(4, 1, tenant="b"), row(5, 1, 2, "a")])
+    assert ids(buffer) == [5, 4, 1, 3, 2]  # a: 5 (priority 1), 1, 2; b: 4 (priority 1), 3
