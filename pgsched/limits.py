@@ -20,3 +20,14 @@ class SlowQuota(StrEnum):
 
     COMPUTE_MINUTES = "compute_minutes"
     LOG_BYTES = "log_bytes"
+
+
+class Quota(StrEnum):
+    """The tenant quotas a ``quota`` alert names (pgsched.alert.details->>'quota',
+    pgsched.tenant_usage.alerted; migration 0025): executions at once, starts this clock
+    hour, compute minutes this month, stored log bytes."""
+
+    RUNNING = "running"
+    STARTS_PER_HOUR = "starts_per_hour"
+    COMPUTE_MINUTES = "compute_minutes"
+    LOG_BYTES = "log_bytes"

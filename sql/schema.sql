@@ -1805,6 +1805,11 @@ BEGIN
     IF pgsched_internal.partition_is_live_v1(partition_name, parent) THEN
         RETURN false;
     END IF;
+    IF parent = 'execution_log' THEN
+        EXECUTE format('INSERT INTO pgsched.usage_delta (tenant, log_bytes) '
+                       'SELECT tenant, -sum(octet_length(line)) FROM pgsched.%I GROUP BY 1',
+                       partition_name);
+    END IF;
     EXECUTE format('ALTER TABLE pgsched.%I DETACH PARTITION pgsched.%I', parent, partition_name);
     EXECUTE format('DROP TABLE pgsched.%I', partition_name);
     RETURN true;
@@ -2590,6 +2595,51 @@ BEGIN
 END $$;
 
 --
+-- Name: usage_attempts_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.usage_attempts_v1() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    INSERT INTO pgsched.usage_delta (tenant, month_start, compute_seconds)
+    SELECT n.tenant, date_trunc('month', n.finished_at, 'UTC'),
+           sum(greatest(extract(epoch FROM n.finished_at - n.started_at), 0))
+      FROM new_attempts n
+     GROUP BY 1, 2;
+    RETURN NULL;
+END $$;
+
+--
+-- Name: usage_log_added_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.usage_log_added_v1() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    INSERT INTO pgsched.usage_delta (tenant, log_bytes)
+    SELECT n.tenant, sum(octet_length(n.line)) FROM new_lines n GROUP BY 1;
+    RETURN NULL;
+END $$;
+
+--
+-- Name: usage_log_removed_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.usage_log_removed_v1() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    INSERT INTO pgsched.usage_delta (tenant, log_bytes)
+    SELECT o.tenant, -sum(octet_length(o.line)) FROM old_lines o GROUP BY 1;
+    RETURN NULL;
+END $$;
+
+--
 -- Name: wait_reason_v1(pgsched.execution); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -2744,12 +2794,14 @@ CREATE AGGREGATE pgsched_internal.stats_sum_v1(bigint[]) (
 CREATE TABLE pgsched.alert (
     id bigint NOT NULL,
     tenant text NOT NULL,
-    task_id bigint NOT NULL,
+    task_id bigint,
     kind text NOT NULL,
     opened_at timestamp with time zone DEFAULT now() NOT NULL,
     resolved_at timestamp with time zone,
     details jsonb DEFAULT '{}'::jsonb NOT NULL,
-    CONSTRAINT alert_kind_check CHECK ((kind = ANY (ARRAY['missed_schedule'::text, 'failure_rate'::text])))
+    CONSTRAINT alert_kind_check CHECK ((kind = ANY (ARRAY['missed_schedule'::text, 'failure_rate'::text, 'quota'::text]))),
+    CONSTRAINT alert_quota_has_no_task CHECK (((kind = 'quota'::text) = (task_id IS NULL))),
+    CONSTRAINT alert_quota_named CHECK (((kind <> 'quota'::text) OR (details ? 'quota'::text)))
 );
 
 --
@@ -3486,6 +3538,29 @@ CREATE TABLE pgsched.tenant_usage (
 COMMENT ON TABLE pgsched.tenant_usage IS 'a tenant''s use against its quotas: starts this hour (claims), compute this month and log bytes (the leader''s usage job), the slow quotas exceeded (over)';
 
 --
+-- Name: COLUMN tenant_usage.alerted; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant_usage.alerted IS 'the quotas the tenant has an open quota alert for (reached; resolved below 80 % of the quota)';
+
+--
+-- Name: usage_delta; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.usage_delta (
+    tenant text NOT NULL,
+    month_start timestamp with time zone,
+    compute_seconds double precision DEFAULT 0 NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL
+);
+
+--
+-- Name: TABLE usage_delta; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON TABLE pgsched.usage_delta IS 'compute seconds and log bytes written since the usage job last counted them (it deletes what it adds to tenant_usage)';
+
+--
 -- Name: web_key; Type: TABLE; Schema: pgsched; Owner: -
 --
 
@@ -3917,6 +3992,12 @@ ALTER TABLE ONLY pgsched.worker
 --
 
 CREATE UNIQUE INDEX alert_open_key ON pgsched.alert USING btree (task_id, kind) WHERE (resolved_at IS NULL);
+
+--
+-- Name: alert_open_quota_key; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE UNIQUE INDEX alert_open_quota_key ON pgsched.alert USING btree (tenant, ((details ->> 'quota'::text))) WHERE ((kind = 'quota'::text) AND (resolved_at IS NULL));
 
 --
 -- Name: alert_tenant_idx; Type: INDEX; Schema: pgsched; Owner: -
@@ -4399,6 +4480,24 @@ CREATE TRIGGER tenant_register AFTER INSERT ON pgsched.task REFERENCING NEW TABL
 CREATE TRIGGER tenant_usage_row AFTER INSERT ON pgsched.tenant REFERENCING NEW TABLE AS new_tenants FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.tenant_usage_row_v1();
 
 --
+-- Name: execution_attempt usage_attempts; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER usage_attempts AFTER INSERT ON pgsched.execution_attempt REFERENCING NEW TABLE AS new_attempts FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.usage_attempts_v1();
+
+--
+-- Name: execution_log usage_log_added; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER usage_log_added AFTER INSERT ON pgsched.execution_log REFERENCING NEW TABLE AS new_lines FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.usage_log_added_v1();
+
+--
+-- Name: execution_log usage_log_removed; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER usage_log_removed AFTER DELETE ON pgsched.execution_log REFERENCING OLD TABLE AS old_lines FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.usage_log_removed_v1();
+
+--
 -- Name: execution_history webhook_execution_finished; Type: TRIGGER; Schema: pgsched; Owner: -
 --
 
@@ -4670,6 +4769,12 @@ CREATE POLICY instance_rows ON pgsched.tenant_role TO pgsched_instance USING (tr
 CREATE POLICY instance_rows ON pgsched.tenant_usage TO pgsched_instance USING (true) WITH CHECK (true);
 
 --
+-- Name: usage_delta instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.usage_delta TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
 -- Name: webhook_delivery instance_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
@@ -4900,6 +5005,12 @@ CREATE POLICY tenant_rows ON pgsched.worker TO pgsched_engine USING ((tenants = 
 --
 
 ALTER TABLE pgsched.tenant_usage ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: usage_delta; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.usage_delta ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: alert web_rows; Type: POLICY; Schema: pgsched; Owner: -
