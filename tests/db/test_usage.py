@@ -5,10 +5,14 @@ per crossing of any quota, seen by its tenant alone."""
 
 from __future__ import annotations
 
+import json
+
 import psycopg
 import pytest
+from click.testing import CliRunner
 from psycopg.rows import dict_row
 
+from pgsched.cli import main
 from pgsched.limits import Quota, SlowQuota
 from pgsched.scheduler.usage import measure
 from pgsched.worker.completer import finish_params
@@ -229,3 +233,19 @@ def test_a_tenant_sees_its_own_quota_alerts_and_no_other_tenants(dsn, db, sql):
                         "INSERT INTO pgsched.usage_delta (tenant, log_bytes) VALUES (%s, -1000)",
                         [tenant],
                     )
+
+
+def test_alert_list_prints_the_tenants_quota_alerts(dsn, db, sql):
+    sql.execute("INSERT INTO pgsched.tenant (name, max_log_bytes) VALUES ('t1', 1)")
+    log_lines(sql, "t1", ["two bytes or more"])
+    measure(db)
+    runner = CliRunner()
+    got = runner.invoke(main, ["--dsn", dsn, "--tenant", "t1", "alert", "list", "--json"])
+    assert got.exit_code == 0, got.output
+    [row] = json.loads(got.output)
+    assert row["kind"] == "quota" and row["task_name"] is None and row["resolved_at"] is None
+    assert row["details"] == {"quota": "log_bytes", "used": 17, "limit": 1}
+    text = runner.invoke(main, ["--dsn", dsn, "--tenant", "t1", "alert", "list"])
+    assert text.exit_code == 0 and "log_bytes" in text.output
+    other = runner.invoke(main, ["--dsn", dsn, "alert", "list", "--json"])  # tenant default
+    assert json.loads(other.output) == []
