@@ -2,7 +2,8 @@
 -- quotas measured and every quota's alert opened or resolved, in one statement.
 
 -- name: usage_lock :one
--- One usage run at a time (two leaders for a moment): a delta is added to one total only.
+-- One usage run at a time (two leaders for a moment): each writes totals computed from the
+-- row it read, so two at once would lose one's deltas.
 SELECT pg_try_advisory_xact_lock(hashtextextended('pgsched.usage', 0)) AS locked
 
 -- name: usage_measure :many

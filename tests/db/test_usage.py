@@ -249,3 +249,30 @@ def test_alert_list_prints_the_tenants_quota_alerts(dsn, db, sql):
     assert text.exit_code == 0 and "log_bytes" in text.output
     other = runner.invoke(main, ["--dsn", dsn, "alert", "list", "--json"])  # tenant default
     assert json.loads(other.output) == []
+
+
+def test_a_second_run_beside_one_in_progress_counts_nothing(dsn, db, sql):
+    """Two leaders for a moment: the run that finds the usage lock taken does nothing (two
+    at once would each write a total computed from the row as it was before the other:
+    one run's deltas would be lost); the next run counts them once."""
+    sql.execute("INSERT INTO pgsched.tenant (name) VALUES ('t1')")
+    attempt(sql, "t1", 5)
+    with psycopg.connect(dsn) as other:
+        other.execute("SELECT pg_advisory_xact_lock(hashtextextended('pgsched.usage', 0))")
+        assert measure(db) == []
+        assert usage(sql, "t1")["compute_seconds"] == 0
+    measure(db)
+    assert usage(sql, "t1")["compute_seconds"] == 5
+
+
+def test_the_hourly_quota_alerts_when_reached_and_resolves_in_the_next_hour(db, sql):
+    sql.execute("INSERT INTO pgsched.tenant (name, max_starts_per_hour) VALUES ('t1', 10)")
+    sql.execute(
+        "UPDATE pgsched.tenant_usage SET hour_start = date_trunc('hour', now(), 'UTC'),"
+        " hour_starts = 10 WHERE tenant = 't1'"
+    )
+    assert [(c["change"], c["quota"]) for c in measure(db)] == [("opened", "starts_per_hour")]
+    # the claims' count is of the hour before: a new hour, under the quota again
+    sql.execute("UPDATE pgsched.tenant_usage SET hour_start = hour_start - interval '1 hour'")
+    assert [(c["change"], c["quota"]) for c in measure(db)] == [("resolved", "starts_per_hour")]
+    assert usage(sql, "t1")["alerted"] == []
