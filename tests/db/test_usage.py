@@ -218,8 +218,14 @@ def test_reaching_a_quota_alerts_once_per_crossing(db, sql):
 def test_a_tenant_sees_its_own_quota_alerts_and_no_other_tenants(dsn, db, sql):
     with two_tenants(dsn) as (a, b, _):
         sql.execute("UPDATE pgsched.tenant SET max_log_bytes = 1 WHERE name = %s", [a.name])
-        log_lines(sql, a.name, ["too many bytes"])
+        with psycopg.connect(a.engine) as conn:  # as its worker writes a line: counted
+            conn.execute(
+                "INSERT INTO pgsched.execution_log (execution_id, attempt, tenant, seq, stream,"
+                " logged_at, line) VALUES (%s, 1, %s, 1, 'stdout', now(), 'too many bytes')",
+                [a.pending_id, a.name],
+            )
         measure(db)
+        assert usage(sql, a.name)["log_bytes"] == 14
         assert quota_alerts(sql, a.name) == [{"quota": "log_bytes", "open": True}]
         for login, tenant, seen in ((a.engine, a.name, 1), (b.engine, b.name, 0)):
             with psycopg.connect(login, row_factory=dict_row) as conn:
