@@ -17,6 +17,11 @@ Rules (``sql/alert.sql``; thresholds per task in ``task_alerting``, else the set
   that a rate hovering at the threshold does not open, resolve and send again every
   minute. Opening sends ``on_failure``.
 
+- ``quota`` (the tenant's, no task; :mod:`pgsched.scheduler.usage`): the tenant reached
+  one of its quotas (``details.quota``: running, starts_per_hour, compute_minutes,
+  log_bytes). Resolved when its use falls to 80 % of the quota. Shown with the tenant's
+  alerts (dashboard, ``pgsched alert list``); no webhook, a tenant has no URL of its own.
+
 Every failed, timed-out or dead execution also sends ``on_failure`` (and a dead one
 ``on_dlq``): a trigger on ``execution_history`` queues those in the finishing transaction.
 """
@@ -196,6 +201,7 @@ def active(
     limit: int = 200,
 ) -> list[Row]:
     """Alerts of ``tenant``, open ones first, then newest first: ``id``, ``task_id``,
-    ``task_name``, ``kind``, ``opened_at``, ``resolved_at`` (None while open),
-    ``details`` (what was seen: reasons, rates, thresholds)."""
+    ``task_name`` (both None for a ``quota`` alert, which is the tenant's), ``kind``,
+    ``opened_at``, ``resolved_at`` (None while open), ``details`` (what was seen: reasons,
+    rates, thresholds; a quota alert's ``quota``, ``used`` and ``limit``)."""
     return db.many("alert_list", tenant=tenant, open_only=not include_resolved, limit=limit)

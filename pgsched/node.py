@@ -75,9 +75,10 @@ def build_scheduler(source: Source, settings: SchedulerSettings) -> Scheduler:
         premake_days=settings.premake_days,
         leader_timeout=settings.leader_timeout,
         observe_interval=settings.observe_interval,
+        usage_interval=settings.usage_interval,
     )
     db = source.db(
-        max_size=config.parallel + 6,
+        max_size=config.parallel + 7,
         application_name="pgsched scheduler",
         idle_in_transaction_timeout=settings.leader_timeout,
         statement_deadline=SCHEDULER_STATEMENT_DEADLINE,
@@ -209,7 +210,7 @@ def run_dev(source: Source, settings: DevSettings) -> None:
     settings.validate()
     dsn = dev.prepare(source, examples=settings.examples)
     conceal_login(source)
-    db = Database.connect(dsn, max_size=settings.concurrency + 8)
+    db = Database.connect(dsn, max_size=settings.concurrency + 9)
     try:
         dev.introduce(db, source, examples=settings.examples)
         parts: list[Target] = []

@@ -34,7 +34,9 @@ class SchedulerSettings:
     ``max_sleep`` longest sleep between ticks (0.01-3600 s); ``retention_days`` of history
     kept (1-36,500); ``premake_days`` of partitions made ahead (1-60); ``leader_timeout``
     seconds without a heartbeat before a standby takes over (2-3600); ``observe_interval``
-    seconds between statistics roll-ups and alert checks (0.5-3600)."""
+    seconds between statistics roll-ups and alert checks (0.5-3600); ``usage_interval``
+    seconds between the usage job's runs (tenants' compute and log bytes measured, quota
+    alerts; 0.5-3600)."""
 
     batch: int = 1000
     max_sleep: float = 5.0
@@ -42,6 +44,7 @@ class SchedulerSettings:
     premake_days: int = 3
     leader_timeout: float = 10.0
     observe_interval: float = 60.0
+    usage_interval: float = 60.0
 
     def validate(self) -> None:
         _whole("batch", self.batch, 1, 100_000)
@@ -50,6 +53,7 @@ class SchedulerSettings:
         _whole("premake_days", self.premake_days, 1, 60)
         _seconds("leader_timeout", self.leader_timeout, 2, 3600)
         _seconds("observe_interval", self.observe_interval, 0.5, 3600)
+        _seconds("usage_interval", self.usage_interval, 0.5, 3600)
 
 
 @dataclass(frozen=True)

@@ -164,8 +164,9 @@ SELECT least(min(missed_after_seconds), %(missed_after)s)::float8 AS least_misse
 
 -- name: alert_list :many
 -- Alerts of a tenant, open ones first, newest first; %(open_only)s leaves resolved out.
+-- A quota alert (0025) is the tenant's: no task.
 SELECT al.id, al.task_id, t.name AS task_name, al.kind, al.opened_at, al.resolved_at, al.details
-  FROM pgsched.alert al JOIN pgsched.task t ON t.id = al.task_id
+  FROM pgsched.alert al LEFT JOIN pgsched.task t ON t.id = al.task_id
  WHERE al.tenant = %(tenant)s AND (NOT %(open_only)s OR al.resolved_at IS NULL)
  ORDER BY al.resolved_at IS NULL DESC, al.opened_at DESC, al.id DESC
  LIMIT %(limit)s

@@ -79,6 +79,14 @@ def migrate(c: Context, show_status: bool) -> None:
     type=Seconds(0.5, 3600),
     help="How often the leader rolls up statistics and looks for alerts (seconds).",
 )
+@click.option(
+    "--usage-interval",
+    default=60.0,
+    show_default=True,
+    type=Seconds(0.5, 3600),
+    help="How often the leader measures each tenant's compute minutes and log bytes against "
+    "its quotas, holds the work of a tenant over one, and raises quota alerts (seconds).",
+)
 @pass_ctx
 def scheduler(
     c: Context,
@@ -88,6 +96,7 @@ def scheduler(
     premake_days: int,
     leader_timeout: float,
     observe_interval: float,
+    usage_interval: float,
 ) -> None:
     """Run a scheduler: fires due tasks while it is leader, stands by otherwise."""
     from ..node import SchedulerSettings, run_scheduler
@@ -101,6 +110,7 @@ def scheduler(
             premake_days=premake_days,
             leader_timeout=leader_timeout,
             observe_interval=observe_interval,
+            usage_interval=usage_interval,
         ),
     )
 

@@ -33,6 +33,7 @@ class _Group(click.Group):
     #: command name → the modules of pgsched.cli that register it and its subcommands: the
     #: module that defines a group first, then those that add commands to it
     LAZY: ClassVar[dict[str, tuple[str, ...]]] = {
+        "alert": ("alerts",),
         "audit": ("web",),
         "cron": ("schedules",),
         "dag": ("dags",),

@@ -31,6 +31,7 @@ from .observe import AlertDetection, StatsRollUp
 from .partitions import Partitions
 from .rescue import Rescue
 from .tick import tick
+from .usage import UsageJob
 from .worker_prune import WorkerPrune
 
 log = logging.getLogger("pgsched.scheduler")  # the name its log lines always had
@@ -54,7 +55,9 @@ class SchedulerConfig:
     and while workers drain on the same cores its statements mostly wait for CPU: 100,000
     fires took 18.0 s on 2 connections and 10.1 s on 4, docs/performance.md);
     ``observe_interval``: how often (seconds) the leader rolls up statistics and detects
-    alerts (its webhook sender runs in its own thread all the while)."""
+    alerts (its webhook sender runs in its own thread all the while); ``usage_interval``:
+    how often (seconds) the leader measures tenants' compute and log bytes against their
+    quotas and raises quota alerts (:mod:`pgsched.scheduler.usage`)."""
 
     batch: int = 1000
     max_sleep: float = 5.0
@@ -66,6 +69,7 @@ class SchedulerConfig:
     leader_timeout: float = 10.0
     parallel: int = 4
     observe_interval: float = 60.0
+    usage_interval: float = 60.0
     name: str | None = None
 
 
@@ -87,7 +91,7 @@ class Scheduler:
 
     def services(self, epoch: int) -> list[IntervalService]:
         """The leader's services for term ``epoch``, not started: the webhook sender, the
-        statistics roll-up, alert detection, the rescue, the registry of workers, the web
+        statistics roll-up, alert detection, the usage job, the rescue, the registry of workers, the web
         admin's audit events and sessions and, last,
         the partitions (whose first round the leader runs itself before its first tick)."""
         c, db, clock = self.config, self.db, self.clock
@@ -95,6 +99,7 @@ class Scheduler:
             webhooks.Sender(db, clock=clock),
             StatsRollUp(db, clock, c.observe_interval),
             AlertDetection(db, clock, c.observe_interval),
+            UsageJob(db, clock, c.usage_interval),
             Rescue(db, clock, epoch, c.rescue_interval),
             WorkerPrune(db, clock, c.maintenance_interval),
             AccessPrune(db, clock, c.maintenance_interval),

@@ -25,6 +25,7 @@ def test_the_defaults_are_valid(settings):
         (SchedulerSettings(premake_days=61), "premake_days", 61),
         (SchedulerSettings(leader_timeout=1.0), "leader_timeout", 1.0),
         (SchedulerSettings(observe_interval=True), "observe_interval", True),
+        (SchedulerSettings(usage_interval=0.1), "usage_interval", 0.1),
         (WorkerSettings(queues=()), "queues", ()),
         (WorkerSettings(queues=("default", "no spaces")), "queue", "no spaces"),
         (WorkerSettings(fallback_tenant="no tenant"), "tenant", "no tenant"),
