@@ -190,6 +190,8 @@ def check_task_limits(
         raise ValidationError(
             which, key_max_running or key_rate_limit, "needs a concurrency_key to count by"
         )
+
+
 class Quota(StrEnum):
     """The tenant quotas a ``quota`` alert names (pgsched.alert.details->>'quota',
     pgsched.tenant_usage.alerted; migration 0025): executions at once, starts this clock

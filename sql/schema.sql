@@ -426,6 +426,149 @@ BEGIN
 END $$;
 
 --
+-- Name: lock_list_v1(text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.lock_list_v1(tenant text DEFAULT NULL::text) RETURNS TABLE(lock_tenant text, lock_name text, lock_key bigint, granted boolean, pid integer, waiting_since timestamp with time zone, application_name text, execution_id bigint)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $_$
+BEGIN
+    lock_list_v1.tenant := pgsched_internal.caller_tenant_v1(lock_list_v1.tenant);
+    RETURN QUERY
+    SELECT n.tenant, n.name, n.key, l.granted, l.pid, l.waitstart, a.application_name::text, e.id
+      FROM pg_catalog.pg_locks l
+      JOIN pgsched_internal.lock_name n ON n.key = ((l.classid::bigint << 32) | l.objid::bigint)
+      LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+      -- a worker's execution locks are held on a session named for the execution
+      -- (pgsched/worker/execution_locks.py); shown when it is running in this tenant
+      LEFT JOIN pgsched.execution e
+             ON e.id = (substring(a.application_name FROM '^pgsched execution ([0-9]{1,18})$'))::bigint
+            AND e.tenant = n.tenant AND e.state = 'running'
+     WHERE l.locktype = 'advisory' AND l.objsubid = 1
+       AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
+       AND (lock_list_v1.tenant = '*' OR n.tenant = lock_list_v1.tenant)
+     ORDER BY n.tenant, n.name, l.granted DESC, l.waitstart, l.pid;
+END $_$;
+
+--
+-- Name: FUNCTION lock_list_v1(tenant text); Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched.lock_list_v1(tenant text) IS 'the locks of the caller''s tenant, held (granted) and waited for, with the session and execution';
+
+--
+-- Name: lock_release_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.lock_release_v1(name text, tenant text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    k bigint;
+    quiet text := current_setting('client_min_messages');
+    done boolean;
+BEGIN
+    lock_release_v1.tenant := pgsched_internal.caller_tenant_v1(lock_release_v1.tenant);
+    k := pgsched_internal.lock_key_v1(lock_release_v1.tenant, lock_release_v1.name);
+    IF NOT pgsched_internal.lock_held_v1(k) THEN
+        RETURN false;
+    END IF;
+    -- a transaction's lock is not released early: pg_advisory_unlock says false, and warns
+    PERFORM set_config('client_min_messages', 'error', true);
+    done := pg_advisory_unlock(k);
+    PERFORM set_config('client_min_messages', quiet, true);
+    RETURN done;
+END $$;
+
+--
+-- Name: FUNCTION lock_release_v1(name text, tenant text); Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched.lock_release_v1(name text, tenant text) IS 'release one hold of this session on the caller''s tenant''s lock NAME (session scope); whether it held one';
+
+--
+-- Name: lock_try_v1(text, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.lock_try_v1(name text, scope text DEFAULT 'session'::text, tenant text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    k bigint;
+    got boolean;
+BEGIN
+    lock_try_v1.tenant := pgsched_internal.caller_tenant_v1(lock_try_v1.tenant);
+    k := pgsched_internal.lock_key_v1(lock_try_v1.tenant, lock_try_v1.name);
+    IF pgsched_internal.lock_scope_v1(scope) = 'session' THEN
+        got := pg_try_advisory_lock(k);
+    ELSE
+        got := pg_try_advisory_xact_lock(k);
+    END IF;
+    IF got THEN
+        PERFORM pgsched_internal.lock_named_v1(k, lock_try_v1.tenant, lock_try_v1.name);
+    END IF;
+    RETURN got;
+END $$;
+
+--
+-- Name: FUNCTION lock_try_v1(name text, scope text, tenant text); Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched.lock_try_v1(name text, scope text, tenant text) IS 'take the caller''s tenant''s lock NAME if free (scope session or transaction); whether it was got';
+
+--
+-- Name: lock_wait_v1(text, double precision, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.lock_wait_v1(name text, timeout_seconds double precision DEFAULT NULL::double precision, scope text DEFAULT 'session'::text, tenant text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    k bigint;
+    got boolean := true;
+    was text := current_setting('lock_timeout');
+BEGIN
+    lock_wait_v1.tenant := pgsched_internal.caller_tenant_v1(lock_wait_v1.tenant);
+    k := pgsched_internal.lock_key_v1(lock_wait_v1.tenant, lock_wait_v1.name);
+    PERFORM pgsched_internal.lock_scope_v1(scope);
+    IF timeout_seconds IS NOT NULL AND NOT (timeout_seconds >= 0 AND timeout_seconds < 'Infinity') THEN
+        RAISE EXCEPTION 'timeout_seconds: % is not a number of seconds >= 0 (NULL: no limit)', timeout_seconds
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF timeout_seconds = 0 THEN
+        RETURN pgsched.lock_try_v1(name, scope, lock_wait_v1.tenant);
+    END IF;
+    -- lock_timeout bounds the wait (in ms; 0 is none), for this call only: set for the
+    -- transaction, then set back (PostgreSQL manual, "Client Connection Defaults")
+    PERFORM set_config('lock_timeout',
+                       CASE WHEN timeout_seconds IS NULL THEN '0'
+                            ELSE least(ceil(timeout_seconds * 1000), 2147483647)::bigint::text END, true);
+    BEGIN
+        IF scope = 'session' THEN
+            PERFORM pg_advisory_lock(k);
+        ELSE
+            PERFORM pg_advisory_xact_lock(k);  -- kept by the transaction when this block ends
+        END IF;
+    EXCEPTION WHEN lock_not_available THEN
+        got := false;
+    END;
+    PERFORM set_config('lock_timeout', was, true);
+    IF got THEN
+        PERFORM pgsched_internal.lock_named_v1(k, lock_wait_v1.tenant, lock_wait_v1.name);
+    END IF;
+    RETURN got;
+END $$;
+
+--
+-- Name: FUNCTION lock_wait_v1(name text, timeout_seconds double precision, scope text, tenant text); Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched.lock_wait_v1(name text, timeout_seconds double precision, scope text, tenant text) IS 'take the caller''s tenant''s lock NAME, waiting up to timeout_seconds (NULL: no limit); whether it was got';
+
+--
 -- Name: pause_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
@@ -442,6 +585,157 @@ BEGIN
             USING ERRCODE = 'no_data_found';
     END IF;
     RETURN true;
+END $$;
+
+SET default_table_access_method = heap;
+
+--
+-- Name: queue; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.queue (
+    tenant text NOT NULL,
+    name text NOT NULL,
+    max_running integer,
+    rate_limit integer,
+    rate_period_seconds double precision,
+    paused_at timestamp with time zone,
+    paused_by text,
+    pause_reason text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT queue_max_running_check CHECK ((max_running >= 0)),
+    CONSTRAINT queue_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$'::text)),
+    CONSTRAINT queue_pause_fields CHECK (((paused_at IS NOT NULL) OR ((paused_by IS NULL) AND (pause_reason IS NULL)))),
+    CONSTRAINT queue_rate_both CHECK (((rate_limit IS NULL) = (rate_period_seconds IS NULL))),
+    CONSTRAINT queue_rate_limit_check CHECK ((rate_limit >= 0)),
+    CONSTRAINT queue_rate_period_check CHECK ((rate_period_seconds > (0)::double precision))
+);
+
+--
+-- Name: TABLE queue; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON TABLE pgsched.queue IS 'a queue''s limits across every worker (max_running; rate_limit starts per rate_period_seconds) and its pause; a queue with no row has none';
+
+--
+-- Name: queue_pause_v1(text, text, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.queue_pause_v1(queue_name text, reason text DEFAULT NULL::text, tenant text DEFAULT NULL::text, by text DEFAULT NULL::text) RETURNS pgsched.queue
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    who text;
+    r pgsched.queue;
+BEGIN
+    queue_pause_v1.tenant := pgsched_internal.caller_tenant_v1(queue_pause_v1.tenant);
+    PERFORM pgsched_internal.limits_queue_check_v1(queue_pause_v1.tenant, queue_name);
+    who := pgsched_internal.limits_by_v1(by);
+    reason := nullif(btrim(reason), '');
+    IF length(reason) > 500 THEN
+        RAISE EXCEPTION 'reason: % must be at most 500 characters (it has %)', quote_literal(left(reason, 40) || '…'),
+            length(reason) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO pgsched.queue AS q (tenant, name, paused_at, paused_by, pause_reason)
+    VALUES (queue_pause_v1.tenant, queue_name, now(), who, reason)
+    ON CONFLICT ON CONSTRAINT queue_pkey DO UPDATE
+       SET paused_at = coalesce(q.paused_at, excluded.paused_at),
+           paused_by = CASE WHEN q.paused_at IS NULL THEN excluded.paused_by ELSE q.paused_by END,
+           pause_reason = coalesce(excluded.pause_reason, q.pause_reason),
+           updated_at = now()
+    RETURNING q.* INTO r;
+    RETURN r;
+END $$;
+
+--
+-- Name: queue_resume_v1(text, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.queue_resume_v1(queue_name text, tenant text DEFAULT NULL::text, by text DEFAULT NULL::text) RETURNS pgsched.queue
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    r pgsched.queue;
+BEGIN
+    queue_resume_v1.tenant := pgsched_internal.caller_tenant_v1(queue_resume_v1.tenant);
+    PERFORM pgsched_internal.limits_queue_check_v1(queue_resume_v1.tenant, queue_name);
+    PERFORM pgsched_internal.limits_by_v1(by);
+    UPDATE pgsched.queue q
+       SET paused_at = NULL, paused_by = NULL, pause_reason = NULL, updated_at = now()
+     WHERE q.tenant = queue_resume_v1.tenant AND q.name = queue_name AND q.paused_at IS NOT NULL;
+    SELECT * INTO r FROM pgsched.queue q WHERE q.tenant = queue_resume_v1.tenant AND q.name = queue_name;
+    IF NOT FOUND THEN
+        r := ROW(queue_resume_v1.tenant, queue_name, NULL, NULL, NULL, NULL, NULL, NULL, now())::pgsched.queue;
+    END IF;
+    PERFORM pg_notify('pgsched_execution', queue_resume_v1.tenant);
+    RETURN r;
+END $$;
+
+--
+-- Name: queue_set_limits_v1(text, integer, integer, double precision, text[], text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.queue_set_limits_v1(queue_name text, max_running integer DEFAULT NULL::integer, rate_limit integer DEFAULT NULL::integer, rate_period_seconds double precision DEFAULT NULL::double precision, clear text[] DEFAULT '{}'::text[], tenant text DEFAULT NULL::text) RETURNS pgsched.queue
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    bad text;
+    r pgsched.queue;
+    was pgsched.queue;
+BEGIN
+    queue_set_limits_v1.tenant := pgsched_internal.caller_tenant_v1(queue_set_limits_v1.tenant);
+    PERFORM pgsched_internal.limits_queue_check_v1(queue_set_limits_v1.tenant, queue_name);
+    clear := coalesce(clear, '{}');
+    SELECT c INTO bad FROM unnest(clear) AS c WHERE c IS NULL OR c NOT IN ('max_running', 'rate_limit') LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'clear: % is not a limit of a queue (max_running, rate_limit)',
+            coalesce(quote_literal(bad), 'NULL') USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF max_running IS NOT NULL AND max_running < 1 THEN
+        RAISE EXCEPTION 'max_running: % must be an integer from 1 (NULL leaves it; clear => ''{max_running}'' removes it)',
+            max_running USING ERRCODE = 'invalid_parameter_value';
+    ELSIF rate_limit IS NOT NULL AND rate_limit < 1 THEN
+        RAISE EXCEPTION 'rate_limit: % must be an integer from 1 (NULL leaves it; clear => ''{rate_limit}'' removes it)',
+            rate_limit USING ERRCODE = 'invalid_parameter_value';
+    ELSIF rate_period_seconds IS NOT NULL
+          AND NOT (rate_period_seconds > 0 AND rate_period_seconds <= 366 * 86400) THEN
+        RAISE EXCEPTION 'rate_period_seconds: % must be a number of seconds above 0, at most 31622400 (a year)',
+            rate_period_seconds USING ERRCODE = 'invalid_parameter_value';
+    ELSIF max_running IS NOT NULL AND 'max_running' = ANY (clear) THEN
+        RAISE EXCEPTION 'max_running: % given and cleared at once', max_running
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF (rate_limit IS NOT NULL OR rate_period_seconds IS NOT NULL) AND 'rate_limit' = ANY (clear) THEN
+        RAISE EXCEPTION 'rate_limit: % per % s given and cleared at once', rate_limit, rate_period_seconds
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO was FROM pgsched.queue q
+     WHERE q.tenant = queue_set_limits_v1.tenant AND q.name = queue_name FOR UPDATE;
+    IF (coalesce(rate_limit, was.rate_limit) IS NULL) <> (coalesce(rate_period_seconds, was.rate_period_seconds) IS NULL)
+       AND NOT 'rate_limit' = ANY (clear) THEN
+        IF rate_limit IS NOT NULL THEN
+            RAISE EXCEPTION 'rate_period_seconds: a rate limit of % needs a period (rate_period_seconds)', rate_limit
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        RAISE EXCEPTION 'rate_limit: a period of % s needs a rate limit (rate_limit)', rate_period_seconds
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- the row as it will be (a CHECK holds the row an INSERT proposes, before its conflict)
+    max_running := CASE WHEN 'max_running' = ANY (clear) THEN NULL ELSE coalesce(max_running, was.max_running) END;
+    rate_limit := CASE WHEN 'rate_limit' = ANY (clear) THEN NULL ELSE coalesce(rate_limit, was.rate_limit) END;
+    rate_period_seconds := CASE WHEN 'rate_limit' = ANY (clear) THEN NULL
+                                ELSE coalesce(rate_period_seconds, was.rate_period_seconds) END;
+    INSERT INTO pgsched.queue AS q (tenant, name, max_running, rate_limit, rate_period_seconds)
+    VALUES (queue_set_limits_v1.tenant, queue_name, max_running, rate_limit, rate_period_seconds)
+    ON CONFLICT ON CONSTRAINT queue_pkey DO UPDATE
+       SET max_running = excluded.max_running, rate_limit = excluded.rate_limit,
+           rate_period_seconds = excluded.rate_period_seconds, updated_at = now()
+    RETURNING q.* INTO r;
+    PERFORM pg_notify('pgsched_execution', queue_set_limits_v1.tenant);
+    RETURN r;
 END $$;
 
 --
@@ -463,6 +757,156 @@ BEGIN
             USING ERRCODE = 'no_data_found';
     END IF;
     RETURN true;
+END $$;
+
+--
+-- Name: tenant; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.tenant (
+    name text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    max_running integer DEFAULT 100,
+    max_starts_per_hour integer DEFAULT 10000,
+    max_compute_minutes_per_month bigint DEFAULT 50000,
+    max_log_bytes bigint DEFAULT '100000000000'::bigint,
+    weight integer DEFAULT 1 NOT NULL,
+    CONSTRAINT tenant_max_compute_minutes_check CHECK ((max_compute_minutes_per_month >= 0)),
+    CONSTRAINT tenant_max_log_bytes_check CHECK ((max_log_bytes >= 0)),
+    CONSTRAINT tenant_max_running_check CHECK ((max_running >= 0)),
+    CONSTRAINT tenant_max_starts_per_hour_check CHECK ((max_starts_per_hour >= 0)),
+    CONSTRAINT tenant_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'::text)),
+    CONSTRAINT tenant_weight_check CHECK (((weight >= 1) AND (weight <= 100)))
+);
+
+--
+-- Name: TABLE tenant; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON TABLE pgsched.tenant IS 'the tenants of this installation (pgsched tenant create|list|delete)';
+
+--
+-- Name: COLUMN tenant.max_running; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant.max_running IS 'executions of the tenant claimed at once, across every worker (NULL: no limit)';
+
+--
+-- Name: COLUMN tenant.max_starts_per_hour; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant.max_starts_per_hour IS 'executions the tenant''s claims may start in one clock hour, UTC (NULL: no limit)';
+
+--
+-- Name: COLUMN tenant.max_compute_minutes_per_month; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant.max_compute_minutes_per_month IS 'handler minutes of the tenant''s finished attempts in one calendar month, UTC (NULL: no limit)';
+
+--
+-- Name: COLUMN tenant.max_log_bytes; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant.max_log_bytes IS 'bytes of the tenant''s stored execution log lines (NULL: no limit)';
+
+--
+-- Name: COLUMN tenant.weight; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant.weight IS 'the tenant''s share of a claim against other tenants with ready work (1 to 100)';
+
+--
+-- Name: tenant_set_quotas_v1(text, integer, integer, bigint, bigint, integer, text[]); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.tenant_set_quotas_v1(tenant text, max_running integer DEFAULT NULL::integer, max_starts_per_hour integer DEFAULT NULL::integer, max_compute_minutes_per_month bigint DEFAULT NULL::bigint, max_log_bytes bigint DEFAULT NULL::bigint, weight integer DEFAULT NULL::integer, clear text[] DEFAULT '{}'::text[]) RETURNS pgsched.tenant
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    t text := tenant_set_quotas_v1.tenant;
+    r pgsched.tenant;
+    bad text;
+    n bigint;
+    f text;
+BEGIN
+    IF NOT (pgsched_internal.is_instance_v1()
+            OR (pg_has_role(session_user, 'pgsched_web', 'MEMBER')
+                AND NOT EXISTS (SELECT FROM pgsched.tenant_role m WHERE m.role_name = session_user)
+                AND pgsched_internal.session_tenant_v1() = '*')) THEN
+        RAISE EXCEPTION 'tenant: quotas are the installation''s to set; role % acts for %',
+            quote_ident(session_user),
+            coalesce('tenant ' || quote_literal(pgsched_internal.session_tenant_v1()) || ' only', 'no tenant')
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'an installation-wide login (pgsched_instance or the owner) sets quotas';
+    END IF;
+    IF t IS NULL OR NOT EXISTS (SELECT FROM pgsched.tenant x WHERE x.name = t) THEN
+        RAISE EXCEPTION 'tenant: no tenant %', coalesce(quote_literal(t), 'NULL') USING ERRCODE = 'no_data_found';
+    END IF;
+    clear := coalesce(clear, '{}');
+    SELECT c INTO bad FROM unnest(clear) AS c
+     WHERE c IS NULL OR c NOT IN ('max_running', 'max_starts_per_hour', 'max_compute_minutes_per_month', 'max_log_bytes')
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'clear: % is not a quota that can be none (max_running, max_starts_per_hour, '
+                        'max_compute_minutes_per_month, max_log_bytes)', coalesce(quote_literal(bad), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOREACH f IN ARRAY ARRAY['max_running', 'max_starts_per_hour', 'max_compute_minutes_per_month', 'max_log_bytes'] LOOP
+        n := CASE f WHEN 'max_running' THEN max_running WHEN 'max_starts_per_hour' THEN max_starts_per_hour
+                    WHEN 'max_compute_minutes_per_month' THEN max_compute_minutes_per_month
+                    ELSE max_log_bytes END;
+        IF n < 0 THEN
+            RAISE EXCEPTION '%: % must be an integer from 0 (NULL leaves it; clear => ''{%}'' removes it)', f, n, f
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF n IS NOT NULL AND f = ANY (clear) THEN
+            RAISE EXCEPTION '%: % given and cleared at once', f, n USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END LOOP;
+    IF weight IS NOT NULL AND NOT weight BETWEEN 1 AND 100 THEN
+        RAISE EXCEPTION 'weight: % must be an integer from 1 to 100', weight USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE pgsched.tenant x
+       SET max_running = CASE WHEN 'max_running' = ANY (clear) THEN NULL ELSE coalesce(max_running, x.max_running) END,
+           max_starts_per_hour = CASE WHEN 'max_starts_per_hour' = ANY (clear) THEN NULL
+                                      ELSE coalesce(max_starts_per_hour, x.max_starts_per_hour) END,
+           max_compute_minutes_per_month = CASE WHEN 'max_compute_minutes_per_month' = ANY (clear) THEN NULL
+                                                ELSE coalesce(max_compute_minutes_per_month,
+                                                              x.max_compute_minutes_per_month) END,
+           max_log_bytes = CASE WHEN 'max_log_bytes' = ANY (clear) THEN NULL ELSE coalesce(max_log_bytes, x.max_log_bytes) END,
+           weight = coalesce(weight, x.weight)
+     WHERE x.name = t
+    RETURNING x.* INTO r;
+    PERFORM pg_notify('pgsched_execution', t);
+    RETURN r;
+END $$;
+
+--
+-- Name: tenant_usage_v1(text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.tenant_usage_v1(tenant text DEFAULT NULL::text) RETURNS TABLE(name text, max_running integer, running bigint, max_starts_per_hour integer, hour_starts bigint, max_compute_minutes_per_month bigint, compute_minutes double precision, max_log_bytes bigint, log_bytes bigint, weight integer, over text[], measured_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    t text := pgsched_internal.caller_tenant_v1(tenant_usage_v1.tenant);
+BEGIN
+    RETURN QUERY
+        SELECT x.name, x.max_running,
+               (SELECT count(*) FROM pgsched.execution e WHERE e.tenant = x.name AND e.state = 'running'),
+               x.max_starts_per_hour,
+               CASE WHEN u.hour_start = date_trunc('hour', now(), 'UTC') THEN u.hour_starts ELSE 0 END,
+               x.max_compute_minutes_per_month,
+               CASE WHEN u.month_start = date_trunc('month', now(), 'UTC') THEN u.compute_seconds / 60 ELSE 0 END,
+               x.max_log_bytes, coalesce(u.log_bytes, 0), x.weight, coalesce(u.over, '{}'), u.measured_at
+          FROM pgsched.tenant x LEFT JOIN pgsched.tenant_usage u ON u.tenant = x.name
+         WHERE x.name = t;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'tenant: no tenant %', quote_literal(t) USING ERRCODE = 'no_data_found';
+    END IF;
 END $$;
 
 --
@@ -680,7 +1124,9 @@ BEGIN
         FOR c IN
             SELECT f.id, f.queue, f.task_id, f.concurrency_key,
                    gq.max_running AS q_max, gq.rate_limit AS q_rate, gq.rate_period_seconds AS q_period,
-                   k.max_running AS t_max, k.rate_limit AS t_rate, k.rate_period_seconds AS t_period,
+                   -- 0022: a task whose overlap policy is queue_one runs one execution at a time
+                   CASE WHEN k.overlap_policy = 'queue_one' THEN least(coalesce(k.max_running, 1), 1)
+                        ELSE k.max_running END AS t_max, k.rate_limit AS t_rate, k.rate_period_seconds AS t_period,
                    k.key_max_running AS k_max, k.key_rate_limit AS k_rate, k.key_rate_period_seconds AS k_period
               FROM unnest(open_queues) AS a(queue)
              CROSS JOIN generate_series(1, 10) AS p(priority)  -- the table's CHECK: 1 to 10
@@ -807,8 +1253,6 @@ CREATE SEQUENCE pgsched.execution_id_seq
     NO MAXVALUE
     CACHE 1;
 
-SET default_table_access_method = heap;
-
 --
 -- Name: execution; Type: TABLE; Schema: pgsched; Owner: -
 --
@@ -840,11 +1284,18 @@ CREATE TABLE pgsched.execution (
     start_confirmed_at timestamp with time zone,
     backoff_from_attempt integer DEFAULT 0 NOT NULL,
     concurrency_key text,
+    windowed boolean DEFAULT false NOT NULL,
     CONSTRAINT execution_priority_check CHECK (((priority >= 1) AND (priority <= 10))),
     CONSTRAINT execution_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'running'::text]))),
     CONSTRAINT execution_trigger_check CHECK ((trigger = ANY (ARRAY['schedule'::text, 'manual'::text, 'api'::text, 'insert'::text, 'dag'::text])))
 )
 WITH (fillfactor='70', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0.02');
+
+--
+-- Name: COLUMN execution.windowed; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.execution.windowed IS 'made for a task with an overlap policy or a unique window, which count it (0022)';
 
 --
 -- Name: dag_cancel_execution_v1(pgsched.execution, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -1271,7 +1722,7 @@ BEGIN
         RAISE EXCEPTION 'params[%]: % is not a JSON object', bad - 1, enqueue_many_v1.params[bad]
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF t.idempotent THEN
+    IF t.idempotent OR t.windowed THEN
         RETURN QUERY SELECT pgsched.enqueue_v1(t.name, p.value, fire_at, enqueue_many_v1.priority, NULL, t.tenant,
                                                enqueue_many_v1.trigger)
                        FROM unnest(enqueue_many_v1.params) WITH ORDINALITY AS p(value, i) ORDER BY p.i;
@@ -1318,6 +1769,8 @@ DECLARE
     fire_at timestamptz := coalesce(enqueue_v2.run_at, clock_timestamp());
     run_params jsonb;
     key text := enqueue_v2.idempotency_key;
+    w record;
+    ck text;
 BEGIN
     SELECT * INTO t FROM pgsched.task k
      WHERE k.tenant = enqueue_v2.tenant AND k.name = enqueue_v2.task_name AND k.deleted_at IS NULL;
@@ -1351,6 +1804,14 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     run_params := t.params || coalesce(enqueue_v2.params, '{}'::jsonb);
+    IF t.windowed THEN  -- 0022: a unique window returns the execution that holds it
+        SELECT * INTO w FROM pgsched_internal.window_check_v1(t, run_params, enqueue_v2.trigger);
+        IF w.existing IS NOT NULL THEN
+            RETURN QUERY SELECT w.existing, true, w.reason, NULL::bigint;
+            RETURN;
+        END IF;
+        ck := pgsched_internal.concurrency_key_v1(t.concurrency_key, run_params);
+    END IF;
     IF key IS NULL AND t.idempotent THEN
         key := pgsched_internal.derived_key_v1(t.id, run_params, fire_at);
     END IF;
@@ -1358,10 +1819,13 @@ BEGIN
     -- when none is); only schedule fires are unique on (task_id, scheduled_at).
     IF key IS NULL THEN  -- nothing to conflict on: a plain INSERT, not a speculative one
         INSERT INTO pgsched.execution AS e (tenant, task_id, scheduled_at, run_at, trigger, priority,
-                                            queue, params, max_attempts)
+                                            queue, params, max_attempts, concurrency_key, windowed)
         VALUES (t.tenant, t.id, fire_at, fire_at, enqueue_v2.trigger, coalesce(enqueue_v2.priority, t.priority),
-                t.queue, run_params, t.max_attempts)
+                t.queue, run_params, t.max_attempts, ck, t.windowed)
         RETURNING e.id INTO new_id;
+        IF t.windowed THEN
+            PERFORM pgsched_internal.window_enqueued_v1(t, run_params, new_id);
+        END IF;
         RETURN QUERY SELECT new_id, false, NULL::text, NULL::bigint;
         RETURN;
     END IF;
@@ -1384,12 +1848,16 @@ BEGIN
             RETURN;
         END IF;
         INSERT INTO pgsched.execution AS e (tenant, task_id, scheduled_at, run_at, trigger, priority,
-                                            queue, params, idempotency_key, max_attempts)
+                                            queue, params, idempotency_key, max_attempts, concurrency_key,
+                                            windowed)
         VALUES (t.tenant, t.id, fire_at, fire_at, enqueue_v2.trigger, coalesce(enqueue_v2.priority, t.priority),
-                t.queue, run_params, key, t.max_attempts)
+                t.queue, run_params, key, t.max_attempts, ck, t.windowed)
         ON CONFLICT (tenant, task_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
         RETURNING e.id INTO new_id;
         IF new_id IS NOT NULL THEN
+            IF t.windowed THEN
+                PERFORM pgsched_internal.window_enqueued_v1(t, run_params, new_id);
+            END IF;
             RETURN QUERY SELECT new_id, false, NULL::text, NULL::bigint;
             RETURN;
         END IF;
@@ -1446,9 +1914,11 @@ BEGIN
     -- tenant, those with anything pending found by a walk of execution_ready_tenant_idx
     IF served IS NULL THEN
         WITH RECURSIVE pending(tenant) AS (
-            SELECT (SELECT min(e.tenant) FROM pgsched.execution e WHERE e.state = 'pending')
+            SELECT (SELECT e.tenant FROM pgsched.execution e WHERE e.state = 'pending'
+                     ORDER BY e.tenant LIMIT 1)
             UNION ALL
-            SELECT (SELECT min(e.tenant) FROM pgsched.execution e WHERE e.state = 'pending' AND e.tenant > p.tenant)
+            SELECT (SELECT e.tenant FROM pgsched.execution e WHERE e.state = 'pending' AND e.tenant > p.tenant
+                     ORDER BY e.tenant LIMIT 1)
               FROM pending p WHERE p.tenant IS NOT NULL
         )
         SELECT array_agg(p.tenant) INTO served FROM pending p WHERE p.tenant IS NOT NULL;
@@ -1694,6 +2164,23 @@ BEGIN
 END $$;
 
 --
+-- Name: execution_windowed_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.execution_windowed_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pgsched.task k WHERE k.windowed) THEN
+        RETURN NULL;
+    END IF;
+    UPDATE pgsched.execution e SET windowed = true
+      FROM new_executions n JOIN pgsched.task k ON k.id = n.task_id
+     WHERE e.id = n.id AND k.windowed AND NOT n.windowed;
+    RETURN NULL;
+END $$;
+
+--
 -- Name: finish_v1(pgsched.execution, text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -1709,6 +2196,48 @@ CREATE FUNCTION pgsched_internal.finish_v1(e pgsched.execution, final_state text
             e.worker_id, e.leader_epoch, e.created_at, e.started_at, clock_timestamp(), why,
             e.lost_attempts, e.dag_run_id);
 $$;
+
+--
+-- Name: fire_windowed_v1(bigint[], timestamp with time zone[], bigint); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.fire_windowed_v1(task_ids bigint[], fire_ats timestamp with time zone[], epoch bigint) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    t pgsched.task;
+    w record;
+    made bigint;
+    n integer := 0;
+BEGIN
+    FOR i IN 1 .. coalesce(cardinality(task_ids), 0) LOOP
+        SELECT * INTO t FROM pgsched.task k WHERE k.id = task_ids[i];
+        CONTINUE WHEN NOT FOUND OR t.handler_kind = 'dag'
+                      OR (t.last_fire_at IS NOT NULL AND fire_ats[i] <= t.last_fire_at);
+        CONTINUE WHEN EXISTS (SELECT FROM pgsched.execution e
+                               WHERE e.task_id = t.id AND e.scheduled_at = fire_ats[i] AND e.trigger = 'schedule');
+        SELECT * INTO w FROM pgsched_internal.window_check_v1(t, t.params, 'schedule');
+        IF w.existing IS NOT NULL THEN
+            PERFORM pgsched_internal.record_window_skipped_v1(t, fire_ats[i], 'schedule', t.params, w.why, epoch);
+            CONTINUE;
+        END IF;
+        made := NULL;
+        INSERT INTO pgsched.execution AS e (tenant, task_id, scheduled_at, run_at, trigger, priority, queue,
+                                            params, max_attempts, leader_epoch, idempotency_key,
+                                            concurrency_key, windowed)
+        VALUES (t.tenant, t.id, fire_ats[i], fire_ats[i], 'schedule', t.priority, t.queue, t.params,
+                t.max_attempts, epoch,
+                CASE WHEN t.idempotent THEN pgsched_internal.derived_key_v1(t.id, t.params, fire_ats[i]) END,
+                pgsched_internal.concurrency_key_v1(t.concurrency_key, t.params), true)
+        ON CONFLICT DO NOTHING
+        RETURNING e.id INTO made;
+        IF made IS NOT NULL THEN
+            PERFORM pgsched_internal.window_enqueued_v1(t, t.params, made);
+            n := n + 1;
+        END IF;
+    END LOOP;
+    RETURN n;
+END $$;
 
 --
 -- Name: is_instance_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -1772,6 +2301,131 @@ BEGIN
            AND r.started_at > at - make_interval(secs => period);
     END IF;
     RETURN n;
+END $$;
+
+--
+-- Name: limits_by_v1(text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.limits_by_v1(by text) RETURNS text
+    LANGUAGE plpgsql STABLE
+    AS $_$
+BEGIN
+    IF by IS NULL THEN
+        RETURN 'login ' || session_user;
+    END IF;
+    IF NOT (pgsched_internal.is_instance_v1() OR pg_has_role(session_user, 'pgsched_web', 'MEMBER')) THEN
+        RAISE EXCEPTION 'by: role % may not say who acts (%); leave by NULL to be recorded as login %',
+            quote_ident(session_user), quote_literal(by), session_user
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF by !~ '^[a-z]+ [^[:cntrl:]]{1,200}$' THEN
+        RAISE EXCEPTION 'by: % must be a kind and a name, like ''user alice'' or ''token 12''', quote_literal(by)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN by;
+END $_$;
+
+--
+-- Name: limits_queue_check_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.limits_queue_check_v1(t text, queue_name text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    AS $_$
+BEGIN
+    IF queue_name IS NULL OR queue_name !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' THEN
+        RAISE EXCEPTION 'queue_name: % must be 1-64 characters: letters, digits and . _ - (starting with a letter or digit)',
+            coalesce(quote_literal(queue_name), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pgsched.tenant x WHERE x.name = t) THEN
+        RAISE EXCEPTION 'tenant: no tenant %', quote_literal(t) USING ERRCODE = 'no_data_found';
+    END IF;
+END $_$;
+
+--
+-- Name: lock_held_v1(bigint); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.lock_held_v1(key bigint) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT EXISTS (SELECT FROM pg_catalog.pg_locks l
+                    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+                      AND l.pid = pg_backend_pid()
+                      AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
+                                         WHERE d.datname = current_database())
+                      AND ((l.classid::bigint << 32) | l.objid::bigint) = key);
+$$;
+
+--
+-- Name: lock_key_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.lock_key_v1(tenant text, name text) RETURNS bigint
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    IF tenant IS NULL OR tenant = '*' THEN
+        RAISE EXCEPTION 'tenant: a lock is one tenant''s; name the tenant, not %', coalesce(quote_literal(tenant), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF name IS NULL OR name = '' THEN
+        RAISE EXCEPTION 'name: a lock needs a name' USING ERRCODE = 'invalid_parameter_value';
+    ELSIF length(name) > 256 THEN
+        RAISE EXCEPTION 'name: % (% characters) is longer than a lock name may be (256)',
+            quote_literal(left(name, 60) || '…'), length(name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN hashtextextended('pgsched.lock ' || tenant || ' ' || name,
+                            (SELECT s.seed FROM pgsched_internal.lock_seed s));
+END $$;
+
+--
+-- Name: lock_named_v1(bigint, text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.lock_named_v1(key bigint, tenant text, name text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    last timestamptz;
+BEGIN
+    SELECT n.taken_at INTO last FROM pgsched_internal.lock_name n WHERE n.key = lock_named_v1.key;
+    IF last > now() - interval '1 hour' THEN
+        RETURN;
+    ELSIF last IS NOT NULL THEN
+        UPDATE pgsched_internal.lock_name n SET taken_at = now() WHERE n.key = lock_named_v1.key;
+        RETURN;
+    END IF;
+    INSERT INTO pgsched_internal.lock_name (key, tenant, name) VALUES (key, tenant, name)
+    ON CONFLICT ON CONSTRAINT lock_name_pkey DO UPDATE SET taken_at = now();
+    IF EXISTS (SELECT FROM pgsched_internal.lock_name n WHERE n.taken_at < now() - interval '7 days') THEN
+        DELETE FROM pgsched_internal.lock_name n
+         WHERE n.key IN (SELECT o.key FROM pgsched_internal.lock_name o
+                          WHERE o.taken_at < now() - interval '7 days'
+                            AND NOT EXISTS (
+                                SELECT FROM pg_catalog.pg_locks l
+                                 WHERE l.locktype = 'advisory' AND l.objsubid = 1
+                                   AND ((l.classid::bigint << 32) | l.objid::bigint) = o.key)
+                          LIMIT 1000);
+    END IF;
+END $$;
+
+--
+-- Name: lock_scope_v1(text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.lock_scope_v1(scope text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+BEGIN
+    IF scope IS NULL OR scope NOT IN ('session', 'transaction') THEN
+        RAISE EXCEPTION 'scope: % is not a lock scope; use session or transaction',
+            coalesce(quote_literal(scope), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN scope;
 END $$;
 
 --
@@ -1951,6 +2605,11 @@ CREATE TABLE pgsched.task (
     key_max_running integer,
     key_rate_limit integer,
     key_rate_period_seconds double precision,
+    overlap_policy text DEFAULT 'allow'::text NOT NULL,
+    unique_policy text DEFAULT 'none'::text NOT NULL,
+    unique_period_seconds double precision,
+    unique_scope text DEFAULT 'task'::text NOT NULL,
+    windowed boolean GENERATED ALWAYS AS (((overlap_policy <> 'allow'::text) OR (unique_policy <> 'none'::text) OR (unique_period_seconds IS NOT NULL))) STORED,
     CONSTRAINT task_check1 CHECK (((schedule_kind = 'none'::text) = (schedule_expr IS NULL))),
     CONSTRAINT task_concurrency_key_check CHECK (((length(concurrency_key) >= 1) AND (length(concurrency_key) <= 200))),
     CONSTRAINT task_handler_check CHECK ((((handler_kind = 'shell'::text) AND (command IS NOT NULL)) OR ((handler_kind = 'argv'::text) AND (argv IS NOT NULL) AND (cardinality(argv) > 0)) OR ((handler_kind = 'python'::text) AND (python_target IS NOT NULL)) OR (handler_kind = 'dag'::text))),
@@ -1964,6 +2623,7 @@ CREATE TABLE pgsched.task (
     CONSTRAINT task_max_running_check CHECK ((max_running >= 0)),
     CONSTRAINT task_misfire_policy_check CHECK ((misfire_policy = ANY (ARRAY['skip'::text, 'once'::text, 'all'::text]))),
     CONSTRAINT task_next_fire_after_last CHECK ((next_fire_at > last_fire_at)),
+    CONSTRAINT task_overlap_policy_check CHECK ((overlap_policy = ANY (ARRAY['allow'::text, 'skip'::text, 'queue_one'::text]))),
     CONSTRAINT task_pause_only_when_paused CHECK (((NOT enabled) OR ((paused_at IS NULL) AND (paused_by IS NULL) AND (pause_reason IS NULL)))),
     CONSTRAINT task_paused_by_check CHECK ((paused_by = ANY (ARRAY['operator'::text, 'scheduler'::text]))),
     CONSTRAINT task_priority_check CHECK (((priority >= 1) AND (priority <= 10))),
@@ -1974,8 +2634,36 @@ CREATE TABLE pgsched.task (
     CONSTRAINT task_retry_max_seconds_check CHECK ((retry_max_seconds >= (0)::double precision)),
     CONSTRAINT task_retry_policy_check CHECK ((retry_policy = ANY (ARRAY['fixed'::text, 'linear'::text, 'exponential'::text, 'exponential_jitter'::text]))),
     CONSTRAINT task_schedule_kind_check CHECK ((schedule_kind = ANY (ARRAY['cron'::text, 'interval'::text, 'once'::text, 'none'::text]))),
-    CONSTRAINT task_timeout_seconds_check CHECK (((timeout_seconds IS NULL) OR (timeout_seconds > (0)::double precision)))
+    CONSTRAINT task_timeout_seconds_check CHECK (((timeout_seconds IS NULL) OR (timeout_seconds > (0)::double precision))),
+    CONSTRAINT task_unique_key_needs_key CHECK (((unique_scope = 'task'::text) OR (concurrency_key IS NOT NULL))),
+    CONSTRAINT task_unique_period_check CHECK ((unique_period_seconds > (0)::double precision)),
+    CONSTRAINT task_unique_policy_check CHECK ((unique_policy = ANY (ARRAY['none'::text, 'pending'::text]))),
+    CONSTRAINT task_unique_scope_check CHECK ((unique_scope = ANY (ARRAY['task'::text, 'key'::text])))
 );
+
+--
+-- Name: COLUMN task.overlap_policy; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.overlap_policy IS 'what a scheduler''s fire does while an execution of the task is live: allow, skip, queue_one (0022)';
+
+--
+-- Name: COLUMN task.unique_policy; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.unique_policy IS 'none, or pending: at most one pending execution of the unique_scope at a time (0022)';
+
+--
+-- Name: COLUMN task.unique_period_seconds; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.unique_period_seconds IS 'at most one enqueue of the unique_scope per this many seconds (debounce); NULL: none (0022)';
+
+--
+-- Name: COLUMN task.unique_scope; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.unique_scope IS 'what the unique window counts: the task, or the rendered concurrency key (0022)';
 
 --
 -- Name: record_skipped_v1(pgsched.task, timestamp with time zone, text, jsonb, text, bigint); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -1990,6 +2678,21 @@ CREATE FUNCTION pgsched_internal.record_skipped_v1(t pgsched.task, scheduled tim
     VALUES (nextval('pgsched.execution_id_seq'), t.tenant, t.id, scheduled, scheduled, 'skipped',
             how, t.priority, t.queue, run_params, key, 0, t.max_attempts, now(), clock_timestamp(),
             format('idempotency key %s already succeeded in execution %s', quote_literal(key), succeeded_id))
+    RETURNING id;
+$$;
+
+--
+-- Name: record_window_skipped_v1(pgsched.task, timestamp with time zone, text, jsonb, text, bigint); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.record_window_skipped_v1(t pgsched.task, scheduled timestamp with time zone, how text, run_params jsonb, why text, epoch bigint) RETURNS bigint
+    LANGUAGE sql
+    AS $$
+    INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state,
+        trigger, priority, queue, params, attempt, max_attempts, leader_epoch, created_at,
+        finished_at, error)
+    VALUES (nextval('pgsched.execution_id_seq'), t.tenant, t.id, scheduled, scheduled, 'skipped',
+            how, t.priority, t.queue, run_params, 0, t.max_attempts, epoch, now(), clock_timestamp(), why)
     RETURNING id;
 $$;
 
@@ -2497,6 +3200,18 @@ CREATE FUNCTION pgsched_internal.task_share_v1(task_name text, tenant text) RETU
 $$;
 
 --
+-- Name: task_windowed_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.task_windowed_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE pgsched.execution e SET windowed = true WHERE e.task_id = NEW.id AND NOT e.windowed;
+    RETURN NULL;
+END $$;
+
+--
 -- Name: tenant_drop_login_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -2696,6 +3411,13 @@ BEGIN
         END IF;
     END IF;
     SELECT * INTO k FROM pgsched.task t WHERE t.id = e.task_id;
+    IF k.overlap_policy = 'queue_one' AND coalesce(k.max_running, 1) >= 1 THEN  -- 0022
+        SELECT count(*) INTO n FROM pgsched.execution x
+         WHERE x.tenant = e.tenant AND x.task_id = e.task_id AND x.state = 'running';
+        IF n >= 1 THEN
+            RETURN format('task %s runs one execution at a time (overlap policy queue_one)', k.name);
+        END IF;
+    END IF;
     IF k.max_running IS NOT NULL THEN
         SELECT count(*) INTO n FROM pgsched.execution x
          WHERE x.tenant = e.tenant AND x.task_id = e.task_id AND x.state = 'running';
@@ -2760,6 +3482,100 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$;
+
+--
+-- Name: window_check_v1(pgsched.task, jsonb, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.window_check_v1(t pgsched.task, run_params jsonb, how text, OUT existing bigint, OUT reason text, OUT why text) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    key text := pgsched_internal.concurrency_key_v1(t.concurrency_key, run_params);
+    scope_name text;
+    live_state text;
+    last record;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'task %: its overlap policy and unique window are checked in READ COMMITTED only, '
+                        'not in % (run this enqueue in a READ COMMITTED transaction)',
+            quote_literal(t.name), current_setting('transaction_isolation')
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
+    -- the task's lock for its overlap policy and a task scope; enqueues of a key scope
+    -- with different keys need not wait for each other (task first, then key: one order)
+    IF t.overlap_policy <> 'allow' OR t.unique_scope = 'task' THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended('pgsched.window ' || t.tenant || ' task ' || t.id, 0));
+    END IF;
+    IF t.unique_scope = 'key' THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended('pgsched.window ' || t.tenant || ' key ' || key, 0));
+    END IF;
+    IF how = 'schedule' AND t.overlap_policy = 'skip' THEN
+        SELECT e.id, e.state INTO existing, live_state FROM pgsched.execution e
+         WHERE e.task_id = t.id AND e.windowed ORDER BY e.state DESC, e.id LIMIT 1;  -- running first
+        IF existing IS NOT NULL THEN
+            reason := 'overlap_skip';
+            why := format('overlap policy skip: execution %s of this task is %s', existing, live_state);
+            RETURN;
+        END IF;
+    ELSIF how = 'schedule' AND t.overlap_policy = 'queue_one' THEN
+        SELECT e.id INTO existing FROM pgsched.execution e
+         WHERE e.task_id = t.id AND e.windowed AND e.state = 'pending' ORDER BY e.id LIMIT 1;
+        IF existing IS NOT NULL THEN
+            reason := 'overlap_queue_one';
+            why := format('overlap policy queue_one: execution %s of this task already waits', existing);
+            RETURN;
+        END IF;
+    END IF;
+    IF t.unique_policy = 'pending' THEN
+        IF t.unique_scope = 'task' THEN
+            SELECT e.id INTO existing FROM pgsched.execution e
+             WHERE e.task_id = t.id AND e.windowed AND e.state = 'pending'
+             ORDER BY e.id LIMIT 1 FOR SHARE;
+        ELSE
+            SELECT e.id INTO existing FROM pgsched.execution e
+             WHERE e.tenant = t.tenant AND e.concurrency_key = key AND e.windowed AND e.state = 'pending'
+             ORDER BY e.id LIMIT 1 FOR SHARE;
+        END IF;
+        IF existing IS NOT NULL THEN
+            reason := 'unique_pending';
+            why := format('unique window: execution %s of this %s is pending', existing,
+                          CASE t.unique_scope WHEN 'task' THEN 'task' ELSE 'key ' || quote_literal(key) END);
+            RETURN;
+        END IF;
+    END IF;
+    IF t.unique_period_seconds IS NOT NULL THEN
+        scope_name := CASE t.unique_scope WHEN 'task' THEN t.id::text ELSE key END;
+        SELECT u.execution_id, u.enqueued_at INTO last FROM pgsched.unique_period u
+         WHERE u.tenant = t.tenant AND u.scope = t.unique_scope AND u.name = scope_name;
+        IF last.execution_id IS NOT NULL
+           AND last.enqueued_at > clock_timestamp() - make_interval(secs => t.unique_period_seconds) THEN
+            existing := last.execution_id;
+            reason := 'unique_period';
+            why := format('unique window: execution %s of this %s was enqueued at %s, within %s s', existing,
+                          CASE t.unique_scope WHEN 'task' THEN 'task' ELSE 'key ' || quote_literal(key) END,
+                          last.enqueued_at, t.unique_period_seconds);
+            RETURN;
+        END IF;
+    END IF;
+END $$;
+
+--
+-- Name: window_enqueued_v1(pgsched.task, jsonb, bigint); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.window_enqueued_v1(t pgsched.task, run_params jsonb, made bigint) RETURNS void
+    LANGUAGE sql
+    AS $$
+    INSERT INTO pgsched.unique_period AS u (tenant, scope, name, execution_id, enqueued_at)
+    SELECT t.tenant, t.unique_scope,
+           CASE t.unique_scope WHEN 'task' THEN t.id::text
+                               ELSE pgsched_internal.concurrency_key_v1(t.concurrency_key, run_params) END,
+           made, clock_timestamp()
+     WHERE t.unique_period_seconds IS NOT NULL
+    ON CONFLICT (tenant, scope, name) DO UPDATE SET execution_id = excluded.execution_id,
+                                                    enqueued_at = excluded.enqueued_at;
+$$;
 
 --
 -- Name: worker_prune_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -3231,34 +4047,6 @@ CREATE TABLE pgsched.limit_wait (
 );
 
 --
--- Name: queue; Type: TABLE; Schema: pgsched; Owner: -
---
-
-CREATE TABLE pgsched.queue (
-    tenant text NOT NULL,
-    name text NOT NULL,
-    max_running integer,
-    rate_limit integer,
-    rate_period_seconds double precision,
-    paused_at timestamp with time zone,
-    paused_by text,
-    pause_reason text,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT queue_max_running_check CHECK ((max_running >= 0)),
-    CONSTRAINT queue_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$'::text)),
-    CONSTRAINT queue_pause_fields CHECK (((paused_at IS NOT NULL) OR ((paused_by IS NULL) AND (pause_reason IS NULL)))),
-    CONSTRAINT queue_rate_both CHECK (((rate_limit IS NULL) = (rate_period_seconds IS NULL))),
-    CONSTRAINT queue_rate_limit_check CHECK ((rate_limit >= 0)),
-    CONSTRAINT queue_rate_period_check CHECK ((rate_period_seconds > (0)::double precision))
-);
-
---
--- Name: TABLE queue; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON TABLE pgsched.queue IS 'a queue''s limits across every worker (max_running; rate_limit starts per rate_period_seconds) and its pause; a queue with no row has none';
-
---
 -- Name: rate_start; Type: TABLE; Schema: pgsched; Owner: -
 --
 
@@ -3441,62 +4229,6 @@ CREATE SEQUENCE pgsched.task_id_seq
 ALTER SEQUENCE pgsched.task_id_seq OWNED BY pgsched.task.id;
 
 --
--- Name: tenant; Type: TABLE; Schema: pgsched; Owner: -
---
-
-CREATE TABLE pgsched.tenant (
-    name text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    max_running integer DEFAULT 100,
-    max_starts_per_hour integer DEFAULT 10000,
-    max_compute_minutes_per_month bigint DEFAULT 50000,
-    max_log_bytes bigint DEFAULT '100000000000'::bigint,
-    weight integer DEFAULT 1 NOT NULL,
-    CONSTRAINT tenant_max_compute_minutes_check CHECK ((max_compute_minutes_per_month >= 0)),
-    CONSTRAINT tenant_max_log_bytes_check CHECK ((max_log_bytes >= 0)),
-    CONSTRAINT tenant_max_running_check CHECK ((max_running >= 0)),
-    CONSTRAINT tenant_max_starts_per_hour_check CHECK ((max_starts_per_hour >= 0)),
-    CONSTRAINT tenant_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'::text)),
-    CONSTRAINT tenant_weight_check CHECK (((weight >= 1) AND (weight <= 100)))
-);
-
---
--- Name: TABLE tenant; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON TABLE pgsched.tenant IS 'the tenants of this installation (pgsched tenant create|list|delete)';
-
---
--- Name: COLUMN tenant.max_running; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON COLUMN pgsched.tenant.max_running IS 'executions of the tenant claimed at once, across every worker (NULL: no limit)';
-
---
--- Name: COLUMN tenant.max_starts_per_hour; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON COLUMN pgsched.tenant.max_starts_per_hour IS 'executions the tenant''s claims may start in one clock hour, UTC (NULL: no limit)';
-
---
--- Name: COLUMN tenant.max_compute_minutes_per_month; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON COLUMN pgsched.tenant.max_compute_minutes_per_month IS 'handler minutes of the tenant''s finished attempts in one calendar month, UTC (NULL: no limit)';
-
---
--- Name: COLUMN tenant.max_log_bytes; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON COLUMN pgsched.tenant.max_log_bytes IS 'bytes of the tenant''s stored execution log lines (NULL: no limit)';
-
---
--- Name: COLUMN tenant.weight; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON COLUMN pgsched.tenant.weight IS 'the tenant''s share of a claim against other tenants with ready work (1 to 100)';
-
---
 -- Name: tenant_role; Type: TABLE; Schema: pgsched; Owner: -
 --
 
@@ -3542,6 +4274,25 @@ COMMENT ON TABLE pgsched.tenant_usage IS 'a tenant''s use against its quotas: st
 --
 
 COMMENT ON COLUMN pgsched.tenant_usage.alerted IS 'the quotas the tenant has an open quota alert for (reached; resolved below 80 % of the quota)';
+
+--
+-- Name: unique_period; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.unique_period (
+    tenant text NOT NULL,
+    scope text NOT NULL,
+    name text NOT NULL,
+    execution_id bigint NOT NULL,
+    enqueued_at timestamp with time zone NOT NULL,
+    CONSTRAINT unique_period_scope_check CHECK ((scope = ANY (ARRAY['task'::text, 'key'::text])))
+);
+
+--
+-- Name: TABLE unique_period; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON TABLE pgsched.unique_period IS 'the last execution enqueued per task (name: its id) or key of tasks with a unique period (0022)';
 
 --
 -- Name: usage_delta; Type: TABLE; Schema: pgsched; Owner: -
@@ -3688,6 +4439,39 @@ CREATE SEQUENCE pgsched.worker_id_seq
 --
 
 ALTER SEQUENCE pgsched.worker_id_seq OWNED BY pgsched.worker.id;
+
+--
+-- Name: lock_name; Type: TABLE; Schema: pgsched_internal; Owner: -
+--
+
+CREATE TABLE pgsched_internal.lock_name (
+    key bigint NOT NULL,
+    tenant text NOT NULL,
+    name text NOT NULL,
+    taken_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: TABLE lock_name; Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON TABLE pgsched_internal.lock_name IS 'the name and tenant of a lock key (lock_list_v1); taken_at: when last recorded (within an hour)';
+
+--
+-- Name: lock_seed; Type: TABLE; Schema: pgsched_internal; Owner: -
+--
+
+CREATE TABLE pgsched_internal.lock_seed (
+    one boolean DEFAULT true NOT NULL,
+    seed bigint NOT NULL,
+    CONSTRAINT lock_seed_one_check CHECK (one)
+);
+
+--
+-- Name: TABLE lock_seed; Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON TABLE pgsched_internal.lock_seed IS 'the hash seed of lock keys (lock_key_v1): secret, so another tenant cannot compute a key';
 
 --
 -- Name: execution_attempt_default; Type: TABLE ATTACH; Schema: pgsched; Owner: -
@@ -3953,6 +4737,13 @@ ALTER TABLE ONLY pgsched.tenant_usage
     ADD CONSTRAINT tenant_usage_pkey PRIMARY KEY (tenant);
 
 --
+-- Name: unique_period unique_period_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE ONLY pgsched.unique_period
+    ADD CONSTRAINT unique_period_pkey PRIMARY KEY (tenant, scope, name);
+
+--
 -- Name: web_key web_key_pkey; Type: CONSTRAINT; Schema: pgsched; Owner: -
 --
 
@@ -3986,6 +4777,20 @@ ALTER TABLE ONLY pgsched.webhook_delivery
 
 ALTER TABLE ONLY pgsched.worker
     ADD CONSTRAINT worker_pkey PRIMARY KEY (id);
+
+--
+-- Name: lock_name lock_name_pkey; Type: CONSTRAINT; Schema: pgsched_internal; Owner: -
+--
+
+ALTER TABLE ONLY pgsched_internal.lock_name
+    ADD CONSTRAINT lock_name_pkey PRIMARY KEY (key);
+
+--
+-- Name: lock_seed lock_seed_pkey; Type: CONSTRAINT; Schema: pgsched_internal; Owner: -
+--
+
+ALTER TABLE ONLY pgsched_internal.lock_seed
+    ADD CONSTRAINT lock_seed_pkey PRIMARY KEY (one);
 
 --
 -- Name: alert_open_key; Type: INDEX; Schema: pgsched; Owner: -
@@ -4192,12 +4997,6 @@ CREATE INDEX execution_log_execution_idx ON ONLY pgsched.execution_log USING btr
 CREATE INDEX execution_log_default_execution_id_attempt_seq_idx ON pgsched.execution_log_default USING btree (execution_id, attempt, seq);
 
 --
--- Name: execution_ready_queue_idx; Type: INDEX; Schema: pgsched; Owner: -
---
-
-CREATE INDEX execution_ready_queue_idx ON pgsched.execution USING btree (queue, priority, run_at, id) WHERE (state = 'pending'::text);
-
---
 -- Name: execution_ready_tenant_idx; Type: INDEX; Schema: pgsched; Owner: -
 --
 
@@ -4226,6 +5025,18 @@ CREATE INDEX execution_running_key_idx ON pgsched.execution USING btree (tenant,
 --
 
 CREATE UNIQUE INDEX execution_task_idempotency_key ON pgsched.execution USING btree (tenant, task_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+
+--
+-- Name: execution_windowed_key_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_windowed_key_idx ON pgsched.execution USING btree (tenant, concurrency_key) WHERE (windowed AND (state = 'pending'::text) AND (concurrency_key IS NOT NULL));
+
+--
+-- Name: execution_windowed_task_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX execution_windowed_task_idx ON pgsched.execution USING btree (task_id, state) WHERE windowed;
 
 --
 -- Name: execution_worker_idx; Type: INDEX; Schema: pgsched; Owner: -
@@ -4280,6 +5091,12 @@ CREATE UNIQUE INDEX task_tenant_name_key ON pgsched.task USING btree (tenant, na
 --
 
 CREATE INDEX task_unplanned_idx ON pgsched.task USING btree (id) WHERE (enabled AND (deleted_at IS NULL) AND (next_fire_at IS NULL) AND (schedule_kind <> 'none'::text) AND ((schedule_kind <> 'once'::text) OR (last_fire_at IS NULL)));
+
+--
+-- Name: task_windowed_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX task_windowed_idx ON pgsched.task USING btree (id) WHERE windowed;
 
 --
 -- Name: web_session_expires_idx; Type: INDEX; Schema: pgsched; Owner: -
@@ -4414,6 +5231,12 @@ CREATE CONSTRAINT TRIGGER execution_requeued AFTER INSERT ON pgsched.execution D
 CREATE TRIGGER execution_task_recheck AFTER UPDATE OF task_id ON pgsched.execution FOR EACH ROW WHEN ((old.task_id IS DISTINCT FROM new.task_id)) EXECUTE FUNCTION pgsched_internal.execution_task_recheck_v1();
 
 --
+-- Name: execution execution_windowed; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER execution_windowed AFTER INSERT ON pgsched.execution REFERENCING NEW TABLE AS new_executions FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.execution_windowed_v1();
+
+--
 -- Name: run_request run_request_insert; Type: TRIGGER; Schema: pgsched; Owner: -
 --
 
@@ -4466,6 +5289,12 @@ CREATE TRIGGER task_referenced_truncate AFTER TRUNCATE ON pgsched.task FOR EACH 
 --
 
 CREATE TRIGGER task_referenced_update AFTER UPDATE OF id ON pgsched.task FOR EACH ROW WHEN ((old.id IS DISTINCT FROM new.id)) EXECUTE FUNCTION pgsched_internal.task_referenced_v1();
+
+--
+-- Name: task task_windowed; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER task_windowed AFTER UPDATE OF overlap_policy, unique_policy, unique_period_seconds ON pgsched.task FOR EACH ROW WHEN ((new.windowed AND (NOT old.windowed))) EXECUTE FUNCTION pgsched_internal.task_windowed_v1();
 
 --
 -- Name: task tenant_register; Type: TRIGGER; Schema: pgsched; Owner: -
@@ -4769,6 +5598,12 @@ CREATE POLICY instance_rows ON pgsched.tenant_role TO pgsched_instance USING (tr
 CREATE POLICY instance_rows ON pgsched.tenant_usage TO pgsched_instance USING (true) WITH CHECK (true);
 
 --
+-- Name: unique_period instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.unique_period TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
 -- Name: usage_delta instance_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
@@ -4987,6 +5822,16 @@ CREATE POLICY tenant_rows ON pgsched.tenant_role TO pgsched_engine USING ((tenan
 CREATE POLICY tenant_rows ON pgsched.tenant_usage FOR SELECT TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
 
 --
+-- Name: unique_period tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.unique_period TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK (((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)) AND ((EXISTS ( SELECT
+   FROM pgsched.execution e
+  WHERE (e.id = unique_period.execution_id))) OR (EXISTS ( SELECT
+   FROM pgsched.execution_history h
+  WHERE (h.id = unique_period.execution_id))))));
+
+--
 -- Name: webhook_delivery tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
@@ -5005,6 +5850,12 @@ CREATE POLICY tenant_rows ON pgsched.worker TO pgsched_engine USING ((tenants = 
 --
 
 ALTER TABLE pgsched.tenant_usage ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: unique_period; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.unique_period ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: usage_delta; Type: ROW SECURITY; Schema: pgsched; Owner: -
@@ -5107,6 +5958,12 @@ CREATE POLICY web_rows ON pgsched.tenant_role TO pgsched_web USING (((( SELECT p
 --
 
 CREATE POLICY web_rows ON pgsched.tenant_usage FOR SELECT TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: unique_period web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.unique_period TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
 
 --
 -- Name: webhook_delivery web_rows; Type: POLICY; Schema: pgsched; Owner: -
