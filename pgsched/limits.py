@@ -10,6 +10,18 @@ from enum import StrEnum
 from .errors import ValidationError
 from .schedule import parse_interval
 
+#: a task's limit fields (TaskSpec; migration 0021's task columns), written by the store's
+#: task_limits_set beside the task's other fields
+LIMIT_FIELDS = (
+    "max_running",
+    "rate_limit",
+    "rate_period_seconds",
+    "concurrency_key",
+    "key_max_running",
+    "key_rate_limit",
+    "key_rate_period_seconds",
+)
+
 
 class RateScope(StrEnum):
     """What a rate limit counts the starts of (pgsched.rate_start.scope): a queue of a

@@ -8,19 +8,13 @@ INSERT INTO pgsched.task (tenant, name, description, schedule_kind, schedule_exp
                           run_as_user, params, timeout_seconds, max_attempts, retry_policy,
                           retry_base_seconds, retry_max_seconds, priority, queue, enabled,
                           next_fire_at, source, no_retry_exit_codes, no_retry_exceptions,
-                          misfire_policy, idempotent, tags,
-                          -- limits (issue 18)
-                          max_running, rate_limit, rate_period_seconds, concurrency_key,
-                          key_max_running, key_rate_limit, key_rate_period_seconds)
+                          misfire_policy, idempotent, tags)
 VALUES (%(tenant)s, %(name)s, %(description)s, %(schedule_kind)s, %(schedule_expr)s, %(timezone)s,
         %(schedule_anchor)s, %(handler_kind)s, %(command)s, %(argv)s, %(python_target)s, %(env)s,
         %(stdin)s, %(run_as_user)s, %(params)s, %(timeout_seconds)s, %(max_attempts)s,
         %(retry_policy)s, %(retry_base_seconds)s, %(retry_max_seconds)s, %(priority)s, %(queue)s,
         %(enabled)s, %(next_fire_at)s, %(source)s, %(no_retry_exit_codes)s, %(no_retry_exceptions)s,
-        %(misfire_policy)s, %(idempotent)s, %(tags)s,
-        -- limits (issue 18)
-        %(max_running)s, %(rate_limit)s, %(rate_period_seconds)s, %(concurrency_key)s,
-        %(key_max_running)s, %(key_rate_limit)s, %(key_rate_period_seconds)s)
+        %(misfire_policy)s, %(idempotent)s, %(tags)s)
 ON CONFLICT (tenant, name) WHERE deleted_at IS NULL DO NOTHING
 RETURNING *
 
@@ -111,12 +105,7 @@ UPDATE pgsched.task
        priority = %(priority)s, queue = %(queue)s, next_fire_at = %(next_fire_at)s,
        no_retry_exit_codes = %(no_retry_exit_codes)s, no_retry_exceptions = %(no_retry_exceptions)s,
        misfire_policy = %(misfire_policy)s, idempotent = %(idempotent)s, tags = %(tags)s,
-       enabled = %(enabled)s, updated_at = now(),
-       -- limits (issue 18)
-       max_running = %(max_running)s, rate_limit = %(rate_limit)s,
-       rate_period_seconds = %(rate_period_seconds)s, concurrency_key = %(concurrency_key)s,
-       key_max_running = %(key_max_running)s, key_rate_limit = %(key_rate_limit)s,
-       key_rate_period_seconds = %(key_rate_period_seconds)s
+       enabled = %(enabled)s, updated_at = now()
  WHERE id = %(id)s
 RETURNING *
 
@@ -144,5 +133,16 @@ SELECT e AS execution_id
 UPDATE pgsched.task
    SET overlap_policy = %(overlap_policy)s, unique_policy = %(unique_policy)s,
        unique_period_seconds = %(unique_period_seconds)s, unique_scope = %(unique_scope)s
+ WHERE id = %(id)s
+RETURNING *
+
+-- name: task_limits_set :one
+-- A task's limits (issue 18, items 3-4; migration 0021: held by the claim across every
+-- worker), beside task_insert and task_update in their transaction; NULL is no limit.
+UPDATE pgsched.task
+   SET max_running = %(max_running)s, rate_limit = %(rate_limit)s,
+       rate_period_seconds = %(rate_period_seconds)s, concurrency_key = %(concurrency_key)s,
+       key_max_running = %(key_max_running)s, key_rate_limit = %(key_rate_limit)s,
+       key_rate_period_seconds = %(key_rate_period_seconds)s
  WHERE id = %(id)s
 RETURNING *

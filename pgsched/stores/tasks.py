@@ -16,6 +16,7 @@ from .. import windows
 from ..db import Database, Row, Session
 from ..errors import NotFound, ValidationError
 from ..jsontext import check_json_object, has_nul
+from ..limits import LIMIT_FIELDS
 from ..schedule import Schedule
 from ..taskspec import (
     HANDLER_FIELDS,
@@ -51,6 +52,10 @@ def insert_values(
     return values
 
 
+def _limits_of(spec: TaskSpec) -> dict[str, Any]:
+    return {f: getattr(spec, f) for f in LIMIT_FIELDS}
+
+
 def create(
     db: Database | Session, spec: TaskSpec, *, now: datetime | None = None, if_absent: bool = False
 ) -> Row | None:
@@ -66,6 +71,8 @@ def create(
         row = tx.one("task_insert", **insert_values(spec, schedule, now or tx.now()))
         if row is not None and windows_of(spec) != windows_of(TaskSpec(name=spec.name)):
             row = tx.one("task_windows_set", id=row["id"], **windows_of(spec))
+        if row is not None and any(getattr(spec, f) is not None for f in LIMIT_FIELDS):
+            row = tx.one("task_limits_set", id=row["id"], **_limits_of(spec))
     if row is None and not if_absent:
         raise ValidationError("name", spec.name, f"already exists in tenant {spec.tenant!r}")
     return row
@@ -129,6 +136,8 @@ def update(
         stored = tx.one("task_update", id=row["id"], **values)
         if any(f in changes for f in WINDOW_FIELDS):  # overlap and unique windows (0022)
             stored = tx.one("task_windows_set", id=row["id"], **windows_of(spec))
+        if any(f in changes for f in LIMIT_FIELDS):  # limits (0021)
+            stored = tx.one("task_limits_set", id=row["id"], **_limits_of(spec))
         if replanned:
             tx.exec("task_wake_scheduler")
         assert stored is not None
