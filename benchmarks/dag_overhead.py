@@ -229,7 +229,7 @@ class Bench:
                 "SELECT EXISTS (SELECT 1 FROM pgsched.worker WHERE state = 'running') "
                 "AND EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
                 "AND application_name = 'pgsched worker listen' AND (query ILIKE 'LISTEN%%' "
-                "OR query ILIKE 'WITH asked%%' OR query ILIKE 'SELECT extract(epoch FROM min(x.run_at)%%'))",
+                "OR query ILIKE 'WITH asked%%' OR query ILIKE 'WITH RECURSIVE pending(tenant)%%'))",
                 [],
                 60,
                 "the worker to start and listen",

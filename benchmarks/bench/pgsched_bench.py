@@ -173,7 +173,8 @@ def wait_listening(
 ) -> None:
     """Until ``count`` workers are registered and their LISTEN connections are up (the
     connection's last statement is a LISTEN, or a claim, or the next-due lookup that follows
-    a claim that came up short: the worker claims on it after its LISTENs)."""
+    a claim that came up short, sql/execution.sql execution_next_due: the worker claims on it
+    after its LISTENs)."""
 
     def ready() -> bool:
         return bool(
@@ -182,7 +183,7 @@ def wait_listening(
                 "SELECT (SELECT count(*) FROM pgsched.worker WHERE state = 'running') >= %s "
                 "AND (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                 "AND application_name = 'pgsched worker listen' AND (query ILIKE 'LISTEN%%' "
-                "OR query ILIKE 'WITH asked%%' OR query ILIKE 'SELECT extract(epoch FROM min(x.run_at)%%'))"
+                "OR query ILIKE 'WITH asked%%' OR query ILIKE 'WITH RECURSIVE pending(tenant)%%'))"
                 " >= %s",
                 (count, count),
             )
