@@ -487,6 +487,14 @@ CREATE FUNCTION pgsched_internal.execution_claim_v1(
                    cancel_requested_at timestamptz, dag_run_id bigint, confirm_start boolean,
                    backoff_from_attempt integer, task_version bigint, task jsonb)
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pgsched, pg_temp
+    -- plpgsql keeps a generic plan of each statement per connection after five calls, and
+    -- one made while the table held a row or two (a worker's first claims) stays until an
+    -- ANALYZE: with a seq scan, or the move to running walking the whole ready index once
+    -- per row it moved, it cost 0.7-1.5 s a claim under a flood, holding the tenant's lock
+    -- (the fairness benchmark; tests/db/test_claim_stale_plan.py). Each statement of the
+    -- claim has an index to read (this function's and claim_tenant_v1's, which inherits
+    -- the setting), and the move to running has only the primary key (below).
+    SET enable_seqscan = off
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -592,7 +600,9 @@ BEGIN
                started_at = at, lease_id = nextval('pgsched.lease_id_seq'),
                budget_delay_seconds = NULL, start_confirmed_at = NULL
           FROM picked
-         WHERE e.id = picked.id AND e.state = 'pending'
+         WHERE e.id = picked.id  -- no state test: each picked row is pending and locked by
+           -- this transaction (claim_tenant_v1 read it FOR UPDATE), and a test of the state
+           -- would let the planner read a partial index of pending rows whole for each pick
            AND EXISTS (SELECT 1 FROM pgsched.worker w WHERE w.id = p_worker_id AND w.state = 'running')
         RETURNING e.id, e.tenant, e.task_id, e.queue, e.concurrency_key, e.scheduled_at, e.run_at,
                   e.priority, e.attempt, e.max_attempts,

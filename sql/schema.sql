@@ -1875,6 +1875,7 @@ END $$;
 CREATE FUNCTION pgsched_internal.execution_claim_v1(p_worker_id bigint, p_queues text[], p_tenants text[], p_limit integer, p_now timestamp with time zone, p_known_task_ids bigint[], p_known_task_versions bigint[]) RETURNS TABLE(id bigint, tenant text, task_id bigint, scheduled_at timestamp with time zone, run_at timestamp with time zone, priority smallint, attempt integer, max_attempts integer, params text, started_at timestamp with time zone, trigger text, lease_id bigint, cancel_requested_at timestamp with time zone, dag_run_id bigint, confirm_start boolean, backoff_from_attempt integer, task_version bigint, task jsonb)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    SET enable_seqscan TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -1980,7 +1981,9 @@ BEGIN
                started_at = at, lease_id = nextval('pgsched.lease_id_seq'),
                budget_delay_seconds = NULL, start_confirmed_at = NULL
           FROM picked
-         WHERE e.id = picked.id AND e.state = 'pending'
+         WHERE e.id = picked.id  -- no state test: each picked row is pending and locked by
+           -- this transaction (claim_tenant_v1 read it FOR UPDATE), and a test of the state
+           -- would let the planner read a partial index of pending rows whole for each pick
            AND EXISTS (SELECT 1 FROM pgsched.worker w WHERE w.id = p_worker_id AND w.state = 'running')
         RETURNING e.id, e.tenant, e.task_id, e.queue, e.concurrency_key, e.scheduled_at, e.run_at,
                   e.priority, e.attempt, e.max_attempts,
