@@ -600,9 +600,13 @@ BEGIN
                started_at = at, lease_id = nextval('pgsched.lease_id_seq'),
                budget_delay_seconds = NULL, start_confirmed_at = NULL
           FROM picked
-         WHERE e.id = picked.id  -- no state test: each picked row is pending and locked by
-           -- this transaction (claim_tenant_v1 read it FOR UPDATE), and a test of the state
-           -- would let the planner read a partial index of pending rows whole for each pick
+         WHERE e.id = picked.id
+           -- the rows reached by their ids as a list, so that every plan reads the primary
+           -- key for them: joined to picked alone, a plan made on a near-empty table read an
+           -- index whole and matched each entry against the picks (no state test either,
+           -- which let it take the partial index of pending rows: each picked row is pending
+           -- and locked by this transaction, claim_tenant_v1 read it FOR UPDATE)
+           AND e.id = ANY (pick_id)
            AND EXISTS (SELECT 1 FROM pgsched.worker w WHERE w.id = p_worker_id AND w.state = 'running')
         RETURNING e.id, e.tenant, e.task_id, e.queue, e.concurrency_key, e.scheduled_at, e.run_at,
                   e.priority, e.attempt, e.max_attempts,
