@@ -59,10 +59,9 @@ class LockTimeout(PgschedError):
 
     def __init__(self, name: str, timeout: float):
         self.name, self.timeout = name, timeout
-        waited = "it was held (tried, not waited for)" if timeout == 0 else f"within {timeout:g} s"
+        waited = "held (tried once, no wait asked)" if timeout == 0 else f"not got in {timeout:g} s"
         super().__init__(
-            f"lock {name!r}: not got {waited}; another session holds it "
-            "(pgsched lock list shows which)"
+            f"lock {name!r}: {waited}; another session holds it (pgsched lock list shows which)"
         )
 
 

@@ -60,6 +60,8 @@ _BYTE_UNITS = {
     "gib": 2**30,
     "tib": 2**40,
 }
+#: a concurrency key template: text and {name} places (rendered by concurrency_key_v1)
+_TEMPLATE = re.compile(r"(?:[^{}]|\{[^{}]+\})*")
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)")
 
 
@@ -196,6 +198,13 @@ def check_task_limits(
     ):
         raise ValidationError(
             "concurrency_key", concurrency_key, "must be a template of 1 to 200 characters"
+        )
+    if concurrency_key is not None and not _TEMPLATE.fullmatch(concurrency_key):
+        raise ValidationError(
+            "concurrency_key",
+            concurrency_key,
+            "must be text with {param} places, each brace closed and no brace inside one "
+            "(customer:{customer_id})",
         )
     if concurrency_key is None and (key_max_running is not None or key_rate_limit is not None):
         which = "key_max_running" if key_max_running is not None else "key_rate_limit"

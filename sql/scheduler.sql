@@ -74,7 +74,7 @@ ON CONFLICT DO NOTHING
 -- The fires of scheduler_fire's batch (same parameters) whose tasks have an overlap policy
 -- or a unique window (task.windowed, migration 0022): each, in order of task and fire
 -- time, is made or recorded as a skipped execution saying why (fire_windowed_v1). made:
--- the executions made.
+-- the executions made; fires: how many fires there were (the rest were recorded skipped).
 WITH member AS (
     SELECT g.n, x.id
       FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS g(ids, n)
@@ -87,7 +87,8 @@ WITH member AS (
      WHERE t.windowed AND t.handler_kind <> 'dag'
 )
 SELECT pgsched_internal.fire_windowed_v1(array_agg(id ORDER BY id, fire_at),
-                                         array_agg(fire_at ORDER BY id, fire_at), %(epoch)s) AS made
+                                         array_agg(fire_at ORDER BY id, fire_at), %(epoch)s) AS made,
+       count(*) AS fires
   FROM fires
 
 -- name: scheduler_advance :exec

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from .. import limits
-from ..errors import PgschedError
+from ..errors import NotFound, PgschedError
 from ..stores import limits as store
 from .output import fmt, print_fields, print_json, table
 from .root import Context, main, pass_ctx
@@ -82,6 +82,21 @@ def queue_show(c: Context, name: str, as_json: bool) -> None:
     print_fields(_shown(row))
 
 
+def _known(c: Context, name: str) -> bool:
+    """Whether queue ``name`` of the tenant has limits, work or a worker; when not, says on
+    standard error that it is new (a mistyped name would otherwise pause nothing that runs)."""
+    try:
+        store.queue(c.db(), c.tenant, name)
+    except NotFound:
+        click.echo(
+            f"note: queue {name!r} of tenant {c.tenant!r} has no limits, work or worker yet: "
+            "it is made now (pgsched queue list shows the queues there are)",
+            err=True,
+        )
+        return False
+    return True
+
+
 @queue.command("pause")
 @click.argument("name")
 @click.option("--reason", help="Why (shown with the work that waits, at most 500 characters).")
@@ -89,7 +104,9 @@ def queue_show(c: Context, name: str, as_json: bool) -> None:
 @pass_ctx
 def queue_pause(c: Context, name: str, reason: str | None, as_json: bool) -> None:
     """Pause queue NAME: no worker starts anything of it until it is resumed; what runs
-    goes on. Recorded as paused by this login."""
+    goes on. Recorded as paused by this login. A queue that nothing uses yet may be paused
+    before its work comes (said on standard error)."""
+    _known(c, name)
     _say(store.queue_pause(c.db(), c.tenant, name, reason), as_json)
 
 
@@ -99,6 +116,7 @@ def queue_pause(c: Context, name: str, reason: str | None, as_json: bool) -> Non
 @pass_ctx
 def queue_resume(c: Context, name: str, as_json: bool) -> None:
     """Resume queue NAME: its workers take its work again at once."""
+    store.queue(c.db(), c.tenant, name)  # NotFound: no such queue, nothing to resume
     _say(store.queue_resume(c.db(), c.tenant, name), as_json)
 
 
@@ -130,4 +148,5 @@ def queue_set(
         changes["rate_limit"], changes["rate_period_seconds"] = rate or (None, None)
     if not changes:
         raise PgschedError("queue set: nothing to change (give --max-running or --rate-limit)")
+    _known(c, name)
     _say(store.queue_set_limits(c.db(), c.tenant, name, **changes), as_json)

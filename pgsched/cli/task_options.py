@@ -219,7 +219,14 @@ def limit_fields(o: dict[str, Any]) -> dict[str, Any]:
             rate = limits.parse_rate(f"{prefix}rate_limit", o[option])
             out[f"{prefix}rate_limit"], out[f"{prefix}rate_period_seconds"] = rate or (None, None)
     if o.get("limit_key") is not None:
-        out["concurrency_key"] = o["limit_key"] or None
+        key = o["limit_key"]
+        if key.strip().lower() in ("", limits.NONE):  # removed, and the limits that count by it
+            out["concurrency_key"] = None
+            out.setdefault("key_max_running", None)
+            out.setdefault("key_rate_limit", None)
+            out.setdefault("key_rate_period_seconds", None)
+        else:
+            out["concurrency_key"] = key
     return out
 
 

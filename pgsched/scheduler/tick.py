@@ -177,13 +177,19 @@ def _tick_batch(
             # trigger checks each fire against the task's last_fire_at (migration 0010).
             tx.exec("scheduler_fire", ids=ids, run_group=run_group, run_at=run_at, epoch=epoch)
             if any(g["windowed"] for g in groups):  # overlap policies, unique windows (0022)
-                tx.one(
+                windowed = tx.one(
                     "scheduler_fire_windowed",
                     ids=ids,
                     run_group=run_group,
                     run_at=run_at,
                     epoch=epoch,
                 )
+                if windowed and windowed["fires"] > (windowed["made"] or 0):
+                    log.info(  # the "fired" lines above count these fires too
+                        "%d fire(s) recorded skipped (a run of the task still live: its "
+                        "overlap policy, or its unique window)",
+                        windowed["fires"] - (windowed["made"] or 0),
+                    )
             if dag_ids:
                 for run in tx.many(
                     "scheduler_fire_dags", ids=dag_ids, fire_at=dag_fires, epoch=epoch

@@ -175,3 +175,39 @@ def test_execution_show_says_which_limit_holds_a_pending_execution(dsn):
     assert "wait_reason        queue default is paused: vendor maintenance" in text
     shown = json.loads(run(dsn, "execution", "show", ident, "--json").output)
     assert shown["wait_reason"] == "queue default is paused: vendor maintenance"
+
+
+def test_a_queue_nothing_uses_is_said_new_on_pause_and_set_and_cannot_be_resumed(dsn):
+    """A mistyped name (a newcomer's finding): pause and set make the queue, as they may
+    before its work comes, and say so; resume of a queue there is none of is an error."""
+    for args in (["queue", "pause", "reprots"], ["queue", "set", "reprts", "--max-running", "3"]):
+        said = run(dsn, *args)
+        both = said.output + (said.stderr if said.stderr_bytes is not None else "")
+        assert "note: queue 'repr" in both and "has no limits, work or worker yet" in both
+    gone = run(dsn, "queue", "resume", "nosuch", ok=False)
+    assert gone.exit_code == 1 and "no queue 'nosuch' in tenant 'default'" in gone.output
+    assert one(dsn, "SELECT count(*) AS n FROM pgsched.queue WHERE name = 'nosuch'")["n"] == 0
+    run(dsn, "task", "create", "r", "--command", "true", "--queue", "reports")
+    run(dsn, "task", "trigger", "r")
+    quiet = run(dsn, "queue", "pause", "reports")
+    assert "note:" not in quiet.output + (quiet.stderr if quiet.stderr_bytes is not None else "")
+
+
+def test_concurrency_key_none_removes_the_key_and_its_limits_and_a_broken_template_is_refused(
+    dsn,
+):
+    run(
+        dsn,
+        "task", "create", "imp", "--command", "true", "--concurrency-key", "c:{id}",
+        "--key-max-running", "1", "--key-rate-limit", "5/10s",
+    )  # fmt: skip
+    run(dsn, "task", "update", "imp", "--concurrency-key", "none")
+    row = one(dsn, "SELECT * FROM pgsched.task WHERE name = 'imp'")
+    assert [row[k] for k in ("concurrency_key", "key_max_running", "key_rate_limit")] == [None] * 3
+    for template in ("c:{id", "c:}", "c:{}", "c:{a{b}}"):
+        bad = run(dsn, "task", "update", "imp", "--concurrency-key", template, ok=False)
+        assert bad.exit_code == 1 and "concurrency_key: " in bad.output, bad.output
+        assert "each brace closed" in bad.output
+    assert one(dsn, "SELECT concurrency_key FROM pgsched.task WHERE name = 'imp'") == {
+        "concurrency_key": None
+    }

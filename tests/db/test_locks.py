@@ -60,7 +60,7 @@ def test_wait_gives_up_after_its_timeout_and_raises_lock_timeout(ab):
         assert locks.wait_lock(waiter, "x", 0.3) is False
         took = time.monotonic() - began
         assert 0.3 <= took < 2.0
-        with pytest.raises(LockTimeout, match=r"lock 'x': not got within 0.2 s"):
+        with pytest.raises(LockTimeout, match=r"lock 'x': not got in 0.2 s"):
             with locks.lock(waiter, "x", timeout=0.2):
                 pytest.fail("ran without the lock")
         # the caller's own lock_timeout is as it was

@@ -175,7 +175,7 @@ def test_lock_run_runs_the_command_holding_the_lock_or_exits_75(dsn, sql):
         dsn, "lock", "run", "deploy", "--timeout", "0.3", "--", "touch", "/nonexistent", check=False
     )
     assert out.returncode == 75
-    assert "lock 'deploy': not got within 0.3 s" in out.stderr and "touch was not run" in out.stderr
+    assert "lock 'deploy': not got in 0.3 s" in out.stderr and "touch was not run" in out.stderr
     assert locks.release(sql, "deploy", tenant="default")
     out = cli(
         dsn, "lock", "run", "deploy", "--", sys.executable, "-c", "raise SystemExit(3)", check=False
