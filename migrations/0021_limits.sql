@@ -195,8 +195,10 @@ BEGIN
         close := strpos(substr(rest, open + 1), '}');
         EXIT WHEN close = 0;
         out := out || substr(rest, 1, open - 1)
-                   || coalesce(CASE WHEN jsonb_typeof(params) = 'object'
-                                    THEN params ->> substr(rest, open + 1, close - 1) END, '');
+                   || left(coalesce(CASE WHEN jsonb_typeof(params) = 'object'
+                                         THEN params ->> substr(rest, open + 1, close - 1) END, ''),
+                           500);  -- a key is cut at 500: a 10 MB param costs no more
+        EXIT WHEN length(out) >= 500;
         rest := substr(rest, open + close + 1);
     END LOOP;
     RETURN left(out || rest, 500);
@@ -498,7 +500,9 @@ CREATE FUNCTION pgsched_internal.execution_claim_v1(
     AS $$
 #variable_conflict use_column
 DECLARE
-    at timestamptz := coalesce(p_now, now());
+    -- the claim's instant: p_now is the installation's own (tests, benchmarks); a tenant's
+    -- login claims at the database's now(), so it cannot move its hourly quota's window
+    at timestamptz := CASE WHEN pgsched_internal.is_instance_v1() THEN coalesce(p_now, now()) ELSE now() END;
     served text[];
     own text;
     cands text[];

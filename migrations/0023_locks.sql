@@ -87,18 +87,32 @@ CREATE FUNCTION pgsched_internal.lock_held_v1(key bigint) RETURNS boolean
 $$;
 
 -- A lock just got: its name recorded (once an hour at most), and old names pruned when a
--- new one is recorded.
-CREATE FUNCTION pgsched_internal.lock_named_v1(key bigint, tenant text, name text) RETURNS void
+-- new one is recorded. When recording fails (a read-only transaction, a timeout), a
+-- session-scope lock just got is released before the error goes on: a rollback would not
+-- release it, and the session would hold a lock it was told it did not get.
+CREATE FUNCTION pgsched_internal.lock_named_v1(key bigint, tenant text, name text, scope text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pgsched_internal.lock_record_v1(key, tenant, name);
+EXCEPTION WHEN OTHERS THEN
+    IF scope = 'session' THEN
+        PERFORM pg_advisory_unlock(key);
+    END IF;
+    RAISE;
+END $$;
+
+CREATE FUNCTION pgsched_internal.lock_record_v1(key bigint, tenant text, name text) RETURNS void
     LANGUAGE plpgsql
     AS $$
 DECLARE
     last timestamptz;
 BEGIN
-    SELECT n.taken_at INTO last FROM pgsched_internal.lock_name n WHERE n.key = lock_named_v1.key;
+    SELECT n.taken_at INTO last FROM pgsched_internal.lock_name n WHERE n.key = lock_record_v1.key;
     IF last > now() - interval '1 hour' THEN
         RETURN;
     ELSIF last IS NOT NULL THEN
-        UPDATE pgsched_internal.lock_name n SET taken_at = now() WHERE n.key = lock_named_v1.key;
+        UPDATE pgsched_internal.lock_name n SET taken_at = now() WHERE n.key = lock_record_v1.key;
         RETURN;
     END IF;
     INSERT INTO pgsched_internal.lock_name (key, tenant, name) VALUES (key, tenant, name)
@@ -131,7 +145,7 @@ BEGIN
         got := pg_try_advisory_xact_lock(k);
     END IF;
     IF got THEN
-        PERFORM pgsched_internal.lock_named_v1(k, lock_try_v1.tenant, lock_try_v1.name);
+        PERFORM pgsched_internal.lock_named_v1(k, lock_try_v1.tenant, lock_try_v1.name, scope);
     END IF;
     RETURN got;
 END $$;
@@ -173,7 +187,7 @@ BEGIN
     END;
     PERFORM set_config('lock_timeout', was, true);
     IF got THEN
-        PERFORM pgsched_internal.lock_named_v1(k, lock_wait_v1.tenant, lock_wait_v1.name);
+        PERFORM pgsched_internal.lock_named_v1(k, lock_wait_v1.tenant, lock_wait_v1.name, scope);
     END IF;
     RETURN got;
 END $$;

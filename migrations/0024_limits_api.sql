@@ -65,7 +65,10 @@ BEGIN
     PERFORM pgsched_internal.limits_queue_check_v1(queue_pause_v1.tenant, queue_name);
     who := pgsched_internal.limits_by_v1(by);
     reason := nullif(btrim(reason), '');
-    IF length(reason) > 500 THEN
+    IF reason ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'reason: % must hold no control characters (newlines, escapes): it is shown on one line',
+            quote_literal(left(reason, 40)) USING ERRCODE = 'invalid_parameter_value';
+    ELSIF length(reason) > 500 THEN
         RAISE EXCEPTION 'reason: % must be at most 500 characters (it has %)', quote_literal(left(reason, 40) || '…'),
             length(reason) USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -136,8 +139,8 @@ BEGIN
         RAISE EXCEPTION 'rate_limit: % must be an integer from 1 (NULL leaves it; clear => ''{rate_limit}'' removes it)',
             rate_limit USING ERRCODE = 'invalid_parameter_value';
     ELSIF rate_period_seconds IS NOT NULL
-          AND NOT (rate_period_seconds > 0 AND rate_period_seconds <= 366 * 86400) THEN
-        RAISE EXCEPTION 'rate_period_seconds: % must be a number of seconds above 0, at most 31622400 (a year)',
+          AND NOT (rate_period_seconds >= 0.001 AND rate_period_seconds <= 366 * 86400) THEN
+        RAISE EXCEPTION 'rate_period_seconds: % must be a number of seconds from 0.001, at most 31622400 (a year)',
             rate_period_seconds USING ERRCODE = 'invalid_parameter_value';
     ELSIF max_running IS NOT NULL AND 'max_running' = ANY (clear) THEN
         RAISE EXCEPTION 'max_running: % given and cleared at once', max_running

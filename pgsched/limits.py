@@ -178,10 +178,10 @@ def check_task_limits(
     ):
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         if value is not None and (
-            not ok or not 0 < value <= MAX_RATE_PERIOD_SECONDS  # type: ignore[operator]
+            not ok or not 0.001 <= value <= MAX_RATE_PERIOD_SECONDS  # type: ignore[operator]
         ):
             raise ValidationError(
-                field, value, "must be a number of seconds above 0, at most 366 days, or null"
+                field, value, "must be a number of seconds from 0.001, at most 366 days, or null"
             )
     for limit, period, name in (
         (rate_limit, rate_period_seconds, "rate_limit"),

@@ -508,7 +508,7 @@ BEGIN
         got := pg_try_advisory_xact_lock(k);
     END IF;
     IF got THEN
-        PERFORM pgsched_internal.lock_named_v1(k, lock_try_v1.tenant, lock_try_v1.name);
+        PERFORM pgsched_internal.lock_named_v1(k, lock_try_v1.tenant, lock_try_v1.name, scope);
     END IF;
     RETURN got;
 END $$;
@@ -557,7 +557,7 @@ BEGIN
     END;
     PERFORM set_config('lock_timeout', was, true);
     IF got THEN
-        PERFORM pgsched_internal.lock_named_v1(k, lock_wait_v1.tenant, lock_wait_v1.name);
+        PERFORM pgsched_internal.lock_named_v1(k, lock_wait_v1.tenant, lock_wait_v1.name, scope);
     END IF;
     RETURN got;
 END $$;
@@ -633,7 +633,10 @@ BEGIN
     PERFORM pgsched_internal.limits_queue_check_v1(queue_pause_v1.tenant, queue_name);
     who := pgsched_internal.limits_by_v1(by);
     reason := nullif(btrim(reason), '');
-    IF length(reason) > 500 THEN
+    IF reason ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'reason: % must hold no control characters (newlines, escapes): it is shown on one line',
+            quote_literal(left(reason, 40)) USING ERRCODE = 'invalid_parameter_value';
+    ELSIF length(reason) > 500 THEN
         RAISE EXCEPTION 'reason: % must be at most 500 characters (it has %)', quote_literal(left(reason, 40) || '…'),
             length(reason) USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -702,8 +705,8 @@ BEGIN
         RAISE EXCEPTION 'rate_limit: % must be an integer from 1 (NULL leaves it; clear => ''{rate_limit}'' removes it)',
             rate_limit USING ERRCODE = 'invalid_parameter_value';
     ELSIF rate_period_seconds IS NOT NULL
-          AND NOT (rate_period_seconds > 0 AND rate_period_seconds <= 366 * 86400) THEN
-        RAISE EXCEPTION 'rate_period_seconds: % must be a number of seconds above 0, at most 31622400 (a year)',
+          AND NOT (rate_period_seconds >= 0.001 AND rate_period_seconds <= 366 * 86400) THEN
+        RAISE EXCEPTION 'rate_period_seconds: % must be a number of seconds from 0.001, at most 31622400 (a year)',
             rate_period_seconds USING ERRCODE = 'invalid_parameter_value';
     ELSIF max_running IS NOT NULL AND 'max_running' = ANY (clear) THEN
         RAISE EXCEPTION 'max_running: % given and cleared at once', max_running
@@ -1235,8 +1238,10 @@ BEGIN
         close := strpos(substr(rest, open + 1), '}');
         EXIT WHEN close = 0;
         out := out || substr(rest, 1, open - 1)
-                   || coalesce(CASE WHEN jsonb_typeof(params) = 'object'
-                                    THEN params ->> substr(rest, open + 1, close - 1) END, '');
+                   || left(coalesce(CASE WHEN jsonb_typeof(params) = 'object'
+                                         THEN params ->> substr(rest, open + 1, close - 1) END, ''),
+                           500);  -- a key is cut at 500: a 10 MB param costs no more
+        EXIT WHEN length(out) >= 500;
         rest := substr(rest, open + close + 1);
     END LOOP;
     RETURN left(out || rest, 500);
@@ -1879,7 +1884,9 @@ CREATE FUNCTION pgsched_internal.execution_claim_v1(p_worker_id bigint, p_queues
     AS $$
 #variable_conflict use_column
 DECLARE
-    at timestamptz := coalesce(p_now, now());
+    -- the claim's instant: p_now is the installation's own (tests, benchmarks); a tenant's
+    -- login claims at the database's now(), so it cannot move its hourly quota's window
+    at timestamptz := CASE WHEN pgsched_internal.is_instance_v1() THEN coalesce(p_now, now()) ELSE now() END;
     served text[];
     own text;
     cands text[];
@@ -2389,20 +2396,36 @@ BEGIN
 END $$;
 
 --
--- Name: lock_named_v1(bigint, text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+-- Name: lock_named_v1(bigint, text, text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
-CREATE FUNCTION pgsched_internal.lock_named_v1(key bigint, tenant text, name text) RETURNS void
+CREATE FUNCTION pgsched_internal.lock_named_v1(key bigint, tenant text, name text, scope text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pgsched_internal.lock_record_v1(key, tenant, name);
+EXCEPTION WHEN OTHERS THEN
+    IF scope = 'session' THEN
+        PERFORM pg_advisory_unlock(key);
+    END IF;
+    RAISE;
+END $$;
+
+--
+-- Name: lock_record_v1(bigint, text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.lock_record_v1(key bigint, tenant text, name text) RETURNS void
     LANGUAGE plpgsql
     AS $$
 DECLARE
     last timestamptz;
 BEGIN
-    SELECT n.taken_at INTO last FROM pgsched_internal.lock_name n WHERE n.key = lock_named_v1.key;
+    SELECT n.taken_at INTO last FROM pgsched_internal.lock_name n WHERE n.key = lock_record_v1.key;
     IF last > now() - interval '1 hour' THEN
         RETURN;
     ELSIF last IS NOT NULL THEN
-        UPDATE pgsched_internal.lock_name n SET taken_at = now() WHERE n.key = lock_named_v1.key;
+        UPDATE pgsched_internal.lock_name n SET taken_at = now() WHERE n.key = lock_record_v1.key;
         RETURN;
     END IF;
     INSERT INTO pgsched_internal.lock_name (key, tenant, name) VALUES (key, tenant, name)
