@@ -50,3 +50,25 @@ def test_attack18_a_rate_period_is_one_a_window_can_hold(ab):
                 "SELECT * FROM pgsched.queue_set_limits_v1('q1', rate_limit => 1, "
                 "rate_period_seconds => 1e-300)"
             )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open, finding 11: pgsched.tenant's quota columns are readable by every engine login",
+)
+def test_attack18_a_tenants_login_reads_no_other_tenants_quotas(ab):
+    """0021 put the quotas and the weight on pgsched.tenant, which every engine login reads
+    whole (0018 granted SELECT for the tenant map): B's engine reads A's max_running,
+    starts per hour, compute and log quotas and weight, what A's plan with the
+    installation is. docs/limits.md: a tenant's logins read their own quotas."""
+    a, b, _ = ab
+    with _as(b.engine) as c:
+        try:
+            rows = c.execute(
+                "SELECT name, max_running, max_starts_per_hour, weight FROM pgsched.tenant "
+                "WHERE name = %s",
+                [a.name],
+            ).fetchall()
+        except pg_errors.InsufficientPrivilege:
+            rows = []
+    assert rows == [], f"B's engine reads A's quotas: {rows}"

@@ -4,8 +4,11 @@ works."""
 
 from __future__ import annotations
 
+import time
+
 import psycopg
 import pytest
+from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 
 from ..tenancy import two_tenants
@@ -62,4 +65,155 @@ def test_attack18_a_tenants_engine_cannot_forge_the_claims_clock_past_its_hourly
     assert running["n"] <= 2, (
         f"B started {running['n']} executions in one hour against its quota of 2 "
         f"(started_at in the future: {running['future']})"
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open, finding 7: the claim's per-tenant lock is an advisory key any login may hold",
+)
+def test_attack18_a_tenant_holding_anothers_claim_lock_does_not_stall_its_claims(sql, ab):
+    """docs/security.md calls this a known limit; measured here. B's application login
+    holds hashtextextended('pgsched.limits ' || A, 0) (A's name is in every wake-up
+    notification). A's own worker's claim then waits for the lock: for ever with no
+    statement_timeout (cut here at 3 s), and a worker serving every tenant passes A over
+    silently on every claim, so A's due work never starts while B's session lives."""
+    a, b, _ = ab
+    with _as(b.app) as hostile, _as(a.engine) as c:
+        hostile.execute(
+            "SELECT pg_advisory_lock(hashtextextended('pgsched.limits ' || %s, 0))", [a.name]
+        )
+        worker = own_worker(c, a.name)
+        c.execute("SET statement_timeout = '3s'")
+        started = time.monotonic()
+        try:
+            rows = c.execute(CLAIM, [worker, None]).fetchall()
+            error = None
+        except pg_errors.QueryCanceled as e:
+            rows, error = [], e
+        waited = time.monotonic() - started
+        # a worker of the installation, serving every tenant
+        instance = sql.execute(
+            "INSERT INTO pgsched.worker (name, hostname, pid, queues, tenants, concurrency, "
+            "heartbeat_interval) VALUES ('all', 'h', 1, '{default}', NULL, 4, 5) RETURNING id"
+        ).fetchone()["id"]
+        every = sql.execute(CLAIM, [instance, None]).fetchall()
+    seen = sorted({r["tenant"] for r in every})
+    assert rows and waited < 1.0 and a.name in seen, (
+        f"A's own worker claimed {len(rows)}, waiting {waited:.1f} s on the lock B holds "
+        f"({error}); a worker of every tenant claimed for {seen} only (A is {a.name})"
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open, finding 1: an engine login may UPDATE its rows to running past the claim",
+)
+def test_attack18_a_tenants_engine_cannot_start_work_past_its_quotas_without_the_claim(sql, ab):
+    """The claim (a definer function) holds the installation's tenant quotas; but B's
+    engine login keeps the UPDATE on pgsched.execution it had before 0021, so it moves its
+    pending rows to running itself, with its worker and a lease, and finishes them as any
+    claim's: a quota of 1 at once and 1 start an hour, 6 running, none counted."""
+    _, b, _ = ab
+    sql.execute(
+        "SELECT pgsched.tenant_set_quotas_v1(%s, max_running => 1, max_starts_per_hour => 1)",
+        [b.name],
+    )
+    sql.execute(
+        "SELECT pgsched.enqueue_many_v1('job', array_fill('{}'::jsonb, ARRAY[5]), tenant => %s)",
+        [b.name],
+    )
+    with _as(b.engine) as c:
+        worker = own_worker(c, b.name)
+        try:
+            c.execute(
+                "UPDATE pgsched.execution SET state = 'running', worker_id = %s, "
+                "attempt = attempt + 1, started_at = now(), "
+                "lease_id = nextval('pgsched.lease_id_seq') "
+                "WHERE state = 'pending' AND run_at <= now()",
+                [worker],
+            )
+        except psycopg.errors.InsufficientPrivilege:
+            pass  # the safe answer
+        usage = c.execute("SELECT running, hour_starts FROM pgsched.tenant_usage_v1()").fetchone()
+    assert usage["running"] <= 1, (
+        f"B runs {usage['running']} executions against its quota of 1 at once "
+        f"({usage['hour_starts']} starts counted this hour, quota 1)"
+    )
+
+
+@pytest.mark.xfail(
+    strict=True, reason="open, finding 8: the fair share ranks within one claim only"
+)
+def test_attack18_a_heavier_tenant_does_not_starve_a_lighter_one_claim_by_claim(sql, ab):
+    """Fair share by weight: B has weight 2, A weight 1, both with a backlog. A worker at
+    capacity claims one at a time (its free slots). Each claim ranks B's picks 1/2, 2/2 and
+    A's 1/1, and takes the first: B's 1/2, every time. B should get two thirds of the
+    starts; it gets all of them, and A none, for as long as B has work ready (a weight of
+    100 does the same to any claim of fewer than 100)."""
+    a, b, _ = ab
+    sql.execute("UPDATE pgsched.tenant SET max_running = NULL, max_starts_per_hour = NULL")
+    sql.execute("SELECT pgsched.tenant_set_quotas_v1(%s, weight => 2)", [b.name])
+    for t in (a, b):
+        sql.execute(
+            "SELECT pgsched.enqueue_many_v1('job', array_fill('{}'::jsonb, ARRAY[20]), tenant => %s)",
+            [t.name],
+        )
+    worker = sql.execute(
+        "INSERT INTO pgsched.worker (name, hostname, pid, queues, tenants, concurrency, "
+        "heartbeat_interval) VALUES ('all', 'h', 1, '{default}', NULL, 4, 5) RETURNING id"
+    ).fetchone()["id"]
+    got = []
+    for _ in range(9):
+        got += sql.execute(
+            "SELECT tenant FROM pgsched_internal.execution_claim_v1(%s, '{default}', NULL, 1, "
+            "NULL, NULL, NULL)",
+            [worker],
+        ).fetchall()
+    of_a = sum(r["tenant"] == a.name for r in got)
+    assert of_a >= 2, f"of 9 claims of one, A (weight 1, beside B of weight 2) got {of_a}"
+
+
+@pytest.mark.xfail(
+    strict=True, reason="open, finding 9: a claim locks and reads every tenant with work"
+)
+def test_attack18_a_claim_of_one_does_not_lock_and_read_every_tenant(dsn, sql):
+    """Many tenants with work ready: a worker of every tenant asks for one execution. The
+    claim try-locks every candidate tenant and runs claim_tenant_v1 for each (up to
+    p_limit rows of each read FOR UPDATE), then keeps one: with 200 tenants a claim of one
+    took about 230 ms here and held 201 tenant locks to its end, so a second worker's claim
+    finds every lock taken and waits; claims are serial across the fleet, their cost
+    growing with the number of tenants."""
+    from pgsched.db import Database
+    from pgsched.stores import tenants
+
+    from ..factories import make_task
+
+    db = Database.connect(dsn, max_size=2)
+    try:
+        for i in range(200):
+            tenants.create(db, f"m{i:03d}")
+            make_task(db, "job", tenant=f"m{i:03d}")
+    finally:
+        db.close()
+    sql.execute("UPDATE pgsched.tenant SET max_running = NULL, max_starts_per_hour = NULL")
+    sql.execute(
+        "SELECT pgsched.enqueue_many_v1('job', array_fill('{}'::jsonb, ARRAY[5]), tenant => name) "
+        "FROM pgsched.tenant WHERE name LIKE 'm%'"
+    )
+    worker = sql.execute(
+        "INSERT INTO pgsched.worker (name, hostname, pid, queues, tenants, concurrency, "
+        "heartbeat_interval) VALUES ('all', 'h', 1, '{default}', NULL, 4, 5) RETURNING id"
+    ).fetchone()["id"]
+    one = "SELECT * FROM pgsched_internal.execution_claim_v1(%s, '{default}', NULL, 1, NULL, NULL, NULL)"
+    sql.execute(one, [worker]).fetchall()  # plans made
+    with sql.transaction():
+        started = time.monotonic()
+        assert len(sql.execute(one, [worker]).fetchall()) == 1
+        took = time.monotonic() - started
+        locks = sql.execute(
+            "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+        ).fetchone()["n"]
+    assert took < 0.05 and locks <= 2, (
+        f"a claim of one among 200 tenants took {took * 1000:.0f} ms and held {locks} tenant locks"
     )
