@@ -68,41 +68,50 @@ def test_attack18_a_tenants_engine_cannot_forge_the_claims_clock_past_its_hourly
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open, finding 7: the claim's per-tenant lock is an advisory key any login may hold",
-)
-def test_attack18_a_tenant_holding_anothers_claim_lock_does_not_stall_its_claims(sql, ab):
-    """docs/security.md calls this a known limit; measured here. B's application login
-    holds hashtextextended('pgsched.limits ' || A, 0) (A's name is in every wake-up
-    notification). A's own worker's claim then waits for the lock: for ever with no
-    statement_timeout (cut here at 3 s), and a worker serving every tenant passes A over
-    silently on every claim, so A's due work never starts while B's session lives."""
+def test_attack18_a_tenant_cannot_hold_anothers_claim_lock(sql, ab):
+    """Finding 7. 0021's claim took a per-tenant advisory key, hashtextextended('pgsched.limits
+    ' || A, 0), that B's application login could compute (A's name is in every wake-up
+    notification) and hold: A's own worker's claim then waited for ever, and a worker
+    serving every tenant passed A over on every claim. Since 0026 the claim's lock is A's
+    tenant_usage row (FOR NO KEY UPDATE SKIP LOCKED); B's logins hold the old key and try
+    to lock that row, and A's claims go on at once."""
     a, b, _ = ab
-    with _as(b.app) as hostile, _as(a.engine) as c:
+    sql.execute(
+        "SELECT pgsched.enqueue_many_v1('job', array_fill('{}'::jsonb, ARRAY[4]), tenant => %s)",
+        [a.name],
+    )
+    with _as(b.app) as hostile, _as(b.engine) as hostile_engine, _as(a.engine) as c:
         hostile.execute(
             "SELECT pg_advisory_lock(hashtextextended('pgsched.limits ' || %s, 0))", [a.name]
         )
-        worker = own_worker(c, a.name)
-        c.execute("SET statement_timeout = '3s'")
-        started = time.monotonic()
-        try:
-            rows = c.execute(CLAIM, [worker, None]).fetchall()
-            error = None
-        except pg_errors.QueryCanceled as e:
-            rows, error = [], e
-        waited = time.monotonic() - started
-        # a worker of the installation, serving every tenant
+        # no login of a tenant locks a row of tenant_usage: the app has no privilege on it,
+        # the engine no UPDATE policy (row-level security applies UPDATE's policies to a
+        # locking SELECT), so its own row is not locked either
+        held = []
+        for login in (hostile, hostile_engine):
+            login.execute("BEGIN")
+            try:
+                held += login.execute(
+                    "SELECT tenant FROM pgsched.tenant_usage FOR KEY SHARE"
+                ).fetchall()
+            except pg_errors.InsufficientPrivilege:
+                login.execute("ROLLBACK")
+                login.execute("BEGIN")
+        assert held == []
+        # a worker of the installation, serving every tenant, first
         instance = sql.execute(
             "INSERT INTO pgsched.worker (name, hostname, pid, queues, tenants, concurrency, "
             "heartbeat_interval) VALUES ('all', 'h', 1, '{default}', NULL, 4, 5) RETURNING id"
         ).fetchone()["id"]
-        every = sql.execute(CLAIM, [instance, None]).fetchall()
+        every = sql.execute(CLAIM.replace("10, %s", "4, %s"), [instance, None]).fetchall()
+        worker = own_worker(c, a.name)
+        c.execute("SET statement_timeout = '3s'")
+        started = time.monotonic()
+        rows = c.execute(CLAIM, [worker, None]).fetchall()
+        waited = time.monotonic() - started
     seen = sorted({r["tenant"] for r in every})
-    assert rows and waited < 1.0 and a.name in seen, (
-        f"A's own worker claimed {len(rows)}, waiting {waited:.1f} s on the lock B holds "
-        f"({error}); a worker of every tenant claimed for {seen} only (A is {a.name})"
-    )
+    assert a.name in seen and b.name in seen, f"a worker of every tenant claimed for {seen} only"
+    assert rows and waited < 1.0, f"A's own worker claimed {len(rows)}, waiting {waited:.1f} s"
 
 
 @pytest.mark.xfail(
@@ -142,9 +151,6 @@ def test_attack18_a_tenants_engine_cannot_start_work_past_its_quotas_without_the
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="open, finding 8: the fair share ranks within one claim only"
-)
 def test_attack18_a_heavier_tenant_does_not_starve_a_lighter_one_claim_by_claim(sql, ab):
     """Fair share by weight: B has weight 2, A weight 1, both with a backlog. A worker at
     capacity claims one at a time (its free slots). Each claim ranks B's picks 1/2, 2/2 and
@@ -174,9 +180,6 @@ def test_attack18_a_heavier_tenant_does_not_starve_a_lighter_one_claim_by_claim(
     assert of_a >= 2, f"of 9 claims of one, A (weight 1, beside B of weight 2) got {of_a}"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="open, finding 9: a claim locks and reads every tenant with work"
-)
 def test_attack18_a_claim_of_one_does_not_lock_and_read_every_tenant(dsn, sql):
     """Many tenants with work ready: a worker of every tenant asks for one execution. The
     claim try-locks every candidate tenant and runs claim_tenant_v1 for each (up to
@@ -211,9 +214,13 @@ def test_attack18_a_claim_of_one_does_not_lock_and_read_every_tenant(dsn, sql):
         started = time.monotonic()
         assert len(sql.execute(one, [worker]).fetchall()) == 1
         took = time.monotonic() - started
-        locks = sql.execute(
-            "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
-        ).fetchone()["n"]
+        # the tenants this claim holds: the tenant_usage rows another session cannot lock
+        with _as(dsn) as other:
+            free = other.execute(
+                "SELECT count(*) AS n FROM (SELECT FROM pgsched.tenant_usage "
+                "WHERE tenant LIKE 'm%' FOR NO KEY UPDATE SKIP LOCKED) f"
+            ).fetchone()["n"]
+        locks = 200 - free
     assert took < 0.05 and locks <= 2, (
         f"a claim of one among 200 tenants took {took * 1000:.0f} ms and held {locks} tenant locks"
     )
