@@ -81,6 +81,10 @@ class Claimer:
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._poked = False  # under holdings.lock
+        # a notification named a tenant of which the buffer holds nothing: claimed for at
+        # once, even with the buffer full (the fair share of its next start, not a wait for
+        # half the prefetch to drain behind another tenant's flood)
+        self._newcomer = False
         # ids named by pgsched_cancel notifications, not acted on until the database says a
         # cancel was asked: any login of the database may NOTIFY (docs/security.md)
         self._cancel_hints: set[int] = set()
@@ -107,6 +111,18 @@ class Claimer:
         want = free + extra - len(h.buffer)
         if want <= 0 or (len(h.buffer) >= free and 2 * want < extra):
             return 0
+        return want
+
+    def _claim_now(self) -> int:
+        """How many to claim at this turn of the loop: :meth:`_claim_size` when the queue
+        may hold more, and at least one when a notification named a tenant of which the
+        buffer holds nothing (the fair share of the claim gives it that tenant's row, and
+        the buffer's round puts it next), so a tenant's run beside another's flood waits for
+        a slot, not for the flood's prefetch to drain. Resets the newcomer flag."""
+        want = self._claim_size() if self._maybe_more else 0
+        if want <= 0 and self._newcomer and not self.holdings.closing:
+            want = 1
+        self._newcomer = False
         return want
 
     def _excess(self) -> list[Row]:
@@ -152,6 +168,9 @@ class Claimer:
                 log.warning("ignoring a cancel notification with payload %r", payload)
         elif wakes(payload, self.config.tenants):
             self._maybe_more = True
+            if payload and not self._newcomer:
+                with self.holdings.lock:
+                    self._newcomer = all(r.get("tenant") != payload for r in self.holdings.buffer)
 
     # -- the loop ------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -208,7 +227,7 @@ class Claimer:
             if due.passed(now):
                 self._maybe_more = True
             with h.lock:
-                want = self._claim_size() if self._maybe_more else 0
+                want = self._claim_now()
                 excess = self._excess()
             if excess or h.unclaiming:
                 self._unclaim(session, excess)
