@@ -4,11 +4,12 @@ and how the faces write a limit (``4``, ``none``), a rate (``60/1m``) and a size
 
 from __future__ import annotations
 
+import math
 import re
 from enum import StrEnum
 
 from .errors import ValidationError
-from .schedule import parse_interval
+from .schedule import interval_seconds
 
 #: a task's limit fields (TaskSpec; migration 0021's task columns), written by the store's
 #: task_limits_set beside the task's other fields
@@ -46,8 +47,12 @@ class SlowQuota(StrEnum):
 NONE = "none"
 INT_MAX = 2**31 - 1
 BIGINT_MAX = 2**63 - 1
-#: the longest period of a rate limit (the SQL API's bound): a year
+#: the bounds of a rate limit's period, in seconds: the database's (queue_set_limits_v1,
+#: migration 0024: from 0.001, at most 31622400), which every face states in the words of
+#: :data:`RATE_PERIOD_RANGE`
+MIN_RATE_PERIOD_SECONDS = 0.001
 MAX_RATE_PERIOD_SECONDS = 366 * 86400.0
+RATE_PERIOD_RANGE = "from 0.001 seconds (1 ms) to 366 days (31622400 seconds)"
 _BYTE_UNITS = {
     "": 1,
     "b": 1,
@@ -82,9 +87,9 @@ def parse_count(field: str, text: str, low: int = 1, high: int = INT_MAX) -> int
 
 def parse_rate(field: str, text: str) -> tuple[int, float] | None:
     """A rate limit ``N/PERIOD``: N starts (from 1) per PERIOD, seconds or units
-    (``60/1m``, ``10/30s``, ``1000/1h``, ``5/m``: one unit), from 1 second to a year; or
-    ``none`` (None: no rate limit). Returns (N, period in seconds). Raises ValidationError
-    naming ``field``."""
+    (``60/1m``, ``10/30s``, ``1000/1h``, ``5/0.5s``, ``5/m``: one unit), a period of
+    :data:`RATE_PERIOD_RANGE`; or ``none`` (None: no rate limit). Returns (N, period in
+    seconds). Raises ValidationError naming ``field`` and the whole of ``text``."""
     value = text.strip().lower()
     if value == NONE:
         return None
@@ -103,9 +108,16 @@ def parse_rate(field: str, text: str) -> tuple[int, float] | None:
     period = period.strip()
     if period.isalpha():
         period = "1" + period
-    seconds = parse_interval(period, field)
-    if seconds > MAX_RATE_PERIOD_SECONDS:
-        raise ValidationError(field, text, "must have a period of at most 366 days")
+    try:
+        seconds = interval_seconds(period, field)
+    except ValidationError:
+        raise ValidationError(
+            field, text, "must have a period of seconds or units like '30s', '1m', '1h', '1d'"
+        ) from None
+    if not (
+        math.isfinite(seconds) and MIN_RATE_PERIOD_SECONDS <= seconds <= MAX_RATE_PERIOD_SECONDS
+    ):
+        raise ValidationError(field, text, f"must have a period {RATE_PERIOD_RANGE}")
     return n, seconds
 
 
@@ -127,6 +139,34 @@ def parse_bytes(field: str, text: str) -> int | None:
     return size
 
 
+#: a tenant's quotas and their bounds (lowest, highest), as pgsched.tenant holds them; a
+#: quota may be none (no quota), the weight (its share of a claim) may not
+QUOTA_BOUNDS: dict[str, tuple[int, int]] = {
+    "max_running": (0, INT_MAX),
+    "max_starts_per_hour": (0, INT_MAX),
+    "max_compute_minutes_per_month": (0, BIGINT_MAX),
+    "max_log_bytes": (0, BIGINT_MAX),
+    "weight": (1, 100),
+}
+
+
+def parse_quota(field: str, text: str) -> int | None:
+    """A tenant's quota ``field`` (a key of :data:`QUOTA_BOUNDS`) as the faces write it:
+    ``max_log_bytes`` a size (:func:`parse_bytes`), the others a count in their bounds
+    (:func:`parse_count`; 0 starts nothing); ``none`` (None: no quota), which ``weight``
+    refuses. Raises ValidationError naming ``field`` and ``text``."""
+    low, high = QUOTA_BOUNDS[field]
+    if field == "max_log_bytes":
+        return parse_bytes(field, text)
+    if field == "weight":
+        if text.strip().lower() == NONE:
+            raise ValidationError(
+                field, text, f"must be an integer from {low} to {high} (never none)"
+            )
+        return parse_count(field, text, low, high)
+    return parse_count(field, text, low, high)
+
+
 def format_rate(limit: int | None, period_seconds: float | None) -> str | None:
     """``60/1m`` for a rate limit of 60 per 60 s (the largest whole unit of the period),
     None for none."""
@@ -138,13 +178,14 @@ def format_rate(limit: int | None, period_seconds: float | None) -> str | None:
     return f"{limit}/{period_seconds:g}s"
 
 
-def format_bytes(size: int | None) -> str | None:
-    """``100GB`` (whole decimal units where they fit), else bytes; None for none."""
+def format_bytes(size: int | None, sep: str = "") -> str | None:
+    """``100GB`` (whole decimal units where they fit, ``sep`` between number and unit:
+    ``100 GB`` for a page), else bytes; None for none. :func:`parse_bytes` reads either."""
     if size is None:
         return None
     for unit, scale in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
         if size >= scale and size % scale == 0:
-            return f"{size // scale}{unit}"
+            return f"{size // scale}{sep}{unit}"
     return str(size)
 
 
@@ -158,7 +199,7 @@ def check_task_limits(
     key_rate_period_seconds: object,
 ) -> None:
     """The limits of a task (:class:`~pgsched.taskspec.TaskSpec`, issue 18): caps from 1
-    or None; a rate limit and its period (seconds above 0, at most a year) together or not
+    or None; a rate limit and its period (seconds, :data:`RATE_PERIOD_RANGE`) together or not
     at all; a ``concurrency_key`` template of 1 to 200 characters (``customer:{id}``:
     each ``{name}`` is the execution's param), which key limits need. Raises
     ValidationError naming the first bad field and its value."""
@@ -178,11 +219,9 @@ def check_task_limits(
     ):
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         if value is not None and (
-            not ok or not 0.001 <= value <= MAX_RATE_PERIOD_SECONDS  # type: ignore[operator]
+            not ok or not MIN_RATE_PERIOD_SECONDS <= value <= MAX_RATE_PERIOD_SECONDS  # type: ignore[operator]
         ):
-            raise ValidationError(
-                field, value, "must be a number of seconds from 0.001, at most 366 days, or null"
-            )
+            raise ValidationError(field, value, f"must be seconds {RATE_PERIOD_RANGE}, or null")
     for limit, period, name in (
         (rate_limit, rate_period_seconds, "rate_limit"),
         (key_rate_limit, key_rate_period_seconds, "key_rate_limit"),

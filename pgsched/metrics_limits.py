@@ -64,7 +64,7 @@ def families(tenants: Iterable[Row], queues: Iterable[Row]) -> list[Metric]:
     over = GaugeMetricFamily(
         "pgsched_tenant_quota_over",
         "1 when the quota holds the tenant's claims (at max_running or max_starts_per_hour, "
-        "over compute_minutes or log_bytes), else 0.",
+        "at or over compute_minutes or log_bytes), else 0.",
         labels=["tenant", "quota"],
     )
     for t in tenants:
@@ -73,7 +73,7 @@ def families(tenants: Iterable[Row], queues: Iterable[Row]) -> list[Metric]:
             if t[limit] is not None:
                 quota[limit].add_metric([t["tenant"]], float(t[limit]))
         for u in quota_use.uses(t):
-            over.add_metric([t["tenant"], u.quota], 1.0 if u.over else 0.0)
+            over.add_metric([t["tenant"], u.quota], 1.0 if u.holds else 0.0)
     out += [*used.values(), *quota.values(), over]
 
     paused = GaugeMetricFamily(

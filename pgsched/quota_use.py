@@ -4,8 +4,10 @@ columns for many tenants).
 
 ``max_running`` and ``max_starts_per_hour`` are reached when the use is at the quota
 (the claim then takes nothing more: docs/limits.md); ``compute_minutes`` and
-``log_bytes`` are over when the leader's usage job says so (``over``), which is what holds
-the tenant's claims.
+``log_bytes`` when the leader's usage job says so (``over``: at or past the quota), which
+is what holds the tenant's claims. Every face labels a quota by :func:`state`: ``ok``,
+``at quota`` (used = quota: work waits) or ``over`` (used > quota: a quota lowered below
+the use, or use measured after it was reached).
 """
 
 from __future__ import annotations
@@ -30,15 +32,34 @@ QUOTAS: tuple[tuple[str, str, str, str], ...] = (
 @dataclass(frozen=True)
 class Use:
     """One quota of a tenant: ``quota`` (a key of :data:`QUOTAS`), ``used``, ``limit``
-    (None: no quota), ``unit`` (words), ``over`` (it holds the tenant's claims now) and
-    ``percent`` (used of limit, 0 to 100, for a bar; None without a limit)."""
+    (None: no quota), ``unit`` (words), ``holds`` (it holds the tenant's claims now),
+    ``percent`` (used of limit, 0 to 100, for a bar; None without a limit) and ``state``
+    (:func:`state`)."""
 
     quota: str
     used: float
     limit: int | None
     unit: str
-    over: bool
+    holds: bool
     percent: float | None
+    state: str | None
+
+
+#: the labels of :func:`state`
+OK, AT_QUOTA, OVER = "ok", "at quota", "over"
+
+
+def state(used: float, limit: int | None, holds: bool = False) -> str | None:
+    """How a quota is labelled: None without a quota; ``over`` when ``used`` passes
+    ``limit``; ``at quota`` when it is at it, or the quota ``holds`` the tenant's claims
+    (a slow quota the usage job judged reached); else ``ok``."""
+    if limit is None:
+        return None
+    if used > limit:
+        return OVER
+    if used >= limit or holds:
+        return AT_QUOTA
+    return OK
 
 
 def uses(row: dict[str, Any]) -> list[Use]:
@@ -48,11 +69,11 @@ def uses(row: dict[str, Any]) -> list[Use]:
     for quota, limit_col, used_col, unit in QUOTAS:
         limit, used = row.get(limit_col), float(row.get(used_col) or 0)
         if quota in ("compute_minutes", "log_bytes"):
-            over = quota in over_slow
+            holds = quota in over_slow
         else:
-            over = limit is not None and used >= limit
+            holds = limit is not None and used >= limit
         percent = None
         if limit is not None:
             percent = 100.0 if limit == 0 else min(100.0, 100.0 * used / limit)
-        out.append(Use(quota, used, limit, unit, over, percent))
+        out.append(Use(quota, used, limit, unit, holds, percent, state(used, limit, holds)))
     return out

@@ -80,6 +80,20 @@ def parse_interval(text: str, field: str = "schedule") -> float:
     """Seconds in an interval written as a number of seconds or as units
     (``"1h30m"``, ``"45s"``, ``"2d"``). Raises ValidationError naming ``field`` unless it
     is from 1 second to 3650 days."""
+    seconds = interval_seconds(text, field)
+    if not math.isfinite(seconds) or not MIN_INTERVAL <= seconds <= MAX_INTERVAL:
+        raise ValidationError(
+            field,
+            text,
+            f"must be an interval from {MIN_INTERVAL:g} second to {MAX_INTERVAL // 86400:g} days",
+        )
+    return seconds
+
+
+def interval_seconds(text: str, field: str) -> float:
+    """Seconds in an interval as :func:`parse_interval` reads it, unbounded (the caller
+    bounds it, finite included: a rate limit's period takes 1 ms). Raises ValidationError
+    naming ``field`` for text that is no interval."""
     value = text.strip().lower()
     try:
         seconds = float(value)
@@ -92,12 +106,6 @@ def parse_interval(text: str, field: str = "schedule") -> float:
                 "is not an interval: use seconds or units like '30s', '5m', '1h30m', '1d'",
             ) from None
         seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
-    if not math.isfinite(seconds) or not MIN_INTERVAL <= seconds <= MAX_INTERVAL:
-        raise ValidationError(
-            field,
-            text,
-            f"must be an interval from {MIN_INTERVAL:g} second to {MAX_INTERVAL // 86400:g} days",
-        )
     return seconds
 
 

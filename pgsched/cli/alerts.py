@@ -18,7 +18,14 @@ def alert() -> None:
 
 @alert.command("list")
 @click.option("--all", "include_resolved", is_flag=True, help="Resolved alerts too.")
-@click.option("--limit", default=200, show_default=True, type=click.IntRange(1, 100_000))
+@click.option(
+    "--limit",
+    default=200,
+    show_default=True,
+    type=click.IntRange(1, 100_000),
+    metavar="N",
+    help="At most N alerts.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def alert_list(c: Context, include_resolved: bool, limit: int, as_json: bool) -> None:

@@ -28,16 +28,30 @@ STOP_GRACE = 10.0
 
 @main.group()
 def lock() -> None:
-    """Distributed locks: one holder of a name at a time across every host, per tenant."""
+    """Distributed locks: one holder of a name at a time across every host, per tenant.
+
+    \b
+    pgsched lock run nightly-report -- ./report.sh --full
+    pgsched lock list
+
+    Task code takes the same locks from Python (pgsched.locks) or SQL (docs/limits.md,
+    "Distributed locks")."""
 
 
 def _tenant(c: Context) -> str | None:
     return c.tenant if c.tenant_given else None  # else the login's own (the SQL resolves it)
 
 
-@lock.command("run", context_settings={"ignore_unknown_options": True})
+@lock.command(
+    "run",
+    context_settings={"ignore_unknown_options": True},
+    short_help="Run a command while holding lock NAME.",
+    options_metavar="[--timeout SECONDS]",
+)
 @click.argument("name")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument(
+    "command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND [ARG]..."
+)
 @click.option(
     "--timeout",
     type=Seconds(0, 2_000_000),
@@ -46,8 +60,8 @@ def _tenant(c: Context) -> str | None:
 )
 @pass_ctx
 def lock_run(c: Context, name: str, command: tuple[str, ...], timeout: float | None) -> None:
-    """Run COMMAND (argv, no shell; after ``--``) while holding lock NAME; exit with its
-    status.
+    """Run COMMAND while holding lock NAME, and exit with its status. COMMAND and its
+    arguments come after -- (argv, no shell).
 
     Exits 75 without running it when the lock was not got within --timeout. The lock is
     held by this process's own database session and is released when COMMAND ends, or
@@ -117,12 +131,16 @@ def _run_holding(conn: psycopg.Connection[db.Row], name: str, argv: list[str]) -
             signal.signal(s, handler)
 
 
-@lock.command("list")
-@click.option("--all-tenants", is_flag=True, help="Every tenant's (an installation's login).")
+@lock.command("list", short_help="The tenant's locks: who holds each and who waits.")
+@click.option(
+    "--all-tenants",
+    is_flag=True,
+    help="Every tenant's locks that this login may see (an installation-wide login: all).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def lock_list(c: Context, all_tenants: bool, as_json: bool) -> None:
-    """The tenant's locks: who holds each (pid, execution) and who waits since when."""
+    """The tenant's locks: who holds each (pid, execution) and who waits, since when."""
     rows = c.db().many("lock_list", tenant="*" if all_tenants else _tenant(c))
     if as_json:
         print_json(rows)

@@ -47,7 +47,7 @@ def _say(row: dict, as_json: bool) -> None:
     click.echo(f"queue {r['name']} (tenant {r['tenant']}): {paused}; limits: {limit or 'none'}")
 
 
-@queue.command("list")
+@queue.command("list", short_help="The tenant's queues: limits, pause, what runs and waits.")
 @click.option(
     "--all-tenants",
     is_flag=True,
@@ -97,7 +97,7 @@ def _known(c: Context, name: str) -> bool:
     return True
 
 
-@queue.command("pause")
+@queue.command("pause", short_help="Pause queue NAME: its work waits until resumed.")
 @click.argument("name")
 @click.option("--reason", help="Why (shown with the work that waits, at most 500 characters).")
 @click.option("--json", "as_json", is_flag=True, help="Print the queue as JSON.")
@@ -120,7 +120,7 @@ def queue_resume(c: Context, name: str, as_json: bool) -> None:
     _say(store.queue_resume(c.db(), c.tenant, name), as_json)
 
 
-@queue.command("set")
+@queue.command("set", short_help="Set the limits of queue NAME (executions at once, rate).")
 @click.argument("name")
 @click.option(
     "--max-running",
@@ -130,8 +130,8 @@ def queue_resume(c: Context, name: str, as_json: bool) -> None:
 @click.option(
     "--rate-limit",
     metavar="N/PERIOD|none",
-    help="At most N starts per PERIOD, a sliding window: 60/1m, 10/30s, 1000/1h; "
-    "'none' removes it.",
+    help="At most N starts per PERIOD, a sliding window: 60/1m, 10/30s, 1000/1h; a PERIOD "
+    "from 0.001 s to 366 days; 'none' removes it.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the queue as JSON.")
 @pass_ctx

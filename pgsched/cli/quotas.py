@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from .. import limits
+from .. import limits, quota_use
 from ..errors import PgschedError
 from ..stores import limits as store
 from .output import fmt, print_json, table
@@ -21,24 +21,20 @@ def quota() -> None:
 
 
 def _shown(row: dict) -> list[dict]:
-    """The quotas as rows of a table: what is used of what is allowed."""
+    """The quotas as rows of a table: what is used of what is allowed, and the state
+    (:func:`pgsched.quota_use.state`: ok, at quota, over; empty without a quota)."""
+    used = {
+        "compute_minutes": f"{row['compute_minutes']:.1f}",
+        "log_bytes": limits.format_bytes(row["log_bytes"]),
+    }
     return [
-        {"quota": "executions at once", "used": row["running"], "limit": row["max_running"]},
         {
-            "quota": "starts this hour (UTC)",
-            "used": row["hour_starts"],
-            "limit": row["max_starts_per_hour"],
-        },
-        {
-            "quota": "compute minutes this month (UTC)",
-            "used": round(row["compute_minutes"], 1),
-            "limit": row["max_compute_minutes_per_month"],
-        },
-        {
-            "quota": "stored log bytes",
-            "used": limits.format_bytes(row["log_bytes"]),
-            "limit": limits.format_bytes(row["max_log_bytes"]),
-        },
+            "quota": u.unit,
+            "used": used.get(u.quota, int(u.used)),
+            "limit": limits.format_bytes(u.limit) if u.quota == "log_bytes" else u.limit,
+            "state": u.state or "",
+        }
+        for u in quota_use.uses(row)
     ]
 
 
@@ -49,16 +45,18 @@ def _say(row: dict, as_json: bool) -> None:
     click.echo(f"tenant {row['tenant']} (weight {row['weight']})")
     table(
         [{**r, "limit": "none" if r["limit"] is None else r["limit"]} for r in _shown(row)],
-        ["quota", "used", "limit"],
+        ["quota", "used", "limit", "state"],
     )
-    if row["over"]:
+    held = [u.quota for u in quota_use.uses(row) if u.holds]
+    if held:
+        measured = set(held) & {"compute_minutes", "log_bytes"}
         click.echo(
-            f"over: {', '.join(row['over'])}: it starts nothing until it is back under "
-            f"(measured {fmt(row['measured_at'])})"
+            f"held by {', '.join(held)}: its new work waits until its use is below the quota"
+            + (f" (usage measured {fmt(row['measured_at'])})" if measured else "")
         )
 
 
-@quota.command("show")
+@quota.command("show", short_help="A tenant's quotas and what it uses of each.")
 @click.argument("name", metavar="[TENANT]", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
@@ -68,23 +66,23 @@ def quota_show(c: Context, name: str | None, as_json: bool) -> None:
     _say(store.tenant_quotas(c.db(), name or c.tenant), as_json)
 
 
-@quota.command("set")
+@quota.command("set", short_help="Set a tenant's quotas and weight (installation-wide login).")
 @click.argument("name", metavar="TENANT")
-@click.option("--max-running", metavar="N|none", help="Executions at once, across every worker.")
-@click.option("--max-starts-per-hour", metavar="N|none", help="Starts per clock hour (UTC).")
+@click.option(
+    "--max-running", metavar="N|none", help="Executions at once, across every worker: 50."
+)
+@click.option("--max-starts-per-hour", metavar="N|none", help="Starts per clock hour (UTC): 10000.")
 @click.option(
     "--max-compute-minutes-per-month",
     metavar="N|none",
-    help="Handler minutes per calendar month (UTC), as the leader's usage job measures them.",
+    help="Handler minutes per calendar month (UTC), as the leader's usage job measures "
+    "them: 50000.",
 )
 @click.option(
     "--max-log-bytes", metavar="SIZE|none", help="Stored log bytes: 100GB, 512MiB, 1000000."
 )
 @click.option(
-    "--weight",
-    type=click.IntRange(1, 100),
-    metavar="N",
-    help="Share of a claim against other tenants, 1 to 100.",
+    "--weight", metavar="N", help="Share of a claim against other tenants, 1 to 100 (never none)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the quotas as JSON.")
 @pass_ctx
@@ -95,24 +93,19 @@ def quota_set(
     max_starts_per_hour: str | None,
     max_compute_minutes_per_month: str | None,
     max_log_bytes: str | None,
-    weight: int | None,
+    weight: str | None,
     as_json: bool,
 ) -> None:
     """Set TENANT's quotas; what is not given stays, 'none' removes one (0 starts
     nothing). Needs an installation-wide login. Raising one wakes the tenant's workers."""
-    changes: dict = {}
-    for field, text in (
-        ("max_running", max_running),
-        ("max_starts_per_hour", max_starts_per_hour),
-        ("max_compute_minutes_per_month", max_compute_minutes_per_month),
-    ):
-        if text is not None:
-            high = limits.BIGINT_MAX if field.startswith("max_compute") else limits.INT_MAX
-            changes[field] = limits.parse_count(field, text, 0, high)
-    if max_log_bytes is not None:
-        changes["max_log_bytes"] = limits.parse_bytes("max_log_bytes", max_log_bytes)
-    if weight is not None:
-        changes["weight"] = weight
+    given = {
+        "max_running": max_running,
+        "max_starts_per_hour": max_starts_per_hour,
+        "max_compute_minutes_per_month": max_compute_minutes_per_month,
+        "max_log_bytes": max_log_bytes,
+        "weight": weight,
+    }
+    changes = {f: limits.parse_quota(f, text) for f, text in given.items() if text is not None}
     if not changes:
         raise PgschedError("tenant quota set: nothing to change (see --help)")
     _say(store.tenant_set_quotas(c.db(), name, **changes), as_json)

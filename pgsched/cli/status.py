@@ -144,8 +144,8 @@ def _print_limits(paused: list[dict], at_quota: list[dict]) -> None:
         "max_starts_per_hour": lambda t: (
             f"started {t['hour_starts']} of its {t['max_starts_per_hour']} this hour (UTC)"
         ),
-        "compute_minutes": lambda t: "is over its compute minutes this month",
-        "log_bytes": lambda t: "is over its stored log bytes",
+        "compute_minutes": lambda t: "is at or over its quota of compute minutes this month",
+        "log_bytes": lambda t: "is at or over its quota of stored log bytes",
     }
     for t in at_quota:
         said = "; ".join(quotas[a](t) if a in quotas else f"is at {a}" for a in t["at"])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Final
 
+from .. import limits as rules
 from ..db import Database, Row, Session
 from ..errors import NotFound, ValidationError
 from ..taskspec import check_name
@@ -31,19 +32,12 @@ class _Unset(enum.Enum):
 #: "leave this field as it is" (the default of every change)
 UNSET: Final = _Unset.UNSET
 
-INT_MAX = 2**31 - 1
-BIGINT_MAX = 2**63 - 1
-MAX_PERIOD_SECONDS = 366 * 86400.0
+INT_MAX = rules.INT_MAX
+BIGINT_MAX = rules.BIGINT_MAX
 MAX_REASON = 500
 
 #: the quotas of a tenant and their bounds: (lowest, highest); weight has no "none"
-QUOTAS: Final = {
-    "max_running": (0, INT_MAX),
-    "max_starts_per_hour": (0, INT_MAX),
-    "max_compute_minutes_per_month": (0, BIGINT_MAX),
-    "max_log_bytes": (0, BIGINT_MAX),
-    "weight": (1, 100),
-}
+QUOTAS: Final = rules.QUOTA_BOUNDS
 
 
 def _count(field: str, value: object, low: int, high: int) -> int:
@@ -54,11 +48,10 @@ def _count(field: str, value: object, low: int, high: int) -> int:
 
 def _period(value: object) -> float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok or not 0 < value <= MAX_PERIOD_SECONDS:  # type: ignore[operator]
+    low, high = rules.MIN_RATE_PERIOD_SECONDS, rules.MAX_RATE_PERIOD_SECONDS
+    if not ok or not low <= value <= high:  # type: ignore[operator]
         raise ValidationError(
-            "rate_period_seconds",
-            value,
-            f"must be a number of seconds above 0, at most {MAX_PERIOD_SECONDS:g}",
+            "rate_period_seconds", value, f"must be seconds {rules.RATE_PERIOD_RANGE}"
         )
     return float(value)  # type: ignore[arg-type]
 
@@ -129,7 +122,8 @@ def queue_set_limits(
     across every worker), ``rate_limit`` starts per ``rate_period_seconds`` (a sliding
     window). UNSET leaves a field; None removes the limit (a rate limit and its period go
     together: None for either removes both; one of them alone changes a queue that has
-    both). Limits are integers from 1; the period is seconds above 0, at most a year.
+    both). Limits are integers from 1; the period is seconds, from 0.001 to 366 days
+    (:data:`pgsched.limits.RATE_PERIOD_RANGE`).
     Wakes the tenant's workers at commit. Returns :func:`queue`."""
     _names(tenant, name)
     clear: list[str] = []

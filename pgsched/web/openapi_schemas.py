@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..limits import MAX_RATE_PERIOD_SECONDS, MIN_RATE_PERIOD_SECONDS, RATE_PERIOD_RANGE
 from .api_dags import RUN_STATES
 from .api_executions import STATES
 from .credentials import ROLES
@@ -226,8 +227,9 @@ LIMIT_SCHEMAS: J = {
             "rate_limit": COUNT,
             "rate_period_seconds": {
                 "type": ["number", "null"],
-                "exclusiveMinimum": 0,
-                "maximum": 366 * 86400,
+                "minimum": MIN_RATE_PERIOD_SECONDS,
+                "maximum": MAX_RATE_PERIOD_SECONDS,
+                "description": f"seconds, {RATE_PERIOD_RANGE}",
             },
         },
     },

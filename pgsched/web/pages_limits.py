@@ -11,12 +11,14 @@ that queue's (or tenant's) form, with status 422, and nothing is changed.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from .. import limits as rules
 from .. import quota_use
 from ..errors import ValidationError
 from ..stores import limits
@@ -24,6 +26,8 @@ from .access import database, form, require
 from .credentials import Principal
 from .pages import done, field, notice
 from .rendering import render
+
+T = TypeVar("T")
 
 QUOTA_FIELDS = (
     "max_running",
@@ -42,33 +46,35 @@ def _queue_name(request: Request) -> str:
     return str(request.path_params["name"])
 
 
-def optional_int(request: Request, name: str, low: int, high: int) -> int | None:
-    """Form field ``name`` as an integer in [low, high], or None when left empty (no
-    limit). Raises ValidationError naming it."""
-    text = field(request, name, required=False, max_length=20)
-    if not text:
-        return None
-    if not text.isdigit() or not low <= int(text) <= high:
-        raise ValidationError(
-            name, text, f"must be an integer from {low} to {high}, or empty for none"
-        )
-    return int(text)
+def limit_field(request: Request, name: str, parse: Callable[[str, str], T | None]) -> T | None:
+    """Form field ``name`` read by ``parse`` (one of :mod:`pgsched.limits`' parsers, as the
+    CLI reads its options: ``4``, ``60/1m``, ``100GB``, ``none``); empty is None (no
+    limit). Raises ValidationError naming the field and what was typed."""
+    text = field(request, name, required=False, max_length=40)
+    return parse(name, text) if text else None
 
 
-def optional_seconds(request: Request, name: str) -> float | None:
-    """Form field ``name`` as seconds above 0 (at most a year), or None when empty."""
-    text = field(request, name, required=False, max_length=30)
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value <= limits.MAX_PERIOD_SECONDS:
-        raise ValidationError(
-            name, text, f"must be seconds above 0, at most {limits.MAX_PERIOD_SECONDS:g}"
-        )
-    return value
+def _count(name: str, text: str) -> int | None:
+    return rules.parse_count(name, text, 1, rules.INT_MAX)
+
+
+def shown_queue(row: dict[str, Any]) -> dict[str, Any]:
+    """A queue row with its limits as the forms take them: ``rate`` (``60/1m``) and
+    ``inputs`` (field: current text, empty for none)."""
+    rate = rules.format_rate(row["rate_limit"], row["rate_period_seconds"])
+    inputs = {
+        "max_running": "" if row["max_running"] is None else str(row["max_running"]),
+        "rate_limit": rate or "",
+    }
+    return {**row, "rate": rate, "inputs": inputs}
+
+
+def shown_quotas(row: dict[str, Any]) -> dict[str, Any]:
+    """A tenant's quota row with its use (:func:`pgsched.quota_use.uses`) and ``inputs``
+    (field: current text as the form takes it, ``100GB`` for log bytes; empty for none)."""
+    inputs = {f: "" if row[f] is None else str(row[f]) for f in QUOTA_FIELDS + ("weight",)}
+    inputs["max_log_bytes"] = rules.format_bytes(row["max_log_bytes"]) or ""
+    return {**row, "uses": quota_use.uses(row), "inputs": inputs}
 
 
 def _queues(
@@ -84,7 +90,8 @@ def _queues(
         request,
         "web/queues.html",
         {
-            "queues": limits.queues(database(request), who.tenant),
+            "queues": [shown_queue(q) for q in limits.queues(database(request), who.tenant)],
+            "rate_period_range": rules.RATE_PERIOD_RANGE,
             "notice": notice(request),
             "errors": errors or {},
             "failed": failed,
@@ -127,25 +134,21 @@ def queue_resume(request: Request) -> Response:
 
 
 def queue_limits(request: Request) -> Response:
-    """Sets all three limits as the form has them: an empty field is no limit."""
+    """Sets both limits as the form has them, read as ``pgsched queue set`` reads its
+    options: ``max_running`` (``4``), ``rate_limit`` (``60/1m``); empty or ``none`` is no
+    limit."""
     who = require(request, "operator")
     name = _queue_name(request)
     try:
-        max_running = optional_int(request, "max_running", 1, limits.INT_MAX)
-        rate_limit = optional_int(request, "rate_limit", 1, limits.INT_MAX)
-        period = optional_seconds(request, "rate_period_seconds")
-        if (rate_limit is None) != (period is None):
-            missing = "rate_period_seconds" if period is None else "rate_limit"
-            raise ValidationError(
-                missing, "", "a rate limit needs both a count and a period (or neither)"
-            )
+        max_running = limit_field(request, "max_running", _count)
+        rate = limit_field(request, "rate_limit", rules.parse_rate)
         limits.queue_set_limits(
             database(request),
             who.tenant,
             name,
             max_running=max_running,
-            rate_limit=rate_limit,
-            rate_period_seconds=period,
+            rate_limit=rate[0] if rate else None,
+            rate_period_seconds=rate[1] if rate else None,
         )
     except ValidationError as exc:
         return _refused(request, name, exc)
@@ -165,7 +168,7 @@ def _quotas(
     rows = database(request).many(
         "limits_web_tenant_usage", tenant=None if who.instance else who.tenant
     )
-    tenants: list[dict[str, Any]] = [{**r, "uses": quota_use.uses(r)} for r in rows]
+    tenants: list[dict[str, Any]] = [shown_quotas(r) for r in rows]
     return render(
         request,
         "web/quotas.html",
@@ -186,17 +189,18 @@ def quota_list(request: Request) -> Response:
 
 
 def quota_set(request: Request) -> Response:
-    """Sets the four quotas as the form has them (empty: none) and the weight."""
+    """Sets the four quotas and the weight as the form has them, read as ``pgsched
+    tenant quota set`` reads its options (``50``, ``100GB``; empty or ``none``: no quota;
+    the weight is never none)."""
     require(request, "admin", instance=True)
     tenant = str(request.path_params["tenant"])
     try:
         changes: dict[str, int | None] = {
-            f: optional_int(request, f, 0, limits.QUOTAS[f][1]) for f in QUOTA_FIELDS
+            f: limit_field(request, f, rules.parse_quota) for f in QUOTA_FIELDS
         }
-        text = field(request, "weight", required=False, max_length=20)
-        if not text.isdigit() or not 1 <= int(text) <= 100:
-            raise ValidationError("weight", text, "must be an integer from 1 to 100 (never none)")
-        weight = int(text)
+        weight = limit_field(request, "weight", rules.parse_quota)
+        if weight is None:
+            raise ValidationError("weight", "", "must be an integer from 1 to 100 (never none)")
         limits.tenant_set_quotas(database(request), tenant, **changes, weight=weight)
     except ValidationError as exc:
         return _quotas(

@@ -2,7 +2,8 @@
 on for every template, whatever its name), with ``principal``, ``csrf_token``,
 ``csrf_field`` (the hidden input every POST form needs: ``{{ csrf_field }}``) and ``nav``
 in every context, and the filters ``preview`` (a JSON value capped in size and depth:
-:mod:`pgsched.web.preview`) and ``text_preview`` (a long text cut)."""
+:mod:`pgsched.web.preview`), ``text_preview`` (a long text cut) and ``size`` (bytes as
+people read them: ``100 GB``, ``1.2 MB``, ``250 bytes``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.templating import Jinja2Templates
 
+from ..limits import format_bytes
 from ..resources import resource_dir
 from .access import csrf_token, principal
 from .preview import preview, text_preview
@@ -48,6 +50,19 @@ def _context(request: Request) -> dict[str, Any]:
     }
 
 
+def size(n: float) -> str:
+    """Bytes ``n`` as people read them: whole decimal units as ``pgsched`` writes a quota
+    (``100 GB``; :func:`pgsched.limits.format_bytes`), else rounded (``1.2 MB``), or
+    ``250 bytes``."""
+    whole = int(n)
+    exact = format_bytes(whole, " ") or ""
+    if not exact.isdigit():
+        return exact
+    if whole < 1000:
+        return f"{whole} bytes"
+    return str(jinja2.filters.do_filesizeformat(whole))
+
+
 def templates() -> Jinja2Templates:
     """The template set, loaded from the shipped ``templates/`` folder (names ``web/...``)."""
     env = jinja2.Environment(
@@ -58,6 +73,7 @@ def templates() -> Jinja2Templates:
     )
     env.filters["preview"] = preview
     env.filters["text_preview"] = text_preview
+    env.filters["size"] = size
     return Jinja2Templates(env=env, context_processors=[_context])
 
 

@@ -1,7 +1,8 @@
 """In a real browser: an operator pauses a queue with a reason on ``/queues``, the waiting
-execution's page says why it waits, and the operator resumes the queue; each step is
-asserted in pgsched.queue. Screenshots of the queues, quotas and execution pages at 1400
-and 390 px wide."""
+execution's page says why it waits, and the operator resumes the queue and sets its limits
+as the CLI writes them (``60/1m``); an instance admin sets quotas the same way (``500GB``);
+a tenant exactly at a quota is labelled "at quota". Each step is asserted in the database.
+Screenshots of the queues, quotas, dashboard and execution pages at 1400 and 390 px wide."""
 
 from __future__ import annotations
 
@@ -86,6 +87,30 @@ def test_an_operator_pauses_and_resumes_a_queue(stack: Stack, browser: Browser):
         )
         both(v, "queues-limit-refused")
 
+        # limits as the CLI writes them: a rate of 60 a minute
+        page.fill(f"#mr-{QUEUE}", "4")
+        page.fill(f"#rl-{QUEUE}", "5/400d")
+        page.click(f"form[action='/queues/{QUEUE}/limits'] button[type=submit]")
+        assert page.inner_text(f"#err-{QUEUE}-rate_limit") == (
+            "rate_limit: '5/400d' must have a period from 0.001 seconds (1 ms) to 366 days "
+            "(31622400 seconds)"
+        )
+        assert page.input_value(f"#rl-{QUEUE}") == "5/400d"
+        both(v, "queues-rate-refused")
+        page.fill(f"#rl-{QUEUE}", "60/1m")
+        page.click(f"form[action='/queues/{QUEUE}/limits'] button[type=submit]")
+        page.wait_for_url("**/queues?done=updated")
+        assert stack.one(
+            "SELECT max_running, rate_limit, rate_period_seconds FROM pgsched.queue "
+            "WHERE tenant = 'default' AND name = %s",
+            QUEUE,
+        ) == {"max_running": 4, "rate_limit": 60, "rate_period_seconds": 60.0}
+        assert card.locator("span.rate").inner_text() == "60/1m"
+        page.click(f"#queue-{QUEUE} summary")
+        assert page.input_value(f"#rl-{QUEUE}") == "60/1m"
+        assert page.input_value(f"#mr-{QUEUE}") == "4"
+        both(v, "queues-limits-set")
+
         # quotas far above what the other browser tests use (the stack is shared)
         stack.sql.execute(
             "UPDATE pgsched.tenant SET max_running = 50, max_starts_per_hour = 100000, "
@@ -94,10 +119,31 @@ def test_an_operator_pauses_and_resumes_a_queue(stack: Stack, browser: Browser):
         v.go("/quotas")
         assert page.locator("#tenant-default meter").count() == 3  # compute: none
         assert page.locator("form[action='/quotas/default']").count() == 0  # not an admin's
+        log_row = page.locator("#tenant-default tr[data-quota='log_bytes']")
+        assert "100 GB" in log_row.inner_text()
         both(v, "quotas")
         v.go("/")
         assert page.locator("#dashboard-quotas meter").count() == 3
         both(v, "dashboard")
+
+        # exactly at a quota: "at quota" (work waits), not "over"
+        stack.sql.execute(
+            "UPDATE pgsched.tenant SET max_starts_per_hour = 0 WHERE name = 'default'"
+        )
+        v.go("/quotas")
+        starts = page.locator("#tenant-default tr[data-quota='max_starts_per_hour']")
+        hour_starts = stack.one(
+            "SELECT CASE WHEN hour_start = date_trunc('hour', now(), 'UTC') THEN hour_starts "
+            "ELSE 0 END AS n FROM pgsched.tenant_usage WHERE tenant = 'default'"
+        )
+        assert hour_starts is not None
+        label = "at quota" if hour_starts["n"] == 0 else "over"
+        assert starts.locator(".state").inner_text() == label
+        both(v, "quotas-at-quota")
+        v.go("/")
+        dash = page.locator("#dashboard-quotas tr[data-quota='max_starts_per_hour'] .state")
+        assert dash.inner_text() == label
+        both(v, "dashboard-at-quota")
     finally:
         stack.sql.execute(
             "UPDATE pgsched.tenant SET max_running = NULL, max_starts_per_hour = NULL, "
@@ -120,13 +166,25 @@ def test_an_instance_admin_sets_a_tenant_quota(stack: Stack, browser: Browser):
         assert page.input_value("#weight-default") == "0"  # what was typed is kept
         both(v, "quota-refused")
         page.fill("#weight-default", "3")
+        page.fill("#max_log_bytes-default", "lots")
+        page.click("form[action='/quotas/default'] button[type=submit]")
+        assert page.inner_text("#err-default-max_log_bytes").startswith(
+            "max_log_bytes: 'lots' must be a size like 100GB"
+        )
+        both(v, "quota-bytes-refused")
+        page.fill("#max_log_bytes-default", "500GB")
         page.click("form[action='/quotas/default'] button[type=submit]")
         page.wait_for_url("**/quotas?done=updated")
-        assert stack.one("SELECT weight FROM pgsched.tenant WHERE name = 'default'") == {
-            "weight": 3
-        }
+        assert stack.one(
+            "SELECT weight, max_log_bytes FROM pgsched.tenant WHERE name = 'default'"
+        ) == {"weight": 3, "max_log_bytes": 500 * 10**9}
         assert "weight 3" in page.inner_text("#tenant-default h2")
+        page.click("#tenant-default summary")
+        assert page.input_value("#max_log_bytes-default") == "500GB"
+        assert "500 GB" in page.inner_text("#tenant-default tr[data-quota='log_bytes']")
         both(v, "quotas-saved")
     finally:
-        stack.sql.execute("UPDATE pgsched.tenant SET weight = 1 WHERE name = 'default'")
+        stack.sql.execute(
+            "UPDATE pgsched.tenant SET weight = 1, max_log_bytes = NULL WHERE name = 'default'"
+        )
         context.close()

@@ -71,6 +71,42 @@ def test_queue_commands_refuse_bad_input_in_one_line(dsn):
     assert one(dsn, "SELECT count(*) AS n FROM pgsched.queue")["n"] == 0
 
 
+def quota_table(said: str) -> dict[str, list[str]]:
+    """``tenant quota show``'s table: quota -> [used, limit, state] (state empty: none)."""
+    head, *lines = said.splitlines()[1:]
+    assert head.split() == ["QUOTA", "USED", "LIMIT", "STATE"]
+    cols = [head.index(c) for c in ("USED", "LIMIT", "STATE")]
+    return {
+        line[: cols[0]].strip(): [
+            line[a:b].strip() for a, b in zip(cols, [*cols[1:], None], strict=True)
+        ]
+        for line in lines
+        if not line.startswith("held by")
+    }
+
+
+def test_quota_show_labels_a_tenant_at_its_quota_at_quota_and_past_it_over(dsn):
+    run(dsn, "tenant", "create", "acme")
+    run(dsn, "tenant", "quota", "set", "acme", "--max-running", "0", "--max-starts-per-hour", "2")
+    sql = "UPDATE pgsched.tenant_usage SET hour_starts = %s, "
+    sql += "hour_start = date_trunc('hour', now(), 'UTC') WHERE tenant = 'acme'"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql, [5])
+    said = run(dsn, "tenant", "quota", "show", "acme").output
+    rows = quota_table(said)
+    assert rows["executions at once"] == ["0", "0", "at quota"]  # at it: work waits
+    assert rows["starts this hour (UTC)"] == ["5", "2", "over"]  # past it
+    assert rows["compute minutes this month (UTC)"] == ["0.0", "50000", "ok"]  # the default
+    assert said.splitlines()[-1] == (
+        "held by max_running, max_starts_per_hour: its new work waits until its use is below "
+        "the quota"
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql, [1])
+    rows = quota_table(run(dsn, "tenant", "quota", "show", "acme").output)
+    assert rows["starts this hour (UTC)"] == ["1", "2", "ok"]
+
+
 def test_tenant_quota_show_and_set(dsn):
     run(dsn, "tenant", "create", "acme")
     said = run(
@@ -79,10 +115,10 @@ def test_tenant_quota_show_and_set(dsn):
         "--max-log-bytes", "1GB", "--weight", "3",
     ).output  # fmt: skip
     assert said.splitlines()[0] == "tenant acme (weight 3)"
-    lines = {line.rsplit(None, 2)[0]: line.split()[-2:] for line in said.splitlines()[2:]}
-    assert lines["executions at once"] == ["0", "50"]
-    assert lines["starts this hour (UTC)"] == ["0", "none"]
-    assert lines["stored log bytes"] == ["0", "1GB"]
+    rows = quota_table(said)
+    assert rows["executions at once"] == ["0", "50", "ok"]
+    assert rows["starts this hour (UTC)"] == ["0", "none", ""]
+    assert rows["bytes of stored logs"] == ["0", "1GB", "ok"]
     quotas = json.loads(run(dsn, "tenant", "quota", "show", "acme", "--json").output)
     assert (quotas["max_running"], quotas["max_starts_per_hour"], quotas["weight"]) == (50, None, 3)
     assert quotas["max_log_bytes"] == 10**9 and quotas["over"] == []
@@ -96,7 +132,9 @@ def test_tenant_quota_show_and_set(dsn):
     bad = run(dsn, "tenant", "quota", "set", "acme", "--max-log-bytes", "lots", ok=False)
     assert bad.exit_code == 1 and "max_log_bytes: 'lots' must be a size" in bad.output
     bad = run(dsn, "tenant", "quota", "set", "acme", "--weight", "0", ok=False)
-    assert bad.exit_code == 2 and "--weight" in bad.output
+    assert bad.exit_code == 1 and "weight: '0' must be an integer from 1 to 100" in bad.output
+    bad = run(dsn, "tenant", "quota", "set", "acme", "--weight", "none", ok=False)
+    assert bad.exit_code == 1 and "weight: 'none' must be an integer" in bad.output
     stored = one(dsn, "SELECT * FROM pgsched.tenant WHERE name = 'acme'")
     assert (stored["max_running"], stored["max_log_bytes"], stored["weight"]) == (50, 10**9, 3)
 
@@ -135,7 +173,7 @@ def test_task_limit_options_are_stored_and_removed(dsn):
     ] == [None] * 4
     for args, message in [
         (["--key-max-running", "1"], "key_max_running: 1 needs a concurrency_key"),
-        (["--rate-limit", "1/0s"], "rate_limit: '0s' must be an interval"),
+        (["--rate-limit", "1/0s"], "rate_limit: '1/0s' must have a period from 0.001 seconds"),
         (["--max-running", "many"], "max_running: 'many' must be an integer"),
     ]:
         bad = run(dsn, "task", "create", "t2", "--command", "true", *args, ok=False)
@@ -211,3 +249,57 @@ def test_concurrency_key_none_removes_the_key_and_its_limits_and_a_broken_templa
     assert one(dsn, "SELECT concurrency_key FROM pgsched.task WHERE name = 'imp'") == {
         "concurrency_key": None
     }
+
+
+def test_a_rate_periods_bounds_are_the_databases(dsn):
+    """``queue set --rate-limit`` takes a period from 0.001 s to 366 days, as
+    queue_set_limits_v1 (migration 0024) does, and says so alike at either end."""
+    run(dsn, "task", "create", "job", "--command", "true")
+    for text, seconds in (("1/0.001s", 0.001), ("1/366d", 366 * 86400.0), ("5/0.5s", 0.5)):
+        shown = json.loads(
+            run(dsn, "queue", "set", "default", "--rate-limit", text, "--json").stdout
+        )
+        assert shown["rate_period_seconds"] == seconds, text
+    for text in ("1/0.0009s", "1/366d1s", "1/0s"):
+        bad = run(dsn, "queue", "set", "default", "--rate-limit", text, ok=False)
+        assert bad.exit_code == 1, text
+        assert bad.output.strip().splitlines()[-1] == (
+            f"Error: rate_limit: {text!r} must have a period from 0.001 seconds (1 ms) to 366 "
+            "days (31622400 seconds)"
+        ), bad.output
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for seconds, ok in ((0.001, True), (366 * 86400, True), (0.0009, False), (31622401, False)):
+            try:
+                conn.execute(
+                    "SELECT pgsched.queue_set_limits_v1('default', rate_limit => 1, "
+                    "rate_period_seconds => %s, tenant => 'default')",
+                    [seconds],
+                )
+                took = True
+            except psycopg.errors.InvalidParameterValue:
+                took = False
+            assert took is ok, seconds
+
+
+def test_the_limits_commands_help_reads_and_their_listings_take_json():
+    def helped(*args: str) -> str:
+        result = CliRunner().invoke(main, [*args, "--help"])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    for group in (("queue",), ("tenant", "quota"), ("lock",), ("alert",)):
+        commands = helped(*group).split("Commands:")[1]
+        assert "..." not in commands, commands  # no summary cut short
+    for listing in (
+        ("queue", "list"),
+        ("queue", "show"),
+        ("tenant", "quota", "show"),
+        ("lock", "list"),
+        ("alert", "list"),
+    ):
+        assert "--json" in helped(*listing), listing
+    lock_run = helped("lock", "run")
+    assert "lock run [--timeout SECONDS] NAME -- COMMAND [ARG]..." in lock_run
+    assert "``" not in lock_run
+    assert "--limit N   At most N alerts." in helped("alert", "list")
+    assert "PERIOD from 0.001 s to 366 days" in " ".join(helped("queue", "set").split())

@@ -21,6 +21,9 @@ from pgsched.taskspec import TaskSpec
         ("3/90", (3, 90.0)),
         (" 2 / 1d ", (2, 86400.0)),
         ("1/1h30m", (1, 5400.0)),
+        ("5/0.5s", (5, 0.5)),  # periods below a second: the database takes them from 1 ms
+        ("1/0.001", (1, 0.001)),
+        ("1/366d", (1, 366 * 86400.0)),
         ("none", None),
         ("NONE", None),
     ],
@@ -38,9 +41,11 @@ def test_a_rate_is_n_per_period(text, expected):
         ("x/1m", "rate_limit: 'x/1m' must be N/PERIOD"),
         ("0/1m", "rate_limit: '0/1m' must start with a number of starts from 1"),
         ("-3/1m", "rate_limit: '-3/1m' must start with a number of starts from 1"),
-        ("5/0s", "rate_limit: '0s' must be an interval from 1 second"),
-        ("5/fortnight", "rate_limit: '1fortnight' is not an interval"),
-        ("5/400d", "rate_limit: '5/400d' must have a period of at most 366 days"),
+        ("5/0s", f"rate_limit: '5/0s' must have a period {limits.RATE_PERIOD_RANGE}"),
+        ("5/0.0009", "rate_limit: '5/0.0009' must have a period from 0.001 seconds (1 ms) to"),
+        ("5/fortnight", "rate_limit: '5/fortnight' must have a period of seconds or units"),
+        ("5/400d", "rate_limit: '5/400d' must have a period from 0.001 seconds (1 ms) to 366"),
+        ("5/366d1s", "rate_limit: '5/366d1s' must have a period from 0.001 seconds (1 ms) to"),
     ],
 )
 def test_a_bad_rate_is_refused_naming_field_and_value(text, message):
@@ -128,3 +133,67 @@ def test_a_tasks_bad_limits_are_refused_naming_the_field(fields, message):
     with pytest.raises(ValidationError) as raised:
         TaskSpec(name="t", command="true", **fields).validate()
     assert str(raised.value).startswith(message)
+
+
+def test_every_face_states_the_rate_periods_bounds_alike():
+    """The pure parser, a task's limits and the store say one range: the database's
+    (queue_set_limits_v1, migration 0024: from 0.001 to 31622400 seconds)."""
+    from pgsched.stores import limits as store
+
+    assert limits.RATE_PERIOD_RANGE == "from 0.001 seconds (1 ms) to 366 days (31622400 seconds)"
+    assert (limits.MIN_RATE_PERIOD_SECONDS, limits.MAX_RATE_PERIOD_SECONDS) == (0.001, 31622400)
+    said = []
+    for refuse in (
+        lambda: limits.parse_rate("rate_limit", "1/400d"),
+        lambda: TaskSpec(
+            name="t", command="true", rate_limit=1, rate_period_seconds=400 * 86400.0
+        ).validate(),
+        lambda: store.queue_set_limits(
+            None,  # type: ignore[arg-type]  # refused before any database is used
+            "default",
+            "q",
+            rate_limit=1,
+            rate_period_seconds=400 * 86400.0,
+        ),
+    ):
+        with pytest.raises(ValidationError) as raised:
+            refuse()
+        said.append(str(raised.value))
+    assert all(limits.RATE_PERIOD_RANGE in s for s in said), said
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "value"),
+    [
+        ("max_running", "50", 50),
+        ("max_running", "0", 0),
+        ("max_starts_per_hour", "none", None),
+        ("max_compute_minutes_per_month", str(2**40), 2**40),
+        ("max_log_bytes", "100GB", 100 * 10**9),
+        ("max_log_bytes", "100 GB", 100 * 10**9),
+        ("weight", "3", 3),
+    ],
+)
+def test_a_quota_is_read_as_the_cli_reads_it(field, text, value):
+    assert limits.parse_quota(field, text) == value
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "message"),
+    [
+        ("max_running", "-1", "max_running: '-1' must be an integer from 0 to 2147483647"),
+        ("max_running", "lots", "max_running: 'lots' must be an integer"),
+        ("max_log_bytes", "100 parsecs", "max_log_bytes: '100 parsecs' must be a size"),
+        ("weight", "none", "weight: 'none' must be an integer from 1 to 100 (never none)"),
+        ("weight", "0", "weight: '0' must be an integer from 1 to 100"),
+    ],
+)
+def test_a_bad_quota_is_refused_naming_field_and_value(field, text, message):
+    with pytest.raises(ValidationError) as raised:
+        limits.parse_quota(field, text)
+    assert str(raised.value).startswith(message)
+
+
+def test_a_size_is_written_with_a_space_for_a_page():
+    assert limits.format_bytes(100 * 10**9, " ") == "100 GB"
+    assert limits.parse_bytes("b", limits.format_bytes(512 * 10**6, " ") or "") == 512 * 10**6

@@ -92,6 +92,8 @@ def test_an_operator_pauses_resumes_and_limits_a_queue(app, db, sql, imports):
         ({"max_running": "3"}, "max_running"),
         ({"rate_limit": None, "rate_period_seconds": 5}, "rate_limit"),
         ({"rate_period_seconds": -1}, "rate_period_seconds"),
+        ({"rate_limit": 1, "rate_period_seconds": 0.0009}, "rate_period_seconds"),
+        ({"rate_limit": 1, "rate_period_seconds": 366 * 86400 + 1}, "rate_period_seconds"),
         ({"burst": 1}, "burst"),
         ({}, "body"),
     ],
@@ -101,6 +103,8 @@ def test_bad_limits_are_422_naming_the_field_and_change_nothing(app, db, sql, im
     refused = op.patch(f"{Q}/imports", json=body)
     assert refused.status_code == 422, refused.text
     assert refused.json()["error"]["field"] == field
+    if field == "rate_period_seconds":  # the range the database holds, as every face says it
+        assert "from 0.001 seconds (1 ms) to 366 days (31622400 seconds)" in refused.text
     assert queue_row(sql) is None
 
 

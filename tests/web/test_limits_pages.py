@@ -118,41 +118,47 @@ def test_a_pause_reason_too_long_is_shown_at_the_field_and_nothing_is_paused(
     assert queue_row(sql) is None
 
 
-def test_an_operator_sets_limits_and_a_bad_field_is_shown_beside_it(db, sql, signed, imports):
+def test_an_operator_sets_limits_as_the_cli_writes_them_and_a_bad_field_is_shown_beside_it(
+    db, sql, signed, imports
+):
     operator, _ = signed("operator")
-    saved = post(
-        operator,
-        "/queues/imports/limits",
-        max_running="3",
-        rate_limit="10",
-        rate_period_seconds="60",
-    )
+    saved = post(operator, "/queues/imports/limits", max_running="3", rate_limit="60/1m")
     assert saved.status_code == 303
     assert queue_row(sql) == {
         "max_running": 3,
-        "rate_limit": 10,
+        "rate_limit": 60,
         "rate_period_seconds": 60.0,
         "paused_at": None,
         "paused_by": None,
         "pause_reason": None,
     }
-    for fields, at in (
-        ({"max_running": "lots", "rate_limit": "", "rate_period_seconds": ""}, "max_running"),
-        ({"max_running": "0", "rate_limit": "", "rate_period_seconds": ""}, "max_running"),
-        ({"max_running": "", "rate_limit": "5", "rate_period_seconds": ""}, "rate_period_seconds"),
+    page = operator.get("/queues").text
+    # the current limits as the form takes them, in the card and in the fields
+    assert '<span class="rate" title="at most 60 starts in any 1m">60/1m</span>' in page
+    assert 'name="max_running" inputmode="numeric" value="3"' in page
+    assert 'name="rate_limit" value="60/1m"' in page
+    for fields, at, message in (
+        ({"max_running": "lots"}, "max_running", "max_running: &#39;lots&#39; must be an integer"),
+        ({"max_running": "0"}, "max_running", "max_running: &#39;0&#39; must be an integer from 1"),
+        ({"rate_limit": "5"}, "rate_limit", "rate_limit: &#39;5&#39; must be N/PERIOD"),
+        ({"rate_limit": "5/-1"}, "rate_limit", "rate_limit: &#39;5/-1&#39; must have a period"),
         (
-            {"max_running": "", "rate_limit": "5", "rate_period_seconds": "-1"},
-            "rate_period_seconds",
+            {"rate_limit": "5/400d"},
+            "rate_limit",
+            "rate_limit: &#39;5/400d&#39; must have a period from 0.001 seconds (1 ms) to 366 "
+            "days (31622400 seconds)",
         ),
     ):
-        refused = post(operator, "/queues/imports/limits", **fields)
+        refused = post(operator, "/queues/imports/limits", **({"max_running": "3"} | fields))
         assert refused.status_code == 422, fields
-        assert f'id="err-imports-{at}"' in refused.text, fields
+        assert f'id="err-imports-{at}">{message}' in refused.text, fields
         assert f'value="{fields[at]}"' in refused.text  # what was typed is kept
-        assert queue_row(sql)["max_running"] == 3  # type: ignore[index]
-    cleared = post(
-        operator, "/queues/imports/limits", max_running="", rate_limit="", rate_period_seconds=""
-    )
+        assert queue_row(sql)["rate_limit"] == 60  # type: ignore[index]
+    # below a second, as the database takes it; none as the CLI writes it
+    assert post(operator, "/queues/imports/limits", rate_limit="5/0.5s").status_code == 303
+    assert queue_row(sql)["rate_period_seconds"] == 0.5  # type: ignore[index]
+    assert 'value="5/0.5s"' in operator.get("/queues").text
+    cleared = post(operator, "/queues/imports/limits", max_running="none", rate_limit="")
     assert cleared.status_code == 303
     row = queue_row(sql)
     assert row is not None
@@ -181,34 +187,44 @@ def test_a_tenant_sees_its_own_queues_only(db, sql, signed, imports):
     assert queue_row(sql) is None and queue_row(sql, tenant="other") is not None
 
 
-def test_quotas_show_use_and_over_and_an_instance_admin_sets_them(db, sql, signed, imports):
+def test_quotas_label_at_quota_and_over_and_an_instance_admin_sets_them(db, sql, signed, imports):
     sql.execute(
-        "UPDATE pgsched.tenant SET max_running = 0, max_log_bytes = 1000 WHERE name = 'default'"
+        "UPDATE pgsched.tenant SET max_running = 0, max_starts_per_hour = 3, "
+        "max_log_bytes = 1000 WHERE name = 'default'"
     )
-    sql.execute("UPDATE pgsched.tenant_usage SET log_bytes = 250 WHERE tenant = 'default'")
+    sql.execute(
+        "UPDATE pgsched.tenant_usage SET log_bytes = 250, hour_starts = 5, "
+        "hour_start = date_trunc('hour', now(), 'UTC') WHERE tenant = 'default'"
+    )
     make_task(db, "o", tenant="other")  # registers tenant other
     viewer, _ = signed("viewer")
     page = viewer.get("/quotas")
     assert page.status_code == 200
     assert 'id="tenant-default"' in page.text and 'id="tenant-other"' not in page.text
-    # running 0 of max_running 0: at the quota, which holds the tenant's claims
-    assert re.search(r'<tr class="over" data-quota="max_running">', page.text)
-    assert re.search(r'data-quota="log_bytes">.*?value="25.0"', page.text, re.S)
+    # running 0 of max_running 0: at the quota (its work waits), not over it
+    at = re.search(r'<tr class="at-quota" data-quota="max_running">.*?</tr>', page.text, re.S)
+    assert at is not None and ">at quota</span>" in at.group(0) and ">over<" not in at.group(0)
+    # 5 starts this hour of a quota of 3 (lowered below the use): over
+    over = re.search(r'<tr class="over" data-quota="max_starts_per_hour">.*?</tr>', page.text, re.S)
+    assert over is not None and ">over</span>" in over.group(0)
+    logs = re.search(r'<tr class="" data-quota="log_bytes">.*?</tr>', page.text, re.S)
+    assert logs is not None and 'value="25.0"' in logs.group(0) and ">ok</span>" in logs.group(0)
+    assert "250 bytes" in logs.group(0) and "1 kB" in logs.group(0)
     assert 'action="/quotas/default"' not in page.text
     dashboard = viewer.get("/").text
-    assert (
-        'id="dashboard-quotas"' in dashboard
-        and '<tr class="over" data-quota="max_running">' in dashboard
-    )
+    assert 'id="dashboard-quotas"' in dashboard
+    at = re.search(r'<tr class="at-quota" data-quota="max_running">.*?</tr>', dashboard, re.S)
+    assert at is not None and ">at quota</span>" in at.group(0) and ">over<" not in at.group(0)
+    assert '<tr class="over" data-quota="max_starts_per_hour">' in dashboard
     execution = viewer.get(f"/executions/{imports}").text
-    assert "tenant default runs its quota of 0 executions at once" in execution
+    assert "tenant default started its quota of 3 executions this hour (UTC)" in execution
 
     tenant_admin, _ = signed("admin")
     fields = {
         "max_running": "5",
         "max_starts_per_hour": "",
         "max_compute_minutes_per_month": "100",
-        "max_log_bytes": "",
+        "max_log_bytes": "100GB",
         "weight": "3",
     }
     refused = tenant_admin.post(
@@ -222,13 +238,22 @@ def test_quotas_show_use_and_over_and_an_instance_admin_sets_them(db, sql, signe
     admin, _ = signed("admin", instance=True)
     listing = admin.get("/quotas").text
     assert 'id="tenant-other"' in listing and 'action="/quotas/default"' in listing
+    assert 'name="max_log_bytes" value="1kB"' in listing  # the quota as the form takes it
     token = csrf_of(listing)
-    bad = admin.post("/quotas/default", data={"csrf_token": token, **fields, "weight": "101"})
-    assert bad.status_code == 422
-    assert (
-        'id="err-default-weight">weight: &#39;101&#39; must be an integer from 1 to 100' in bad.text
-    )
-    assert 'name="weight" inputmode="numeric" value="101"' in bad.text
+    for bad_fields, at_field, message in (
+        ({"weight": "101"}, "weight", "weight: &#39;101&#39; must be an integer from 1 to 100"),
+        ({"weight": ""}, "weight", "weight: &#39;&#39; must be an integer from 1 to 100"),
+        (
+            {"max_log_bytes": "lots"},
+            "max_log_bytes",
+            "max_log_bytes: &#39;lots&#39; must be a size like 100GB",
+        ),
+        ({"max_running": "-2"}, "max_running", "max_running: &#39;-2&#39; must be an integer"),
+    ):
+        bad = admin.post("/quotas/default", data={"csrf_token": token, **fields, **bad_fields})
+        assert bad.status_code == 422, bad_fields
+        assert f'id="err-default-{at_field}">{message}' in bad.text, bad_fields
+        assert f'name="{at_field}"' in bad.text and f'value="{bad_fields[at_field]}"' in bad.text
     saved = admin.post("/quotas/default", data={"csrf_token": token, **fields})
     assert saved.status_code == 303
     assert sql.execute(
@@ -238,6 +263,18 @@ def test_quotas_show_use_and_over_and_an_instance_admin_sets_them(db, sql, signe
         "max_running": 5,
         "max_starts_per_hour": None,
         "max_compute_minutes_per_month": 100,
-        "max_log_bytes": None,
+        "max_log_bytes": 100 * 10**9,
         "weight": 3,
     }
+    page = admin.get("/quotas").text
+    assert 'name="max_log_bytes" value="100GB"' in page
+    assert re.search(r'data-quota="log_bytes">.*?<td class="num">100 GB</td>', page, re.S)
+    assert (
+        admin.post(
+            "/quotas/default", data={"csrf_token": token, **fields, "max_running": "none"}
+        ).status_code
+        == 303
+    )
+    assert sql.execute(
+        "SELECT max_running FROM pgsched.tenant WHERE name = 'default'"
+    ).fetchone() == {"max_running": None}
