@@ -1,0 +1,46 @@
+"""Attacks on the fair share of migration 0026 (execution_claim_v1's virtual time per
+tenant, tenant_usage.vtime). Each test asserts the safe behaviour: it fails while the
+attack works."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+
+from pgsched.stores import tasks
+
+from ..factories import T0
+from .test_claim_tenants import claim, register
+from .test_fair_share import backlog, no_quotas
+
+pytestmark = pytest.mark.rolled_back
+
+
+def test_attack26_a_trickle_does_not_bank_credit_for_a_later_flood(db, sql):
+    """a has a backlog; b enqueues one run at a time (a cron every few seconds, or a
+    hostile trickle), each claimed at once. b is never backlogged, so it is owed nothing
+    (docs/limits.md: "A tenant that had no work ... is not owed the starts it missed").
+    But b's charge raises it only to the least vtime of the tenants served in the last
+    10 s, and b, served a moment ago, is that least itself: its vtime grows by one per
+    run while a's grows by every other start. When b then floods, every start goes to b
+    until it has caught a up (here 90 claims; an hour of trickle against a busy tenant:
+    an hour of a starved). Safe: from b's flood on the two share, about half each."""
+    backlog(db, "a", 200)
+    backlog(db, "b", 0)
+    no_quotas(sql)
+    worker = register(db, None)
+    got: Counter = Counter()
+    for i in range(100):
+        if i % 10 == 0:  # b's trickle: one run, claimed at once
+            tasks.trigger(db, "job", tenant="b", run_at=T0 - timedelta(minutes=5))
+        got.update(r["tenant"] for r in claim(db, worker, None, limit=1))
+    assert got == {"a": 90, "b": 10}, got
+    backlog(db, "b", 100, new=False)
+    after: Counter = Counter(r["tenant"] for _ in range(40) for r in claim(db, worker, None, 1))
+    vt = {
+        r["tenant"]: r["vtime"]
+        for r in sql.execute("SELECT tenant, vtime FROM pgsched.tenant_usage")
+    }
+    assert after["a"] >= 15, f"a got {after['a']} of the 40 starts after b's flood; vtimes {vt}"
