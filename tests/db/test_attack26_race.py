@@ -12,6 +12,8 @@ from psycopg.rows import dict_row
 from pgsched.db import Session
 from pgsched.worker.claims import TaskDefinitions
 
+from ..tenancy import two_tenants
+from .test_attack18_claim import CLAIM, own_worker
 from .test_claim_tenants import register
 from .test_fair_share import backlog, no_quotas
 
@@ -63,3 +65,44 @@ def test_attack26_concurrent_claims_charge_every_start_to_the_virtual_time(dsn, 
     assert sum(r["starts"] for r in rows) == CLAIMERS * 60
     lost = {r["tenant"]: r["starts"] - r["vtime"] for r in rows if r["vtime"] < r["starts"]}
     assert not lost, f"starts not charged to the virtual time: {lost}; {rows}"
+
+
+def test_attack26_a_tenants_own_claimers_cannot_shed_its_virtual_time(dsn, sql):
+    """B's engine login runs eight claimers of its own (its workers, its tenant only),
+    claiming one at a time: the same lost update, now under B's control, drops B's own
+    charges, so B's vtime lags its starts and B takes more than its weight on the
+    installation's workers of every tenant, at A's expense."""
+    with two_tenants(dsn) as (_a, b, _):
+        sql.execute(
+            "SELECT pgsched.enqueue_many_v1('job', array_fill('{}'::jsonb, ARRAY[600]),"
+            " tenant => %s)",
+            [b.name],
+        )
+        sql.execute("UPDATE pgsched.tenant SET max_running = NULL, max_starts_per_hour = NULL")
+        errors: list[BaseException] = []
+        start = threading.Barrier(CLAIMERS)
+
+        def run() -> None:
+            try:
+                with psycopg.connect(b.engine, autocommit=True, row_factory=dict_row) as conn:
+                    worker = own_worker(conn, b.name)
+                    start.wait(30)
+                    for _ in range(60):
+                        conn.execute(CLAIM.replace("10, %s", "1, %s"), [worker, None]).fetchall()
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run) for _ in range(CLAIMERS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert errors == []
+        row = sql.execute(
+            "SELECT (SELECT count(*) FROM pgsched.execution e WHERE e.tenant = u.tenant"
+            " AND e.state = 'running')::int AS starts, u.vtime"
+            " FROM pgsched.tenant_usage u WHERE u.tenant = %s",
+            [b.name],
+        ).fetchone()
+        assert row["starts"] == CLAIMERS * 60
+        assert row["vtime"] >= row["starts"], f"B shed {row['starts'] - row['vtime']} of {row}"
