@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 
 from pgsched.stores import tasks
+from pgsched.worker.claims import TaskDefinitions
 
 from ..factories import T0
 from .test_claim_tenants import claim, register
@@ -44,3 +45,26 @@ def test_attack26_a_trickle_does_not_bank_credit_for_a_later_flood(db, sql):
         for r in sql.execute("SELECT tenant, vtime FROM pgsched.tenant_usage")
     }
     assert after["a"] >= 15, f"a got {after['a']} of the 40 starts after b's flood; vtimes {vt}"
+
+
+def test_attack26_after_a_quiet_spell_the_idle_tenant_does_not_take_every_start(db, sql):
+    """a is busy all day (60 starts here), b idle. Then a quiet spell: nothing claimed by
+    anyone for more than 10 s (a night, a deploy). Then both get work at once. No tenant
+    was served in the last 10 s, so the claim's floor (the least vtime of those) is none
+    and b is raised to nothing: b's tags start at 1, a's at 61, and b takes every start
+    until it has caught a's whole day up. docs/limits.md: "a tenant back from idle delays
+    the others by at most one claim". Safe: over the 40 claims of one after the spell,
+    a gets about half."""
+    backlog(db, "a", 100)
+    backlog(db, "b", 0)
+    no_quotas(sql)
+    worker = register(db, None)
+    assert Counter(r["tenant"] for _ in range(60) for r in claim(db, worker, None, 1)) == {"a": 60}
+    backlog(db, "b", 60, new=False)
+    later = T0 + timedelta(minutes=1)  # the quiet spell: a minute with no claim
+    got: Counter = Counter(
+        r["tenant"]
+        for _ in range(40)
+        for r in TaskDefinitions().claim(db, queues=["q"], limit=1, worker_id=worker, now=later)
+    )
+    assert got["a"] >= 15, f"a got {got['a']} of the 40 starts after the quiet spell: {got}"
