@@ -68,3 +68,27 @@ def test_attack26_after_a_quiet_spell_the_idle_tenant_does_not_take_every_start(
         for r in TaskDefinitions().claim(db, queues=["q"], limit=1, worker_id=worker, now=later)
     )
     assert got["a"] >= 15, f"a got {got['a']} of the 40 starts after the quiet spell: {got}"
+
+
+def test_attack26_tenants_held_at_a_limit_do_not_use_up_the_claims_rounds(db, sql):
+    """Four tenants have work due that a limit holds: c1 and c2 at max_running 0, c3 and
+    c4 with queue q paused. A tenant held back is not charged, so its vtime stays below
+    every tenant that runs, and it is the first candidate of every claim. A claim of one
+    looks at one candidate a round (as many as it wants rows), that one takes nothing
+    and is done, and the claim ends after four rounds: it returns nothing although a has
+    200 runs due. A worker at capacity claims one at a time: with four tenants waiting
+    at their caps (the usual state of a busy fleet) it starts nothing more for anyone.
+    Safe: the claim of one returns a's next run."""
+    backlog(db, "a", 200)
+    no_quotas(sql)
+    worker = register(db, None)
+    assert Counter(r["tenant"] for _ in range(5) for r in claim(db, worker, None, 1)) == {"a": 5}
+    for tenant in ("c1", "c2", "c3", "c4"):
+        backlog(db, tenant, 10)
+    sql.execute("UPDATE pgsched.tenant SET max_running = 0 WHERE name IN ('c1', 'c2')")
+    sql.execute(
+        "INSERT INTO pgsched.queue (tenant, name, paused_at) VALUES ('c3', 'q', now()),"
+        " ('c4', 'q', now()) ON CONFLICT (tenant, name) DO UPDATE SET paused_at = now()"
+    )
+    got = [r["tenant"] for r in claim(db, worker, None, 1)]
+    assert got == ["a"], f"a claim of one returned {got}, a's 195 due runs behind four held tenants"
