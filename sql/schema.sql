@@ -1894,7 +1894,7 @@ DECLARE
     c_t text[];
     c_v float8[];
     c_w int[];
-    floor_v float8;
+    sys_v float8;         -- the system's virtual time: the greatest start tag given so far
     next_c int := 1;      -- the next candidate not yet looked at
     -- the tenants taken in this claim (locked): name, vtime, weight, picks so far, done
     a_t text[] := '{}';
@@ -1905,6 +1905,7 @@ DECLARE
     a_called boolean[] := '{}';
     a_waited boolean[] := '{}';
     a_free timestamptz[] := '{}';
+    locked_v float8;
     wait_c int;           -- the first due candidate another claim held: waited for if need be
     allot int[];
     want int;
@@ -1952,15 +1953,16 @@ BEGIN
     IF served IS NULL OR served = '{}' THEN
         RETURN;
     END IF;
-    -- the system's virtual time: the least vtime of the tenants served in the last 10 s
-    SELECT min(u.vtime) INTO floor_v
-      FROM pgsched.tenant_usage u
-     WHERE u.tenant = ANY (served) AND u.last_claim_at > at - interval '10 seconds';
-    SELECT array_agg(s.tenant ORDER BY s.v + 1.0 / s.w, s.last_claim_at NULLS FIRST, s.tenant),
-           array_agg(s.v ORDER BY s.v + 1.0 / s.w, s.last_claim_at NULLS FIRST, s.tenant),
-           array_agg(s.w ORDER BY s.v + 1.0 / s.w, s.last_claim_at NULLS FIRST, s.tenant)
+    -- the system's virtual time (start-time fair queueing's v(t)): the start tag of the
+    -- latest start. A tenant whose vtime is behind it (idle, held at a limit, new) is
+    -- served from it: it shares from now on and is not owed what it missed. A tenant with
+    -- work ready all along is never behind it (each claim takes the least tags).
+    sys_v := coalesce((SELECT u.start_tag FROM pgsched.tenant_usage u ORDER BY u.start_tag DESC LIMIT 1), 0);
+    SELECT array_agg(s.tenant ORDER BY s.v, s.last_claim_at NULLS FIRST, s.tenant),
+           array_agg(s.v ORDER BY s.v, s.last_claim_at NULLS FIRST, s.tenant),
+           array_agg(s.w ORDER BY s.v, s.last_claim_at NULLS FIRST, s.tenant)
       INTO c_t, c_v, c_w
-      FROM (SELECT q.tenant, coalesce(u.vtime, 0) AS v,
+      FROM (SELECT q.tenant, greatest(coalesce(u.vtime, 0), sys_v) AS v,
                    coalesce(x.weight, 1) AS w, u.last_claim_at
               FROM (SELECT DISTINCT unnest(served)) AS q(tenant)
               JOIN pgsched.tenant x ON x.name = q.tenant
@@ -1983,13 +1985,17 @@ BEGIN
                                  AND e.priority = p.priority AND e.run_at <= at
                                ORDER BY e.run_at  -- the index's order
                                LIMIT 1) due) THEN
-                PERFORM FROM pgsched.tenant_usage u WHERE u.tenant = t FOR NO KEY UPDATE SKIP LOCKED;
+                -- locked, its vtime read again under the lock (another claim may have
+                -- charged it since the read above)
+                SELECT greatest(u.vtime, sys_v) INTO locked_v FROM pgsched.tenant_usage u
+                 WHERE u.tenant = t FOR NO KEY UPDATE SKIP LOCKED;
                 IF NOT FOUND AND NOT EXISTS (SELECT FROM pgsched.tenant_usage u WHERE u.tenant = t) THEN
                     INSERT INTO pgsched.tenant_usage (tenant) VALUES (t) ON CONFLICT DO NOTHING;
-                    PERFORM FROM pgsched.tenant_usage u WHERE u.tenant = t FOR NO KEY UPDATE SKIP LOCKED;
+                    SELECT greatest(u.vtime, sys_v) INTO locked_v FROM pgsched.tenant_usage u
+                     WHERE u.tenant = t FOR NO KEY UPDATE SKIP LOCKED;
                 END IF;
                 IF FOUND THEN
-                    a_t := a_t || t; a_v := a_v || c_v[next_c]; a_w := a_w || c_w[next_c];
+                    a_t := a_t || t; a_v := a_v || locked_v; a_w := a_w || c_w[next_c];
                     a_n := a_n || 0; a_done := a_done || false; a_called := a_called || false;
                     a_waited := a_waited || false; a_free := a_free || NULL::timestamptz;
                 ELSE
@@ -2004,7 +2010,7 @@ BEGIN
             t := c_t[wait_c];
             PERFORM FROM pgsched.tenant_usage u WHERE u.tenant = t FOR NO KEY UPDATE;
             a_t := ARRAY[t];
-            a_v := ARRAY[(SELECT u.vtime FROM pgsched.tenant_usage u WHERE u.tenant = t)];
+            a_v := ARRAY[(SELECT greatest(u.vtime, sys_v) FROM pgsched.tenant_usage u WHERE u.tenant = t)];
             a_w := ARRAY[c_w[wait_c]];
             a_n := '{0}'; a_done := '{f}'; a_called := '{f}'; a_waited := '{f}';
             a_free := ARRAY[NULL::timestamptz];
@@ -2017,7 +2023,7 @@ BEGIN
                        FROM (SELECT o2.i FROM generate_subscripts(a_t, 1) AS o2(i)
                               CROSS JOIN generate_series(1, least(want, 20000 / cardinality(a_t) + 1)) AS g(k)
                               WHERE NOT a_done[o2.i]
-                              ORDER BY a_v[o2.i] + (a_n[o2.i] + g.k)::float8 / a_w[o2.i], o2.i
+                              ORDER BY a_v[o2.i] + (a_n[o2.i] + g.k - 1)::float8 / a_w[o2.i], o2.i
                               LIMIT want) s
                       GROUP BY s.i) n ON n.i = o.i;
         round_ids := '{}';
@@ -2026,7 +2032,7 @@ BEGIN
             CONTINUE WHEN a_done[i] OR allot[i] = 0;
             share := pgsched_internal.claim_tenant_v1(a_t[i], p_queues, allot[i], at);
             round_ids := round_ids || share.picks;
-            round_tags := round_tags || ARRAY(SELECT a_v[i] + (a_n[i] + r)::float8 / a_w[i]
+            round_tags := round_tags || ARRAY(SELECT a_v[i] + (a_n[i] + r - 1)::float8 / a_w[i]
                                                 FROM generate_series(1, cardinality(share.picks)) AS r);
             a_n[i] := a_n[i] + cardinality(share.picks);
             a_called[i] := true;
@@ -2049,16 +2055,21 @@ BEGIN
                    AND EXISTS (SELECT 1 FROM pgsched.worker w WHERE w.id = p_worker_id AND w.state = 'running')
                 RETURNING e.id, e.tenant, e.task_id, e.queue, e.concurrency_key
             ), counted AS (
-                INSERT INTO pgsched.tenant_usage AS u (tenant, hour_start, hour_starts, last_claim_at, vtime)
+                -- the tags this claim gave the tenant, from a_v (its vtime read under this
+                -- claim's lock, which it still holds): the finish tag of its latest start is
+                -- its vtime, that start's own tag its start_tag
+                INSERT INTO pgsched.tenant_usage AS u (tenant, hour_start, hour_starts, last_claim_at,
+                                                       vtime, start_tag)
                 SELECT c.tenant, date_trunc('hour', at, 'UTC'), count(*), at,
-                       max(greatest(a_v[o.i], coalesce(floor_v, 0)) + a_n[o.i]::float8 / a_w[o.i])
+                       max(a_v[o.i] + a_n[o.i]::float8 / a_w[o.i]),
+                       max(a_v[o.i] + (a_n[o.i] - 1)::float8 / a_w[o.i])
                   FROM claimed c JOIN generate_subscripts(a_t, 1) AS o(i) ON a_t[o.i] = c.tenant
                  GROUP BY c.tenant
                 ON CONFLICT (tenant) DO UPDATE
                    SET hour_starts = CASE WHEN u.hour_start = EXCLUDED.hour_start
                                           THEN u.hour_starts + EXCLUDED.hour_starts ELSE EXCLUDED.hour_starts END,
                        hour_start = EXCLUDED.hour_start, last_claim_at = EXCLUDED.last_claim_at,
-                       vtime = EXCLUDED.vtime
+                       vtime = EXCLUDED.vtime, start_tag = EXCLUDED.start_tag
             ), rated AS (
                 INSERT INTO pgsched.rate_start (tenant, scope, name, started_at)
                 SELECT c.tenant, 'queue', c.queue, at
@@ -2079,9 +2090,18 @@ BEGIN
             all_ids := all_ids || round_ids;
             all_tags := all_tags || round_tags;
         END IF;
-        EXIT WHEN got >= p_limit OR round >= 4
+        EXIT WHEN got >= p_limit OR round >= 10
                   OR (NOT false = ANY (a_done) AND next_c > cardinality(c_t));
     END LOOP;
+    -- a tenant asked that took nothing (a limit held it, or its due work went to another
+    -- claim) moves one start behind the system's virtual time: it is not the first
+    -- candidate of every claim while it waits (each would lock it, ask it, and spend a
+    -- round on it), and it is owed nothing when its limit frees
+    IF EXISTS (SELECT FROM unnest(a_called, a_n) AS u(called, n) WHERE u.called AND u.n = 0) THEN
+        UPDATE pgsched.tenant_usage u SET vtime = greatest(u.vtime, sys_v + 1.0 / x.w)
+          FROM unnest(a_t, a_called, a_n, a_w) AS x(t, called, n, w)
+         WHERE u.tenant = x.t AND x.called AND x.n = 0;
+    END IF;
     -- who waits for a limit: a finish wakes their workers (execution_limit_freed)
     IF true = ANY (a_waited) THEN
         INSERT INTO pgsched.limit_wait AS w (tenant, since, free_at)
@@ -4373,7 +4393,8 @@ CREATE TABLE pgsched.tenant_usage (
     over text[] DEFAULT '{}'::text[] NOT NULL,
     measured_at timestamp with time zone,
     alerted text[] DEFAULT '{}'::text[] NOT NULL,
-    vtime double precision DEFAULT 0 NOT NULL
+    vtime double precision DEFAULT 0 NOT NULL,
+    start_tag double precision DEFAULT 0 NOT NULL
 );
 
 --
@@ -4392,7 +4413,13 @@ COMMENT ON COLUMN pgsched.tenant_usage.alerted IS 'the quotas the tenant has an 
 -- Name: COLUMN tenant_usage.vtime; Type: COMMENT; Schema: pgsched; Owner: -
 --
 
-COMMENT ON COLUMN pgsched.tenant_usage.vtime IS 'the tenant''s virtual time in the fair share: the starts its claims took, each 1/weight, raised to the least of the recently served tenants'' when it comes back (migration 0026)';
+COMMENT ON COLUMN pgsched.tenant_usage.vtime IS 'the tenant''s virtual time in the fair share: the finish tag of its latest start (each start 1/weight after the one before, from at least the system''s virtual time; migration 0026)';
+
+--
+-- Name: COLUMN tenant_usage.start_tag; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant_usage.start_tag IS 'the start tag of the tenant''s latest start; the greatest of all is the system''s virtual time';
 
 --
 -- Name: unique_period; Type: TABLE; Schema: pgsched; Owner: -
@@ -5216,6 +5243,12 @@ CREATE INDEX task_unplanned_idx ON pgsched.task USING btree (id) WHERE (enabled 
 --
 
 CREATE INDEX task_windowed_idx ON pgsched.task USING btree (id) WHERE windowed;
+
+--
+-- Name: tenant_usage_start_tag_idx; Type: INDEX; Schema: pgsched; Owner: -
+--
+
+CREATE INDEX tenant_usage_start_tag_idx ON pgsched.tenant_usage USING btree (start_tag);
 
 --
 -- Name: web_session_expires_idx; Type: INDEX; Schema: pgsched; Owner: -

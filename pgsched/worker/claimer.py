@@ -41,6 +41,7 @@ from .claims import TaskDefinitions, give_back
 from .config import PREFETCH_HORIZON, RECORD_BACKLOG, WorkerConfig
 from .due import NextDue
 from .holdings import Holdings
+from .newcomers import Newcomers
 
 log = logging.getLogger(__name__)
 
@@ -74,17 +75,13 @@ class Claimer:
         )
         self.liveness = Liveness(config.claimer_limit())
         self.deadline: Deadline | None = None
-        self._maybe_more = (
-            True  # the queue may hold ready executions: the last claim was full, or a notification
-        )
+        # the queue may hold ready executions: the last claim was full, or a notification
+        self._maybe_more = True
         self._wake_r, self._wake_w = os.pipe()  # tells the claimer a slot freed up
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._poked = False  # under holdings.lock
-        # a notification named a tenant of which the buffer holds nothing: claimed for at
-        # once, even with the buffer full (the fair share of its next start, not a wait for
-        # half the prefetch to drain behind another tenant's flood)
-        self._newcomer = False
+        self._newcomers = Newcomers(config.poll_interval)  # claimed for at once (.newcomers)
         # ids named by pgsched_cancel notifications, not acted on until the database says a
         # cancel was asked: any login of the database may NOTIFY (docs/security.md)
         self._cancel_hints: set[int] = set()
@@ -113,17 +110,15 @@ class Claimer:
             return 0
         return want
 
-    def _claim_now(self) -> int:
-        """How many to claim at this turn of the loop: :meth:`_claim_size` when the queue
-        may hold more, and at least one when a notification named a tenant of which the
-        buffer holds nothing (the fair share of the claim gives it that tenant's row, and
-        the buffer's round puts it next), so a tenant's run beside another's flood waits for
-        a slot, not for the flood's prefetch to drain. Resets the newcomer flag."""
+    def _claim_now(self) -> tuple[int, list[str] | None, bool]:
+        """What to claim now (under holdings.lock): how many, of which tenants (None: every
+        tenant), whether for a newcomer (:mod:`.newcomers`: one row of that tenant alone)."""
         want = self._claim_size() if self._maybe_more else 0
-        if want <= 0 and self._newcomer and not self.holdings.closing:
-            want = 1
-        self._newcomer = False
-        return want
+        if want > 0:
+            self._newcomers.clear()
+            return want, self._tenants(), False
+        tenant = None if self.holdings.closing else self._newcomers.take(time.monotonic())
+        return (0, None, False) if tenant is None else (1, [tenant], True)
 
     def _excess(self) -> list[Row]:
         """Buffered executions to hand back now, taken off the buffer's end (the last
@@ -168,9 +163,10 @@ class Claimer:
                 log.warning("ignoring a cancel notification with payload %r", payload)
         elif wakes(payload, self.config.tenants):
             self._maybe_more = True
-            if payload and not self._newcomer:
+            if self._newcomers.wants(payload, time.monotonic()):
                 with self.holdings.lock:
-                    self._newcomer = all(r.get("tenant") != payload for r in self.holdings.buffer)
+                    if all(r.get("tenant") != payload for r in self.holdings.buffer):
+                        self._newcomers.add(payload)
 
     # -- the loop ------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -227,19 +223,20 @@ class Claimer:
             if due.passed(now):
                 self._maybe_more = True
             with h.lock:
-                want = self._claim_now()
+                want, claim_tenants, newcomer = self._claim_now()
                 excess = self._excess()
             if excess or h.unclaiming:
                 self._unclaim(session, excess)
             if want > 0:
-                self._maybe_more = False  # a notification during the claim sets it again
+                if not newcomer:  # a newcomer's claim leaves the usual one to come as it would
+                    self._maybe_more = False  # a notification during the claim sets it again
                 try:
                     sent = time.monotonic()
                     me = self.worker_id()  # the registration that claims (the heartbeat registers anew when declared dead)
                     rows = tasks.claim(
                         session,
                         queues=self.config.queues,
-                        tenants=self.config.tenants,
+                        tenants=claim_tenants,
                         limit=want,
                         worker_id=me,
                     )
@@ -249,22 +246,23 @@ class Claimer:
                     log.warning("claim failed: %s", exc)
                     stop.wait(min(self.config.poll_interval, 1.0))
                     continue
-                if len(rows) == want:
+                if newcomer and not rows and claim_tenants:
+                    self._newcomers.found_nothing(claim_tenants[0], time.monotonic())
+                if len(rows) == want and not newcomer:
                     self._maybe_more = True  # there may be more ready right now
-                for row in rows:
-                    row["claimed_by"] = (
-                        me  # a fresh heartbeat of a later registration proves nothing of it
-                    )
-                if rows:
-                    self.clock.read(
-                        rows[0]["started_at"], sent, time.monotonic()
-                    )  # the claim's now()
+                for row in rows:  # a fresh heartbeat of a later registration proves nothing of it
+                    row["claimed_by"] = me
+                if rows:  # the claim's now()
+                    self.clock.read(rows[0]["started_at"], sent, time.monotonic())
                     due.claimed()
                     h.add(rows)
-                if not self._maybe_more:  # about to wait (no notification came meanwhile)
+                if (
+                    not self._maybe_more and not newcomer
+                ):  # about to wait (no notification came meanwhile)
                     self._look_up_due(session, due)
                 continue
             timeout = due.wait(now, min(0.25, max(next_poll - now, 0)))
+            timeout = self._newcomers.wait(now, timeout)  # the next newcomer's claim
             ready, _, _ = select.select([conn.fileno(), self._wake_r], [], [], timeout)
             if self._wake_r in ready:
                 try:
