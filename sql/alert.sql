@@ -3,7 +3,8 @@
 
 -- name: alert_lock :one
 -- One detection at a time (two leaders for a moment, or a manual run beside the leader).
-SELECT pg_try_advisory_xact_lock(8099569325639558149) AS locked  -- 0x7067736368656405
+-- The key comes from the secret seed (internal_key_v1, 0027): no tenant's login can hold it.
+SELECT pg_try_advisory_xact_lock(pgsched_internal.internal_key_v1('alert')) AS locked
 
 -- name: alert_since :one
 -- When the last detection ran (late starts after it are looked at).

@@ -68,8 +68,6 @@ RETURNING id
 -- End the session holding the leader's advisory lock: the leader notices before its next
 -- tick and stops acting, and a standby takes the lock (within about a second).
 -- pg_locks lists every database's locks: only this database's leader lock counts.
+-- Who holds it: leader_sessions_v1 (0027; the key itself is the installation's secret).
 SELECT l.pid, pg_terminate_backend(l.pid) AS ended
-  FROM pg_locks l
- WHERE l.locktype = 'advisory' AND l.granted
-   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-   AND ((l.classid::bigint << 32) | l.objid::bigint) = %(key)s
+  FROM pgsched_internal.leader_sessions_v1() AS l(pid)

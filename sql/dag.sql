@@ -1,8 +1,9 @@
 -- DAGs: definitions (dag, dag_node, their tasks) and runs (dag_run, dag_node_run).
 
 -- name: dag_lock :exec
--- Serialise applies of one DAG name (a first apply has no row to lock yet).
-SELECT pg_advisory_xact_lock(hashtextextended('pgsched.dag ' || %(tenant)s || ' ' || %(name)s, 0))
+-- Serialise applies of one DAG name (a first apply has no row to lock yet), under a key
+-- of the caller's own tenant that no login computes (dag_lock_v1, 0027).
+SELECT pgsched_internal.dag_lock_v1(%(tenant)s, %(name)s)
 
 -- name: dag_lock_schedule_task :exec
 -- An apply or a delete locks the DAG's schedule task first, as a tick does (it locks the

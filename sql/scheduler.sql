@@ -73,8 +73,11 @@ ON CONFLICT DO NOTHING
 -- name: scheduler_fire_windowed :one
 -- The fires of scheduler_fire's batch (same parameters) whose tasks have an overlap policy
 -- or a unique window (task.windowed, migration 0022): each, in order of task and fire
--- time, is made or recorded as a skipped execution saying why (fire_windowed_v1). made:
--- the executions made; fires: how many fires there were (the rest were recorded skipped).
+-- time, is made or recorded as a skipped execution saying why (fire_windowed_v2). made:
+-- the executions made; fires: how many fires there were; busy: the tasks whose window lock
+-- an enqueue held (never waited for, 0027), busy_fires their fires, none of them made or
+-- recorded: scheduler_advance leaves these tasks due, for a later tick. The rest of the
+-- fires were recorded skipped.
 WITH member AS (
     SELECT g.n, x.id
       FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS g(ids, n)
@@ -85,17 +88,22 @@ WITH member AS (
       JOIN member m ON m.n = r.n
       JOIN pgsched.task t ON t.id = m.id
      WHERE t.windowed AND t.handler_kind <> 'dag'
+), fired AS MATERIALIZED (  -- once: (w).made and (w).busy must not call it twice
+    SELECT pgsched_internal.fire_windowed_v2(array_agg(id ORDER BY id, fire_at),
+                                             array_agg(fire_at ORDER BY id, fire_at), %(epoch)s) AS w,
+           count(*) AS fires
+      FROM fires
 )
-SELECT pgsched_internal.fire_windowed_v1(array_agg(id ORDER BY id, fire_at),
-                                         array_agg(fire_at ORDER BY id, fire_at), %(epoch)s) AS made,
-       count(*) AS fires
-  FROM fires
+SELECT (f.w).made, (f.w).busy, f.fires,
+       (SELECT count(*) FROM fires x WHERE x.id = ANY((f.w).busy)) AS busy_fires
+  FROM fired f
 
 -- name: scheduler_advance :exec
 -- After a batch's fires (scheduler_fire, scheduler_fire_dags): each task's next fire time
 -- and its last_fire_at (the latest due fire the tick dealt with, run or missed; it never
 -- moves back, migration 0010), and the fires it missed, per group as parallel arrays
--- (%(ids)s as in scheduler_fire).
+-- (%(ids)s as in scheduler_fire). Not the tasks in %(busy)s (scheduler_fire_windowed: their
+-- window lock was busy, nothing of theirs was fired): they stay due for the next tick.
 UPDATE pgsched.task t
    SET next_fire_at = g.next_fire_at,
        last_fire_at = greatest(t.last_fire_at, g.fired_at),
@@ -103,7 +111,7 @@ UPDATE pgsched.task t
   FROM unnest(%(ids)s::text[], %(next_fire_at)s::timestamptz[], %(fired_at)s::timestamptz[],
               %(missed)s::bigint[]) AS g(ids, next_fire_at, fired_at, missed)
  CROSS JOIN LATERAL unnest(g.ids::bigint[]) AS x(id)
- WHERE t.id = x.id
+ WHERE t.id = x.id AND x.id <> ALL(%(busy)s::bigint[])
 
 -- name: scheduler_fire_dags :many
 -- Fires of DAGs' tasks (kind 'dag') start DAG runs, one per (DAG, fire time) whoever sends
@@ -127,9 +135,23 @@ SELECT min(next_fire_at) AS next_fire_at, extract(epoch FROM min(next_fire_at) -
   FROM pgsched.task
  WHERE enabled AND deleted_at IS NULL AND next_fire_at IS NOT NULL
 
+-- name: scheduler_next_due_except :one
+-- scheduler_next_due but for the tasks in %(busy)s (the last tick left them due: their
+-- window lock was busy), which the leader tries again at its own pace, not at once.
+SELECT extract(epoch FROM min(next_fire_at) - now())::float8 AS seconds
+  FROM pgsched.task
+ WHERE enabled AND deleted_at IS NULL AND next_fire_at IS NOT NULL
+   AND id <> ALL(%(busy)s::bigint[])
+
 -- name: scheduler_try_lock :one
--- Leadership: a session-level advisory lock on the leader's dedicated connection.
-SELECT pg_try_advisory_lock(%(key)s) AS acquired
+-- Leadership: a session-level advisory lock on the leader's dedicated connection, under a
+-- key from the secret seed (internal_key_v1, 0027: the installation's logins alone).
+SELECT pg_try_advisory_lock(pgsched_internal.internal_key_v1('leader')) AS acquired
+
+-- name: scheduler_internal_key :one
+-- The key of one of pgsched's own advisory locks, from the secret seed (internal_key_v1,
+-- 0027): the installation's logins alone may ask.
+SELECT pgsched_internal.internal_key_v1(%(purpose)s) AS key
 
 -- name: scheduler_elect :one
 -- Record a new term for the leader that just took the lock.
@@ -146,9 +168,7 @@ UPDATE pgsched.leader SET last_tick_at = now() WHERE epoch = %(epoch)s
 -- name: scheduler_leader :one
 SELECT epoch, holder, elected_at, last_tick_at, heartbeat_at,
        extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age_seconds,
-       EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
-                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                 AND ((classid::bigint << 32) | objid::bigint) = %(key)s) AS lock_held
+       EXISTS (SELECT 1 FROM pgsched_internal.leader_sessions_v1()) AS lock_held
   FROM pgsched.leader
 
 -- name: scheduler_listen :exec
@@ -230,10 +250,7 @@ SELECT l.pid, ld.holder, ld.epoch,
        extract(epoch FROM now() - ld.heartbeat_at)::float8 AS silent_seconds,
        pg_terminate_backend(l.pid) AS ended
   FROM pgsched.leader ld
-  JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted
-                 -- pg_locks lists every database's locks: never another install's leader
-                 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                 AND ((l.classid::bigint << 32) | l.objid::bigint) = %(key)s
+ CROSS JOIN pgsched_internal.leader_sessions_v1() AS l(pid)
  WHERE ld.heartbeat_at < now() - make_interval(secs => %(seconds)s)
    AND l.pid <> pg_backend_pid()
 
@@ -245,7 +262,7 @@ SELECT l.pid, ld.holder, ld.epoch,
 -- ended; and it first ends the sessions holding it (scheduler_fence_end), so a frozen old
 -- leader cannot make it wait. pg_advisory_xact_lock_shared:
 -- https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADVISORY-LOCKS
-SELECT pg_advisory_xact_lock_shared(%(key)s)
+SELECT pg_advisory_xact_lock_shared(pgsched_internal.internal_key_v1('term'))
 
 -- name: scheduler_term_current :one
 -- The second statement of such a transaction: its term is current. In READ COMMITTED each
@@ -267,7 +284,7 @@ SELECT l.pid, pg_terminate_backend(l.pid, %(wait_ms)s::bigint) AS ended
  WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
    -- pg_locks lists every database's locks: never another install's scheduler
    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-   AND ((l.classid::bigint << 32) | l.objid::bigint) = %(key)s
+   AND ((l.classid::bigint << 32) | l.objid::bigint) = pgsched_internal.internal_key_v1('term')
    AND l.pid <> pg_backend_pid()
 
 -- name: scheduler_fence_take :one
@@ -275,7 +292,7 @@ SELECT l.pid, pg_terminate_backend(l.pid, %(wait_ms)s::bigint) AS ended
 -- (scheduler_elect): the term key exclusively, which no transaction of the old term holds
 -- any longer once it is granted. Tried, not waited for: a holder that appeared since
 -- scheduler_fence_end is ended at the next try.
-SELECT pg_try_advisory_xact_lock(%(key)s) AS fenced
+SELECT pg_try_advisory_xact_lock(pgsched_internal.internal_key_v1('term')) AS fenced
 
 -- name: scheduler_worker_prune :one
 -- Remove rows of workers stopped or dead for longer than worker_retention_days that hold

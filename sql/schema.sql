@@ -1512,6 +1512,25 @@ BEGIN
 END $$;
 
 --
+-- Name: dag_lock_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.dag_lock_v1(tenant text, name text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(pgsched_internal.internal_key_v1(
+        'dag', pgsched_internal.caller_tenant_v1(dag_lock_v1.tenant) || ' ' || dag_lock_v1.name));
+END $$;
+
+--
+-- Name: FUNCTION dag_lock_v1(tenant text, name text); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.dag_lock_v1(tenant text, name text) IS 'serialises applies of one DAG of the caller''s tenant, to the end of the transaction (0027)';
+
+--
 -- Name: dag_propagate_v1(bigint, text[], boolean); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -2314,30 +2333,36 @@ CREATE FUNCTION pgsched_internal.finish_v1(e pgsched.execution, final_state text
 $$;
 
 --
--- Name: fire_windowed_v1(bigint[], timestamp with time zone[], bigint); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+-- Name: fire_windowed_v2(bigint[], timestamp with time zone[], bigint); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
-CREATE FUNCTION pgsched_internal.fire_windowed_v1(task_ids bigint[], fire_ats timestamp with time zone[], epoch bigint) RETURNS integer
+CREATE FUNCTION pgsched_internal.fire_windowed_v2(task_ids bigint[], fire_ats timestamp with time zone[], epoch bigint, OUT made integer, OUT busy bigint[]) RETURNS record
     LANGUAGE plpgsql
     AS $$
 DECLARE
     t pgsched.task;
     w record;
-    made bigint;
-    n integer := 0;
+    made_id bigint;
 BEGIN
+    made := 0;
+    busy := '{}';
     FOR i IN 1 .. coalesce(cardinality(task_ids), 0) LOOP
+        CONTINUE WHEN task_ids[i] = ANY(busy);
         SELECT * INTO t FROM pgsched.task k WHERE k.id = task_ids[i];
         CONTINUE WHEN NOT FOUND OR t.handler_kind = 'dag'
                       OR (t.last_fire_at IS NOT NULL AND fire_ats[i] <= t.last_fire_at);
         CONTINUE WHEN EXISTS (SELECT FROM pgsched.execution e
                                WHERE e.task_id = t.id AND e.scheduled_at = fire_ats[i] AND e.trigger = 'schedule');
+        IF NOT pgsched_internal.window_try_lock_v1(t, t.params) THEN
+            busy := busy || t.id;
+            CONTINUE;
+        END IF;
         SELECT * INTO w FROM pgsched_internal.window_check_v1(t, t.params, 'schedule');
         IF w.existing IS NOT NULL THEN
             PERFORM pgsched_internal.record_window_skipped_v1(t, fire_ats[i], 'schedule', t.params, w.why, epoch);
             CONTINUE;
         END IF;
-        made := NULL;
+        made_id := NULL;
         INSERT INTO pgsched.execution AS e (tenant, task_id, scheduled_at, run_at, trigger, priority, queue,
                                             params, max_attempts, leader_epoch, idempotency_key,
                                             concurrency_key, windowed)
@@ -2346,14 +2371,43 @@ BEGIN
                 CASE WHEN t.idempotent THEN pgsched_internal.derived_key_v1(t.id, t.params, fire_ats[i]) END,
                 pgsched_internal.concurrency_key_v1(t.concurrency_key, t.params), true)
         ON CONFLICT DO NOTHING
-        RETURNING e.id INTO made;
-        IF made IS NOT NULL THEN
-            PERFORM pgsched_internal.window_enqueued_v1(t, t.params, made);
-            n := n + 1;
+        RETURNING e.id INTO made_id;
+        IF made_id IS NOT NULL THEN
+            PERFORM pgsched_internal.window_enqueued_v1(t, t.params, made_id);
+            made := made + 1;
         END IF;
     END LOOP;
-    RETURN n;
 END $$;
+
+--
+-- Name: FUNCTION fire_windowed_v2(task_ids bigint[], fire_ats timestamp with time zone[], epoch bigint, OUT made integer, OUT busy bigint[]); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.fire_windowed_v2(task_ids bigint[], fire_ats timestamp with time zone[], epoch bigint, OUT made integer, OUT busy bigint[]) IS 'the scheduler''s fires of windowed tasks, never waiting for a window lock: busy, the tasks left for a later tick (0027)';
+
+--
+-- Name: internal_key_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.internal_key_v1(purpose text, name text DEFAULT ''::text) RETURNS bigint
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    IF purpose IS NULL OR purpose NOT IN ('leader', 'term', 'usage', 'alert', 'rollup', 'retry budget',
+                                          'window', 'dag') THEN
+        RAISE EXCEPTION 'purpose: % is not a purpose of pgsched''s advisory locks', coalesce(quote_literal(purpose), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN hashtextextended('pgsched.internal ' || purpose || ' ' || coalesce(name, ''),
+                            (SELECT s.seed FROM pgsched_internal.lock_seed s));
+END $$;
+
+--
+-- Name: FUNCTION internal_key_v1(purpose text, name text); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.internal_key_v1(purpose text, name text) IS 'the advisory key of one of pgsched''s own locks, from the secret lock_seed: the installation''s alone (0027)';
 
 --
 -- Name: is_instance_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -2373,6 +2427,27 @@ $$;
 --
 
 COMMENT ON FUNCTION pgsched_internal.is_instance_v1() IS 'whether this session''s login acts for the whole installation (superuser, owner or pgsched_instance, and in no tenant)';
+
+--
+-- Name: leader_sessions_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.leader_sessions_v1() RETURNS SETOF integer
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+    SELECT l.pid FROM pg_locks l
+     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+       -- pg_locks lists every database's locks: never another install's leader
+       AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+       AND ((l.classid::bigint << 32) | l.objid::bigint) = pgsched_internal.internal_key_v1('leader');
+$$;
+
+--
+-- Name: FUNCTION leader_sessions_v1(); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.leader_sessions_v1() IS 'the pids of the sessions holding the leader lock in this database (0027)';
 
 --
 -- Name: limit_frees_at_v1(text, text, text, double precision, timestamp with time zone); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -2917,6 +2992,26 @@ BEGIN
 END $$;
 
 --
+-- Name: retry_budget_lock_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.retry_budget_lock_v1() RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(pgsched_internal.internal_key_v1(
+        'retry budget', CASE WHEN pgsched_internal.is_instance_v1() THEN ''
+                             ELSE coalesce(pgsched_internal.session_tenant_v1(), '') END));
+END $$;
+
+--
+-- Name: FUNCTION retry_budget_lock_v1(); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.retry_budget_lock_v1() IS 'the retry budget''s lock, per tenant of the caller, to the end of the transaction (0027)';
+
+--
 -- Name: retry_slot_v1(timestamp with time zone); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -2930,7 +3025,7 @@ DECLARE
     minute timestamptz;
     used integer;
 BEGIN
-    PERFORM pg_advisory_xact_lock(8099569325639558147);  -- 0x7067736368656403: the retry budget
+    PERFORM pgsched_internal.retry_budget_lock_v1();  -- the retry budget, one caller at a time
     SELECT count(*) INTO started FROM pgsched.execution_attempt a
      WHERE a.started_at > now() - interval '1 minute';
     allowed := greatest((pgsched_internal.setting_v1('retry_budget_min_per_minute'))::integer,
@@ -3037,7 +3132,10 @@ BEGIN
                FROM pg_proc p
               WHERE p.pronamespace = 'pgsched_internal'::regnamespace AND p.prosecdef
                 AND p.proname NOT IN ('session_tenant_v1', 'is_instance_v1', 'caller_tenant_v1',
-                                      'caller_trigger_v1', 'execution_claim_v1')
+                                      'caller_trigger_v1', 'execution_claim_v1',
+                                      -- 0027: locks an engine or web login takes for its own
+                                      -- tenant, and who holds the leader lock (never a key)
+                                      'dag_lock_v1', 'retry_budget_lock_v1', 'leader_sessions_v1')
     LOOP
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM pgsched_engine, pgsched_web', o.fn);
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pgsched_instance', o.fn);
@@ -3135,7 +3233,7 @@ END $$;
 -- Name: FUNCTION secure_v1(); Type: COMMENT; Schema: pgsched_internal; Owner: -
 --
 
-COMMENT ON FUNCTION pgsched_internal.secure_v1() IS 'gives pgsched_owner every object and sets the grants and row-level security (migration 0018)';
+COMMENT ON FUNCTION pgsched_internal.secure_v1() IS 'gives pgsched_owner every object and sets the grants and row-level security (migrations 0018, 0021, 0027)';
 
 --
 -- Name: session_tenant_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -3192,7 +3290,7 @@ DECLARE
     dur text;
     written integer;
 BEGIN
-    PERFORM pg_advisory_xact_lock(8099569325639558148);  -- 0x7067736368656404: the roll-up
+    PERFORM pg_advisory_xact_lock(pgsched_internal.internal_key_v1('rollup'));  -- one at a time
     SELECT dirty_from INTO since FROM pgsched.stats_rollup_state;
     since := coalesce(since, date_trunc('hour', now() - interval '24 hours'));
     SELECT string_agg(format('count(*) FILTER (WHERE lat <= %s)', b), ', ' ORDER BY i)
@@ -3637,10 +3735,10 @@ BEGIN
     -- the task's lock for its overlap policy and a task scope; enqueues of a key scope
     -- with different keys need not wait for each other (task first, then key: one order)
     IF t.overlap_policy <> 'allow' OR t.unique_scope = 'task' THEN
-        PERFORM pg_advisory_xact_lock(hashtextextended('pgsched.window ' || t.tenant || ' task ' || t.id, 0));
+        PERFORM pg_advisory_xact_lock(pgsched_internal.internal_key_v1('window', t.tenant || ' task ' || t.id));
     END IF;
     IF t.unique_scope = 'key' THEN
-        PERFORM pg_advisory_xact_lock(hashtextextended('pgsched.window ' || t.tenant || ' key ' || key, 0));
+        PERFORM pg_advisory_xact_lock(pgsched_internal.internal_key_v1('window', t.tenant || ' key ' || key));
     END IF;
     IF how = 'schedule' AND t.overlap_policy = 'skip' THEN
         SELECT e.id, e.state INTO existing, live_state FROM pgsched.execution e
@@ -3708,6 +3806,25 @@ CREATE FUNCTION pgsched_internal.window_enqueued_v1(t pgsched.task, run_params j
     ON CONFLICT (tenant, scope, name) DO UPDATE SET execution_id = excluded.execution_id,
                                                     enqueued_at = excluded.enqueued_at;
 $$;
+
+--
+-- Name: window_try_lock_v1(pgsched.task, jsonb); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.window_try_lock_v1(t pgsched.task, run_params jsonb) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF (t.overlap_policy <> 'allow' OR t.unique_scope = 'task')
+       AND NOT pg_try_advisory_xact_lock(pgsched_internal.internal_key_v1('window', t.tenant || ' task ' || t.id)) THEN
+        RETURN false;
+    END IF;
+    IF t.unique_scope = 'key' THEN
+        RETURN pg_try_advisory_xact_lock(pgsched_internal.internal_key_v1(
+            'window', t.tenant || ' key ' || pgsched_internal.concurrency_key_v1(t.concurrency_key, run_params)));
+    END IF;
+    RETURN true;
+END $$;
 
 --
 -- Name: worker_prune_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -

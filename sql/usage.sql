@@ -4,7 +4,8 @@
 -- name: usage_lock :one
 -- One usage run at a time (two leaders for a moment): each writes totals computed from the
 -- row it read, so two at once would lose one's deltas.
-SELECT pg_try_advisory_xact_lock(hashtextextended('pgsched.usage', 0)) AS locked
+-- The key comes from the secret seed (internal_key_v1, 0027): no tenant's login can hold it.
+SELECT pg_try_advisory_xact_lock(pgsched_internal.internal_key_v1('usage')) AS locked
 
 -- name: usage_measure :many
 -- Adds the usage written since the last run (usage_delta, consumed) to each tenant's

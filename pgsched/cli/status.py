@@ -18,10 +18,9 @@ from .root import Context, main, pass_ctx
 @pass_ctx
 def status(c: Context, as_json: bool) -> None:
     """Leader, workers, queue depth and partition health."""
-    from ..scheduler import LEADER_LOCK_KEY
 
     db = c.db()
-    leader = db.one("scheduler_leader", key=LEADER_LOCK_KEY)
+    leader = db.one("scheduler_leader")
     standbys = db.many("scheduler_standbys", seconds=10.0)
     workers = db.many("worker_list", all=False)
     queues = db.many("execution_queue_depth")

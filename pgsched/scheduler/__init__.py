@@ -5,7 +5,8 @@ constraint, not run a fire twice.
 
 Its parts, each a module (docs/architecture.md, "Scheduler"):
 
-- :mod:`.leadership`: the leader lock, elections and term fencing (:data:`TERM_LOCK_KEY`):
+- :mod:`.leadership`: the leader lock, elections and term fencing (the term key,
+  :func:`internal_key`):
   every transaction that creates or requeues anything under a term first takes the term
   key shared and checks that its term is current; an election ends the sessions holding
   it, takes it exclusively, and only then records the new term. An old leader, frozen
@@ -21,7 +22,7 @@ Its parts, each a module (docs/architecture.md, "Scheduler"):
 """
 
 from .catch_up import CatchUp, Misfire, catch_up
-from .leadership import LEADER_LOCK_KEY, TERM_LOCK_KEY, LeaderHeartbeat, TermOver, elect, fence
+from .leadership import LeaderHeartbeat, TermOver, elect, fence, internal_key
 from .observe import AlertDetection, StatsRollUp
 from .partitions import Partitions, maintain_partitions
 from .process import Scheduler, SchedulerConfig
@@ -30,8 +31,6 @@ from .tick import tick
 from .worker_prune import WorkerPrune, prune_workers
 
 __all__ = [
-    "LEADER_LOCK_KEY",
-    "TERM_LOCK_KEY",
     "AlertDetection",
     "CatchUp",
     "LeaderHeartbeat",
@@ -46,6 +45,7 @@ __all__ = [
     "catch_up",
     "elect",
     "fence",
+    "internal_key",
     "maintain_partitions",
     "prune_workers",
     "rescue",

@@ -1,12 +1,17 @@
 """Leadership: who of the running schedulers leads, and for which term.
 
-The leader holds ``pg_try_advisory_lock(LEADER_LOCK_KEY)`` on a dedicated connection (it
+The leader holds ``pg_try_advisory_lock`` of the leader key on a dedicated connection (it
 dies with the connection, so a crashed leader frees it at once); standbys try again every
 ``standby_retry`` seconds and end the session of a leader that holds the lock without
 heartbeating for ``leader_timeout`` seconds (:func:`end_stale_leader`). Each election
 records a new term (``epoch``), fenced (:func:`elect`, :func:`fence`): once a term has
 begun, nothing is written under an older one. :class:`LeaderHeartbeat` says, from its own
 thread and connection, that the leader is alive.
+
+The leader's and the term's advisory keys come from the database's secret seed
+(``pgsched_internal.internal_key_v1``, migration 0027), in the statements that take them:
+no tenant's login can compute them, so none can hold them (:func:`internal_key` reads one,
+for the installation's logins and tests).
 """
 
 from __future__ import annotations
@@ -23,11 +28,6 @@ from ..errors import PgschedError
 # Every scheduler module logs as "pgsched.scheduler", the name its log lines always had.
 log = logging.getLogger("pgsched.scheduler")
 
-# pg_advisory_lock key of the leader ('pgsched' + 2): one key per purpose.
-LEADER_LOCK_KEY = 0x7067736368656402
-# Key of the term fence ('pgsched' + 3): held shared by each transaction that writes under a
-# term, exclusively by an election (sql/scheduler.sql, scheduler_term_share).
-TERM_LOCK_KEY = 0x7067736368656403
 # Seconds a statement (or the election's transaction) on the leader's lock connection may go
 # without a reply before its socket is cut (pgsched.deadline): the election may wait up to
 # _FENCE_WAIT_MS for each session of an older term it ends.
@@ -48,15 +48,25 @@ def fence(tx: Session, epoch: int | None) -> None:
     Raises TermOver when it is not; does nothing for ``epoch`` None (outside every term)."""
     if epoch is None:
         return
-    tx.exec("scheduler_term_share", key=TERM_LOCK_KEY)
+    tx.exec("scheduler_term_share")
     row = tx.one("scheduler_term_current", epoch=epoch)
     if not (row and row["current"]):
         raise TermOver(f"term {epoch} is over: another scheduler was elected since")
 
 
+def internal_key(db: Database | Session, purpose: str) -> int:
+    """The advisory key of one of pgsched's own locks (``purpose``: leader, term, usage,
+    alert, rollup; migration 0027), from the secret seed. Only an installation-wide login
+    (pgsched_instance, the owner) may ask: a tenant's gets PgschedError (insufficient
+    privilege)."""
+    row = db.one("scheduler_internal_key", purpose=purpose)
+    assert row is not None  # a function's value: one row
+    return int(row["key"])
+
+
 def try_lock(lock: Session) -> bool:
     """Whether the session ``lock`` holds the leader lock now (taken if free)."""
-    row = lock.one("scheduler_try_lock", key=LEADER_LOCK_KEY)
+    row = lock.one("scheduler_try_lock")
     return bool(row and row["acquired"])
 
 
@@ -64,7 +74,7 @@ def end_stale_leader(db: Database, leader_timeout: float) -> list[Row]:
     """End the session of a leader that holds the lock but has not heartbeated for
     ``leader_timeout`` seconds (a hung process, not a dead one), freeing the lock. Returns
     the leaders ended (``holder``, ``epoch``, ``silent_seconds``, ``pid``), each logged."""
-    hung = db.many("scheduler_end_stale_leader", key=LEADER_LOCK_KEY, seconds=leader_timeout)
+    hung = db.many("scheduler_end_stale_leader", seconds=leader_timeout)
     for row in hung:
         log.error(
             "leader %s (term %s) has not heartbeated for %.1fs although it holds the lock: "
@@ -87,13 +97,13 @@ def elect(lock: Session, holder: str, stop: threading.Event) -> int | None:
     announced = False
     while not stop.is_set():
         with lock.transaction() as tx:
-            for ended in tx.many("scheduler_fence_end", key=TERM_LOCK_KEY, wait_ms=_FENCE_WAIT_MS):
+            for ended in tx.many("scheduler_fence_end", wait_ms=_FENCE_WAIT_MS):
                 log.warning(
                     "ended session %s of an older term, which could still write (%s)",
                     ended["pid"],
                     "it exited" if ended["ended"] else "it has not exited yet",
                 )
-            taken = tx.one("scheduler_fence_take", key=TERM_LOCK_KEY)
+            taken = tx.one("scheduler_fence_take")
             if taken and taken["fenced"]:
                 elected = tx.one("scheduler_elect", holder=holder)
                 assert elected is not None  # INSERT ... ON CONFLICT DO UPDATE RETURNING: one row

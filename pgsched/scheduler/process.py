@@ -39,6 +39,9 @@ log = logging.getLogger("pgsched.scheduler")  # the name its log lines always ha
 #: seconds a standing-down leader waits for its services to end their rounds (the old
 #: scheduler did not wait for them; a healthy round takes milliseconds)
 SERVICE_STOP_WAIT = 1.0
+#: seconds the leader waits before it tries again a task whose window lock an enqueue held
+#: (tick's ``busy``): an application's transaction may stay open for a while
+BUSY_RETRY = 1.0
 
 
 @dataclass
@@ -233,7 +236,15 @@ class Scheduler:
             if not partitions.running:
                 partitions.start(delay=partitions.round(ping["now"]) or 0.0)  # the database's clock
             try:
-                tick(self.db, self.epoch, self.clock.now(), self.config.batch, self.config.parallel)
+                busy: list[int] = []  # windowed tasks left due: their window lock was held
+                tick(
+                    self.db,
+                    self.epoch,
+                    self.clock.now(),
+                    self.config.batch,
+                    self.config.parallel,
+                    busy,
+                )
             except TermOver as exc:
                 log.error("%s: no longer leading; standing by", exc)
                 break
@@ -256,16 +267,17 @@ class Scheduler:
                 stop.wait(self.config.standby_retry)
                 continue
             lock.exec("scheduler_record_tick", epoch=self.epoch)
-            self._sleep(lock, stop)
+            self._sleep(lock, stop, busy)
         self.epoch = None
 
-    def _sleep(self, lock: Session, stop: threading.Event) -> None:
+    def _sleep(self, lock: Session, stop: threading.Event, busy: list[int]) -> None:
         """Until the earliest task is due (the database says in how many seconds: no host
         clock is compared with a stored time), at most ``max_sleep``; a notification or a
-        dropped connection ends it early."""
-        wait = self.config.max_sleep
+        dropped connection ends it early. Tasks the tick left due (``busy``: their window
+        lock was held) are tried again after ``BUSY_RETRY`` seconds, not at once."""
+        wait = min(self.config.max_sleep, BUSY_RETRY) if busy else self.config.max_sleep
         try:
-            row = self.db.one("scheduler_next_due")
+            row = self.db.one("scheduler_next_due_except", busy=busy)
         except PgschedError as exc:  # a pooled connection: not leadership's business
             log.warning("could not read when the next task is due (%s)", exc)
             row, wait = None, min(wait, self.config.standby_retry)

@@ -24,7 +24,12 @@ log = logging.getLogger("pgsched.scheduler")  # the name its log lines always ha
 
 
 def tick(
-    db: Database, epoch: int | None, now: datetime, batch: int = 1000, parallel: int = 1
+    db: Database,
+    epoch: int | None,
+    now: datetime,
+    batch: int = 1000,
+    parallel: int = 1,
+    busy: list[int] | None = None,
 ) -> int:
     """Fire every task due at ``now`` (UTC), as its misfire policy says; plan tasks that
     have no next fire time.
@@ -37,9 +42,15 @@ def tick(
     ``parallel`` connections take batches at once: SKIP LOCKED gives each its own tasks,
     and the database's row work, most of a burst's time, spreads over its cores. An error
     of any batch is raised once all have stopped (:class:`TermOver` first).
+
+    The tick never waits for a windowed task's window lock (migration 0027): a task whose
+    lock an enqueue in a transaction not yet ended holds is left due, nothing of it fired
+    and its next fire time not moved, its id appended to ``busy`` (when given) and logged;
+    a later tick fires it, once.
     """
     memo = Memo(now)
-    fired, full = _tick_batch(db, epoch, now, batch, memo)
+    busy = [] if busy is None else busy
+    fired, full = _tick_batch(db, epoch, now, batch, memo, busy)
     if not full:
         return fired
     counts: list[int] = []
@@ -49,7 +60,7 @@ def tick(
         total, more = 0, True
         try:
             while more and not errors:
-                n, more = _tick_batch(db, epoch, now, batch, memo)
+                n, more = _tick_batch(db, epoch, now, batch, memo, busy)
                 total += n
         except Exception as exc:  # raised in the caller's thread below, not lost in a helper's
             errors.append(exc)
@@ -75,10 +86,11 @@ _LOG_EACH_UP_TO = 20
 
 
 def _tick_batch(
-    db: Database, epoch: int | None, now: datetime, batch: int, memo: Memo
+    db: Database, epoch: int | None, now: datetime, batch: int, memo: Memo, busy: list[int]
 ) -> tuple[int, bool]:
     """One transaction of :func:`tick`: plan up to ``batch`` unplanned tasks and fire up to
-    ``batch`` due ones. Returns (executions created, whether a batch came back full).
+    ``batch`` due ones. Returns (executions created, whether a batch came back full); the
+    windowed tasks whose window lock was busy are appended to ``busy``.
 
     Due tasks come grouped by schedule and due time (``scheduler_due_groups``): the fire
     times are computed once per group and all of the batch's fires are one statement
@@ -176,6 +188,7 @@ def _tick_batch(
             # The fires first, then last_fire_at moves past them: the insert's statement
             # trigger checks each fire against the task's last_fire_at (migration 0010).
             tx.exec("scheduler_fire", ids=ids, run_group=run_group, run_at=run_at, epoch=epoch)
+            held: list[int] = []  # windowed tasks whose window lock was busy (0027)
             if any(g["windowed"] for g in groups):  # overlap policies, unique windows (0022)
                 windowed = tx.one(
                     "scheduler_fire_windowed",
@@ -184,12 +197,25 @@ def _tick_batch(
                     run_at=run_at,
                     epoch=epoch,
                 )
-                if windowed and windowed["fires"] > (windowed["made"] or 0):
+                assert windowed is not None  # an aggregate: one row
+                held = list(windowed["busy"] or [])
+                skipped = windowed["fires"] - windowed["busy_fires"] - (windowed["made"] or 0)
+                if skipped > 0:
                     log.info(  # the "fired" lines above count these fires too
                         "%d fire(s) recorded skipped (a run of the task still live: its "
                         "overlap policy, or its unique window)",
-                        windowed["fires"] - (windowed["made"] or 0),
+                        skipped,
                     )
+                if held:
+                    fired -= windowed["busy_fires"]
+                    busy += held
+                    for row in tx.many("scheduler_task_names", ids=_array(held)):
+                        log.info(
+                            "task %s: its window lock is held (an enqueue of the task or "
+                            "its key in a transaction not yet ended); its fire is left for a "
+                            "later tick",
+                            row["name"],
+                        )
             if dag_ids:
                 for run in tx.many(
                     "scheduler_fire_dags", ids=dag_ids, fire_at=dag_fires, epoch=epoch
@@ -207,10 +233,16 @@ def _tick_batch(
                 next_fire_at=nexts,
                 fired_at=fired_through,
                 missed=missed,
+                busy=held,
             )
         if broken:
             tx.exec("task_disable", ids=broken, reasons=why)
     return fired, due >= batch or len(unplanned) >= batch
+
+
+def _array(ids: list[int]) -> str:
+    """The text of a bigint[] (``{1,2,3}``), as ``scheduler_task_names`` takes ids."""
+    return "{" + ",".join(str(i) for i in ids) + "}"
 
 
 def _ids(text: str) -> list[int]:

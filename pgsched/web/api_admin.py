@@ -17,7 +17,6 @@ from starlette.routing import Route
 
 from .. import stats
 from ..errors import NotFound
-from ..scheduler import LEADER_LOCK_KEY
 from ..stores import dlq
 from . import audit
 from .access import actor, database, require
@@ -115,7 +114,7 @@ def dlq_delete(request: Request) -> Response:
 def scheduler_status(request: Request) -> Response:
     require(request, "viewer", instance=True)
     db = database(request)
-    leader = db.one("scheduler_leader", key=LEADER_LOCK_KEY)
+    leader = db.one("scheduler_leader")
     return reply(
         {
             "leader": leader if leader and leader["lock_held"] else None,
@@ -130,7 +129,7 @@ def scheduler_failover(request: Request) -> Response:
     caller's tenant)."""
     who = require(request, "admin", instance=True)
     db = database(request)
-    ended = db.many("api_scheduler_failover", key=LEADER_LOCK_KEY)
+    ended = db.many("api_scheduler_failover")
     pids = [r["pid"] for r in ended if r["ended"]]
     audit.record(
         db,

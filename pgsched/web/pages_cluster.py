@@ -11,7 +11,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..db import Database
-from ..scheduler import LEADER_LOCK_KEY
 from .access import database, require
 from .api_admin import STANDBY_SEEN_SECONDS
 from .rendering import render
@@ -38,7 +37,7 @@ def scheduler(request: Request) -> Response:
     require(request, "viewer", instance=True)
     db = database(request)
     now = db.now()  # ages are the database's: this host's clock may be off
-    leader = db.one("scheduler_leader", key=LEADER_LOCK_KEY)
+    leader = db.one("scheduler_leader")
     next_due = db.one("scheduler_next_due") or {}
     due = next_due.get("next_fire_at")
     # lag: how long the earliest due fire has waited (0 when nothing is overdue; None

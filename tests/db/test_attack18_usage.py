@@ -28,9 +28,6 @@ def _as(dsn: str) -> psycopg.Connection:
     return psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="open, finding 5: the usage job's lock is an unseeded advisory key"
-)
 def test_attack18_a_tenant_cannot_keep_the_usage_job_from_running(dsn, sql, ab):
     """B's application login holds hashtextextended('pgsched.usage', 0), the usage job's
     unseeded try-lock: every run of the leader's job then does nothing, so B (and every

@@ -41,9 +41,6 @@ def hold_window_keys(conn: psycopg.Connection, tenant: str, ids: int = 500) -> i
     ).fetchone()["n"]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="open, finding 2: the window lock key is unseeded and the tick waits on it"
-)
 def test_attack18_another_tenant_cannot_hold_a_tasks_window_lock(dsn, sql, ab):
     """B's application login holds the unseeded window keys of A's task ids. A's own
     enqueue of its `unique pending` task then waits for ever (cut here at 3 s), and so does

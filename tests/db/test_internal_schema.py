@@ -17,6 +17,7 @@ from pgsched.stores import dagruns, dags
 from .. import schema_snapshot
 from ..helpers import REPO
 from .test_dag_engine import ETL, Driver
+from .test_sql_privileges import at_0016
 
 # A function named in a body or a heading: schema, name and version suffix.
 CALL = re.compile(r"\b(pgsched(?:_internal)?)\.([a-z][a-z0-9_]*_v[0-9]+)\(")
@@ -73,7 +74,9 @@ def test_every_function_the_named_queries_call_is_in_the_schema_they_name(sql):
     assert wrong == []
 
 
-def test_an_upgrade_from_0016_with_work_in_flight_is_a_fresh_schema_and_goes_on(empty_dsn):
+def test_an_upgrade_from_0016_with_work_in_flight_is_a_fresh_schema_and_goes_on(
+    empty_dsn, monkeypatch
+):
     known = migrate.load()
     at = next(i for i, m in enumerate(known) if m.name == "internal_schema")
     migrate.migrate(empty_dsn, known[:at])
@@ -81,7 +84,9 @@ def test_an_upgrade_from_0016_with_work_in_flight_is_a_fresh_schema_and_goes_on(
     try:
         with psycopg.connect(empty_dsn, autocommit=True, row_factory=dict_row) as sql:
             # Before: a DAG run in flight, a pending execution, a paused task.
-            dags.apply(db, dag_module.parse(ETL))
+            with monkeypatch.context() as m:
+                at_0016(m)
+                dags.apply(db, dag_module.parse(ETL))
             run = sql.execute("SELECT pgsched.dag_trigger_v1('etl') AS id").fetchone()["id"]
             sql.execute(
                 "INSERT INTO pgsched.task (name, handler_kind, command, queue) "

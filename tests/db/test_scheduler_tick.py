@@ -258,6 +258,7 @@ def fire(db, task_ids: list[int], fires: list[datetime], epoch: int, advance: bo
                 next_fire_at=[at(11, 0)],
                 fired_at=[max(fires)],
                 missed=[0],
+                busy=[],
             )
     return made
 

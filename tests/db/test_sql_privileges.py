@@ -18,6 +18,7 @@ pgsched_instance, and needs nothing more.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import psycopg
@@ -26,11 +27,24 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 
 from pgsched import dag as dag_module
-from pgsched import migrate
+from pgsched import migrate, queries
 from pgsched.db import Database
 from pgsched.stores import dags
 
 from .test_dag_engine import ETL, Driver
+
+# The DAG apply's lock as the code of 0016's time took it: today's (dag_lock_v1, migration
+# 0027) is a function a database at 0016 has not got. Set up DAGs there with this one.
+DAG_LOCK_OF_0016 = (
+    "SELECT pg_advisory_xact_lock(hashtextextended('pgsched.dag ' || %(tenant)s || ' ' || "
+    "%(name)s, 0))"
+)
+
+
+def at_0016(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``dags.apply`` take the lock of 0016's time (DAG_LOCK_OF_0016) for this test."""
+    old = dataclasses.replace(queries.get("dag_lock"), text=DAG_LOCK_OF_0016)
+    monkeypatch.setitem(queries.registry(), "dag_lock", old)
 
 
 def _migrate(dsn: str, upto: str) -> None:
@@ -43,11 +57,13 @@ def _migrate(dsn: str, upto: str) -> None:
 
 
 @pytest.fixture(params=["0016", "latest"])
-def restricted(request, empty_dsn):
+def restricted(request, empty_dsn, monkeypatch):
     """(owner dsn, restricted role's dsn): the role has USAGE on pgsched, DML on its tables and
     its sequences, nothing on pgsched_internal (what sufficed at 0016 for everything but
     enqueue, which 0007 had already moved behind pgsched_internal)."""
     _migrate(empty_dsn, request.param)
+    if request.param == "0016":
+        at_0016(monkeypatch)
     role = f"app_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(empty_dsn, autocommit=True) as c:
         c.execute(f"CREATE ROLE {role} LOGIN")

@@ -47,7 +47,7 @@ def test_an_election_ends_an_older_terms_open_transaction_and_then_begins(dsn, l
     # A leader of term 1 frozen inside a tick: its transaction holds the term key shared,
     # and a task row, and waits for its next statement for ever.
     frozen = psycopg.connect(dsn, row_factory=dict_row)
-    frozen.execute("SELECT pg_advisory_xact_lock_shared(%s)", [scheduler.TERM_LOCK_KEY])
+    frozen.execute("SELECT pg_advisory_xact_lock_shared(pgsched_internal.internal_key_v1('term'))")
     frozen_pid = frozen.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"]
     try:
         assert elect_within(lock) == 2

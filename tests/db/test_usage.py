@@ -264,7 +264,7 @@ def test_a_second_run_beside_one_in_progress_counts_nothing(dsn, db, sql):
     sql.execute("INSERT INTO pgsched.tenant (name) VALUES ('t1')")
     attempt(sql, "t1", 5)
     with psycopg.connect(dsn) as other:
-        other.execute("SELECT pg_advisory_xact_lock(hashtextextended('pgsched.usage', 0))")
+        other.execute("SELECT pg_advisory_xact_lock(pgsched_internal.internal_key_v1('usage'))")
         assert measure(db) == []
         assert usage(sql, "t1")["compute_seconds"] == 0
     measure(db)

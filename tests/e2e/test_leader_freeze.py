@@ -11,8 +11,6 @@ from datetime import timedelta
 
 import pytest
 
-from pgsched.scheduler import LEADER_LOCK_KEY
-
 from ..helpers import cli, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -136,10 +134,7 @@ def test_a_leader_whose_lock_session_ends_mid_burst_creates_nothing_under_its_ol
     )
     # The session that holds the leader lock (the standby's lock connection has its name too).
     ended = sql.execute(
-        "SELECT pg_terminate_backend(pid) AS ok FROM pg_locks WHERE locktype = 'advisory' "
-        "AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-        "AND ((classid::bigint << 32) | objid::bigint) = %s",
-        [LEADER_LOCK_KEY],
+        "SELECT pg_terminate_backend(pid) AS ok FROM pgsched_internal.leader_sessions_v1() AS l(pid)"
     ).fetchall()
     assert [r["ok"] for r in ended] == [True]
     wait_until(

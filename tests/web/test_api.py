@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from pgsched.scheduler import LEADER_LOCK_KEY
+from pgsched.scheduler import internal_key
 from pgsched.stores import tasks
 
 from ..conftest import dsn_for
@@ -409,10 +409,11 @@ def test_dag_runs(api, db):
 def test_scheduler_status_and_forced_failover(api, dsn, pg_server, db):
     admin = api("admin", instance=True)
     assert admin.get(f"{V}/scheduler").json()["leader"] is None
+    leader_key = internal_key(db, "leader")
     # another database's leader (another install on the same server) is not ours to end:
     # pg_locks lists every database's advisory locks
     with psycopg.connect(dsn_for(pg_server, "postgres"), autocommit=True) as elsewhere:
-        elsewhere.execute("SELECT pg_advisory_lock(%s)", [LEADER_LOCK_KEY])
+        elsewhere.execute("SELECT pg_advisory_lock(%s)", [leader_key])
         assert admin.post(f"{V}/scheduler/failover").status_code == 409
         # nor is it a hung leader of ours for a standby to end, however silent ours is
         with psycopg.connect(dsn, autocommit=True) as sql:
@@ -420,13 +421,13 @@ def test_scheduler_status_and_forced_failover(api, dsn, pg_server, db):
                 "INSERT INTO pgsched.leader (epoch, holder, elected_at, heartbeat_at) "
                 "VALUES (1, 'hung:1', now(), now() - interval '1 hour')"
             )
-            assert db.many("scheduler_end_stale_leader", key=LEADER_LOCK_KEY, seconds=1) == []
-            leader = db.one("scheduler_leader", key=LEADER_LOCK_KEY)
+            assert db.many("scheduler_end_stale_leader", seconds=1) == []
+            leader = db.one("scheduler_leader")
             assert leader is not None and leader["lock_held"] is False
             sql.execute("DELETE FROM pgsched.leader")
         elsewhere.execute("SELECT 1")  # still alive
     with psycopg.connect(dsn, autocommit=True) as leader:
-        leader.execute("SELECT pg_advisory_lock(%s)", [LEADER_LOCK_KEY])
+        leader.execute("SELECT pg_advisory_lock(%s)", [leader_key])
         ended = admin.post(f"{V}/scheduler/failover")
         assert ended.status_code == 202 and ended.json()["ended_backends"] == [
             leader.info.backend_pid

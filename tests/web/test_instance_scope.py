@@ -10,7 +10,6 @@ from __future__ import annotations
 import psycopg
 from starlette.routing import Route
 
-from pgsched.scheduler import LEADER_LOCK_KEY
 from pgsched.web.app import routes
 from pgsched.web.credentials import authenticate_token, create_token
 
@@ -138,7 +137,7 @@ def test_a_tenant_admin_gets_403_on_every_instance_route_and_an_instance_admin_g
     tenant_api, instance_api = api("admin", "acme"), api("admin", "acme", instance=True)
     tenant_page, instance_page = signed("admin", "acme"), signed("admin", "acme", instance=True)
     with psycopg.connect(dsn, autocommit=True) as leader:  # a leader for the failover to end
-        leader.execute("SELECT pg_advisory_lock(%s)", [LEADER_LOCK_KEY])
+        leader.execute("SELECT pg_advisory_lock(pgsched_internal.internal_key_v1('leader'))")
         for method, path in sorted(INSTANCE_ROUTES):
             page = not path.startswith(V)
             refused = call(tenant_page if page else tenant_api, method, path)
