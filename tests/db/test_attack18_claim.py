@@ -105,10 +105,6 @@ def test_attack18_a_tenant_holding_anothers_claim_lock_does_not_stall_its_claims
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open, finding 1: an engine login may UPDATE its rows to running past the claim",
-)
 def test_attack18_a_tenants_engine_cannot_start_work_past_its_quotas_without_the_claim(sql, ab):
     """The claim (a definer function) holds the installation's tenant quotas; but B's
     engine login keeps the UPDATE on pgsched.execution it had before 0021, so it moves its
