@@ -17,7 +17,8 @@
 --   windowed one: insufficient_privilege, naming what to call instead. Its INSERT of a
 --   pending execution of a task with a unique window or overlap policy is checked as the
 --   enqueue checks it (window_check_v1, under the window's locks): held back, it is refused
---   with unique_violation naming the execution that holds the window. The ways the worker
+--   with unique_violation naming the execution that holds the window (and a unique period
+--   starts with it: execution_guard_period). The ways the worker
 --   writes (sql/execution.sql) change none of these and never reach the function.
 -- * Compute is counted from the database's clock, not from the attempt times the tenant's
 --   worker reports: from the row's started_at (the claim's now(), which the guard keeps
@@ -60,8 +61,7 @@ BEGIN
                     USING ERRCODE = 'unique_violation', TABLE = 'execution';
             END IF;
             NEW.windowed := true;  -- the rows after it in this statement see it (BEFORE ROW)
-            PERFORM pgsched_internal.window_enqueued_v1(t, NEW.params, NEW.id);
-            RETURN NEW;
+            RETURN NEW;  -- its unique period starts once it is there (execution_guard_period)
         END IF;
         what := 'insert an execution in state ' || quote_literal(NEW.state);
     ELSIF NEW.state = 'running' AND OLD.state <> 'running' THEN
@@ -99,6 +99,40 @@ CREATE TRIGGER execution_guard_update BEFORE UPDATE ON pgsched.execution
         OR NEW.task_id <> OLD.task_id
         OR (OLD.windowed AND NOT NEW.windowed)))
     EXECUTE FUNCTION pgsched_internal.execution_guard_v1();
+
+-- A raw INSERT of a task with a unique period starts the period, once the row is there (the
+-- period's row names it: row-level security checks that it exists), still under the
+-- window's lock the guard took. A second row of the same statement within the period
+-- passed the guard before the first's period was written: refused here.
+CREATE FUNCTION pgsched_internal.execution_guard_period_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    t pgsched.task;
+    held bigint;
+BEGIN
+    SELECT * INTO t FROM pgsched.task k WHERE k.id = NEW.task_id AND k.unique_period_seconds IS NOT NULL;
+    IF NOT FOUND OR pgsched_internal.is_instance_v1() THEN
+        RETURN NULL;
+    END IF;
+    SELECT u.execution_id INTO held FROM pgsched.unique_period u
+     WHERE u.tenant = t.tenant AND u.scope = t.unique_scope
+       AND u.name = CASE t.unique_scope WHEN 'task' THEN t.id::text
+                                        ELSE pgsched_internal.concurrency_key_v1(t.concurrency_key, NEW.params) END
+       AND u.execution_id <> NEW.id
+       AND u.enqueued_at > clock_timestamp() - make_interval(secs => t.unique_period_seconds);
+    IF FOUND THEN
+        RAISE EXCEPTION 'execution: task %: unique window: execution % of this statement was enqueued within % s; '
+                        'an enqueue (pgsched.enqueue_v2, or INSERT INTO pgsched.run_request) returns that '
+                        'execution instead', quote_literal(t.name), held, t.unique_period_seconds
+            USING ERRCODE = 'unique_violation', TABLE = 'execution';
+    END IF;
+    PERFORM pgsched_internal.window_enqueued_v1(t, NEW.params, NEW.id);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER execution_guard_period AFTER INSERT ON pgsched.execution
+    FOR EACH ROW WHEN (current_user <> 'pgsched_owner' AND NEW.windowed AND NEW.state = 'pending')
+    EXECUTE FUNCTION pgsched_internal.execution_guard_period_v1();
 
 -- Compute, by the database's clock: a running row's time from its claim to the statement
 -- that moves it out of running. Definer functions: a tenant's login cannot write

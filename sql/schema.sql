@@ -2064,6 +2064,37 @@ BEGIN
 END $$;
 
 --
+-- Name: execution_guard_period_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.execution_guard_period_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    t pgsched.task;
+    held bigint;
+BEGIN
+    SELECT * INTO t FROM pgsched.task k WHERE k.id = NEW.task_id AND k.unique_period_seconds IS NOT NULL;
+    IF NOT FOUND OR pgsched_internal.is_instance_v1() THEN
+        RETURN NULL;
+    END IF;
+    SELECT u.execution_id INTO held FROM pgsched.unique_period u
+     WHERE u.tenant = t.tenant AND u.scope = t.unique_scope
+       AND u.name = CASE t.unique_scope WHEN 'task' THEN t.id::text
+                                        ELSE pgsched_internal.concurrency_key_v1(t.concurrency_key, NEW.params) END
+       AND u.execution_id <> NEW.id
+       AND u.enqueued_at > clock_timestamp() - make_interval(secs => t.unique_period_seconds);
+    IF FOUND THEN
+        RAISE EXCEPTION 'execution: task %: unique window: execution % of this statement was enqueued within % s; '
+                        'an enqueue (pgsched.enqueue_v2, or INSERT INTO pgsched.run_request) returns that '
+                        'execution instead', quote_literal(t.name), held, t.unique_period_seconds
+            USING ERRCODE = 'unique_violation', TABLE = 'execution';
+    END IF;
+    PERFORM pgsched_internal.window_enqueued_v1(t, NEW.params, NEW.id);
+    RETURN NULL;
+END $$;
+
+--
 -- Name: execution_guard_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -2096,8 +2127,7 @@ BEGIN
                     USING ERRCODE = 'unique_violation', TABLE = 'execution';
             END IF;
             NEW.windowed := true;  -- the rows after it in this statement see it (BEFORE ROW)
-            PERFORM pgsched_internal.window_enqueued_v1(t, NEW.params, NEW.id);
-            RETURN NEW;
+            RETURN NEW;  -- its unique period starts once it is there (execution_guard_period)
         END IF;
         what := 'insert an execution in state ' || quote_literal(NEW.state);
     ELSIF NEW.state = 'running' AND OLD.state <> 'running' THEN
@@ -5313,6 +5343,12 @@ CREATE TRIGGER execution_fire_changed BEFORE UPDATE OF trigger, scheduled_at, ta
 --
 
 CREATE TRIGGER execution_guard_insert BEFORE INSERT ON pgsched.execution FOR EACH ROW WHEN ((CURRENT_USER <> 'pgsched_owner'::name)) EXECUTE FUNCTION pgsched_internal.execution_guard_v1();
+
+--
+-- Name: execution execution_guard_period; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER execution_guard_period AFTER INSERT ON pgsched.execution FOR EACH ROW WHEN (((CURRENT_USER <> 'pgsched_owner'::name) AND new.windowed AND (new.state = 'pending'::text))) EXECUTE FUNCTION pgsched_internal.execution_guard_period_v1();
 
 --
 -- Name: execution execution_guard_update; Type: TRIGGER; Schema: pgsched; Owner: -
