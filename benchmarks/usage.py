@@ -117,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
                         ran += sum(i % 13 for i in range(at, min(at + 100, first + n)))
                         slack += (end - start) * min(100, first + n - at)
 
-                print("| attempts this month | usage run, median ms | worst ms | runs |")
+                print(
+                    "| attempts and executions this month | usage run, median ms | worst ms | runs |"
+                )
                 print("|---:|---:|---:|---:|")
                 for size in sorted({min(10_000, args.attempts), args.attempts}):
                     seed = size - (written - 1)
