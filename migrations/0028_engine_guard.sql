@@ -18,13 +18,14 @@
 --   pending execution of a task with a unique window or overlap policy is checked as the
 --   enqueue checks it (window_check_v1, under the window's locks): held back, it is refused
 --   with unique_violation naming the execution that holds the window (and a unique period
---   starts with it: execution_guard_period). The ways the worker
---   writes (sql/execution.sql) change none of these and never reach the function.
+--   starts with it: execution_guard_period). The worker's updates (sql/execution.sql)
+--   change none of these and never reach the function; its inserts (a DAG's next nodes,
+--   at its upstream's finish) cost a look at task_windowed_idx, and so do the scheduler's.
 -- * Compute is counted from the database's clock, not from the attempt times the tenant's
 --   worker reports: from the row's started_at (the claim's now(), which the guard keeps
 --   the claim's) to the statement_timestamp() of the statement that moves the row out of
 --   running (a finish, a retry, a hand-back, the leader's rescue). The finish's DELETE
---   appends one usage_delta row per tenant and month per statement (usage_left_v1, a
+--   appends one usage_delta row per tenant per statement (usage_left_v1, a
 --   statement trigger); the moves back to pending (rare: a retry, a rescue, a stopping
 --   worker's hand-back) one per row. The attempts trigger of 0025 is dropped.
 -- * pgsched.tenant (its quotas and weight, 0021) is under row-level security: a tenant's
