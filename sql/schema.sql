@@ -2185,6 +2185,98 @@ BEGIN
 END $$;
 
 --
+-- Name: execution_guard_period_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.execution_guard_period_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    t pgsched.task;
+    held bigint;
+BEGIN
+    SELECT * INTO t FROM pgsched.task k WHERE k.id = NEW.task_id AND k.unique_period_seconds IS NOT NULL;
+    IF NOT FOUND OR pgsched_internal.is_instance_v1() THEN
+        RETURN NULL;
+    END IF;
+    SELECT u.execution_id INTO held FROM pgsched.unique_period u
+     WHERE u.tenant = t.tenant AND u.scope = t.unique_scope
+       AND u.name = CASE t.unique_scope WHEN 'task' THEN t.id::text
+                                        ELSE pgsched_internal.concurrency_key_v1(t.concurrency_key, NEW.params) END
+       AND u.execution_id <> NEW.id
+       AND u.enqueued_at > clock_timestamp() - make_interval(secs => t.unique_period_seconds);
+    IF FOUND THEN
+        RAISE EXCEPTION 'execution: task %: unique window: execution % of this statement was enqueued within % s; '
+                        'an enqueue (pgsched.enqueue_v2, or INSERT INTO pgsched.run_request) returns that '
+                        'execution instead', quote_literal(t.name), held, t.unique_period_seconds
+            USING ERRCODE = 'unique_violation', TABLE = 'execution';
+    END IF;
+    PERFORM pgsched_internal.window_enqueued_v1(t, NEW.params, NEW.id);
+    RETURN NULL;
+END $$;
+
+--
+-- Name: execution_guard_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.execution_guard_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    t pgsched.task;
+    w record;
+    what text;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.state = 'pending' THEN
+            -- an enqueue's own window: only a windowed task's rows made outside the enqueue
+            -- (a raw INSERT); a DAG's next node, made by dag_enqueue_v1 as the worker's
+            -- login when its upstream finishes, is its run's waiting node
+            SELECT * INTO t FROM pgsched.task k WHERE k.id = NEW.task_id AND k.windowed;
+            IF NOT FOUND OR pgsched_internal.is_instance_v1() THEN
+                RETURN NEW;
+            END IF;
+            IF NEW.dag_run_id IS NOT NULL AND EXISTS (
+                   SELECT FROM pgsched.dag_node_run n
+                    WHERE n.run_id = NEW.dag_run_id AND n.task_id = NEW.task_id AND n.state = 'waiting') THEN
+                RETURN NEW;
+            END IF;
+            SELECT * INTO w FROM pgsched_internal.window_check_v1(t, NEW.params, NEW.trigger);
+            IF w.existing IS NOT NULL THEN
+                RAISE EXCEPTION 'execution: task %: %; an enqueue (pgsched.enqueue_v2, or INSERT INTO '
+                                'pgsched.run_request) returns that execution instead', quote_literal(t.name), w.why
+                    USING ERRCODE = 'unique_violation', TABLE = 'execution';
+            END IF;
+            NEW.windowed := true;  -- the rows after it in this statement see it (BEFORE ROW)
+            RETURN NEW;  -- its unique period starts once it is there (execution_guard_period)
+        END IF;
+        what := 'insert an execution in state ' || quote_literal(NEW.state);
+    ELSIF NEW.state = 'running' AND OLD.state <> 'running' THEN
+        what := 'move execution ' || NEW.id || ' to running';
+    ELSIF NEW.task_id <> OLD.task_id THEN
+        what := 'move execution ' || NEW.id || ' to another task';
+    ELSIF OLD.windowed AND NOT NEW.windowed THEN
+        what := 'unmark execution ' || NEW.id || ' from its task''s unique window';
+    ELSE
+        what := 'change the started_at, attempt, lease_id, queue or concurrency_key of running execution '
+                || NEW.id;
+    END IF;
+    IF pgsched_internal.is_instance_v1() THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'execution: role % may not %: the claim (pgsched_internal.execution_claim_v1) starts '
+                    'executions and the enqueue (pgsched.enqueue_v2) makes them, holding the tenant''s '
+                    'quotas, limits and unique windows', quote_ident(session_user), what
+        USING ERRCODE = 'insufficient_privilege', TABLE = 'execution';
+END $$;
+
+--
+-- Name: FUNCTION execution_guard_v1(); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.execution_guard_v1() IS 'refuses a tenant''s login what only the claim and the enqueue may write on an execution (migration 0028)';
+
+--
 -- Name: execution_inserted_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -3540,19 +3632,20 @@ BEGIN
 END $$;
 
 --
--- Name: usage_attempts_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+-- Name: usage_left_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
-CREATE FUNCTION pgsched_internal.usage_attempts_v1() RETURNS trigger
+CREATE FUNCTION pgsched_internal.usage_left_v1() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
     AS $$
 BEGIN
     INSERT INTO pgsched.usage_delta (tenant, month_start, compute_seconds)
-    SELECT n.tenant, date_trunc('month', n.finished_at, 'UTC'),
-           sum(greatest(extract(epoch FROM n.finished_at - n.started_at), 0))
-      FROM new_attempts n
-     GROUP BY 1, 2;
+    SELECT o.tenant, date_trunc('month', statement_timestamp(), 'UTC'),
+           sum(greatest(extract(epoch FROM statement_timestamp() - o.started_at), 0))
+      FROM old_executions o
+     WHERE o.state = 'running' AND o.started_at IS NOT NULL
+     GROUP BY 1;
     RETURN NULL;
 END $$;
 
@@ -3581,6 +3674,21 @@ CREATE FUNCTION pgsched_internal.usage_log_removed_v1() RETURNS trigger
 BEGIN
     INSERT INTO pgsched.usage_delta (tenant, log_bytes)
     SELECT o.tenant, -sum(octet_length(o.line)) FROM old_lines o GROUP BY 1;
+    RETURN NULL;
+END $$;
+
+--
+-- Name: usage_requeued_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.usage_requeued_v1() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    INSERT INTO pgsched.usage_delta (tenant, month_start, compute_seconds)
+    VALUES (OLD.tenant, date_trunc('month', statement_timestamp(), 'UTC'),
+            greatest(extract(epoch FROM statement_timestamp() - OLD.started_at), 0));
     RETURN NULL;
 END $$;
 
@@ -5470,6 +5578,24 @@ CREATE TRIGGER dag_execution_finished AFTER INSERT ON pgsched.execution_history 
 CREATE TRIGGER execution_fire_changed BEFORE UPDATE OF trigger, scheduled_at, task_id ON pgsched.execution FOR EACH ROW WHEN (((new.trigger = 'schedule'::text) AND ((old.trigger IS DISTINCT FROM new.trigger) OR (old.scheduled_at IS DISTINCT FROM new.scheduled_at) OR (old.task_id IS DISTINCT FROM new.task_id)))) EXECUTE FUNCTION pgsched_internal.execution_fire_changed_v1();
 
 --
+-- Name: execution execution_guard_insert; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER execution_guard_insert BEFORE INSERT ON pgsched.execution FOR EACH ROW WHEN ((CURRENT_USER <> 'pgsched_owner'::name)) EXECUTE FUNCTION pgsched_internal.execution_guard_v1();
+
+--
+-- Name: execution execution_guard_period; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER execution_guard_period AFTER INSERT ON pgsched.execution FOR EACH ROW WHEN (((CURRENT_USER <> 'pgsched_owner'::name) AND new.windowed AND (new.state = 'pending'::text))) EXECUTE FUNCTION pgsched_internal.execution_guard_period_v1();
+
+--
+-- Name: execution execution_guard_update; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER execution_guard_update BEFORE UPDATE ON pgsched.execution FOR EACH ROW WHEN (((CURRENT_USER <> 'pgsched_owner'::name) AND (((new.state = 'running'::text) AND ((old.state <> 'running'::text) OR (new.started_at IS DISTINCT FROM old.started_at) OR (new.attempt <> old.attempt) OR (new.lease_id IS DISTINCT FROM old.lease_id) OR (new.queue <> old.queue) OR (new.concurrency_key IS DISTINCT FROM old.concurrency_key))) OR (new.task_id <> old.task_id) OR (old.windowed AND (NOT new.windowed))))) EXECUTE FUNCTION pgsched_internal.execution_guard_v1();
+
+--
 -- Name: execution execution_inserted; Type: TRIGGER; Schema: pgsched; Owner: -
 --
 
@@ -5578,10 +5704,10 @@ CREATE TRIGGER tenant_register AFTER INSERT ON pgsched.task REFERENCING NEW TABL
 CREATE TRIGGER tenant_usage_row AFTER INSERT ON pgsched.tenant REFERENCING NEW TABLE AS new_tenants FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.tenant_usage_row_v1();
 
 --
--- Name: execution_attempt usage_attempts; Type: TRIGGER; Schema: pgsched; Owner: -
+-- Name: execution usage_left; Type: TRIGGER; Schema: pgsched; Owner: -
 --
 
-CREATE TRIGGER usage_attempts AFTER INSERT ON pgsched.execution_attempt REFERENCING NEW TABLE AS new_attempts FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.usage_attempts_v1();
+CREATE TRIGGER usage_left AFTER DELETE ON pgsched.execution REFERENCING OLD TABLE AS old_executions FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.usage_left_v1();
 
 --
 -- Name: execution_log usage_log_added; Type: TRIGGER; Schema: pgsched; Owner: -
@@ -5594,6 +5720,12 @@ CREATE TRIGGER usage_log_added AFTER INSERT ON pgsched.execution_log REFERENCING
 --
 
 CREATE TRIGGER usage_log_removed AFTER DELETE ON pgsched.execution_log REFERENCING OLD TABLE AS old_lines FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.usage_log_removed_v1();
+
+--
+-- Name: execution usage_requeued; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER usage_requeued AFTER UPDATE ON pgsched.execution FOR EACH ROW WHEN (((old.state = 'running'::text) AND (new.state <> 'running'::text) AND (old.started_at IS NOT NULL))) EXECUTE FUNCTION pgsched_internal.usage_requeued_v1();
 
 --
 -- Name: execution_history webhook_execution_finished; Type: TRIGGER; Schema: pgsched; Owner: -
@@ -5855,6 +5987,12 @@ CREATE POLICY instance_rows ON pgsched.task TO pgsched_instance USING (true) WIT
 CREATE POLICY instance_rows ON pgsched.task_alerting TO pgsched_instance USING (true) WITH CHECK (true);
 
 --
+-- Name: tenant instance_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched.tenant TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
 -- Name: tenant_role instance_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
@@ -5931,6 +6069,12 @@ ALTER TABLE pgsched.task ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE pgsched.task_alerting ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: tenant; Type: ROW SECURITY; Schema: pgsched; Owner: -
+--
+
+ALTER TABLE pgsched.tenant ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: tenant_role; Type: ROW SECURITY; Schema: pgsched; Owner: -
@@ -6079,6 +6223,12 @@ CREATE POLICY tenant_rows ON pgsched.task_alerting TO pgsched_engine, pgsched_we
   WHERE (k.id = task_alerting.task_id))));
 
 --
+-- Name: tenant tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched.tenant FOR SELECT TO pgsched_engine USING ((name = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
 -- Name: tenant_role tenant_rows; Type: POLICY; Schema: pgsched; Owner: -
 --
 
@@ -6215,6 +6365,12 @@ CREATE POLICY web_rows ON pgsched.stats_total TO pgsched_web USING (((( SELECT p
 --
 
 CREATE POLICY web_rows ON pgsched.task TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
+
+--
+-- Name: tenant web_rows; Type: POLICY; Schema: pgsched; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched.tenant FOR SELECT TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = name) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
 
 --
 -- Name: tenant_role web_rows; Type: POLICY; Schema: pgsched; Owner: -

@@ -52,10 +52,6 @@ def test_attack18_a_rate_period_is_one_a_window_can_hold(ab):
             )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open, finding 11: pgsched.tenant's quota columns are readable by every engine login",
-)
 def test_attack18_a_tenants_login_reads_no_other_tenants_quotas(ab):
     """0021 put the quotas and the weight on pgsched.tenant, which every engine login reads
     whole (0018 granted SELECT for the tenant map): B's engine reads A's max_running,

@@ -114,10 +114,6 @@ def test_attack18_a_tenant_cannot_hold_anothers_claim_lock(sql, ab):
     assert rows and waited < 1.0, f"A's own worker claimed {len(rows)}, waiting {waited:.1f} s"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open, finding 1: an engine login may UPDATE its rows to running past the claim",
-)
 def test_attack18_a_tenants_engine_cannot_start_work_past_its_quotas_without_the_claim(sql, ab):
     """The claim (a definer function) holds the installation's tenant quotas; but B's
     engine login keeps the UPDATE on pgsched.execution it had before 0021, so it moves its

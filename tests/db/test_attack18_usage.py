@@ -52,9 +52,6 @@ def test_attack18_a_tenant_cannot_keep_the_usage_job_from_running(dsn, sql, ab):
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="open, finding 6: compute is measured from the worker's reported times"
-)
 def test_attack18_a_tenants_worker_cannot_report_its_compute_away(sql, ab):
     """Compute is finished_at - started_at as B's own engine login reports them in the
     finish: B claims, runs 1.5 s, and reports the attempt as started when it finished, so

@@ -97,10 +97,6 @@ def test_attack18_another_tenant_cannot_hold_a_tasks_window_lock(dsn, sql, ab):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open, finding 12: a raw INSERT by the engine is not checked against the window",
-)
 def test_attack18_a_tenants_engine_cannot_insert_past_its_unique_window(sql, ab):
     """`unique pending` is said to hold on every way in; a raw INSERT of the engine's is
     only marked (execution_windowed), never checked: B's engine login inserts three pending

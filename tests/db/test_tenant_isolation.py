@@ -219,6 +219,7 @@ def _visible(conn, rel: str, tenant_of: dict[str, str]) -> set[str]:
 
 # tables whose rows belong to a parent's tenant: how to name it
 PARENT_TENANT = {
+    "pgsched.tenant": "x.name",  # a tenant's own row: its quotas (0028)
     "pgsched.dag_node": "(SELECT d.tenant FROM pgsched.dag d WHERE d.id = x.dag_id)",
     "pgsched.dag_node_run": "(SELECT r.tenant FROM pgsched.dag_run r WHERE r.id = x.run_id)",
     "pgsched.task_alerting": "(SELECT k.tenant FROM pgsched.task k WHERE k.id = x.task_id)",
@@ -304,6 +305,7 @@ def test_a_tenants_engine_login_sees_only_its_tenant_and_no_credentials(sql, ten
         assert c.execute("SELECT pgsched_internal.session_tenant_v1()").fetchone()[0] == a.name
     assert {rel: s for rel, s in seen.items() if b.name in s} == {}
     assert seen["pgsched.execution"] == {a.name}
+    assert seen["pgsched.tenant"] == {a.name}  # its own quotas only (0028)
 
 
 def test_an_execution_must_be_in_its_tasks_tenant(sql, tenants_ab):
