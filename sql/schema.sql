@@ -3227,7 +3227,8 @@ BEGIN
                                       'caller_trigger_v1', 'execution_claim_v1',
                                       -- 0027: locks an engine or web login takes for its own
                                       -- tenant, and who holds the leader lock (never a key)
-                                      'dag_lock_v1', 'retry_budget_lock_v1', 'leader_sessions_v1')
+                                      'dag_lock_v1', 'retry_budget_lock_v1', 'leader_sessions_v1',
+                                      'window_lock_v1')
     LOOP
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM pgsched_engine, pgsched_web', o.fn);
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pgsched_instance', o.fn);
@@ -3843,10 +3844,10 @@ BEGIN
     -- the task's lock for its overlap policy and a task scope; enqueues of a key scope
     -- with different keys need not wait for each other (task first, then key: one order)
     IF t.overlap_policy <> 'allow' OR t.unique_scope = 'task' THEN
-        PERFORM pg_advisory_xact_lock(pgsched_internal.internal_key_v1('window', t.tenant || ' task ' || t.id));
+        PERFORM pgsched_internal.window_lock_v1(t.tenant, 'task ' || t.id);
     END IF;
     IF t.unique_scope = 'key' THEN
-        PERFORM pg_advisory_xact_lock(pgsched_internal.internal_key_v1('window', t.tenant || ' key ' || key));
+        PERFORM pgsched_internal.window_lock_v1(t.tenant, 'key ' || key);
     END IF;
     IF how = 'schedule' AND t.overlap_policy = 'skip' THEN
         SELECT e.id, e.state INTO existing, live_state FROM pgsched.execution e
@@ -3914,6 +3915,25 @@ CREATE FUNCTION pgsched_internal.window_enqueued_v1(t pgsched.task, run_params j
     ON CONFLICT (tenant, scope, name) DO UPDATE SET execution_id = excluded.execution_id,
                                                     enqueued_at = excluded.enqueued_at;
 $$;
+
+--
+-- Name: window_lock_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.window_lock_v1(tenant text, what text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(pgsched_internal.internal_key_v1(
+        'window', pgsched_internal.caller_tenant_v1(window_lock_v1.tenant) || ' ' || window_lock_v1.what));
+END $$;
+
+--
+-- Name: FUNCTION window_lock_v1(tenant text, what text); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.window_lock_v1(tenant text, what text) IS 'a unique window''s or overlap policy''s lock of the caller''s tenant, to the end of the transaction (0028)';
 
 --
 -- Name: window_try_lock_v1(pgsched.task, jsonb); Type: FUNCTION; Schema: pgsched_internal; Owner: -
