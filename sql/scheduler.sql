@@ -16,7 +16,11 @@ WITH due AS (
        AND next_fire_at <= %(now)s
      ORDER BY next_fire_at
      LIMIT %(limit)s
-       FOR UPDATE SKIP LOCKED
+       -- NO KEY: an enqueue of the task holds its row FOR KEY SHARE (the execution's foreign
+       -- key) until its transaction ends, and FOR UPDATE passed such a task over, tick after
+       -- tick (tests/db/test_tick_beside_enqueue.py); the tick changes no key of the row, and
+       -- an edit or a delete (FOR UPDATE) still waits for it
+       FOR NO KEY UPDATE SKIP LOCKED
 )
 SELECT schedule_kind, schedule_expr, timezone, schedule_anchor, next_fire_at, misfire_policy,
        count(*) AS tasks, array_agg(id ORDER BY id)::text AS ids,
@@ -39,7 +43,7 @@ SELECT id, tenant, name, schedule_kind, schedule_expr, timezone, schedule_anchor
  WHERE enabled AND deleted_at IS NULL AND next_fire_at IS NULL AND schedule_kind <> 'none'
    AND (schedule_kind <> 'once' OR last_fire_at IS NULL)
  LIMIT %(limit)s
-   FOR UPDATE SKIP LOCKED
+   FOR NO KEY UPDATE SKIP LOCKED  -- as scheduler_due_groups
 
 -- name: scheduler_fire :exec
 -- A batch of fires in one statement: one execution per (task, fire time), per group of
