@@ -109,3 +109,9 @@ def drop_roles(dsn: str, roles: list[str]) -> None:
                 [role],
             )
             c.execute(pgsql.SQL("DROP ROLE IF EXISTS {}").format(pgsql.Identifier(role)))
+
+
+def login(dsn: str, autocommit: bool = True) -> psycopg.Connection:
+    """A connection as one of a tenant's logins (``Tenant.app``, ``Tenant.engine``), rows as
+    dicts, autocommit unless asked otherwise."""
+    return psycopg.connect(dsn, autocommit=autocommit, row_factory=dict_row)

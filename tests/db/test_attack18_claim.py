@@ -7,21 +7,9 @@ from __future__ import annotations
 import time
 
 import psycopg
-import pytest
 from psycopg import errors as pg_errors
-from psycopg.rows import dict_row
 
-from ..tenancy import two_tenants
-
-
-@pytest.fixture
-def ab(dsn):
-    with two_tenants(dsn) as (a, b, made):
-        yield a, b, made
-
-
-def _as(dsn: str) -> psycopg.Connection:
-    return psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
+from ..tenancy import login as _as
 
 
 def own_worker(conn: psycopg.Connection, tenant: str) -> int:

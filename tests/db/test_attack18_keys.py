@@ -5,23 +5,10 @@ from __future__ import annotations
 
 import time
 
-import psycopg
-import pytest
 from psycopg import errors as pg_errors
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from ..tenancy import two_tenants
-
-
-@pytest.fixture
-def ab(dsn):
-    with two_tenants(dsn) as (a, b, made):
-        yield a, b, made
-
-
-def _as(dsn: str) -> psycopg.Connection:
-    return psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
+from ..tenancy import login as _as
 
 
 def test_attack18_a_key_template_costs_an_enqueue_no_more_than_its_500_characters(sql, ab):

@@ -3,22 +3,10 @@ Each test asserts the safe behaviour: it fails while the attack works."""
 
 from __future__ import annotations
 
-import psycopg
 import pytest
 from psycopg import errors as pg_errors
-from psycopg.rows import dict_row
 
-from ..tenancy import two_tenants
-
-
-@pytest.fixture
-def ab(dsn):
-    with two_tenants(dsn) as (a, b, made):
-        yield a, b, made
-
-
-def _as(dsn: str) -> psycopg.Connection:
-    return psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
+from ..tenancy import login as _as
 
 
 def test_attack18_a_lock_take_that_fails_leaves_no_lock_held(ab):

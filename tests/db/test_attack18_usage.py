@@ -6,26 +6,12 @@ from __future__ import annotations
 
 import time
 
-import psycopg
-import pytest
-from psycopg.rows import dict_row
-
 from pgsched.db import Database, Session
 from pgsched.scheduler import usage
 from pgsched.worker.completer import finish_params
 
-from ..tenancy import two_tenants
+from ..tenancy import login as _as
 from .test_group_commit import item
-
-
-@pytest.fixture
-def ab(dsn):
-    with two_tenants(dsn) as (a, b, made):
-        yield a, b, made
-
-
-def _as(dsn: str) -> psycopg.Connection:
-    return psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
 
 
 def test_attack18_a_tenant_cannot_keep_the_usage_job_from_running(dsn, sql, ab):

@@ -9,25 +9,13 @@ import time
 from datetime import timedelta
 
 import psycopg
-import pytest
 from psycopg import errors as pg_errors
-from psycopg.rows import dict_row
 
 from pgsched import scheduler
 from pgsched.db import Database
 
 from ..factories import make_task
-from ..tenancy import two_tenants
-
-
-@pytest.fixture
-def ab(dsn):
-    with two_tenants(dsn) as (a, b, made):
-        yield a, b, made
-
-
-def _as(dsn: str) -> psycopg.Connection:
-    return psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
+from ..tenancy import login as _as
 
 
 def hold_window_keys(conn: psycopg.Connection, tenant: str, ids: int = 500) -> int:

@@ -10,7 +10,6 @@ import threading
 import time
 
 import psycopg
-import pytest
 from psycopg.rows import dict_row
 
 from pgsched.clock import DatabaseClock
@@ -20,15 +19,8 @@ from pgsched.worker.config import WorkerConfig
 from pgsched.worker.holdings import Holdings
 
 from ..factories import make_task
-from ..tenancy import two_tenants
 
 FLOOD_SECONDS = 3.0
-
-
-@pytest.fixture
-def ab(dsn):
-    with two_tenants(dsn) as (a, b, made):
-        yield a, b, made
 
 
 def full_worker(dsn: str, sql, during) -> None:

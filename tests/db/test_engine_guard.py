@@ -12,23 +12,13 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 from psycopg import errors as pg_errors
-from psycopg.rows import dict_row
 
 from pgsched.db import Session
 from pgsched.worker.completer import finish_params
 
-from ..tenancy import login_dsn, two_tenants
+from ..tenancy import login as _as
+from ..tenancy import login_dsn
 from .test_group_commit import item
-
-
-@pytest.fixture
-def ab(dsn):
-    with two_tenants(dsn) as (a, b, made):
-        yield a, b, made
-
-
-def _as(dsn: str, autocommit: bool = True) -> psycopg.Connection:
-    return psycopg.connect(dsn, autocommit=autocommit, row_factory=dict_row)
 
 
 def own_worker(conn: psycopg.Connection, tenant: str) -> int:

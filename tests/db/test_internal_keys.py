@@ -18,7 +18,7 @@ from pgsched import scheduler
 from pgsched.db import Database, Session, connect
 
 from ..factories import make_task
-from ..tenancy import two_tenants
+from ..tenancy import login as _as
 
 # The keys pgsched took before 0027, computable by any login.
 OLD_KEYS = {
@@ -28,16 +28,6 @@ OLD_KEYS = {
     "alert": 0x7067736368656405,
 }
 PURPOSES = ["leader", "term", "usage", "alert", "rollup", "retry budget"]
-
-
-@pytest.fixture
-def ab(dsn):
-    with two_tenants(dsn) as (a, b, made):
-        yield a, b, made
-
-
-def _as(dsn: str) -> psycopg.Connection:
-    return psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
 
 
 def test_a_tenants_logins_can_neither_compute_an_internal_key_nor_read_the_seed(ab):
