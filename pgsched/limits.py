@@ -70,18 +70,22 @@ _TEMPLATE = re.compile(r"(?:[^{}]|\{[^{}]+\})*")
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)")
 
 
-def parse_count(field: str, text: str, low: int = 1, high: int = INT_MAX) -> int | None:
+def parse_count(
+    field: str, text: str, low: int = 1, high: int = INT_MAX, none: bool = True
+) -> int | None:
     """A limit or quota as the command line gives it: an integer from ``low`` to ``high``,
-    or ``none`` (None: no limit). Raises ValidationError naming ``field``."""
+    or ``none`` (None: no limit) unless ``none`` is False. Raises ValidationError naming
+    ``field``."""
     value = text.strip().lower()
-    if value == NONE:
+    if value == NONE and none:
         return None
     try:
         number = int(value)
     except ValueError:
         number = None
     if number is None or not low <= number <= high:
-        raise ValidationError(field, text, f"must be an integer from {low} to {high}, or 'none'")
+        unset = ", or 'none'" if none else ""
+        raise ValidationError(field, text, f"must be an integer from {low} to {high}{unset}")
     return number
 
 
@@ -159,11 +163,7 @@ def parse_quota(field: str, text: str) -> int | None:
     if field == "max_log_bytes":
         return parse_bytes(field, text)
     if field == "weight":
-        if text.strip().lower() == NONE:
-            raise ValidationError(
-                field, text, f"must be an integer from {low} to {high} (never none)"
-            )
-        return parse_count(field, text, low, high)
+        return parse_count(field, text, low, high, none=False)
     return parse_count(field, text, low, high)
 
 

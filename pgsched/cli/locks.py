@@ -140,7 +140,9 @@ def _run_holding(conn: psycopg.Connection[db.Row], name: str, argv: list[str]) -
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def lock_list(c: Context, all_tenants: bool, as_json: bool) -> None:
-    """The tenant's locks: who holds each (pid, execution) and who waits, since when."""
+    """The tenant's locks: who holds each and who waits, since when. PID is the PostgreSQL
+    backend's of the holding session (pg_terminate_backend ends it, and its locks), not the
+    process of `pgsched lock run`; EXECUTION_ID the execution whose handler holds it."""
     rows = c.db().many("lock_list", tenant="*" if all_tenants else _tenant(c))
     if as_json:
         print_json(rows)

@@ -69,17 +69,25 @@ def quota_show(c: Context, name: str | None, as_json: bool) -> None:
 @quota.command("set", short_help="Set a tenant's quotas and weight (installation-wide login).")
 @click.argument("name", metavar="TENANT")
 @click.option(
-    "--max-running", metavar="N|none", help="Executions at once, across every worker: 50."
+    "--max-running",
+    metavar="N|none",
+    help="Executions at once, across every worker (a new tenant: 100).",
 )
-@click.option("--max-starts-per-hour", metavar="N|none", help="Starts per clock hour (UTC): 10000.")
+@click.option(
+    "--max-starts-per-hour",
+    metavar="N|none",
+    help="Starts per clock hour, UTC (a new tenant: 10000).",
+)
 @click.option(
     "--max-compute-minutes-per-month",
     metavar="N|none",
     help="Handler minutes per calendar month (UTC), as the leader's usage job measures "
-    "them: 50000.",
+    "them (a new tenant: 50000).",
 )
 @click.option(
-    "--max-log-bytes", metavar="SIZE|none", help="Stored log bytes: 100GB, 512MiB, 1000000."
+    "--max-log-bytes",
+    metavar="SIZE|none",
+    help="Stored log bytes: 100GB, 512MiB, 1000000 (a new tenant: 100GB).",
 )
 @click.option(
     "--weight", metavar="N", help="Share of a claim against other tenants, 1 to 100 (never none)."

@@ -42,7 +42,8 @@ QUOTAS: Final = rules.QUOTA_BOUNDS
 
 def _count(field: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValidationError(field, value, f"must be an integer from {low} to {high}, or None")
+        unset = "" if field == "weight" else ", or null for no limit"
+        raise ValidationError(field, value, f"must be an integer from {low} to {high}{unset}")
     return value
 
 
@@ -104,6 +105,7 @@ def queue_resume(db: Database | Session, tenant: str, name: str, by: str | None 
     the tenant's workers at commit. ``by``: as for :func:`queue_pause` (checked, not kept).
     Returns :func:`queue`."""
     _names(tenant, name)
+    queue(db, tenant, name)  # NotFound: no such queue, nothing to resume (every face alike)
     with db.transaction() as tx:
         row = tx.one("limits_queue_resume", tenant=tenant, name=name, by=by)
         return _listed(tx, tenant, name, row)
@@ -191,7 +193,7 @@ def tenant_set_quotas(db: Database | Session, tenant: str, **changes: int | None
             continue
         if value is None:
             if field == "weight":
-                raise ValidationError("weight", None, "must be an integer from 1 to 100 (no none)")
+                raise ValidationError("weight", None, "must be an integer from 1 to 100")
             clear.append(field)
         else:
             args[field] = _count(field, value, *QUOTAS[field])

@@ -18,7 +18,7 @@ from ..db import Database, Row
 from ..errors import ValidationError
 from ..jsontext import json_default
 from ..lifecycle import LIVE_STATES, ExecutionState
-from ..stores import executions
+from ..stores import executions, limits
 from .access import database, recheck, require
 from .api import MAX_ID, PREFIX, choice_arg, id_param, int_arg, page, reply, text_arg, time_arg
 from .credentials import Principal
@@ -58,7 +58,9 @@ def execution_get(request: Request) -> Response:
     who = require(request, "viewer")
     db = database(request)
     row = executions.get(db, id_param(request), who.tenant)
-    return reply({**row, "attempts": executions.attempts(db, row["id"])})
+    # why a pending execution waits (a limit, a pause, a quota), as the page and the CLI say
+    reason = limits.wait_reason(db, who.tenant, row["id"]) if row["state"] == "pending" else None
+    return reply({**row, "wait_reason": reason, "attempts": executions.attempts(db, row["id"])})
 
 
 def _read(

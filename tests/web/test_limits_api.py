@@ -85,6 +85,22 @@ def test_an_operator_pauses_resumes_and_limits_a_queue(app, db, sql, imports):
     assert row is not None and (row["max_running"], row["rate_limit"]) == (None, 5)
 
 
+def test_an_executions_json_says_why_it_waits_and_resuming_no_queue_is_404(app, db, sql, imports):
+    """GET /api/v1/executions/{id} carries the wait reason the page and `execution show`
+    give (null when nothing holds it back); resuming a queue that does not exist is a 404,
+    as on the command line, not a queue made empty."""
+    op, _ = client_of(app, db, "operator")
+    assert op.get(f"/api/v1/executions/{imports}").json()["wait_reason"] is None
+    assert op.post(f"{Q}/imports/pause", json={"reason": "vendor maintenance"}).status_code == 200
+    reason = op.get(f"/api/v1/executions/{imports}").json()["wait_reason"]
+    assert reason == "queue imports is paused: vendor maintenance", reason
+    refused = op.post(f"{Q}/nosuch/resume")
+    assert refused.status_code == 404, refused.text
+    assert "nosuch" in refused.text and queue_row(sql, "nosuch") is None
+    quota = op.patch(f"{Q}/imports", json={"max_running": -1})
+    assert "or null for no limit" in quota.text and "None" not in quota.text
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
