@@ -115,3 +115,13 @@ def login(dsn: str, autocommit: bool = True) -> psycopg.Connection:
     """A connection as one of a tenant's logins (``Tenant.app``, ``Tenant.engine``), rows as
     dicts, autocommit unless asked otherwise."""
     return psycopg.connect(dsn, autocommit=autocommit, row_factory=dict_row)
+
+
+def own_worker(conn: psycopg.Connection, tenant: str) -> int:
+    """A worker registered by the tenant's own engine login ``conn``, as `pgsched worker`
+    does: its id."""
+    return conn.execute(
+        "INSERT INTO pgsched.worker (name, hostname, pid, queues, tenants, concurrency, "
+        "heartbeat_interval) VALUES ('w', 'h', 1, '{default}', ARRAY[%s], 4, 5) RETURNING id",
+        [tenant],
+    ).fetchone()["id"]

@@ -10,16 +10,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from ..tenancy import login as _as
-
-
-def own_worker(conn: psycopg.Connection, tenant: str) -> int:
-    """A worker registered by the tenant's own engine login, as `pgsched worker` does."""
-    return conn.execute(
-        "INSERT INTO pgsched.worker (name, hostname, pid, queues, tenants, concurrency, "
-        "heartbeat_interval) VALUES ('w', 'h', 1, '{default}', ARRAY[%s], 4, 5) RETURNING id",
-        [tenant],
-    ).fetchone()["id"]
-
+from ..tenancy import own_worker
 
 CLAIM = (
     "SELECT * FROM pgsched_internal.execution_claim_v1(%s, '{default}', NULL, 10, %s, NULL, NULL)"

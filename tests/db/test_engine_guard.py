@@ -17,17 +17,8 @@ from pgsched.db import Session
 from pgsched.worker.completer import finish_params
 
 from ..tenancy import login as _as
-from ..tenancy import login_dsn
+from ..tenancy import login_dsn, own_worker
 from .test_group_commit import item
-
-
-def own_worker(conn: psycopg.Connection, tenant: str) -> int:
-    """A worker registered by the tenant's own engine login, as `pgsched worker` does."""
-    return conn.execute(
-        "INSERT INTO pgsched.worker (name, hostname, pid, queues, tenants, concurrency, "
-        "heartbeat_interval) VALUES ('w', 'h', 1, '{default}', ARRAY[%s], 4, 5) RETURNING id",
-        [tenant],
-    ).fetchone()["id"]
 
 
 def claim(conn: psycopg.Connection, worker: int, limit: int = 10) -> list[dict]:
