@@ -116,7 +116,6 @@ def queue_pause(c: Context, name: str, reason: str | None, as_json: bool) -> Non
 @pass_ctx
 def queue_resume(c: Context, name: str, as_json: bool) -> None:
     """Resume queue NAME: its workers take its work again at once."""
-    store.queue(c.db(), c.tenant, name)  # NotFound: no such queue, nothing to resume
     _say(store.queue_resume(c.db(), c.tenant, name), as_json)
 
 

@@ -256,9 +256,8 @@ class Claimer:
                     self.clock.read(rows[0]["started_at"], sent, time.monotonic())
                     due.claimed()
                     h.add(rows)
-                if (
-                    not self._maybe_more and not newcomer
-                ):  # about to wait (no notification came meanwhile)
+                # about to wait (no notification came meanwhile)
+                if not self._maybe_more and not newcomer:
                     self._look_up_due(session, due)
                 continue
             timeout = due.wait(now, min(0.25, max(next_poll - now, 0)))
