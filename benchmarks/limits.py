@@ -115,6 +115,22 @@ def rows(row: Callable[..., Any], args: argparse.Namespace) -> list[Any]:
         row("fairness", "… beside A's flood, p99 (ms)", "loaded.p99_ms", b, higher=False, fmt="ms"),
         row(
             "fairness",
+            "… of which B's own enqueue (run_at to its commit's reply), p99 beside the flood (ms)",
+            "loaded_hops.enqueue.p99_ms",
+            b,
+            higher=False,
+            fmt="ms",
+        ),
+        row(
+            "fairness",
+            "… and the wake (that reply to the claim's now()), p99 beside the flood (ms)",
+            "loaded_hops.wake.p99_ms",
+            b,
+            higher=False,
+            fmt="ms",
+        ),
+        row(
+            "fairness",
             "… p99 beside A's flood ÷ p99 alone",
             "p99_ratio",
             b,

@@ -67,8 +67,11 @@ def make_tenants(db: bench.Database, conn: psycopg.Connection[Any]) -> None:
     )
 
 
-def paced_b(db: bench.Database, seconds: float, interval: float, first_seq: int) -> list[int]:
-    """Tenant b's runs, one every ``interval`` s for ``seconds`` s (open loop): their ids."""
+def paced_b(
+    db: bench.Database, seconds: float, interval: float, first_seq: int
+) -> dict[int, tuple[float, float]]:
+    """Tenant b's runs, one every ``interval`` s for ``seconds`` s (open loop):
+    {execution id: (wall time before the enqueue call, wall time after it returned)}, s."""
     sent = common.paced_producer_sync(
         lambda seq: (
             tasks.enqueue(
@@ -78,21 +81,32 @@ def paced_b(db: bench.Database, seconds: float, interval: float, first_seq: int)
         1.0 / interval,
         seconds,
     )
-    return [v[2] for v in sent.values()]
+    return {v[2]: (v[0], v[1]) for v in sent.values()}
 
 
-def schedule_to_start_ms(conn: psycopg.Connection[Any], ids: list[int]) -> list[float]:
+def schedule_to_start_ms(
+    conn: psycopg.Connection[Any], sent: dict[int, tuple[float, float]]
+) -> tuple[list[float], dict[str, dict[str, float]]]:
+    """b's schedule-to-start (ms) and where it went, hop by hop, each summarised:
+    ``enqueue`` from run_at (the enqueue's now()) to the enqueue call's return (its commit
+    and the reply), ``wake`` from that return to the claim's now() (notification, the
+    worker's threads, the claim's start). The clocks are one machine's."""
+    ids = list(sent)
     rows = conn.execute(
-        "SELECT state, extract(epoch FROM started_at - run_at) * 1000 "
+        "SELECT id, state, extract(epoch FROM started_at - run_at) * 1000, "
+        "extract(epoch FROM run_at), extract(epoch FROM started_at) "
         "FROM pgsched.execution_history WHERE id = ANY(%s)",
         (ids,),
     ).fetchall()
-    if len(rows) != len(ids) or any(r[0] != "succeeded" for r in rows):
+    if len(rows) != len(ids) or any(r[1] != "succeeded" for r in rows):
         raise BenchFailed(
             f"fairness: {len(rows)} of b's {len(ids)} runs in history, "
-            f"{sum(r[0] == 'succeeded' for r in rows)} succeeded"
+            f"{sum(r[1] == 'succeeded' for r in rows)} succeeded"
         )
-    return [float(r[1]) for r in rows]
+    enqueue = [(sent[r[0]][1] - float(r[3])) * 1000 for r in rows]
+    wake = [(float(r[4]) - sent[r[0]][1]) * 1000 for r in rows]
+    hops = {"enqueue": common.latency_summary(enqueue), "wake": common.latency_summary(wake)}
+    return [float(r[2]) for r in rows], hops
 
 
 def flood(db: bench.Database, n: int, chunk: int) -> list[int]:
@@ -127,6 +141,14 @@ def part_fairness(args: argparse.Namespace) -> None:
 
     try:
         make_tenants(db, conn)
+        # --a-rate bounds a's drain (the machine keeps headroom, a keeps its backlog); none
+        # is set otherwise, also where a run before this one on the same database set it
+        conn.execute(
+            "INSERT INTO pgsched.queue AS q (tenant, name, rate_limit, rate_period_seconds) "
+            "VALUES ('a', 'default', %(rate)s, %(period)s) ON CONFLICT (tenant, name) "
+            "DO UPDATE SET rate_limit = %(rate)s, rate_period_seconds = %(period)s",
+            {"rate": args.a_rate, "period": 1 if args.a_rate else None},
+        )
         extra = ["--tenant", "a", "--tenant", "b"]
         if args.prefetch is not None:
             extra += ["--prefetch", str(args.prefetch)]
@@ -142,7 +164,7 @@ def part_fairness(args: argparse.Namespace) -> None:
 
         b_alone = paced_b(db, args.seconds, args.interval, first_seq=0)
         common.wait_until(lambda: drained(conn), 60, "b's runs", alive=dead)
-        alone = schedule_to_start_ms(conn, b_alone)
+        alone, alone_hops = schedule_to_start_ms(conn, b_alone)
 
         flood_started = time.perf_counter()
         a_ids = flood(db, args.rows, args.chunk)
@@ -161,7 +183,7 @@ def part_fairness(args: argparse.Namespace) -> None:
             alive=dead,
             poll=common.poll_interval(args.rows),
         )
-        loaded = schedule_to_start_ms(conn, b_ids)
+        loaded, loaded_hops = schedule_to_start_ms(conn, b_ids)
         count = bench.scalar(
             conn,
             "SELECT count(*) FROM pgsched.execution_history WHERE tenant = 'a' "
@@ -177,10 +199,13 @@ def part_fairness(args: argparse.Namespace) -> None:
             f"{args.workers} workers --concurrency {args.concurrency} --tenant a --tenant b"
             + ("" if args.prefetch is None else f" --prefetch {args.prefetch}")
             + (", ANALYZE after the flood" if args.analyze_after_flood else "")
+            + (f", a's queue at {args.a_rate:,} starts/s" if args.a_rate else "")
             + "; "
             f"b every {args.interval * 1000:g} ms for {args.seconds:g} s; a floods {args.rows:,}",
             alone=one,
             loaded=two,
+            alone_hops=alone_hops,
+            loaded_hops=loaded_hops,
             p99_ratio=round(two["p99_ms"] / max(one["p99_ms"], 1e-3), 2),
             b_runs=len(b_ids),
             a_rows=args.rows,
@@ -280,6 +305,12 @@ def main() -> None:
         "autovacuum, as a fleet does)",
     )
     p.add_argument("--chunk", type=int, default=5000)
+    p.add_argument(
+        "--a-rate",
+        type=int,
+        help="fairness: a rate limit on a's queue (starts per second), so that a's drain "
+        "leaves the machine headroom while a's backlog stays",
+    )
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--n", type=int, default=20000, help="limits-drain: runs drained")
     p.add_argument(
