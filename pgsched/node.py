@@ -138,6 +138,8 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
         allowed_modules=s.imports,
         prefetch=s.prefetch,
         statement_deadline=s.statement_deadline,
+        python_isolation=s.python_isolation,
+        python_memory_limit=s.python_memory_limit,
     )
     # Executions use a connection only briefly (log flushes, the end of an attempt): a
     # small pool serves many slots. Plus one listener connection. A transaction left open

@@ -66,7 +66,8 @@ class WorkerSettings:
     ``statement_deadline`` (0-3600 s; 0: none) as the options say; ``max_output_lines``
     (1-10,000,000) and ``max_output_bytes`` (1 KiB-1 GiB) stored per attempt; ``prefetch``
     (0-10,000); ``pythonpath`` folders put first on ``sys.path``; ``imports``: modules
-    imported at start (Python tasks then come only from them)."""
+    imported at start (Python tasks then come only from them); ``python_isolation``:
+    ``process`` or ``thread``; ``python_memory_limit``: bytes (64 MiB-1 PiB) or None."""
 
     queues: tuple[str, ...] = ("default",)
     tenants: tuple[str, ...] | None = ()
@@ -82,6 +83,8 @@ class WorkerSettings:
     imports: tuple[str, ...] = ()
     prefetch: int = 100
     statement_deadline: float = 30.0
+    python_isolation: str = "process"
+    python_memory_limit: int | None = None
 
     def validate(self) -> None:
         from .taskspec import check_name
@@ -101,6 +104,12 @@ class WorkerSettings:
         _whole("max_output_bytes", self.max_output_bytes, 1024, 1024**3)
         _whole("prefetch", self.prefetch, 0, 10_000)
         _seconds("statement_deadline", self.statement_deadline, 0, 3600)
+        if self.python_isolation not in ("process", "thread"):
+            raise ValidationError(
+                "python_isolation", self.python_isolation, "must be process or thread"
+            )
+        if self.python_memory_limit is not None:
+            _whole("python_memory_limit", self.python_memory_limit, 64 * 1024**2, 1024**5)
 
 
 @dataclass(frozen=True)

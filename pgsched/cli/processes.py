@@ -229,6 +229,26 @@ def scheduler(
     "reported (pgsched status), its connection cut, and if it is still stuck that long again "
     "the worker exits with status 70 for its supervisor to restart it. 0: no deadline.",
 )
+@click.option(
+    "--python-isolation",
+    default="process",
+    show_default=True,
+    type=click.Choice(["process", "thread"]),
+    help="Where Python handlers run. process: in child processes of the worker, one per "
+    "running slot, reused; a timeout or cancel kills the child, whatever it is doing, and a "
+    "crash ends only the child (about 40 us more per call, docs/performance.md). thread: in "
+    "the worker's own slot thread; a call blocked in C code cannot be stopped (it is "
+    "abandoned), and the handler shares the worker's memory and its database login.",
+)
+@click.option(
+    "--python-memory-limit",
+    default="none",
+    show_default=True,
+    metavar="BYTES",
+    help="Address space of each Python handler's child process (RLIMIT_AS): 2GB, 512MB, "
+    "none. Over it an allocation raises MemoryError in the handler, whose child is replaced. "
+    "Only with --python-isolation process.",
+)
 @pass_ctx
 def worker(
     c: Context,
@@ -246,11 +266,14 @@ def worker(
     imports: tuple[str, ...],
     prefetch: int,
     statement_deadline: float,
+    python_isolation: str,
+    python_memory_limit: str,
 ) -> None:
     """Run a worker: claims and runs executions from its queues of its tenants. Python tasks
     ('module:function') are imported from the current folder, --pythonpath folders and
     PYTHONPATH."""
     from ..errors import ConfigError
+    from ..limits import parse_bytes
     from ..node import WorkerSettings, run_worker
 
     if all_tenants and tenants:
@@ -275,6 +298,8 @@ def worker(
             imports=imports,
             prefetch=prefetch,
             statement_deadline=statement_deadline,
+            python_isolation=python_isolation,
+            python_memory_limit=parse_bytes("python_memory_limit", python_memory_limit),
         ),
     )
 

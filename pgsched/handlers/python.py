@@ -54,6 +54,21 @@ def guarded(func: Callable[..., Any], start_by: float) -> Callable[..., Any]:
     return call
 
 
+def awaitable_refusal(func: Any, awaitable: Any) -> str:
+    """Why a handler that returned ``awaitable`` (a coroutine, or another awaitable: a sync
+    wrapper around an ``async def``) failed; the awaitable is closed unrun (else Python
+    warns it was never awaited when it is freed)."""
+    close = getattr(awaitable, "close", None)
+    if callable(close):
+        close()
+    name = getattr(func, "__qualname__", repr(func))
+    return (
+        f"{name} returned {type(awaitable).__name__} object instead of a result: async "
+        "handlers are not supported yet; make it a plain def that runs the coroutine, e.g. "
+        "return asyncio.run(...)"
+    )
+
+
 def takes(func: Any, name: str) -> bool:
     """Whether ``func`` accepts a keyword argument ``name`` (by name or ``**kwargs``). A DAG
     node's function gets ``upstream`` (its upstream nodes' results) only if it takes it."""

@@ -24,7 +24,7 @@ from typing import Any
 
 from . import Outcome, StopSignal
 from .output import LogSink, ThreadOutput
-from .python import TaskInterrupted, qualified
+from .python import TaskInterrupted, awaitable_refusal, qualified
 
 
 @dataclass(eq=False, slots=True)
@@ -181,19 +181,9 @@ class Watchdog:
 
 
 def _refuse_awaitable(c: _Call, func: Callable[..., Any], sink: LogSink) -> None:
-    """A handler that returned a coroutine (or another awaitable: a sync wrapper around an
-    ``async def``) has not done its work: the attempt fails as with a TypeError, and the
-    coroutine is closed unrun (else Python warns it was never awaited when it is freed)."""
-    awaitable = c.box.pop("result")
-    close = getattr(awaitable, "close", None)
-    if callable(close):
-        close()
-    name = getattr(func, "__qualname__", repr(func))
-    error = (
-        f"{name} returned {type(awaitable).__name__} object instead of a result: async "
-        "handlers are not supported yet; make it a plain def that runs the coroutine, e.g. "
-        "return asyncio.run(...)"
-    )
+    """A handler that returned an awaitable has not done its work: the attempt fails as
+    with a TypeError (:func:`~pgsched.handlers.python.awaitable_refusal`)."""
+    error = awaitable_refusal(func, c.box.pop("result"))
     c.box["error"] = f"TypeError: {error}"
     c.box["types"] = tuple(qualified(t) for t in TypeError.__mro__)
     sink.write("system", error)

@@ -49,6 +49,10 @@ SUCCESS_LINES_PER_SECOND = 20
 PRIVATE_ENV = frozenset({"PGSCHED_HOME", "PGSCHED_TENANT"}) | CREDENTIAL_ENV
 
 
+# Where a worker runs Python handlers (WorkerConfig.python_isolation, --python-isolation).
+PYTHON_ISOLATIONS = ("process", "thread")
+
+
 @dataclass
 class WorkerConfig:
     """``queues`` to serve, of ``tenants`` (a queue is named within its tenant: the worker
@@ -64,7 +68,10 @@ class WorkerConfig:
     claim only for free slots); ``statement_deadline``: seconds a statement of the claimer
     (and of the heartbeat, at most one interval) may go without a reply before its
     connection is cut and opened again (0: none; the claimer's are still cut when the worker
-    stops, and its liveness still watched)."""
+    stops, and its liveness still watched); ``python_isolation``: where Python handlers run,
+    ``process`` (a pool of child processes, killed on a timeout or stop) or ``thread`` (the
+    slot thread: cannot be stopped inside C code; docs/architecture.md, "Worker");
+    ``python_memory_limit``: bytes of address space of each such child (None: no limit)."""
 
     queues: list[str] = field(default_factory=lambda: ["default"])
     tenants: tuple[str, ...] | None = ("default",)
@@ -81,6 +88,8 @@ class WorkerConfig:
     name: str | None = None
     prefetch: int = 100
     statement_deadline: float = STATEMENT_DEADLINE
+    python_isolation: str = "process"
+    python_memory_limit: int | None = None
 
     def claimer_limit(self) -> float:
         """Seconds the claimer may go without a turn of its loop before the heartbeat

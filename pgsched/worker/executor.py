@@ -2,8 +2,9 @@
 handlers (:mod:`pgsched.handlers`) and hand each outcome on, one way, to the recorder.
 No SQL here: the start gate is the heartbeat's, every write the recorder's.
 
-Python handlers are called in the slot thread itself under one watchdog thread
-(timeouts, cancels), commands in their own process group. A slot thread hands a final
+Python handlers run in a child process of the worker's pool (``python_isolation``
+process: :mod:`pgsched.handlers.process_pool`) or in the slot thread itself under one
+watchdog thread (``thread``), commands in their own process group. A slot thread hands a final
 outcome to the writer without waiting for it; a retry is written by the slot itself, so
 twice as many threads as slots run: one blocked on the database wakes another for
 buffered work meanwhile.
@@ -24,6 +25,7 @@ from ..db import Row
 from ..handlers import Outcome
 from ..handlers.command import run_command
 from ..handlers.output import LogSink
+from ..handlers.process_pool import ProcessPool
 from ..handlers.python import NOT_STARTED, PythonHandler
 from ..handlers.start_gate import StartDeadlinePassed
 from .config import MAX_ENV_PARAMS, PRIVATE_ENV, SPREAD_SECONDS, WorkerConfig
@@ -56,6 +58,9 @@ class Executor:
         self.config, self.holdings, self.clock = config, holdings, clock
         self.heartbeat, self.recorder, self.poke = heartbeat, recorder, poke
         self.python: PythonHandler | None = None
+        #: the children Python handlers run in (``python_isolation`` process), once the
+        #: worker runs; None: they run in the slot thread (``thread``)
+        self.pool: ProcessPool | None = None
         #: the DSN a Python task's locks are taken on (pgsched.locks.for_execution), once
         #: the worker runs; each execution's own, closed when it ends (execution_locks)
         self.lock_dsn: str | None = None
@@ -200,6 +205,15 @@ class Executor:
             locks = ExecutionLocks(self.lock_dsn, row["id"], row.get("tenant"))
             with self._locks_mutex:
                 self._locks[row["id"]] = locks
+            if self.pool is not None:
+                return self.pool.run(
+                    row,
+                    sink,
+                    slot,
+                    lambda: self.heartbeat.start_by(row, slot),
+                    on_tick=lambda: self.recorder.flush_logs(row, sink),
+                    locks=locks,
+                )
             with bound(locks):
                 return self.python.run(
                     row,

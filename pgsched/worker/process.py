@@ -24,11 +24,12 @@ from ..clock import ClockProbe, DatabaseClock
 from ..db import Database
 from ..errors import PgschedError
 from ..handlers.guardian import Guardian
+from ..handlers.process_pool import ProcessPool
 from ..handlers.python import PythonHandler
 from ..handlers.watchdog import Watchdog
 from .claimer import Claimer
 from .completer import Completer
-from .config import WorkerConfig
+from .config import PRIVATE_ENV, WorkerConfig
 from .executor import Executor
 from .heartbeat import Heartbeat
 from .holdings import Holdings
@@ -120,6 +121,11 @@ class Worker:
         self.watchdog = Watchdog()
         self.executor.python = PythonHandler(self.watchdog, cfg.allowed_modules, cfg.stop_grace)
         self.executor.lock_dsn = self.db.dsn
+        if cfg.python_isolation == "process":  # after the guardian: its token is in os.environ
+            env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
+            self.executor.pool = ProcessPool(
+                env, cfg.allowed_modules, cfg.stop_grace, cfg.python_memory_limit
+            )
         self.heartbeat.start()
         self.executor.start()
         try:
@@ -127,6 +133,8 @@ class Worker:
         finally:
             self.claimer.hand_back_buffer()
             self._drain()
+            if self.executor.pool is not None:
+                self.executor.pool.close()
             if guard is not None:  # what the commands left running goes too
                 guard.stop(cfg.stop_grace)
             self.completer.close(cfg.record_retry_seconds + 10)

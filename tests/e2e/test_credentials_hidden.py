@@ -72,7 +72,7 @@ for fd in os.listdir("/proc/self/fd"):
     if int(fd) > 2:
         own_fds[fd] = target
 
-worker = os.getppid()
+worker = params.get("worker") or os.getppid()
 guardian = None
 for pid in filter(str.isdigit, os.listdir("/proc")):
     for part in ("environ", "cmdline"):
@@ -243,8 +243,10 @@ def test_a_command_finds_no_trace_of_the_login(
         assert "--dsn on the command line carried a password" in worker.output
 
 
-# A Python task runs inside its worker (trusted code); what it starts inherits the worker's
-# live environment (os.environ, plus the params the search reads).
+# A Python task runs in a child process of its worker (--python-isolation process, whose
+# environment is the worker's live one less the credentials) or inside the worker itself
+# (thread); what it starts inherits that environment (plus the params the search reads).
+# The search is told the worker's pid: the parent of a child, the task's own in a thread.
 PYTHON_TASKS = textwrap.dedent("""
     import json, os, subprocess, sys
     from pgsched import App
@@ -253,6 +255,9 @@ PYTHON_TASKS = textwrap.dedent("""
 
     @app.task()
     def search(script, **params):
+        with open("/proc/self/cmdline", "rb") as f:
+            in_child = b"python_child" in f.read()
+        params["worker"] = os.getppid() if in_child else os.getpid()
         env = dict(os.environ, PGSCHED_PARAMS=json.dumps(params))
         out = subprocess.run(
             [sys.executable, "-I", "-S", "-c", script], env=env, capture_output=True, text=True,
@@ -262,15 +267,22 @@ PYTHON_TASKS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.parametrize("isolation", ["process", "thread"])
 @pytest.mark.parametrize("way", ["PGSCHED_DSN", "PGPASSWORD", "--dsn"])
 def test_what_a_python_task_starts_inherits_no_login(
-    way, dsn, db, sql, tmp_path, processes, marker, decoy
+    way, isolation, dsn, db, sql, tmp_path, processes, marker, decoy
 ):
     from pgsched.stores import tasks
 
     (tmp_path / "credtasks.py").write_text(PYTHON_TASKS)
     with_password = make_conninfo(dsn, password=marker)
-    args: tuple[str, ...] = (*WORKER, "--pythonpath", str(tmp_path))
+    args: tuple[str, ...] = (
+        *WORKER,
+        "--pythonpath",
+        str(tmp_path),
+        "--python-isolation",
+        isolation,
+    )
     env = {"PGSCHED_DSN": with_password}
     if way == "PGPASSWORD":
         env = {"PGPASSWORD": marker}

@@ -1,0 +1,287 @@
+"""Python handlers in child processes of the worker (``--python-isolation process``, the
+default): a pool of children, one per running slot at most, each started once and reused,
+running :mod:`.python_child`. A timeout or a stop kills the child (its process group:
+SIGTERM, SIGKILL after ``grace``), whatever the call is doing, a loop in Python or a call
+blocked in C; a crash or a memory error ends only that child. A killed or dead child is
+replaced by a new one at the next call. No SQL here.
+
+Why a fresh interpreter (``subprocess`` with ``python -u -c``, as multiprocessing's
+``spawn`` does) and not ``fork``: the worker is multithreaded and holds open psycopg
+connections; a forked child would inherit their sockets, the pool's memory (the login in
+it) and every lock another thread held at the fork (logging's, the pool's: a deadlock
+waiting to happen in the child). A fresh program gets only what it is given: the
+worker's environment less every credential variable, standard input from /dev/null, its
+output pipes and the two protocol pipes. Not multiprocessing itself: its messages are
+pickles, and the worker, which holds the login, would unpickle (run) what task code sent.
+
+Children die with the worker: the child sets ``PR_SET_PDEATHSIG`` (SIGKILL) itself at its
+start and exits if the worker is already gone; the prctl is tied to the thread that
+started the child, so every child is started by one thread that lives as long as the pool.
+The guardian (:mod:`.guardian`) knows them by the worker's token in their environment.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from . import Outcome, StopSignal
+from .child_process import Child, ChildDied, died
+from .output import LogSink
+from .python import NOT_STARTED
+
+log = logging.getLogger(__name__)
+
+# How often a running call looks at its stop signal and flushes its log (seconds).
+POLL = 0.05
+TICK = 0.2
+# A new child's wait for its first line (imports of --import modules included), seconds.
+READY_TIMEOUT = 60.0
+
+_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+_BOOT = (
+    "import sys; sys.path.insert(0, {parent!r}); "
+    "from pgsched.handlers.python_child import main; main({fd_in}, {fd_out})"
+)
+
+
+class ProcessPool:
+    """The children of one worker. ``env``: their environment (the worker's, less its
+    credentials); ``allowed_modules``: the worker's ``--import`` list (imported by each
+    child at its start, and the only modules tasks may come from); ``grace``: seconds
+    between SIGTERM and SIGKILL; ``memory_limit``: bytes of address space per child
+    (RLIMIT_AS), None for none. ``locks(row)``: the execution's lock session."""
+
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        allowed_modules: tuple[str, ...],
+        grace: float,
+        memory_limit: int | None = None,
+    ):
+        self.env, self.allowed_modules, self.grace = dict(env), allowed_modules, grace
+        self.memory_limit = memory_limit
+        self._idle: list[Child] = []
+        self._mutex = threading.Lock()
+        self._closed = False
+        # the one thread that starts children: their PR_SET_PDEATHSIG is tied to it
+        self._starter = concurrent.futures.ThreadPoolExecutor(1, "pgsched-python-start")
+
+    def _start(self) -> Child:
+        to_read, to_child = os.pipe()
+        from_child, to_write = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-u",
+                    "-c",
+                    _BOOT.format(parent=_PACKAGE_PARENT, fd_in=to_read, fd_out=to_write),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(to_read, to_write),
+                env=self.env,
+                start_new_session=True,  # its own group: a kill ends what it started too
+            )
+        except BaseException:
+            os.close(to_child)
+            os.close(from_child)
+            raise
+        finally:
+            os.close(to_read)
+            os.close(to_write)
+        return Child(proc, to_child, from_child)
+
+    def _take(self, sink: LogSink) -> Child:
+        with self._mutex:
+            if self._idle:
+                return self._idle.pop()
+        child = self._starter.submit(self._start).result()
+        child.send(
+            {
+                "init": {
+                    "path": sys.path,
+                    "parent": os.getpid(),
+                    "allowed": self.allowed_modules,
+                    "preload": self.allowed_modules,
+                    "memory": self.memory_limit,
+                }
+            }
+        )
+        deadline = time.monotonic() + READY_TIMEOUT
+        try:
+            while time.monotonic() < deadline:
+                for message in child.wait(deadline - time.monotonic(), sink):
+                    if "ready" in message:
+                        return child
+        except ChildDied:
+            child.drain_output(sink)
+            how = died(child.proc)
+            child.close(self.grace)
+            raise ChildDied(f"the handler's process died before it was ready: {how}") from None
+        child.close(self.grace)
+        raise ChildDied(f"the handler's process was not ready within {READY_TIMEOUT:g}s")
+
+    def _give_back(self, child: Child) -> None:
+        with self._mutex:
+            if not self._closed:
+                self._idle.append(child)
+                return
+        child.close(self.grace)
+
+    def run(
+        self,
+        row: dict[str, Any],
+        sink: LogSink,
+        stop: StopSignal,
+        start_by: Callable[[], float | None],
+        on_tick: Callable[[], None],
+        locks: Any,
+    ) -> Outcome:
+        """One attempt of ``row`` (an ``execution_claim`` row) in a child: its outcome as
+        the thread mode's (:mod:`.watchdog`) would be, ``failed`` when stopped (for the
+        caller to name); NOT_STARTED when ``start_by()`` (the CLOCK_MONOTONIC instant the
+        call may start by) gives None or passed. ``locks``: the execution's
+        :class:`~pgsched.worker.execution_locks.ExecutionLocks`, used for the child."""
+        try:
+            child = self._take(sink)
+        except (ChildDied, OSError) as exc:
+            sink.close()
+            return Outcome("failed", error=str(exc))
+        keep = False
+        try:
+            outcome, keep = self._call(child, row, sink, stop, start_by, on_tick, locks)
+            return outcome
+        finally:
+            sink.close()
+            if keep:
+                child.calls += 1
+                self._give_back(child)
+            else:
+                child.close(self.grace)
+
+    def _call(
+        self,
+        child: Child,
+        row: dict[str, Any],
+        sink: LogSink,
+        stop: StopSignal,
+        start_by: Callable[[], float | None],
+        on_tick: Callable[[], None],
+        locks: Any,
+    ) -> tuple[Outcome, bool]:
+        child.drain_output(None)  # what it printed between calls is no attempt's
+        timeout = row["timeout_seconds"]
+        while True:
+            start = start_by()
+            if start is None:
+                return NOT_STARTED, True
+            try:
+                child.send(
+                    {
+                        "call": {
+                            "target": row["python_target"],
+                            "params": row["params"],
+                            "dag": row.get("dag_run_id") is not None,
+                            "start_by": start,
+                            "execution_id": row["id"],
+                            "tenant": row.get("tenant"),
+                        }
+                    }
+                )
+            except OSError:  # BrokenPipe: it died between calls
+                return _died(child, sink), False
+            deadline = time.monotonic() + timeout if timeout else None
+            next_tick = time.monotonic() + TICK
+            while True:
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    child.drain_output(sink)
+                    sink.write("system", f"timed out after {timeout:g}s: its process is killed")
+                    return Outcome(
+                        "timed_out", error=f"timed out after {timeout:g}s; its process was killed"
+                    ), False
+                if stop.is_set():
+                    child.drain_output(sink)
+                    return Outcome("failed", error="stopped; its process was killed"), False
+                if now >= next_tick:
+                    with contextlib.suppress(Exception):  # retried at the next tick or the end
+                        on_tick()
+                    next_tick = now + TICK
+                wait = min(POLL, next_tick - now, (deadline - now) if deadline else POLL)
+                try:
+                    messages = child.wait(wait, sink)
+                except ChildDied:
+                    return _died(child, sink), False
+                for message in messages:
+                    if "lock" in message:
+                        _serve_lock(child, locks, *message["lock"])
+                        continue
+                    child.drain_output(sink)
+                    if "system" in message:
+                        sink.write("system", message["system"])
+                    if "not_started" in message:
+                        break
+                    return _outcome(message)
+                else:
+                    continue
+                break  # not started: prove the lease again, as the thread mode does
+
+    def close(self) -> None:
+        """End every idle child (a running one is ended by its slot's stop)."""
+        with self._mutex:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for child in idle:
+            child.close(self.grace)
+        self._starter.shutdown(wait=False)
+
+
+def _outcome(message: dict[str, Any]) -> tuple[Outcome, bool]:
+    if "result" in message:
+        return Outcome("succeeded", result=message["result"]), True
+    if "failed" in message:
+        return Outcome("failed", error=message["failed"]), True
+    error, types = message["error"]
+    # a MemoryError may leave the child's heap at its limit: a new child for the next call
+    keep = "builtins.MemoryError" not in types and "MemoryError" not in types
+    return Outcome("failed", error=error, error_type=types[0], error_types=tuple(types)), keep
+
+
+def _died(child: Child, sink: LogSink) -> Outcome:
+    child.drain_output(sink)
+    how = died(child.proc)
+    sink.write("system", f"the handler's process died: {how}")
+    return Outcome("failed", error=f"the handler's process died: {how}")
+
+
+def _serve_lock(child: Child, locks: Any, op: str, args: list[Any]) -> None:
+    """A lock request of the child's task, made on the execution's session here, in a
+    thread of its own (a lock wait must not keep the slot from seeing its timeout)."""
+
+    def serve() -> None:
+        from ..errors import PgschedError
+
+        try:
+            reply: dict[str, Any] = {"value": getattr(locks, op)(*args)}
+        except PgschedError as exc:
+            reply = {"raise": [type(exc).__name__, str(exc)]}
+        except Exception as exc:
+            reply = {"raise": ["PgschedError", f"{type(exc).__name__}: {exc}"]}
+        with contextlib.suppress(OSError):  # the child was killed meanwhile
+            child.send(reply)
+
+    if op not in ("acquire", "try_acquire", "release", "held"):
+        op, args = "held", []
+    threading.Thread(target=serve, daemon=True, name="pgsched-python-lock").start()
