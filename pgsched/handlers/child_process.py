@@ -12,13 +12,13 @@ import logging
 import os
 import select
 import signal
-import subprocess
 import threading
 from typing import Any
 
 from .containment import kill_group
 from .output import LogSink
 from .python_child import encode
+from .zygote import Zygote
 
 log = logging.getLogger(__name__)
 
@@ -31,18 +31,33 @@ class ChildDied(Exception):
 
 
 class Child:
-    """One child process and the worker's ends of its pipes."""
+    """One child process (forked by ``zygote``) and the worker's ends of its pipes: calls
+    in (``to_child``), replies out (``from_child``), its standard output and error."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], to_child: int, from_child: int):
-        self.proc, self.pid = proc, proc.pid
-        self.to_child, self.from_child = to_child, from_child
-        assert proc.stdout is not None and proc.stderr is not None
-        self.streams = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
-        for fd in (from_child, *self.streams):
+    def __init__(self, zygote: Zygote) -> None:
+        c_in, self.to_child = os.pipe()
+        self.from_child, c_out = os.pipe()
+        stdout, c_stdout = os.pipe()
+        stderr, c_stderr = os.pipe()
+        try:
+            self.pid = zygote.fork([c_in, c_out, c_stdout, c_stderr])
+        except BaseException:
+            for fd in (self.to_child, self.from_child, stdout, stderr):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (c_in, c_out, c_stdout, c_stderr):
+                os.close(fd)
+        self.zygote = zygote
+        self.streams = {stdout: "stdout", stderr: "stderr"}
+        for fd in (self.from_child, *self.streams):
             os.set_blocking(fd, False)
         self.poller = select.poll()
-        for fd in (from_child, *self.streams):
+        self.output = select.poll()  # its output alone: what is left, without a read each
+        for fd in (self.from_child, *self.streams):
             self.poller.register(fd, select.POLLIN)
+        for fd in self.streams:
+            self.output.register(fd, select.POLLIN)
         self._messages = bytearray()
         self._decoders = {
             fd: codecs.getincrementaldecoder("utf-8")("replace") for fd in self.streams
@@ -50,6 +65,7 @@ class Child:
         self._partial = dict.fromkeys(self.streams, "")
         self._write = threading.Lock()  # the slot's call and lock replies from other threads
         self.calls = 0
+        self.status: int | None = None  # its exit status, once known
 
     def send(self, message: dict[str, Any]) -> None:
         data = memoryview(encode(message))
@@ -61,70 +77,74 @@ class Child:
         """Messages that arrived within ``timeout`` seconds (none: nothing came); output
         meanwhile goes to ``sink`` (to the worker's log between calls). Raises ChildDied
         at the end of the message pipe."""
+        messages: list[dict[str, Any]] = []
         for fd, _ in self.poller.poll(max(timeout, 0) * 1000):
             if fd in self.streams:
                 self._read_output(fd, sink)
-        return self._read_messages()
+            else:
+                messages = self._read_messages()
+        return messages
 
     def _read_messages(self) -> list[dict[str, Any]]:
-        while True:
-            try:
-                data = os.read(self.from_child, 1 << 16)
-            except BlockingIOError:
-                break
-            if not data:
-                raise ChildDied
-            self._messages += data
+        try:
+            data = os.read(self.from_child, 1 << 16)
+        except BlockingIOError:
+            return []
+        if not data:
+            raise ChildDied
+        self._messages += data
+        if not data.endswith(b"\n"):
+            return []  # the rest of a long message comes with the next read
         *lines, rest = self._messages.split(b"\n")
         self._messages = bytearray(rest)
         return [json.loads(line) for line in lines]
 
     def _read_output(self, fd: int, sink: LogSink | None) -> None:
         stream = self.streams[fd]
-        while True:
-            try:
-                data = os.read(fd, 1 << 16)
-            except BlockingIOError:
-                return
-            text = self._partial[fd] + self._decoders[fd].decode(data, final=not data)
-            *lines, rest = text.split("\n")
-            while len(rest) > LONG_LINE:
-                lines.append(rest[:LONG_LINE])
-                rest = rest[LONG_LINE:]
-            self._partial[fd] = rest
-            for line in lines:
-                if sink is None:
-                    log.info("python child %s (no execution) %s: %s", self.pid, stream, line)
-                else:
-                    sink.write(stream, line)
-            if not data:
-                self.poller.unregister(fd)
-                return
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        text = self._partial[fd] + self._decoders[fd].decode(data, final=not data)
+        *lines, rest = text.split("\n")
+        while len(rest) > LONG_LINE:
+            lines.append(rest[:LONG_LINE])
+            rest = rest[LONG_LINE:]
+        self._partial[fd] = rest
+        for line in lines:
+            if sink is None:
+                log.info("python child %s (no execution) %s: %s", self.pid, stream, line)
+            else:
+                sink.write(stream, line)
+        if not data:
+            self.poller.unregister(fd)
+            self.output.unregister(fd)
 
     def drain_output(self, sink: LogSink | None) -> None:
         """Take what the child printed so far (already in its pipes) and end its lines."""
-        for fd in self.streams:
-            with contextlib.suppress(OSError, KeyError):
+        for _ in range(64):  # a child that prints on in another thread goes on next time
+            events = self.output.poll(0)
+            if not events:
+                break
+            for fd, _ in events:
                 self._read_output(fd, sink)
-            if self._partial[fd] and sink is not None:
-                sink.write(self.streams[fd], self._partial[fd])
+        for fd, rest in self._partial.items():
+            if rest and sink is not None:
+                sink.write(self.streams[fd], rest)
             self._partial[fd] = ""
 
     def close(self, grace: float) -> None:
         """End the child and what it started (its session): SIGTERM, SIGKILL after
-        ``grace`` seconds; reaped, its pipes closed."""
+        ``grace`` seconds; reaped by the zygote, its pipes closed."""
         with contextlib.suppress(OSError):
             os.close(self.to_child)
-        if self.proc.poll() is None or _session_alive(self.pid):
-            kill_group(self.pid, grace, leader=self.proc)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=grace + 1)
-        for fd in (self.from_child,):
+        if _session_alive(self.pid):
+            kill_group(self.pid, grace)
+        if self.status is None:
+            self.status = self.zygote.exit_status(self.pid, grace + 1)
+        for fd in (self.from_child, *self.streams):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
 
 
 def _session_alive(pgid: int) -> bool:
@@ -135,12 +155,11 @@ def _session_alive(pgid: int) -> bool:
     return True
 
 
-def died(proc: subprocess.Popen[bytes]) -> str:
+def died(child: Child) -> str:
     """How a child ended, for the attempt's error: ``signal 11 (SIGSEGV)``, ``exit status 3``."""
-    try:
-        code = proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        return "its pipe closed while it still ran"
+    code = child.status = child.zygote.exit_status(child.pid, 5)
+    if code is None:
+        return "its pipe closed, its exit status unknown"
     if code < 0:
         try:
             name = signal.Signals(-code).name

@@ -1,23 +1,23 @@
 """Python handlers in child processes of the worker (``--python-isolation process``, the
 default): a pool of children, one per running slot at most, each started once and reused,
-running :mod:`.python_child`. A timeout or a stop kills the child (its process group:
+running :func:`.python_child.serve`. A timeout or a stop kills the child (its session:
 SIGTERM, SIGKILL after ``grace``), whatever the call is doing, a loop in Python or a call
 blocked in C; a crash or a memory error ends only that child. A killed or dead child is
 replaced by a new one at the next call. No SQL here.
 
-Why a fresh interpreter (``subprocess`` with ``python -u -c``, as multiprocessing's
-``spawn`` does) and not ``fork``: the worker is multithreaded and holds open psycopg
-connections; a forked child would inherit their sockets, the pool's memory (the login in
+Children are forked by the worker's zygote (:mod:`.zygote`), a fresh interpreter started
+once, never by the worker itself: the worker is multithreaded and holds open psycopg
+connections; a forked worker would inherit their sockets, the pool's memory (the login in
 it) and every lock another thread held at the fork (logging's, the pool's: a deadlock
-waiting to happen in the child). A fresh program gets only what it is given: the
-worker's environment less every credential variable, standard input from /dev/null, its
-output pipes and the two protocol pipes. Not multiprocessing itself: its messages are
-pickles, and the worker, which holds the login, would unpickle (run) what task code sent.
+waiting to happen in the child). The zygote gets only what it is given: the worker's
+environment less every credential variable, standard input from /dev/null, its socket;
+each child its two protocol pipes and its output pipes. Not multiprocessing itself: its
+messages are pickles, and the worker, which holds the login, would unpickle (run) what
+task code sent.
 
-Children die with the worker: the child sets ``PR_SET_PDEATHSIG`` (SIGKILL) itself at its
-start and exits if the worker is already gone; the prctl is tied to the thread that
-started the child, so every child is started by one thread that lives as long as the pool.
-The guardian (:mod:`.guardian`) knows them by the worker's token in their environment.
+Children die with the worker: the zygote's PR_SET_PDEATHSIG is tied to the one thread of
+the pool that starts it, and each child's to the zygote. The guardian (:mod:`.guardian`)
+knows them by the worker's token in their environment.
 """
 
 from __future__ import annotations
@@ -26,32 +26,23 @@ import concurrent.futures
 import contextlib
 import logging
 import os
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from . import Outcome, StopSignal
 from .child_process import Child, ChildDied, died
 from .output import LogSink
 from .python import NOT_STARTED
+from .zygote import Zygote, ZygoteGone
 
 log = logging.getLogger(__name__)
 
 # How often a running call looks at its stop signal and flushes its log (seconds).
 POLL = 0.05
 TICK = 0.2
-# A new child's wait for its first line (imports of --import modules included), seconds.
-READY_TIMEOUT = 60.0
-
-_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
-_BOOT = (
-    "import sys; sys.path.insert(0, {parent!r}); "
-    "from pgsched.handlers.python_child import main; main({fd_in}, {fd_out})"
-)
 
 
 class ProcessPool:
@@ -73,65 +64,39 @@ class ProcessPool:
         self._idle: list[Child] = []
         self._mutex = threading.Lock()
         self._closed = False
-        # the one thread that starts children: their PR_SET_PDEATHSIG is tied to it
+        self._zygote: Zygote | None = None
+        # the one thread that starts the zygote: its PR_SET_PDEATHSIG is tied to it
         self._starter = concurrent.futures.ThreadPoolExecutor(1, "pgsched-python-start")
 
-    def _start(self) -> Child:
-        to_read, to_child = os.pipe()
-        from_child, to_write = os.pipe()
-        try:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-u",
-                    "-c",
-                    _BOOT.format(parent=_PACKAGE_PARENT, fd_in=to_read, fd_out=to_write),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(to_read, to_write),
-                env=self.env,
-                start_new_session=True,  # its own group: a kill ends what it started too
-            )
-        except BaseException:
-            os.close(to_child)
-            os.close(from_child)
-            raise
-        finally:
-            os.close(to_read)
-            os.close(to_write)
-        return Child(proc, to_child, from_child)
+    def start(self) -> None:
+        """Start the zygote now, in the background: the first call then waits for no
+        import (a fresh interpreter takes about 0.18 s)."""
+        self._starter.submit(self._ensure)
 
-    def _take(self, sink: LogSink) -> Child:
-        with self._mutex:
-            if self._idle:
-                return self._idle.pop()
-        child = self._starter.submit(self._start).result()
-        child.send(
-            {
-                "init": {
+    def _ensure(self) -> Zygote:
+        """The running zygote, started first if there is none (or it ended). Run only in
+        the starter thread, which makes it one at a time."""
+        if self._zygote is None or self._zygote.gone:
+            if self._zygote is not None:
+                self._zygote.close()
+            self._zygote = Zygote(
+                self.env,
+                {
                     "path": sys.path,
                     "parent": os.getpid(),
                     "allowed": self.allowed_modules,
                     "preload": self.allowed_modules,
                     "memory": self.memory_limit,
-                }
-            }
-        )
-        deadline = time.monotonic() + READY_TIMEOUT
-        try:
-            while time.monotonic() < deadline:
-                for message in child.wait(deadline - time.monotonic(), sink):
-                    if "ready" in message:
-                        return child
-        except ChildDied:
-            child.drain_output(sink)
-            how = died(child.proc)
-            child.close(self.grace)
-            raise ChildDied(f"the handler's process died before it was ready: {how}") from None
-        child.close(self.grace)
-        raise ChildDied(f"the handler's process was not ready within {READY_TIMEOUT:g}s")
+                },
+            )
+            self._zygote.start()
+        return self._zygote
+
+    def _take(self) -> Child:
+        with self._mutex:
+            if self._idle:
+                return self._idle.pop()
+        return Child(self._starter.submit(self._ensure).result())
 
     def _give_back(self, child: Child) -> None:
         with self._mutex:
@@ -155,10 +120,10 @@ class ProcessPool:
         call may start by) gives None or passed. ``locks``: the execution's
         :class:`~pgsched.worker.execution_locks.ExecutionLocks`, used for the child."""
         try:
-            child = self._take(sink)
-        except (ChildDied, OSError) as exc:
+            child = self._take()
+        except (ZygoteGone, OSError) as exc:
             sink.close()
-            return Outcome("failed", error=str(exc))
+            return Outcome("failed", error=f"the handler's process could not start: {exc}")
         keep = False
         try:
             outcome, keep = self._call(child, row, sink, stop, start_by, on_tick, locks)
@@ -245,7 +210,9 @@ class ProcessPool:
             idle, self._idle = self._idle, []
         for child in idle:
             child.close(self.grace)
-        self._starter.shutdown(wait=False)
+        self._starter.shutdown(wait=True)  # a start under way ends first
+        if self._zygote is not None:
+            self._zygote.close()
 
 
 def _outcome(message: dict[str, Any]) -> tuple[Outcome, bool]:
@@ -261,7 +228,7 @@ def _outcome(message: dict[str, Any]) -> tuple[Outcome, bool]:
 
 def _died(child: Child, sink: LogSink) -> Outcome:
     child.drain_output(sink)
-    how = died(child.proc)
+    how = died(child)
     sink.write("system", f"the handler's process died: {how}")
     return Outcome("failed", error=f"the handler's process died: {how}")
 

@@ -1,34 +1,39 @@
-"""The program of a Python handler's child process (:mod:`.process_pool` starts it): it
-imports the task modules once, then calls one handler at a time for the worker, and
-sends back what each returned. No SQL here, and no login: the child is started with the
-worker's environment less every credential variable, and its Python task's locks are
-taken by the worker on its behalf (:class:`ChildLocks`).
+"""The program of the worker's zygote and of the Python handlers' children it forks
+(:mod:`.zygote`, :mod:`.process_pool`): the zygote imports the task modules once and
+forks; each child calls one handler at a time for the worker, and sends back what each
+returned. No SQL here, and no login: the zygote is started with the worker's environment
+less every credential variable, and a Python task's locks are taken by the worker on its
+behalf (``ChildLocks``).
 
-The worker and the child speak JSON, one object a line, over two pipes (the child's
+The worker and a child speak JSON, one object a line, over two pipes (the child's
 descriptors ``fd_in`` and ``fd_out``); never pickle, whose loading runs code: the worker
 holds the login, the child runs task code. What the handler prints goes to the child's
 own standard output and error (pipes the worker reads, line by line, into the attempt's
-log), so output of C code and of subprocesses is captured too. The child runs with ``-u``:
-each write reaches its pipe at once, before the message that ends the call.
+log), so output of C code and of subprocesses is captured too. The interpreter runs with
+``-u``: each write reaches its pipe at once, before the message that ends the call.
 
-The worker says (one line each): ``{"init": {"path", "parent", "allowed", "preload",
-"memory"}}`` once, then ``{"call": {"target", "params" (JSON text), "dag", "start_by"}}``
-per call, and ``{"value": ...}`` or ``{"raise": [type, message]}`` to a lock request.
-The child says ``{"ready": pid}`` once, then per call ``{"lock": [op, args]}`` (any number)
-and one of ``{"result": ...}``, ``{"error": [message, [types]]}`` (and a ``system``
-line for the log), ``{"failed":
-message}`` (no exception of the task's: its target cannot be resolved, its result is not
-JSON), ``{"not_started": true}`` (its start deadline had passed).
+The zygote is told ``{"init": {"path", "parent", "allowed", "preload", "memory"}}`` once
+(on its socket, one message a datagram) and answers ``{"ready": pid}``; then each request
+carries a child's four descriptors (SCM_RIGHTS) and is answered ``{"pid": pid}``; a child
+reaped is told ``{"exit": pid, "status": code}``. A child is told ``{"call": {"target",
+"params" (JSON text), "dag", "start_by", "execution_id", "tenant"}}`` per call, and
+``{"value": ...}`` or ``{"raise": [type, message]}`` to a lock request. It says per call
+``{"lock": [op, args]}`` (any number) and one of ``{"result": ...}``, ``{"error":
+[message, [types]]}`` (and a ``system`` line for the log), ``{"failed": message}`` (no
+exception of the task's: its target cannot be resolved, its result is not JSON),
+``{"not_started": true}`` (its start deadline had passed).
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib
 import inspect
 import json
 import os
 import resource
 import signal
+import socket
 import sys
 import threading
 import time
@@ -76,16 +81,17 @@ def _lock_types() -> dict[str, type[BaseException]]:
     }
 
 
-def _child_locks(channel: Channel, execution_id: int, tenant: str | None) -> Any:
+def _child_locks(channel: Channel) -> Any:
     """An :class:`~pgsched.worker.execution_locks.ExecutionLocks` whose every call is made
     by the worker, on the execution's own session there (closed when the execution ends,
-    however it ends: a killed child loses nothing, the worker still holds the session)."""
+    however it ends: a killed child loses nothing, the worker still holds the session).
+    One per child; each call sets its ``execution_id`` and ``tenant``."""
     from ..errors import PgschedError
     from ..worker.execution_locks import ExecutionLocks
 
     class ChildLocks(ExecutionLocks):
         def __init__(self) -> None:  # no session here: the worker has it
-            self.dsn, self.execution_id, self.tenant = "", execution_id, tenant
+            self.dsn, self.execution_id, self.tenant = "", 0, None
             self._closed = False
 
         def _ask(self, op: str, *args: Any) -> Any:
@@ -123,7 +129,7 @@ def _child_locks(channel: Channel, execution_id: int, tenant: str | None) -> Any
 
 
 def _call(
-    channel: Channel, call: dict[str, Any], functions: dict[str, Any], allowed: tuple[str, ...]
+    locks: Any, call: dict[str, Any], functions: dict[str, Any], allowed: tuple[str, ...]
 ) -> dict[str, Any]:
     from .. import app as app_module
     from ..errors import PgschedError
@@ -142,7 +148,7 @@ def _call(
         params = {k: v for k, v in params.items() if k != "upstream"}
     if time.monotonic() > call["start_by"]:  # CLOCK_MONOTONIC: the worker's clock too
         return {"not_started": True}
-    locks = _child_locks(channel, call["execution_id"], call["tenant"])
+    locks.execution_id, locks.tenant = call["execution_id"], call["tenant"]
     try:
         with bound(locks):
             result = func(**params)
@@ -155,6 +161,8 @@ def _call(
         return {
             "error": [f"{type(exc).__name__}: {exc}", [qualified(t) for t in type(exc).__mro__]]
         }
+    if result is None:
+        return _NONE
     try:
         json.dumps(result)
     except (TypeError, ValueError) as exc:  # the recorder's words (pgsched.worker.recorder)
@@ -162,9 +170,12 @@ def _call(
     return {"result": result}
 
 
+_NONE = {"result": None}
+
+
 def _die_with(parent: int) -> None:
-    """SIGKILL this process when the worker's thread that started it ends (prctl(2)); if
-    the worker is gone already, exit now."""
+    """SIGKILL this process when the thread that started it ends (prctl(2)); if its parent
+    is gone already, exit now."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
@@ -173,27 +184,85 @@ def _die_with(parent: int) -> None:
         os._exit(137)
 
 
-def main(fd_in: int, fd_out: int) -> None:
+def serve(fd_in: int, fd_out: int, allowed: tuple[str, ...]) -> None:
     """Serve calls until the worker closes the pipe (or the process is killed)."""
     channel = Channel(fd_in, fd_out)
-    hello = channel.receive()
-    if hello is None:
-        return
-    init = hello["init"]
-    _die_with(init["parent"])
-    sys.path[:] = init["path"]
-    allowed = tuple(init["allowed"])
-    for module in init["preload"]:
-        __import__(module)
-    if init["memory"]:
-        resource.setrlimit(resource.RLIMIT_AS, (init["memory"], init["memory"]))
     functions: dict[str, Callable[..., Any]] = {}
-    channel.send({"ready": os.getpid()})
+    locks = _child_locks(channel)
     while True:
         message = channel.receive()
         if message is None:
             return
-        reply = _call(channel, message["call"], functions, allowed)
+        reply = _call(locks, message["call"], functions, allowed)
         sys.stdout.flush()
         sys.stderr.flush()
         channel.send(reply)
+
+
+def _child(sock: socket.socket, fds: list[int], init: dict[str, Any]) -> None:
+    """In a child just forked by the zygote: its own session, its output on its pipes,
+    dying with the zygote; then its calls. Never returns."""
+    code = 0
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        zygote = os.getppid()
+        sock.close()
+        fd_in, fd_out, out, err = fds
+        os.setsid()  # its own session and group: a kill ends what it started too
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        os.close(out)
+        os.close(err)
+        _die_with(zygote)
+        if init["memory"]:
+            resource.setrlimit(resource.RLIMIT_AS, (init["memory"], init["memory"]))
+        serve(fd_in, fd_out, tuple(init["allowed"]))
+    except BaseException:
+        traceback.print_exc()
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def main(sock_fd: int) -> None:
+    """The zygote: imports pgsched's handler code and the ``--import`` modules once, then
+    forks a child per request (the child's four descriptors come with it, SCM_RIGHTS)
+    and tells the worker each child's pid and, when it is reaped, how it ended
+    (``{"exit": pid, "status": code}``, negative for a signal). Single-threaded, holding
+    no connection: forking it is safe, which forking the worker is not."""
+    sock = socket.socket(fileno=sock_fd)
+    hello = sock.recv(1 << 20)
+    if not hello:
+        return
+    init = json.loads(hello)["init"]
+    _die_with(init["parent"])
+    sys.path[:] = init["path"]
+    from .. import app  # noqa: F401  (what every task module imports: loaded once, here)
+    from ..worker import execution_locks  # noqa: F401
+    from . import python  # noqa: F401
+
+    for module in init["preload"]:
+        importlib.import_module(module)
+
+    def reap(_signum: int, _frame: Any) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            sock.send(encode({"exit": pid, "status": os.waitstatus_to_exitcode(status)}))
+
+    signal.signal(signal.SIGCHLD, reap)
+    sock.send(encode({"ready": os.getpid()}))
+    while True:
+        message, fds, _, _ = socket.recv_fds(sock, 1024, 4)
+        if not message:
+            return
+        pid = os.fork()
+        if pid == 0:
+            _child(sock, fds, init)
+        for fd in fds:
+            os.close(fd)
+        sock.send(encode({"pid": pid}))

@@ -126,6 +126,7 @@ class Worker:
             self.executor.pool = ProcessPool(
                 env, cfg.allowed_modules, cfg.stop_grace, cfg.python_memory_limit
             )
+            self.executor.pool.start()
         self.heartbeat.start()
         self.executor.start()
         try:

@@ -246,7 +246,8 @@ def test_a_command_finds_no_trace_of_the_login(
 # A Python task runs in a child process of its worker (--python-isolation process, whose
 # environment is the worker's live one less the credentials) or inside the worker itself
 # (thread); what it starts inherits that environment (plus the params the search reads).
-# The search is told the worker's pid: the parent of a child, the task's own in a thread.
+# The search is told the worker's pid: the zygote's parent for a child, the task's own in a
+# thread.
 PYTHON_TASKS = textwrap.dedent("""
     import json, os, subprocess, sys
     from pgsched import App
@@ -257,7 +258,10 @@ PYTHON_TASKS = textwrap.dedent("""
     def search(script, **params):
         with open("/proc/self/cmdline", "rb") as f:
             in_child = b"python_child" in f.read()
-        params["worker"] = os.getppid() if in_child else os.getpid()
+        params["worker"] = os.getpid()
+        if in_child:  # forked by the worker's zygote, a child of the worker
+            with open(f"/proc/{os.getppid()}/stat", "rb") as f:
+                params["worker"] = int(f.read().rsplit(b")", 1)[1].split()[1])
         env = dict(os.environ, PGSCHED_PARAMS=json.dumps(params))
         out = subprocess.run(
             [sys.executable, "-I", "-S", "-c", script], env=env, capture_output=True, text=True,

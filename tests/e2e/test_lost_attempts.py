@@ -39,11 +39,21 @@ MODULE = textwrap.dedent('''
         with open(marker, "a") as f:
             f.write(f"{n}\\n")
 
+    def worker_pid():
+        """The worker: this process in a thread, the zygote's parent in a child process
+        (--python-isolation process, where killing itself would end only the child)."""
+        with open("/proc/self/cmdline", "rb") as f:
+            if b"python_child" not in f.read():
+                return os.getpid()
+        with open(f"/proc/{os.getppid()}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+
     @app.task()
     def poison(marker):
+        worker = worker_pid()
         with open(marker, "a") as f:
-            f.write(f"{os.getpid()}\\n")
-        os.kill(os.getpid(), signal.SIGKILL)
+            f.write(f"{worker}\\n")
+        os.kill(worker, signal.SIGKILL)
 ''')
 
 CONCURRENCY = 2
