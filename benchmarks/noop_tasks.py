@@ -37,3 +37,10 @@ def stamp(seq: int = 0) -> float:
     """Returns the worker's clock when the call started (``time.time()``), stored as the
     execution's result: ``run.py``'s latency part subtracts the enqueue time from it."""
     return time.time()
+
+
+@app.task(name="bench-sleep")
+def sleep_10ms(seq: int = 0) -> None:
+    """Sleeps 10 ms (a handler that waits, e.g. on I/O): ``python_isolation.py`` drains it
+    with Python handlers in child processes and in threads."""
+    time.sleep(0.01)

@@ -9,7 +9,8 @@ Parts:
   ``pgsched.enqueue_many_v1``) in chunks of ``--chunk``.
 - ``enqueue-single``: N ``SELECT pgsched.enqueue_v1(...)``, one autocommit transaction each,
   one after the other on one connection (``--api python``: ``tasks.trigger`` instead).
-- ``drain``: N runs of the no-op Python task ``bench-job`` queued (untimed, then ANALYZE);
+- ``drain``: N runs of the no-op Python task ``bench-job`` (``--task``: another, e.g.
+  ``bench-sleep``, 10 ms) queued (untimed, then ANALYZE), with ``--python-isolation``;
   a fresh ``pgsched worker`` process is started and the clock runs from its start until
   every run is in ``pgsched.execution_history``; also the steady rate (first start to last
   finish, from the rows' timestamps), the rate of the first and the last tenth (from
@@ -281,12 +282,14 @@ def part_drain(args: argparse.Namespace) -> None:
     try:
         history_rows = scalar(conn, "SELECT count(*) FROM pgsched.execution_history")
         conn.execute("VACUUM ANALYZE pgsched.execution")
-        ids = bulk_enqueue(db, "bench-job", args.n)
+        ids = bulk_enqueue(db, args.task, args.n)
         conn.execute("ANALYZE pgsched.execution")
         lo, hi = min(ids), max(ids)
         extra = ["--log-level", args.worker_log_level] if args.worker_log_level else []
         if args.poll_interval:
             extra += ["--poll-interval", str(args.poll_interval)]
+        if args.python_isolation:
+            extra += ["--python-isolation", args.python_isolation]
         common.index_only_polls(conn)
         postmaster = common.server_pid(conn)
         server_cpu = common.cpu_seconds([postmaster])
@@ -817,6 +820,17 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--poll-interval", type=float, default=None)
     p.add_argument("--worker-log-level", default=None)
+    p.add_argument(
+        "--python-isolation",
+        choices=["process", "thread"],
+        default=None,
+        help="drain: the worker's --python-isolation (default: the worker's default)",
+    )
+    p.add_argument(
+        "--task",
+        default="bench-job",
+        help="drain: the Python task drained (bench-job: no-op; bench-sleep: 10 ms)",
+    )
     p.add_argument(
         "--part", dest="part_name", default="drain", help="part name to report a drain under"
     )

@@ -236,7 +236,7 @@ def scheduler(
     type=click.Choice(["process", "thread"]),
     help="Where Python handlers run. process: in child processes of the worker, one per "
     "running slot, reused; a timeout or cancel kills the child, whatever it is doing, and a "
-    "crash ends only the child (about 40 us more per call, docs/performance.md). thread: in "
+    "crash ends only the child (a pipe round trip per call: docs/performance.md). thread: in "
     "the worker's own slot thread; a call blocked in C code cannot be stopped (it is "
     "abandoned), and the handler shares the worker's memory and its database login.",
 )
