@@ -107,10 +107,15 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
     """Run a worker until a signal. Python tasks are imported from the current folder,
     ``pythonpath`` and PYTHONPATH; a module of ``imports`` that cannot be imported raises
     PgschedError naming it."""
+    from .handlers.isolation import resolve
     from .login import CREDENTIAL_ENV
     from .worker import HEARTBEAT_STALE, PRIVATE_ENV, Worker, WorkerConfig
 
     settings.validate()
+    # before anything else: a worker never starts with less isolation than it was told
+    isolation = resolve(
+        settings.isolation, settings.run_as, settings.limits, settings.allow_network
+    )
     conceal_login(source)
     for folder in reversed(
         ("", *settings.pythonpath)
@@ -138,6 +143,7 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
         allowed_modules=s.imports,
         prefetch=s.prefetch,
         statement_deadline=s.statement_deadline,
+        isolation=isolation,
     )
     # Executions use a connection only briefly (log flushes, the end of an attempt): a
     # small pool serves many slots. Plus one listener connection. A transaction left open

@@ -8,9 +8,10 @@ database driver.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import ValidationError
+from .handlers.rlimits import Limits
 
 
 def _whole(field: str, value: object, low: int, high: int) -> None:
@@ -66,7 +67,9 @@ class WorkerSettings:
     ``statement_deadline`` (0-3600 s; 0: none) as the options say; ``max_output_lines``
     (1-10,000,000) and ``max_output_bytes`` (1 KiB-1 GiB) stored per attempt; ``prefetch``
     (0-10,000); ``pythonpath`` folders put first on ``sys.path``; ``imports``: modules
-    imported at start (Python tasks then come only from them)."""
+    imported at start (Python tasks then come only from them); ``isolation`` (none, rlimits,
+    sandbox), ``run_as`` (a user name, uid or ``uid:gid``), ``limits`` and
+    ``allow_network``: what commands run in (:mod:`pgsched.handlers.isolation`)."""
 
     queues: tuple[str, ...] = ("default",)
     tenants: tuple[str, ...] | None = ()
@@ -82,8 +85,13 @@ class WorkerSettings:
     imports: tuple[str, ...] = ()
     prefetch: int = 100
     statement_deadline: float = 30.0
+    isolation: str = "none"
+    run_as: str | None = None
+    limits: Limits = field(default_factory=Limits)
+    allow_network: bool = False
 
     def validate(self) -> None:
+        from .handlers.isolation import LEVELS
         from .taskspec import check_name
 
         if not self.queues:
@@ -101,6 +109,10 @@ class WorkerSettings:
         _whole("max_output_bytes", self.max_output_bytes, 1024, 1024**3)
         _whole("prefetch", self.prefetch, 0, 10_000)
         _seconds("statement_deadline", self.statement_deadline, 0, 3600)
+        if self.isolation not in LEVELS:
+            raise ValidationError(
+                "isolation", self.isolation, f"must be one of {', '.join(LEVELS)}"
+            )
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import migrate as migrations
+from .isolation_options import isolation_options
 from .root import Context, Seconds, log_options, main, pass_ctx
 
 # --- processes ----------------------------------------------------------------------------
@@ -229,6 +230,7 @@ def scheduler(
     "reported (pgsched status), its connection cut, and if it is still stuck that long again "
     "the worker exits with status 70 for its supervisor to restart it. 0: no deadline.",
 )
+@isolation_options
 @pass_ctx
 def worker(
     c: Context,
@@ -246,11 +248,20 @@ def worker(
     imports: tuple[str, ...],
     prefetch: int,
     statement_deadline: float,
+    isolation: str,
+    run_as: str | None,
+    allow_network: bool,
+    limit_cpu: str | None,
+    limit_memory: str | None,
+    limit_nofile: str | None,
+    limit_nproc: str | None,
+    limit_fsize: str | None,
 ) -> None:
     """Run a worker: claims and runs executions from its queues of its tenants. Python tasks
     ('module:function') are imported from the current folder, --pythonpath folders and
     PYTHONPATH."""
     from ..errors import ConfigError
+    from ..handlers.rlimits import Limits
     from ..node import WorkerSettings, run_worker
 
     if all_tenants and tenants:
@@ -275,6 +286,10 @@ def worker(
             imports=imports,
             prefetch=prefetch,
             statement_deadline=statement_deadline,
+            isolation=isolation,
+            run_as=run_as,
+            limits=Limits.parse(limit_cpu, limit_memory, limit_nofile, limit_nproc, limit_fsize),
+            allow_network=allow_network,
         ),
     )
 

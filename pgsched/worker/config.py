@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ..db import CONNECT_TIMEOUT
 from ..deadline import STATEMENT_DEADLINE
+from ..handlers.isolation import Isolation
 from ..login import CREDENTIAL_ENV
 
 # Params larger than this (bytes of JSON) reach a command in a file (PGSCHED_PARAMS_FILE)
@@ -64,7 +65,8 @@ class WorkerConfig:
     claim only for free slots); ``statement_deadline``: seconds a statement of the claimer
     (and of the heartbeat, at most one interval) may go without a reply before its
     connection is cut and opened again (0: none; the claimer's are still cut when the worker
-    stops, and its liveness still watched)."""
+    stops, and its liveness still watched); ``isolation``: what commands run in
+    (:mod:`pgsched.handlers.isolation`, checked at start by its ``resolve``)."""
 
     queues: list[str] = field(default_factory=lambda: ["default"])
     tenants: tuple[str, ...] | None = ("default",)
@@ -81,6 +83,7 @@ class WorkerConfig:
     name: str | None = None
     prefetch: int = 100
     statement_deadline: float = STATEMENT_DEADLINE
+    isolation: Isolation = field(default_factory=Isolation)
 
     def claimer_limit(self) -> float:
         """Seconds the claimer may go without a turn of its loop before the heartbeat

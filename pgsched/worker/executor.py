@@ -11,6 +11,7 @@ buffered work meanwhile.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -214,7 +215,23 @@ class Executor:
                 "failed",
                 error=f"task {row['task_name']!r} is a DAG: it starts DAG runs and is not run",
             )
-        env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
+        return self._run_command(row, sink, slot)
+
+    def _run_command(self, row: Row, sink: LogSink, slot: Slot) -> Outcome | None:
+        """A shell or argv command, isolated as the worker was told (``config.isolation``):
+        then in a scratch directory of its own, from an environment of its own."""
+        iso = self.config.isolation
+        with iso.scratch() if iso.isolated else contextlib.nullcontext() as workdir:
+            if workdir is not None:
+                env = iso.env(workdir)
+            else:
+                env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
+            return self._start_command(row, sink, slot, env, workdir)
+
+    def _start_command(
+        self, row: Row, sink: LogSink, slot: Slot, env: dict[str, str], workdir: str | None
+    ) -> Outcome | None:
+        iso = self.config.isolation
         env.update(row["env"] or {})
         env.update(
             PGSCHED_EXECUTION_ID=str(row["id"]),
@@ -228,13 +245,19 @@ class Executor:
             env["PGSCHED_PARAMS"] = encoded
         else:  # Linux refuses to start a program with one variable over 128 KB
             with tempfile.NamedTemporaryFile(
-                "w", prefix="pgsched-params-", suffix=".json", delete=False, encoding="utf-8"
+                "w",
+                prefix="pgsched-params-",
+                suffix=".json",
+                delete=False,
+                encoding="utf-8",
+                dir=workdir,  # an isolated command sees its scratch, not the worker's /tmp
             ) as f:
                 f.write(encoded)
             params_file = env["PGSCHED_PARAMS_FILE"] = f.name
+            iso.give(f.name)
         if row.get("dag_run_id") is not None:
             env["PGSCHED_DAG_RUN_ID"] = str(row["dag_run_id"])
-        if kind == "shell":
+        if row["handler_kind"] == "shell":
             shell = (row["env"] or {}).get("SHELL", "/bin/sh")
             argv = [shell, "-c", row["command"]]
         else:
@@ -256,6 +279,8 @@ class Executor:
                         stop=slot,
                         stop_grace=self.config.stop_grace,
                         start_by=start_by,
+                        isolation=iso,
+                        workdir=workdir,
                     )
                 except StartDeadlinePassed:
                     log.info(

@@ -107,11 +107,12 @@ class Worker:
         cfg = self.config
         self._register()
         log.info(
-            "worker %s started: queues=%s tenants=%s concurrency=%d",
+            "worker %s started: queues=%s tenants=%s concurrency=%d isolation: %s",
             self.id,
             ",".join(cfg.queues),
             "all" if cfg.tenants is None else ",".join(cfg.tenants),
             cfg.concurrency,
+            cfg.isolation.describe(),
         )
         guard = _start_guardian(self.id)
         self.completer = self.recorder.completer = Completer(
