@@ -173,12 +173,20 @@ def test_a_command_writes_only_its_scratch_directory(db, sql, start, level):
 
 
 CONNECT = r"""
-import socket, sys
-try:
-    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=3).close()
-    print("connected")
-except OSError as exc:
-    print(f"refused: {exc}")
+import json, socket, sys
+out = {}
+for name, family, address in [
+    ("tcp", socket.AF_INET, ("127.0.0.1", int(sys.argv[1]))),
+    ("unix", socket.AF_UNIX, sys.argv[2]),  # a host server's socket in /run
+]:
+    try:
+        with socket.socket(family) as s:
+            s.settimeout(3)
+            s.connect(address)
+        out[name] = "connected"
+    except OSError as exc:
+        out[name] = f"refused: {exc}"
+print(json.dumps(out))
 """
 
 
@@ -188,16 +196,23 @@ def test_a_sandboxed_command_reaches_the_network_only_when_allowed(db, sql, star
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
     port = listener.getsockname()[1]
+    path = f"/run/pgsched-test-{secrets.token_hex(6)}.sock"
+    local = socket.socket(socket.AF_UNIX)
+    local.bind(path)
+    os.chmod(path, 0o777)  # anyone may connect, as to PostgreSQL's own socket
+    local.listen(8)
     try:
-        _argv_task(db, "dial", [PY, "-I", "-c", CONNECT, str(port)])
+        _argv_task(db, "dial", [PY, "-I", "-c", CONNECT, str(port), path])
         _worker(start, "sandbox", *(["--allow-network"] if allow else []))
         result = _history(sql, tasks.trigger(db, "dial"))["result"]
     finally:
         listener.close()
+        local.close()
+        os.unlink(path)
     if allow:
-        assert result == "connected"
+        assert result == {"tcp": "connected", "unix": "connected"}, result
     else:
-        assert result.startswith("refused"), result
+        assert result["tcp"].startswith("refused") and result["unix"].startswith("refused"), result
 
 
 LIMITED = {
