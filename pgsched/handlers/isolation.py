@@ -111,8 +111,8 @@ class Isolation:
         args += ["--perms", "1777", "--tmpfs", "/tmp"]  # as the host's: sticky, for anyone
         args += ["--bind", scratch, scratch, "--chdir", scratch]
         args += ["--unshare-pid", "--unshare-ipc", "--die-with-parent"]
-        if not self.network:
-            args.append("--unshare-net")
+        if not self.network:  # and /run's sockets (a server's, as PostgreSQL's 0777 one)
+            args += ["--unshare-net", "--tmpfs", "/run"]
         if not self.privileged:
             args += ["--unshare-user", "--uid", str(self.uid), "--gid", str(self.gid)]
         return args
@@ -143,10 +143,13 @@ class Isolation:
         finally:
             shutil.rmtree(path, ignore_errors=True)
 
-    def give(self, path: str) -> None:
-        """Let the command's user read ``path`` (a params file the worker wrote)."""
+    def give(self, fd: int) -> None:
+        """Let the command's user read the open file ``fd`` (a params file the worker is
+        writing). By its descriptor, never its path: the scratch directory is the command's
+        user's, and another command of that user could swap the name for a symlink to
+        ``/etc/shadow`` between the write and a chown by name."""
         if self.isolated and os.geteuid() == 0:
-            os.chown(path, self.uid, self.gid)
+            os.fchown(fd, self.uid, self.gid)
 
 
 def _user(run_as: str | None, privileged: bool) -> tuple[int, int, str]:

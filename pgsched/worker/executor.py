@@ -252,9 +252,9 @@ class Executor:
                 encoding="utf-8",
                 dir=workdir,  # an isolated command sees its scratch, not the worker's /tmp
             ) as f:
+                iso.give(f.fileno())
                 f.write(encoded)
             params_file = env["PGSCHED_PARAMS_FILE"] = f.name
-            iso.give(f.name)
         if row.get("dag_run_id") is not None:
             env["PGSCHED_DAG_RUN_ID"] = str(row["dag_run_id"])
         if row["handler_kind"] == "shell":
