@@ -151,6 +151,15 @@ class TaskSpec:
     key_max_running: int | None = None
     key_rate_limit: int | None = None
     key_rate_period_seconds: float | None = None
+    # its commands' sandbox (issue 19; pgsched.limits.check_sandbox_fields): limits
+    # over the worker's --limit-* and whether a sandboxed command may use the network; None:
+    # the worker's. They apply only on a worker that isolates (docs/security.md, "Sandbox").
+    limit_cpu_seconds: int | None = None
+    limit_memory_bytes: int | None = None
+    limit_nofile: int | None = None
+    limit_nproc: int | None = None
+    limit_fsize_bytes: int | None = None
+    network: bool | None = None
 
     def validate(self) -> Schedule:
         """Check every field; return the parsed schedule. Raises ValidationError naming
@@ -250,6 +259,7 @@ class TaskSpec:
             raise ValidationError("tags", self.tags, "must be a list of at most 20 tags")
         for tag in self.tags:
             check_name("tags", tag)
+        limits.check_sandbox_fields(self)
         check_windows(
             self.overlap_policy,
             self.unique_policy,

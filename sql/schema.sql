@@ -2911,6 +2911,12 @@ CREATE TABLE pgsched.task (
     unique_period_seconds double precision,
     unique_scope text DEFAULT 'task'::text NOT NULL,
     windowed boolean GENERATED ALWAYS AS (((overlap_policy <> 'allow'::text) OR (unique_policy <> 'none'::text) OR (unique_period_seconds IS NOT NULL))) STORED,
+    limit_cpu_seconds integer,
+    limit_memory_bytes bigint,
+    limit_nofile integer,
+    limit_nproc integer,
+    limit_fsize_bytes bigint,
+    network boolean,
     CONSTRAINT task_check1 CHECK (((schedule_kind = 'none'::text) = (schedule_expr IS NULL))),
     CONSTRAINT task_concurrency_key_check CHECK (((length(concurrency_key) >= 1) AND (length(concurrency_key) <= 200))),
     CONSTRAINT task_handler_check CHECK ((((handler_kind = 'shell'::text) AND (command IS NOT NULL)) OR ((handler_kind = 'argv'::text) AND (argv IS NOT NULL) AND (cardinality(argv) > 0)) OR ((handler_kind = 'python'::text) AND (python_target IS NOT NULL)) OR (handler_kind = 'dag'::text))),
@@ -2920,6 +2926,11 @@ CREATE TABLE pgsched.task (
     CONSTRAINT task_key_rate_both CHECK (((key_rate_limit IS NULL) = (key_rate_period_seconds IS NULL))),
     CONSTRAINT task_key_rate_limit_check CHECK ((key_rate_limit >= 0)),
     CONSTRAINT task_key_rate_period_check CHECK ((key_rate_period_seconds > (0)::double precision)),
+    CONSTRAINT task_limit_cpu_seconds_check CHECK ((limit_cpu_seconds > 0)),
+    CONSTRAINT task_limit_fsize_bytes_check CHECK ((limit_fsize_bytes > 0)),
+    CONSTRAINT task_limit_memory_bytes_check CHECK ((limit_memory_bytes > 0)),
+    CONSTRAINT task_limit_nofile_check CHECK ((limit_nofile > 0)),
+    CONSTRAINT task_limit_nproc_check CHECK ((limit_nproc > 0)),
     CONSTRAINT task_max_attempts_check CHECK ((max_attempts >= 1)),
     CONSTRAINT task_max_running_check CHECK ((max_running >= 0)),
     CONSTRAINT task_misfire_policy_check CHECK ((misfire_policy = ANY (ARRAY['skip'::text, 'once'::text, 'all'::text]))),
@@ -2965,6 +2976,42 @@ COMMENT ON COLUMN pgsched.task.unique_period_seconds IS 'at most one enqueue of 
 --
 
 COMMENT ON COLUMN pgsched.task.unique_scope IS 'what the unique window counts: the task, or the rendered concurrency key (0022)';
+
+--
+-- Name: COLUMN task.limit_cpu_seconds; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.limit_cpu_seconds IS 'RLIMIT_CPU of its commands, seconds (NULL: the worker''s --limit-cpu)';
+
+--
+-- Name: COLUMN task.limit_memory_bytes; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.limit_memory_bytes IS 'RLIMIT_AS of its commands'' processes, bytes (NULL: the worker''s --limit-memory)';
+
+--
+-- Name: COLUMN task.limit_nofile; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.limit_nofile IS 'RLIMIT_NOFILE of its commands'' processes (NULL: the worker''s --limit-nofile)';
+
+--
+-- Name: COLUMN task.limit_nproc; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.limit_nproc IS 'RLIMIT_NPROC of its commands'' user (NULL: the worker''s --limit-nproc)';
+
+--
+-- Name: COLUMN task.limit_fsize_bytes; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.limit_fsize_bytes IS 'RLIMIT_FSIZE of its commands, bytes (NULL: the worker''s --limit-fsize)';
+
+--
+-- Name: COLUMN task.network; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.network IS 'whether its sandboxed commands may use the host''s network (NULL: the worker''s --allow-network)';
 
 --
 -- Name: record_skipped_v1(pgsched.task, timestamp with time zone, text, jsonb, text, bigint); Type: FUNCTION; Schema: pgsched_internal; Owner: -

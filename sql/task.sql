@@ -146,3 +146,21 @@ UPDATE pgsched.task
        key_rate_period_seconds = %(key_rate_period_seconds)s
  WHERE id = %(id)s
 RETURNING *
+
+-- name: task_sandbox_set :one
+-- A task's own sandbox settings (issue 19; migration 0030: its commands' limits over the
+-- worker's, and network), beside task_insert and task_update in their transaction; NULL is
+-- the worker's.
+UPDATE pgsched.task
+   SET limit_cpu_seconds = %(limit_cpu_seconds)s, limit_memory_bytes = %(limit_memory_bytes)s,
+       limit_nofile = %(limit_nofile)s, limit_nproc = %(limit_nproc)s,
+       limit_fsize_bytes = %(limit_fsize_bytes)s, network = %(network)s
+ WHERE id = %(id)s
+RETURNING *
+
+-- name: task_sandbox :many
+-- The sandbox settings of tasks whose definitions a claim has just sent (migration 0030;
+-- claims.TaskDefinitions), read once per definition read, not per claimed row.
+SELECT id, limit_cpu_seconds, limit_memory_bytes, limit_nofile, limit_nproc,
+       limit_fsize_bytes, network
+  FROM pgsched.task WHERE id = ANY(%(ids)s::bigint[])

@@ -17,6 +17,7 @@ from ..schedule import parse_interval
 from ..taskspec import MISFIRE_POLICIES
 from ..windows import OVERLAP_POLICIES, UNIQUE_POLICIES, UNIQUE_SCOPES
 from .output import pairs, parse_json_object, parse_when
+from .task_sandbox_options import sandbox_fields, sandbox_options
 
 
 def definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -136,7 +137,7 @@ def definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable[
             "concurrency key.",
         ),
     ]
-    options += limit_options(create)
+    options += limit_options(create) + sandbox_options(create)
     if create:
         options.append(click.option("--paused", is_flag=True, help="Create it paused."))
     else:
@@ -343,6 +344,7 @@ def definition(
         out["env"] = pairs(o["env"], "env")
     out.update(windows(o))
     out.update(limit_fields(o))
+    out.update(sandbox_fields(o))
     return out
 
 

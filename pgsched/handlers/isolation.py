@@ -26,11 +26,12 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..errors import ConfigError
-from .rlimits import NO_LIMITS, Limits
+from .rlimits import NO_LIMITS, Limits, task_limits
 
 LEVELS = ("none", "rlimits", "sandbox")
 
@@ -76,6 +77,19 @@ class Isolation:
             spaces = "user+" + spaces
         net = "network allowed" if self.network else "no network"
         return f"bubblewrap {self.bwrap_version}, {spaces} namespaces, {who}, {net}, {limits}"
+
+    def for_task(self, task: Mapping[str, Any]) -> Isolation:
+        """This isolation with a task's own settings (migration 0030; a claimed row): its
+        ``limit_*`` over the worker's, its ``network`` (None: the worker's; the rlimits
+        level shares the host's network whatever it says). Level none: unchanged."""
+        if not self.isolated:
+            return self
+        network = task.get("network")
+        return replace(
+            self,
+            limits=task_limits(self.limits, task),
+            network=self.network if network is None or self.level != "sandbox" else network,
+        )
 
     def wrap(self, argv: list[str], scratch: str) -> list[str]:
         """``argv`` as it is to be started: inside bwrap (sandbox), as the command's user

@@ -5,7 +5,9 @@ worker options that give them (``--limit-cpu 60s --limit-memory 1GB``...). No SQ
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from ..errors import ValidationError
 
@@ -123,3 +125,20 @@ def human_size(n: int | None) -> str:
         if n % size == 0:
             return f"{n // size}{unit}"
     return f"{n}B"
+
+
+# a task's own limit fields (migration 0030) -> the Limits attribute each sets
+_TASK_LIMITS = {
+    "limit_cpu_seconds": "cpu",
+    "limit_memory_bytes": "memory",
+    "limit_nofile": "nofile",
+    "limit_nproc": "nproc",
+    "limit_fsize_bytes": "fsize",
+}
+
+
+def task_limits(worker: Limits, task: Mapping[str, Any]) -> Limits:
+    """The limits of one task's commands: each of its ``limit_*`` (a claimed row's) that is
+    set, else the worker's."""
+    own = {attr: task.get(name) for name, attr in _TASK_LIMITS.items()}
+    return replace(worker, **{k: v for k, v in own.items() if v is not None})

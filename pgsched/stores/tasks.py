@@ -16,7 +16,7 @@ from .. import windows
 from ..db import Database, Row, Session
 from ..errors import NotFound, ValidationError
 from ..jsontext import check_json_object, has_nul
-from ..limits import LIMIT_FIELDS
+from ..limits import LIMIT_FIELDS, SANDBOX_FIELDS
 from ..schedule import Schedule
 from ..taskspec import (
     HANDLER_FIELDS,
@@ -56,6 +56,10 @@ def _limits_of(spec: TaskSpec) -> dict[str, Any]:
     return {f: getattr(spec, f) for f in LIMIT_FIELDS}
 
 
+def _sandbox_of(spec: TaskSpec) -> dict[str, Any]:
+    return {f: getattr(spec, f) for f in SANDBOX_FIELDS}
+
+
 def create(
     db: Database | Session, spec: TaskSpec, *, now: datetime | None = None, if_absent: bool = False
 ) -> Row | None:
@@ -73,6 +77,8 @@ def create(
             row = tx.one("task_windows_set", id=row["id"], **windows_of(spec))
         if row is not None and any(getattr(spec, f) is not None for f in LIMIT_FIELDS):
             row = tx.one("task_limits_set", id=row["id"], **_limits_of(spec))
+        if row is not None and any(getattr(spec, f) is not None for f in SANDBOX_FIELDS):
+            row = tx.one("task_sandbox_set", id=row["id"], **_sandbox_of(spec))
     if row is None and not if_absent:
         raise ValidationError("name", spec.name, f"already exists in tenant {spec.tenant!r}")
     return row
@@ -138,6 +144,8 @@ def update(
             stored = tx.one("task_windows_set", id=row["id"], **windows_of(spec))
         if any(f in changes for f in LIMIT_FIELDS):  # limits (0021)
             stored = tx.one("task_limits_set", id=row["id"], **_limits_of(spec))
+        if any(f in changes for f in SANDBOX_FIELDS):  # its commands' sandbox (0030)
+            stored = tx.one("task_sandbox_set", id=row["id"], **_sandbox_of(spec))
         if replanned:
             tx.exec("task_wake_scheduler")
         assert stored is not None

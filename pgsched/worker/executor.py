@@ -24,6 +24,7 @@ from ..clock import DatabaseClock
 from ..db import Row
 from ..handlers import Outcome
 from ..handlers.command import run_command
+from ..handlers.isolation import Isolation
 from ..handlers.output import LogSink
 from ..handlers.python import NOT_STARTED, PythonHandler
 from ..handlers.start_gate import StartDeadlinePassed
@@ -220,18 +221,23 @@ class Executor:
     def _run_command(self, row: Row, sink: LogSink, slot: Slot) -> Outcome | None:
         """A shell or argv command, isolated as the worker was told (``config.isolation``):
         then in a scratch directory of its own, from an environment of its own."""
-        iso = self.config.isolation
+        iso = self.config.isolation.for_task(row)  # its own limits and network (0030)
         with iso.scratch() if iso.isolated else contextlib.nullcontext() as workdir:
             if workdir is not None:
                 env = iso.env(workdir)
             else:
                 env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
-            return self._start_command(row, sink, slot, env, workdir)
+            return self._start_command(row, sink, slot, iso, env, workdir)
 
     def _start_command(
-        self, row: Row, sink: LogSink, slot: Slot, env: dict[str, str], workdir: str | None
+        self,
+        row: Row,
+        sink: LogSink,
+        slot: Slot,
+        iso: Isolation,
+        env: dict[str, str],
+        workdir: str | None,
     ) -> Outcome | None:
-        iso = self.config.isolation
         env.update(row["env"] or {})
         env.update(
             PGSCHED_EXECUTION_ID=str(row["id"]),

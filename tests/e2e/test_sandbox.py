@@ -9,6 +9,7 @@ The tests run as root (CI does: ``bash .ci/run``), so commands run as ``nobody``
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -23,7 +24,7 @@ import pytest
 from pgsched.stores import executions, tasks
 
 from ..factories import make_task
-from ..helpers import alive, finished, wait_for
+from ..helpers import alive, cli, finished, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -348,3 +349,56 @@ def test_the_worker_says_its_isolation_and_refuses_what_the_machine_cannot_give(
     loose = start(*WORKER, "--limit-cpu", "1s")
     assert loose.proc.wait(30) != 0
     assert "need --isolation rlimits or sandbox" in loose.output
+
+
+def test_a_tasks_own_limits_and_network_override_its_workers(db, sql, start, dsn):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    dial = [PY, "-I", "-c", CONNECT, str(port), "/nonexistent.sock"]
+    # through the CLI, as a user gives them (migration 0030's columns)
+    cli(dsn, "task", "create", "spin", "--command", "while :; do :; done", "--limit-cpu", "1s")
+    cli(dsn, "task", "create", "dial-allowed", "--argv", json.dumps(dial), "--network", "allow")
+    _argv_task(db, "dial-default", dial)
+    _argv_task(db, "dial-denied", dial, network=False)
+    _worker(start, "sandbox", "--limit-cpu", "30s", "--allow-network")  # the worker's defaults
+    try:
+        spin = _history(sql, tasks.trigger(db, "spin"))
+        results = {
+            name: _history(sql, tasks.trigger(db, name))["result"]["tcp"]
+            for name in ("dial-allowed", "dial-default", "dial-denied")
+        }
+    finally:
+        listener.close()
+    assert _attempt_error(sql, spin["id"]) == "killed: CPU time limit 1 s exceeded (SIGXCPU)"
+    assert results["dial-allowed"] == "connected" and results["dial-default"] == "connected"
+    assert results["dial-denied"].startswith("refused"), results
+
+
+def test_task_options_store_and_clear_a_tasks_sandbox_settings(dsn, sql):
+    cli(
+        dsn,
+        *("task", "create", "boxed", "--command", "true", "--limit-cpu", "2m"),
+        *("--limit-memory", "512MB", "--limit-nofile", "64", "--limit-nproc", "10"),
+        *("--limit-fsize", "1GB", "--network", "allow"),
+    )
+    columns = (
+        "limit_cpu_seconds, limit_memory_bytes, limit_nofile, limit_nproc, limit_fsize_bytes, "
+        "network"
+    )
+    row = sql.execute(f"SELECT {columns} FROM pgsched.task WHERE name = 'boxed'").fetchone()
+    assert row == {
+        "limit_cpu_seconds": 120,
+        "limit_memory_bytes": 512 * 1024**2,
+        "limit_nofile": 64,
+        "limit_nproc": 10,
+        "limit_fsize_bytes": 1024**3,
+        "network": True,
+    }
+    cli(dsn, "task", "update", "boxed", "--limit-cpu", "worker", "--network", "deny")
+    row = sql.execute(f"SELECT {columns} FROM pgsched.task WHERE name = 'boxed'").fetchone()
+    assert row["limit_cpu_seconds"] is None and row["network"] is False
+    assert row["limit_nofile"] == 64  # what was not given stays
+    bad = cli(dsn, "task", "update", "boxed", "--limit-memory", "lots", check=False)
+    assert bad.returncode != 0 and "limit_memory_bytes" in bad.stderr and "lots" in bad.stderr

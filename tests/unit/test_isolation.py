@@ -115,3 +115,27 @@ def test_resolve_refuses_what_it_cannot_give():
         resolve("rlimits", run_as="0")
     with pytest.raises(ConfigError, match="no user 'no-such-user-here'"):
         resolve("rlimits", run_as="no-such-user-here")
+
+
+def test_a_tasks_own_settings_override_the_workers_when_it_isolates():
+    from pgsched.limits import check_sandbox_fields
+    from pgsched.taskspec import TaskSpec
+
+    worker = Isolation(level="sandbox", limits=Limits(cpu=60, nofile=1024), network=False)
+    task = {"limit_cpu_seconds": 2, "limit_nofile": None, "network": True}
+    own = worker.for_task(task)
+    assert own.limits == Limits(cpu=2, nofile=1024) and own.network is True
+    assert worker.for_task({"network": None}).network is False
+    rlimits = Isolation(level="rlimits", network=True)
+    assert rlimits.for_task({"network": False}).network is True  # it shares the host's anyway
+    assert Isolation().for_task(task) == Isolation()  # level none: nothing changes
+    check_sandbox_fields(TaskSpec(name="t", command="true", limit_cpu_seconds=5, network=False))
+    for field, value in [
+        ("limit_cpu_seconds", 0),
+        ("limit_memory_bytes", True),
+        ("limit_nproc", 2**31),
+        ("network", "yes"),
+    ]:
+        with pytest.raises(ValidationError) as err:
+            TaskSpec(name="t", command="true", **{field: value}).validate()
+        assert err.value.field == field
