@@ -426,6 +426,29 @@ BEGIN
 END $$;
 
 --
+-- Name: execution_v2(bigint, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.execution_v2(execution_id bigint, tenant text DEFAULT NULL::text) RETURNS TABLE(id bigint, task text, state text, trigger text, attempt integer, scheduled_at timestamp with time zone, run_at timestamp with time zone, started_at timestamp with time zone, finished_at timestamp with time zone, exit_code integer, error text, result jsonb, params jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    execution_v2.tenant := pgsched_internal.caller_tenant_v1(execution_v2.tenant);
+    RETURN QUERY
+        SELECT x.id, k.name, x.state, x.trigger, x.attempt, x.scheduled_at, x.run_at, x.started_at,
+               x.finished_at, x.exit_code, x.error, x.result,
+               CASE WHEN pgsched_internal.may_reveal_v1() THEN x.params
+                    ELSE pgsched_internal.params_masked_v1(x.params, k.sensitive_params) END
+          FROM pgsched.execution_all x JOIN pgsched.task k ON k.id = x.task_id
+         WHERE x.id = execution_v2.execution_id AND x.tenant = execution_v2.tenant;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'execution: no execution % in tenant %', execution_v2.execution_id,
+            quote_literal(execution_v2.tenant) USING ERRCODE = 'no_data_found';
+    END IF;
+END $$;
+
+--
 -- Name: lock_list_v1(text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
@@ -760,6 +783,140 @@ BEGIN
             USING ERRCODE = 'no_data_found';
     END IF;
     RETURN true;
+END $$;
+
+--
+-- Name: task; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.task (
+    id bigint NOT NULL,
+    tenant text DEFAULT 'default'::text NOT NULL,
+    name text NOT NULL,
+    description text,
+    schedule_kind text DEFAULT 'none'::text NOT NULL,
+    schedule_expr text,
+    timezone text DEFAULT 'UTC'::text NOT NULL,
+    schedule_anchor timestamp with time zone,
+    handler_kind text NOT NULL,
+    command text,
+    argv text[],
+    python_target text,
+    env jsonb DEFAULT '{}'::jsonb NOT NULL,
+    stdin text,
+    run_as_user text,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    timeout_seconds double precision,
+    max_attempts integer DEFAULT 1 NOT NULL,
+    retry_policy text DEFAULT 'exponential'::text NOT NULL,
+    retry_base_seconds double precision DEFAULT 10 NOT NULL,
+    retry_max_seconds double precision DEFAULT 3600 NOT NULL,
+    priority smallint DEFAULT 5 NOT NULL,
+    queue text DEFAULT 'default'::text NOT NULL,
+    enabled boolean DEFAULT true NOT NULL,
+    next_fire_at timestamp with time zone,
+    last_fire_at timestamp with time zone,
+    source text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    deleted_at timestamp with time zone,
+    no_retry_exit_codes integer[] DEFAULT '{}'::integer[] NOT NULL,
+    no_retry_exceptions text[] DEFAULT '{}'::text[] NOT NULL,
+    misfire_policy text DEFAULT 'once'::text NOT NULL,
+    idempotent boolean DEFAULT false NOT NULL,
+    missed_fires bigint DEFAULT 0 NOT NULL,
+    tags text[] DEFAULT '{}'::text[] NOT NULL,
+    missed_fires_seen bigint DEFAULT 0 NOT NULL,
+    paused_at timestamp with time zone,
+    paused_by text,
+    pause_reason text,
+    max_running integer,
+    rate_limit integer,
+    rate_period_seconds double precision,
+    concurrency_key text,
+    key_max_running integer,
+    key_rate_limit integer,
+    key_rate_period_seconds double precision,
+    overlap_policy text DEFAULT 'allow'::text NOT NULL,
+    unique_policy text DEFAULT 'none'::text NOT NULL,
+    unique_period_seconds double precision,
+    unique_scope text DEFAULT 'task'::text NOT NULL,
+    windowed boolean GENERATED ALWAYS AS (((overlap_policy <> 'allow'::text) OR (unique_policy <> 'none'::text) OR (unique_period_seconds IS NOT NULL))) STORED,
+    sensitive_params text[] DEFAULT '{}'::text[] NOT NULL,
+    CONSTRAINT task_check1 CHECK (((schedule_kind = 'none'::text) = (schedule_expr IS NULL))),
+    CONSTRAINT task_concurrency_key_check CHECK (((length(concurrency_key) >= 1) AND (length(concurrency_key) <= 200))),
+    CONSTRAINT task_handler_check CHECK ((((handler_kind = 'shell'::text) AND (command IS NOT NULL)) OR ((handler_kind = 'argv'::text) AND (argv IS NOT NULL) AND (cardinality(argv) > 0)) OR ((handler_kind = 'python'::text) AND (python_target IS NOT NULL)) OR (handler_kind = 'dag'::text))),
+    CONSTRAINT task_handler_kind_check CHECK ((handler_kind = ANY (ARRAY['shell'::text, 'argv'::text, 'python'::text, 'dag'::text]))),
+    CONSTRAINT task_key_limits_need_key CHECK (((concurrency_key IS NOT NULL) OR ((key_max_running IS NULL) AND (key_rate_limit IS NULL)))),
+    CONSTRAINT task_key_max_running_check CHECK ((key_max_running >= 0)),
+    CONSTRAINT task_key_rate_both CHECK (((key_rate_limit IS NULL) = (key_rate_period_seconds IS NULL))),
+    CONSTRAINT task_key_rate_limit_check CHECK ((key_rate_limit >= 0)),
+    CONSTRAINT task_key_rate_period_check CHECK ((key_rate_period_seconds > (0)::double precision)),
+    CONSTRAINT task_max_attempts_check CHECK ((max_attempts >= 1)),
+    CONSTRAINT task_max_running_check CHECK ((max_running >= 0)),
+    CONSTRAINT task_misfire_policy_check CHECK ((misfire_policy = ANY (ARRAY['skip'::text, 'once'::text, 'all'::text]))),
+    CONSTRAINT task_next_fire_after_last CHECK ((next_fire_at > last_fire_at)),
+    CONSTRAINT task_overlap_policy_check CHECK ((overlap_policy = ANY (ARRAY['allow'::text, 'skip'::text, 'queue_one'::text]))),
+    CONSTRAINT task_pause_only_when_paused CHECK (((NOT enabled) OR ((paused_at IS NULL) AND (paused_by IS NULL) AND (pause_reason IS NULL)))),
+    CONSTRAINT task_paused_by_check CHECK ((paused_by = ANY (ARRAY['operator'::text, 'scheduler'::text]))),
+    CONSTRAINT task_priority_check CHECK (((priority >= 1) AND (priority <= 10))),
+    CONSTRAINT task_rate_both CHECK (((rate_limit IS NULL) = (rate_period_seconds IS NULL))),
+    CONSTRAINT task_rate_limit_check CHECK ((rate_limit >= 0)),
+    CONSTRAINT task_rate_period_check CHECK ((rate_period_seconds > (0)::double precision)),
+    CONSTRAINT task_retry_base_seconds_check CHECK ((retry_base_seconds >= (0)::double precision)),
+    CONSTRAINT task_retry_max_seconds_check CHECK ((retry_max_seconds >= (0)::double precision)),
+    CONSTRAINT task_retry_policy_check CHECK ((retry_policy = ANY (ARRAY['fixed'::text, 'linear'::text, 'exponential'::text, 'exponential_jitter'::text]))),
+    CONSTRAINT task_schedule_kind_check CHECK ((schedule_kind = ANY (ARRAY['cron'::text, 'interval'::text, 'once'::text, 'none'::text]))),
+    CONSTRAINT task_timeout_seconds_check CHECK (((timeout_seconds IS NULL) OR (timeout_seconds > (0)::double precision))),
+    CONSTRAINT task_unique_key_needs_key CHECK (((unique_scope = 'task'::text) OR (concurrency_key IS NOT NULL))),
+    CONSTRAINT task_unique_period_check CHECK ((unique_period_seconds > (0)::double precision)),
+    CONSTRAINT task_unique_policy_check CHECK ((unique_policy = ANY (ARRAY['none'::text, 'pending'::text]))),
+    CONSTRAINT task_unique_scope_check CHECK ((unique_scope = ANY (ARRAY['task'::text, 'key'::text])))
+);
+
+--
+-- Name: COLUMN task.overlap_policy; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.overlap_policy IS 'what a scheduler''s fire does while an execution of the task is live: allow, skip, queue_one (0022)';
+
+--
+-- Name: COLUMN task.unique_policy; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.unique_policy IS 'none, or pending: at most one pending execution of the unique_scope at a time (0022)';
+
+--
+-- Name: COLUMN task.unique_period_seconds; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.unique_period_seconds IS 'at most one enqueue of the unique_scope per this many seconds (debounce); NULL: none (0022)';
+
+--
+-- Name: COLUMN task.unique_scope; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.unique_scope IS 'what the unique window counts: the task, or the rendered concurrency key (0022)';
+
+--
+-- Name: COLUMN task.sensitive_params; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.sensitive_params IS 'params keys (any depth, any case) masked for viewers beside those whose name says secret (0032)';
+
+--
+-- Name: task_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.task_v1(task_name text, tenant text DEFAULT NULL::text) RETURNS SETOF pgsched.task
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    task_v1.tenant := pgsched_internal.caller_tenant_v1(task_v1.tenant);
+    RETURN QUERY
+        SELECT s.* FROM pgsched.task t CROSS JOIN LATERAL pgsched_internal.shown_v1(t, t.sensitive_params) s
+         WHERE t.tenant = task_v1.tenant AND t.name = task_v1.task_name AND t.deleted_at IS NULL;
 END $$;
 
 --
@@ -1697,6 +1854,42 @@ BEGIN
 END $$;
 
 --
+-- Name: definition_masked_v1(jsonb); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.definition_masked_v1(definition jsonb) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    AS $$
+DECLARE
+    d jsonb := definition;
+BEGIN
+    IF jsonb_typeof(d) <> 'object' THEN
+        RETURN d;
+    END IF;
+    IF d ? 'env' THEN
+        d := jsonb_set(d, '{env}', pgsched_internal.env_masked_v1(d -> 'env'));
+    END IF;
+    IF d ? 'params' THEN
+        d := jsonb_set(d, '{params}', pgsched_internal.params_masked_v1(d -> 'params', '{}'));
+    END IF;
+    IF jsonb_typeof(d -> 'nodes') = 'array' THEN
+        d := jsonb_set(d, '{nodes}', coalesce(
+            (SELECT jsonb_agg(CASE WHEN jsonb_typeof(n.value) <> 'object' THEN n.value
+                                   ELSE n.value
+                                        || CASE WHEN n.value ? 'env' THEN jsonb_build_object(
+                                               'env', pgsched_internal.env_masked_v1(n.value -> 'env'))
+                                           ELSE '{}' END
+                                        || CASE WHEN n.value ? 'params' THEN jsonb_build_object(
+                                               'params', pgsched_internal.params_masked_v1(
+                                                   n.value -> 'params', '{}'))
+                                           ELSE '{}' END END
+                              ORDER BY n.i)
+               FROM jsonb_array_elements(d -> 'nodes') WITH ORDINALITY n(value, i)), '[]'));
+    END IF;
+    RETURN d;
+END $$;
+
+--
 -- Name: derived_key_v1(bigint, jsonb, timestamp with time zone); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -1891,6 +2084,30 @@ BEGIN
                     'this enqueue ran; try again', quote_literal(key), quote_literal(t.name)
         USING ERRCODE = 'serialization_failure';
 END $$;
+
+--
+-- Name: mask_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.mask_v1() RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN '••••••'::text;
+
+--
+-- Name: masked_value_v1(jsonb); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.masked_value_v1(value jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN ((jsonb_typeof(value) = 'string'::text) AND ((value #>> '{}'::text[]) ~ '^\{\{secret:[^{}]+\}\}$'::text)) THEN value ELSE to_jsonb(pgsched_internal.mask_v1()) END;
+
+--
+-- Name: env_masked_v1(jsonb); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.env_masked_v1(env jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN (jsonb_typeof(env) = 'object'::text) THEN COALESCE((SELECT jsonb_object_agg(e.key, pgsched_internal.masked_value_v1(e.value)) AS jsonb_object_agg FROM jsonb_each(env_masked_v1.env) e(key, value)), '{}'::jsonb) ELSE env END;
 
 --
 -- Name: execution_claim_v1(bigint, text[], text[], integer, timestamp with time zone, bigint[], bigint[]); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -2730,6 +2947,41 @@ BEGIN
 END $$;
 
 --
+-- Name: may_reveal_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.may_reveal_v1() RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN ((COALESCE(current_setting('pgsched.reveal'::text, true), ''::text) <> 'off'::text) AND (((current_setting('pgsched.reveal'::text, true) = 'on'::text) AND pg_has_role(SESSION_USER, 'pgsched_web'::name, 'MEMBER'::text)) OR pg_has_role(SESSION_USER, 'pgsched_secret_reader'::name, 'MEMBER'::text) OR pg_has_role(SESSION_USER, 'pgsched_engine'::name, 'MEMBER'::text) OR pg_has_role(SESSION_USER, 'pgsched_instance'::name, 'MEMBER'::text) OR pg_has_role(SESSION_USER, 'pgsched_owner'::name, 'MEMBER'::text)));
+
+--
+-- Name: params_masked_v1(jsonb, text[], integer); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.params_masked_v1(params jsonb, marked text[], depth integer DEFAULT 0) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    AS $$
+BEGIN
+    IF jsonb_typeof(params) NOT IN ('object', 'array') THEN
+        RETURN params;
+    ELSIF depth = 0 AND coalesce(cardinality(marked), 0) = 0
+          AND params::text !~* 'passw(or)?d|secret|token|api_?key|credential|private_?key|auth|dsn' THEN
+        RETURN params;
+    ELSIF depth >= 32 THEN
+        RETURN to_jsonb(pgsched_internal.mask_v1());
+    ELSIF jsonb_typeof(params) = 'object' THEN
+        RETURN coalesce((SELECT jsonb_object_agg(e.key,
+                                   CASE WHEN pgsched_internal.sensitive_key_v1(e.key, marked)
+                                        THEN pgsched_internal.masked_value_v1(e.value)
+                                        ELSE pgsched_internal.params_masked_v1(e.value, marked, depth + 1) END)
+                           FROM jsonb_each(params) e), '{}'::jsonb);
+    END IF;
+    RETURN coalesce((SELECT jsonb_agg(pgsched_internal.params_masked_v1(a.value, marked, depth + 1)
+                                      ORDER BY a.i)
+                       FROM jsonb_array_elements(params) WITH ORDINALITY a(value, i)), '[]'::jsonb);
+END $$;
+
+--
 -- Name: partition_default_rows_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -2853,118 +3105,6 @@ BEGIN
        INTO live;
     RETURN live;
 END $$;
-
---
--- Name: task; Type: TABLE; Schema: pgsched; Owner: -
---
-
-CREATE TABLE pgsched.task (
-    id bigint NOT NULL,
-    tenant text DEFAULT 'default'::text NOT NULL,
-    name text NOT NULL,
-    description text,
-    schedule_kind text DEFAULT 'none'::text NOT NULL,
-    schedule_expr text,
-    timezone text DEFAULT 'UTC'::text NOT NULL,
-    schedule_anchor timestamp with time zone,
-    handler_kind text NOT NULL,
-    command text,
-    argv text[],
-    python_target text,
-    env jsonb DEFAULT '{}'::jsonb NOT NULL,
-    stdin text,
-    run_as_user text,
-    params jsonb DEFAULT '{}'::jsonb NOT NULL,
-    timeout_seconds double precision,
-    max_attempts integer DEFAULT 1 NOT NULL,
-    retry_policy text DEFAULT 'exponential'::text NOT NULL,
-    retry_base_seconds double precision DEFAULT 10 NOT NULL,
-    retry_max_seconds double precision DEFAULT 3600 NOT NULL,
-    priority smallint DEFAULT 5 NOT NULL,
-    queue text DEFAULT 'default'::text NOT NULL,
-    enabled boolean DEFAULT true NOT NULL,
-    next_fire_at timestamp with time zone,
-    last_fire_at timestamp with time zone,
-    source text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    deleted_at timestamp with time zone,
-    no_retry_exit_codes integer[] DEFAULT '{}'::integer[] NOT NULL,
-    no_retry_exceptions text[] DEFAULT '{}'::text[] NOT NULL,
-    misfire_policy text DEFAULT 'once'::text NOT NULL,
-    idempotent boolean DEFAULT false NOT NULL,
-    missed_fires bigint DEFAULT 0 NOT NULL,
-    tags text[] DEFAULT '{}'::text[] NOT NULL,
-    missed_fires_seen bigint DEFAULT 0 NOT NULL,
-    paused_at timestamp with time zone,
-    paused_by text,
-    pause_reason text,
-    max_running integer,
-    rate_limit integer,
-    rate_period_seconds double precision,
-    concurrency_key text,
-    key_max_running integer,
-    key_rate_limit integer,
-    key_rate_period_seconds double precision,
-    overlap_policy text DEFAULT 'allow'::text NOT NULL,
-    unique_policy text DEFAULT 'none'::text NOT NULL,
-    unique_period_seconds double precision,
-    unique_scope text DEFAULT 'task'::text NOT NULL,
-    windowed boolean GENERATED ALWAYS AS (((overlap_policy <> 'allow'::text) OR (unique_policy <> 'none'::text) OR (unique_period_seconds IS NOT NULL))) STORED,
-    CONSTRAINT task_check1 CHECK (((schedule_kind = 'none'::text) = (schedule_expr IS NULL))),
-    CONSTRAINT task_concurrency_key_check CHECK (((length(concurrency_key) >= 1) AND (length(concurrency_key) <= 200))),
-    CONSTRAINT task_handler_check CHECK ((((handler_kind = 'shell'::text) AND (command IS NOT NULL)) OR ((handler_kind = 'argv'::text) AND (argv IS NOT NULL) AND (cardinality(argv) > 0)) OR ((handler_kind = 'python'::text) AND (python_target IS NOT NULL)) OR (handler_kind = 'dag'::text))),
-    CONSTRAINT task_handler_kind_check CHECK ((handler_kind = ANY (ARRAY['shell'::text, 'argv'::text, 'python'::text, 'dag'::text]))),
-    CONSTRAINT task_key_limits_need_key CHECK (((concurrency_key IS NOT NULL) OR ((key_max_running IS NULL) AND (key_rate_limit IS NULL)))),
-    CONSTRAINT task_key_max_running_check CHECK ((key_max_running >= 0)),
-    CONSTRAINT task_key_rate_both CHECK (((key_rate_limit IS NULL) = (key_rate_period_seconds IS NULL))),
-    CONSTRAINT task_key_rate_limit_check CHECK ((key_rate_limit >= 0)),
-    CONSTRAINT task_key_rate_period_check CHECK ((key_rate_period_seconds > (0)::double precision)),
-    CONSTRAINT task_max_attempts_check CHECK ((max_attempts >= 1)),
-    CONSTRAINT task_max_running_check CHECK ((max_running >= 0)),
-    CONSTRAINT task_misfire_policy_check CHECK ((misfire_policy = ANY (ARRAY['skip'::text, 'once'::text, 'all'::text]))),
-    CONSTRAINT task_next_fire_after_last CHECK ((next_fire_at > last_fire_at)),
-    CONSTRAINT task_overlap_policy_check CHECK ((overlap_policy = ANY (ARRAY['allow'::text, 'skip'::text, 'queue_one'::text]))),
-    CONSTRAINT task_pause_only_when_paused CHECK (((NOT enabled) OR ((paused_at IS NULL) AND (paused_by IS NULL) AND (pause_reason IS NULL)))),
-    CONSTRAINT task_paused_by_check CHECK ((paused_by = ANY (ARRAY['operator'::text, 'scheduler'::text]))),
-    CONSTRAINT task_priority_check CHECK (((priority >= 1) AND (priority <= 10))),
-    CONSTRAINT task_rate_both CHECK (((rate_limit IS NULL) = (rate_period_seconds IS NULL))),
-    CONSTRAINT task_rate_limit_check CHECK ((rate_limit >= 0)),
-    CONSTRAINT task_rate_period_check CHECK ((rate_period_seconds > (0)::double precision)),
-    CONSTRAINT task_retry_base_seconds_check CHECK ((retry_base_seconds >= (0)::double precision)),
-    CONSTRAINT task_retry_max_seconds_check CHECK ((retry_max_seconds >= (0)::double precision)),
-    CONSTRAINT task_retry_policy_check CHECK ((retry_policy = ANY (ARRAY['fixed'::text, 'linear'::text, 'exponential'::text, 'exponential_jitter'::text]))),
-    CONSTRAINT task_schedule_kind_check CHECK ((schedule_kind = ANY (ARRAY['cron'::text, 'interval'::text, 'once'::text, 'none'::text]))),
-    CONSTRAINT task_timeout_seconds_check CHECK (((timeout_seconds IS NULL) OR (timeout_seconds > (0)::double precision))),
-    CONSTRAINT task_unique_key_needs_key CHECK (((unique_scope = 'task'::text) OR (concurrency_key IS NOT NULL))),
-    CONSTRAINT task_unique_period_check CHECK ((unique_period_seconds > (0)::double precision)),
-    CONSTRAINT task_unique_policy_check CHECK ((unique_policy = ANY (ARRAY['none'::text, 'pending'::text]))),
-    CONSTRAINT task_unique_scope_check CHECK ((unique_scope = ANY (ARRAY['task'::text, 'key'::text])))
-);
-
---
--- Name: COLUMN task.overlap_policy; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON COLUMN pgsched.task.overlap_policy IS 'what a scheduler''s fire does while an execution of the task is live: allow, skip, queue_one (0022)';
-
---
--- Name: COLUMN task.unique_policy; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON COLUMN pgsched.task.unique_policy IS 'none, or pending: at most one pending execution of the unique_scope at a time (0022)';
-
---
--- Name: COLUMN task.unique_period_seconds; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON COLUMN pgsched.task.unique_period_seconds IS 'at most one enqueue of the unique_scope per this many seconds (debounce); NULL: none (0022)';
-
---
--- Name: COLUMN task.unique_scope; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON COLUMN pgsched.task.unique_scope IS 'what the unique window counts: the task, or the rendered concurrency key (0022)';
 
 --
 -- Name: record_skipped_v1(pgsched.task, timestamp with time zone, text, jsonb, text, bigint); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -3331,6 +3471,14 @@ END $$;
 COMMENT ON FUNCTION pgsched_internal.secure_v1() IS 'gives pgsched_owner every object and sets the grants and row-level security (migrations 0018, 0021, 0027)';
 
 --
+-- Name: sensitive_key_v1(text, text[]); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.sensitive_key_v1(key text, marked text[]) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN ((key ~* 'passw(or)?d|secret|token|api_?key|credential|private_?key|auth|dsn'::text) OR (lower(key) IN (SELECT lower(m.m) AS lower FROM unnest(sensitive_key_v1.marked) m(m))));
+
+--
 -- Name: session_tenant_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -3359,6 +3507,35 @@ CREATE FUNCTION pgsched_internal.setting_v1(setting_name text) RETURNS jsonb
     AS $$
     SELECT value FROM pgsched.setting WHERE name = setting_name;
 $$;
+
+--
+-- Name: shown_v1(anyelement, text[]); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.shown_v1(r anyelement, marked text[] DEFAULT '{}'::text[]) RETURNS anyelement
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    AS $$
+DECLARE
+    j jsonb;
+    masked jsonb := '{}';
+BEGIN
+    IF pgsched_internal.may_reveal_v1() THEN
+        RETURN r;
+    END IF;
+    j := to_jsonb(r);
+    IF j ? 'env' THEN
+        masked := jsonb_build_object('env', pgsched_internal.env_masked_v1(j -> 'env'));
+    END IF;
+    IF j ? 'params' THEN
+        masked := masked || jsonb_build_object('params',
+                                               pgsched_internal.params_masked_v1(j -> 'params', marked));
+    END IF;
+    IF j ? 'definition' THEN
+        masked := masked || jsonb_build_object('definition',
+                                               pgsched_internal.definition_masked_v1(j -> 'definition'));
+    END IF;
+    RETURN jsonb_populate_record(r, masked);
+END $$;
 
 --
 -- Name: stats_add_v1(bigint[], bigint[]); Type: FUNCTION; Schema: pgsched_internal; Owner: -

@@ -8,25 +8,28 @@ INSERT INTO pgsched.task (tenant, name, description, schedule_kind, schedule_exp
                           run_as_user, params, timeout_seconds, max_attempts, retry_policy,
                           retry_base_seconds, retry_max_seconds, priority, queue, enabled,
                           next_fire_at, source, no_retry_exit_codes, no_retry_exceptions,
-                          misfire_policy, idempotent, tags)
+                          misfire_policy, idempotent, tags, sensitive_params)
 VALUES (%(tenant)s, %(name)s, %(description)s, %(schedule_kind)s, %(schedule_expr)s, %(timezone)s,
         %(schedule_anchor)s, %(handler_kind)s, %(command)s, %(argv)s, %(python_target)s, %(env)s,
         %(stdin)s, %(run_as_user)s, %(params)s, %(timeout_seconds)s, %(max_attempts)s,
         %(retry_policy)s, %(retry_base_seconds)s, %(retry_max_seconds)s, %(priority)s, %(queue)s,
         %(enabled)s, %(next_fire_at)s, %(source)s, %(no_retry_exit_codes)s, %(no_retry_exceptions)s,
-        %(misfire_policy)s, %(idempotent)s, %(tags)s)
+        %(misfire_policy)s, %(idempotent)s, %(tags)s, %(sensitive_params)s)
 ON CONFLICT (tenant, name) WHERE deleted_at IS NULL DO NOTHING
 RETURNING *
 
 -- name: task_get :one
-SELECT * FROM pgsched.task WHERE tenant = %(tenant)s AND name = %(name)s AND deleted_at IS NULL
+-- The live task as this session may see it: env and params masked for a viewer (task_v1,
+-- migration 0032).
+SELECT * FROM pgsched.task_v1(%(name)s, %(tenant)s)
 
 -- name: task_list :many
 -- Live tasks of a tenant, optionally only those whose name contains %(search)s; the tasks
 -- of DAG nodes (DAG.NODE) only with %(dag_nodes)s (a DAG's own task is always listed).
-SELECT t.*,
+-- env and params masked for a viewer (shown_v1, migration 0032).
+SELECT s.*,
        (SELECT count(*) FROM pgsched.execution e WHERE e.task_id = t.id) AS live_executions
-  FROM pgsched.task t
+  FROM pgsched.task t CROSS JOIN LATERAL pgsched_internal.shown_v1(t, t.sensitive_params) s
  WHERE t.tenant = %(tenant)s AND t.deleted_at IS NULL
    AND (%(search)s::text IS NULL OR strpos(t.name, %(search)s::text) > 0)
    AND (%(dag_nodes)s OR t.handler_kind = 'dag' OR t.source IS NULL OR t.source NOT LIKE 'dag:%%')
@@ -105,7 +108,7 @@ UPDATE pgsched.task
        priority = %(priority)s, queue = %(queue)s, next_fire_at = %(next_fire_at)s,
        no_retry_exit_codes = %(no_retry_exit_codes)s, no_retry_exceptions = %(no_retry_exceptions)s,
        misfire_policy = %(misfire_policy)s, idempotent = %(idempotent)s, tags = %(tags)s,
-       enabled = %(enabled)s, updated_at = now()
+       sensitive_params = %(sensitive_params)s, enabled = %(enabled)s, updated_at = now()
  WHERE id = %(id)s
 RETURNING *
 

@@ -51,6 +51,7 @@ TASK_FIELDS: J = {
     "misfire_policy": {"enum": ["skip", "once", "all"]},
     "idempotent": {"type": "boolean"},
     "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+    "sensitive_params": {"type": "array", "items": {"type": "string"}, "maxItems": 50},
     # overlap and unique windows (issue 18, items 5-6; docs/limits.md)
     "overlap_policy": {"enum": ["allow", "skip", "queue_one"]},
     "unique_policy": {"enum": ["none", "pending"]},

@@ -32,6 +32,9 @@ PUBLIC_FUNCTIONS = {
     "dag_cancel_v1": "SELECT pgsched.dag_cancel_v1({run}, tenant => {b})",
     "dag_rerun_v1": "SELECT pgsched.dag_rerun_v1({run}, tenant => {b})",
     "execution_v1": "SELECT * FROM pgsched.execution_v1({dead}, tenant => {b})",
+    # the masked reads of migration 0032 (tests/db/test_masking.py tries them further)
+    "execution_v2": "SELECT * FROM pgsched.execution_v2({dead}, tenant => {b})",
+    "task_v1": "SELECT * FROM pgsched.task_v1('job', tenant => {b})",
     # the locks of migration 0023 (tests/db/test_locks.py tries them further)
     "lock_try_v1": "SELECT pgsched.lock_try_v1('x', tenant => {b})",
     "lock_wait_v1": "SELECT pgsched.lock_wait_v1('x', 0.1, tenant => {b})",
@@ -52,6 +55,7 @@ BY_ID = {
     "dag_cancel_v1": "SELECT pgsched.dag_cancel_v1({run})",
     "dag_rerun_v1": "SELECT pgsched.dag_rerun_v1({run})",
     "execution_v1": "SELECT * FROM pgsched.execution_v1({dead})",
+    "execution_v2": "SELECT * FROM pgsched.execution_v2({dead})",
 }
 
 

@@ -17,6 +17,7 @@ PURE = [
     "pgsched.retry",
     "pgsched.crontab",
     "pgsched.jsontext",
+    "pgsched.masking",
     "pgsched.errors",
     "pgsched.lifecycle",
     "pgsched.roles",
