@@ -56,6 +56,8 @@ def node_definition(node: Node) -> dict[str, Any]:
         "timezone",
     ):
         spec.pop(key, None)
+    if not spec.get("sensitive_params"):  # as stored before 0032: a re-apply changes nothing
+        spec.pop("sensitive_params", None)
     return {
         **spec,
         "depends_on": list(node.depends_on),

@@ -77,6 +77,8 @@ def create(
             row = tx.one("task_windows_set", id=row["id"], **windows_of(spec))
         if row is not None and any(getattr(spec, f) is not None for f in LIMIT_FIELDS):
             row = tx.one("task_limits_set", id=row["id"], **_limits_of(spec))
+        if row is not None and spec.sensitive_params:  # marked keys (0032)
+            row = tx.one("task_sensitive_set", id=row["id"], sensitive_params=spec.sensitive_params)
     if row is None and not if_absent:
         raise ValidationError("name", spec.name, f"already exists in tenant {spec.tenant!r}")
     return row
@@ -148,6 +150,10 @@ def update(
             stored = tx.one("task_windows_set", id=row["id"], **windows_of(spec))
         if any(f in changes for f in LIMIT_FIELDS):  # limits (0021)
             stored = tx.one("task_limits_set", id=row["id"], **_limits_of(spec))
+        if "sensitive_params" in changes:  # marked keys (0032)
+            stored = tx.one(
+                "task_sensitive_set", id=row["id"], sensitive_params=spec.sensitive_params
+            )
         if replanned:
             tx.exec("task_wake_scheduler")
         assert stored is not None
