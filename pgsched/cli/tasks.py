@@ -42,8 +42,8 @@ def task_create(c: Context, name: str, paused: bool, as_json: bool, **options: A
         assert row is not None
         if hooks:
             alerts.configure(tx, name, c.tenant, **hooks)
-    if as_json:
-        print_json(row)
+    if as_json:  # as this login may see it: env and sensitive params masked (migration 0032)
+        print_json(tasks.get(c.db(), name, c.tenant))
     else:
         click.echo(
             f"created task {row['name']} (id {row['id']}); next fire: {fmt(row['next_fire_at'])}"
@@ -69,8 +69,8 @@ def task_update(c: Context, name: str, as_json: bool, **options: Any) -> None:
     )
     if hooks:
         alerts.configure(db, name, c.tenant, **hooks)
-    if as_json:
-        print_json(row)
+    if as_json:  # as this login may see it: env and sensitive params masked (migration 0032)
+        print_json(tasks.get(db, name, c.tenant))
     else:
         resumed = (
             " (resumed: the scheduler had paused it)"

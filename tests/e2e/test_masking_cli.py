@@ -2,7 +2,7 @@
 tenant's web login, which may not read sensitive values, gets masks from `task show`,
 `task list --json`, `execution show` and `dag show`; the installation's login gets the
 values; `task update --sensitive-param` marks a key, and an update that sends a mask back
-keeps the secret."""
+keeps the secret; so does what `task update --json` prints."""
 
 from __future__ import annotations
 
@@ -74,9 +74,12 @@ def test_the_cli_shows_masks_to_a_login_that_may_not_read_them_and_values_to_one
         assert shown["params"] == {"api_token": MASK, "customer": MASK, "n": 7}
         revealed = "".join(cli(dsn, *t, *command).stdout for command in commands)
         assert _leaks(revealed) == list(SECRETS)
-        # the viewer's own copy, masks and all, sent back: the secrets stay
-        cli(dsn, *t, "task", "update", "job", "--env", f"DB_PASSWORD={MASK}",
-            "--params", json.dumps({**shown["params"], "n": 8}))  # fmt: skip
+        # the viewer's own copy, masks and all, sent back by the viewer: the secrets stay, and
+        # what the update prints is masked too
+        sent = json.dumps({**shown["params"], "n": 8})
+        answer = cli(viewer, "task", "update", "job", "--env", f"DB_PASSWORD={MASK}",
+                     "--params", sent, "--json").stdout  # fmt: skip
+        assert _leaks(answer) == [] and json.loads(answer)["params"]["n"] == 8
         stored = json.loads(cli(dsn, *t, "task", "show", "job", "--json").stdout)
         assert stored["env"] == {"DB_PASSWORD": SECRETS[0]}
         assert stored["params"] == {"api_token": SECRETS[1], "customer": SECRETS[2], "n": 8}
