@@ -33,6 +33,7 @@ from .executor import Executor
 from .heartbeat import Heartbeat
 from .holdings import Holdings
 from .recorder import OnFinish, Recorder
+from .secret_resolver import SecretResolver
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,9 @@ class Worker:
         )
         self.executor = Executor(
             config, self.holdings, self.clock, self.heartbeat, self.recorder, self.claimer.poke
+        )
+        self.executor.secrets = SecretResolver(
+            db, config.secret_keys, config.secret_env, config.secret_dir
         )
         self.completer: Completer | None = None
         self.watchdog: Watchdog | None = None
