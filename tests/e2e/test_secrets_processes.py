@@ -144,6 +144,11 @@ def test_a_resolved_secret_is_nowhere_in_the_database_and_masked_in_output(
     row = sql.execute("SELECT params FROM pgsched.execution_history WHERE id = %s", [ids["show"]])
     assert row.fetchone()["params"]["url"] == ref
     assert _rows_holding(sql, value) == []
+    # the key was wiped from what /proc shows of the worker (root reads it whatever the
+    # worker's dumpability), its name left
+    with open(f"/proc/{worker.proc.pid}/environ", "rb") as f:
+        environ = f.read()
+    assert b"PGSCHED_SECRET_KEY=" in environ and key.encode() not in environ
     worker.stop()
     assert value not in worker.output
     assert MASK in worker.output  # its log of the failed attempt, masked
