@@ -40,6 +40,11 @@ MODULE = textwrap.dedent("""
     @app.task()
     def leak_error(url):
         raise ValueError("cannot reach " + url)
+
+    @app.task()
+    def secret_variables():
+        import os
+        return sorted(k for k in os.environ if k.startswith("PGSCHED_SECRET"))
 """)
 
 WORKER = ("worker", "--concurrency", "2", "--poll-interval", "0.5", "--heartbeat-interval", "1")
@@ -189,8 +194,12 @@ def test_a_worker_without_a_key_fails_stored_references_and_runs_the_rest(
     cli(dsn, "task", "create", "stored", "--command", "echo $X", "--env", "X={{secret:db}}")
     cli(dsn, "task", "create", "filed", "--command", 'echo "$X"; env',
         "--env", "X={{secret:file:api-token}}", "--env", "Y={{secret:env:TOKEN}}")  # fmt: skip
+    (tmp_path / "sectasks.py").write_text(MODULE)
+    cli(dsn, "task", "create", "variables", "--python", "sectasks:secret_variables")
     worker = start(
         *WORKER,
+        "--pythonpath",
+        str(tmp_path),
         env={"PGSCHED_SECRET_DIR": str(folder), "PGSCHED_SECRET_ENV_TOKEN": "tok-" + key[:8]},
     )
     row = finished(sql, trigger(dsn, "stored"))
@@ -201,8 +210,9 @@ def test_a_worker_without_a_key_fails_stored_references_and_runs_the_rest(
     lines = _log(sql, ident)
     assert lines[0] == mask_text(Reference("file", "api-token"))
     assert f"Y={mask_text(Reference('env', 'TOKEN'))}" in lines
-    # the worker's own secret variables reach no command
+    # the worker's own secret variables reach no command, nor a Python task's os.environ
     assert not [ln for ln in lines if ln.startswith("PGSCHED_SECRET")]
+    assert finished(sql, trigger(dsn, "variables"))["result"] == []
     assert _rows_holding(sql, provided) == [] and _rows_holding(sql, "tok-" + key[:8]) == []
     worker.stop()
     assert provided not in worker.output
