@@ -1,6 +1,7 @@
 """The executor: a fixed set of slot threads that take buffered executions, run their
 handlers (:mod:`pgsched.handlers`) and hand each outcome on, one way, to the recorder.
-No SQL here: the start gate is the heartbeat's, every write the recorder's.
+No SQL here: the start gate is the heartbeat's, every write the recorder's, the fetch of
+sealed secrets the resolver's (:mod:`.secret_resolver`).
 
 Python handlers are called in the slot thread itself under one watchdog thread
 (timeouts, cancels), commands in their own process group. A slot thread hands a final
