@@ -1,8 +1,8 @@
 """Secrets by reference on real processes (issue 19, item 3): ``pgsched secret set`` seals a
 value read from standard input, a real worker resolves ``{{secret:NAME}}`` into a command's
 environment and a Python task's params, and the value is then nowhere in the database (every
-row of every table of pgsched's schemas, cast to text, searched for the value and for its
-hex) nor in the worker's own log, while the captured output shows the mask. A reference that
+row of every table outside PostgreSQL's own schemas, cast to text, searched for the value and
+for its hex) nor in the worker's own log, while the captured output shows the mask. A reference that
 does not resolve fails the execution at once, naming the reference, and is not retried."""
 
 from __future__ import annotations
@@ -66,12 +66,13 @@ def _secret_set(dsn: str, name: str, value: str, env: dict[str, str]) -> str:
 
 
 def _rows_holding(sql, needle: str) -> list[str]:
-    """Every table of pgsched's schemas (partitions included) with a row whose text form
-    holds ``needle`` or its hex (bytea is shown as hex): ``schema.table`` names."""
+    """Every table of the database outside PostgreSQL's own schemas (pgsched's two and any
+    other; partitions included) with a row whose text form holds ``needle`` or its hex
+    (bytea is shown as hex): ``schema.table`` names."""
     tables = sql.execute(
-        "SELECT c.oid::regclass::text AS rel FROM pg_class c "
-        "WHERE c.relnamespace IN ('pgsched'::regnamespace, 'pgsched_internal'::regnamespace) "
-        "AND c.relkind = 'r' ORDER BY 1"
+        "SELECT c.oid::regclass::text AS rel FROM pg_class c JOIN pg_namespace n "
+        "ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND n.nspname <> 'information_schema' "
+        "AND n.nspname NOT LIKE 'pg\\_%%' ORDER BY 1"
     ).fetchall()
     assert len(tables) > 20  # the search covers the schemas, not a few tables
     hexed = needle.encode().hex()
