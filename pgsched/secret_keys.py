@@ -84,6 +84,11 @@ class Keyring:
         self._by_id = {key_id(k): k for k in keys}
 
     @property
+    def ids(self) -> list[str]:
+        """The ids of the keys, the sealing one first."""
+        return [key_id(k) for k in self.keys]
+
+    @property
     def current_id(self) -> str:
         """The id of the key that seals."""
         return key_id(self.keys[0])

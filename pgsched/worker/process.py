@@ -117,6 +117,13 @@ class Worker:
             "all" if cfg.tenants is None else ",".join(cfg.tenants),
             cfg.concurrency,
         )
+        if cfg.secret_keys is not None or cfg.secret_env or cfg.secret_dir:
+            log.info(  # ids and names only: which keys open stored secrets, which providers
+                "secrets: keys %s; env providers %s; folder %s",
+                ", ".join(cfg.secret_keys.ids) if cfg.secret_keys else "none",
+                ", ".join(sorted(cfg.secret_env)) or "none",
+                cfg.secret_dir or "none",
+            )
         guard = _start_guardian(self.id)
         self.completer = self.recorder.completer = Completer(
             self.db, self._worker_id, retry_seconds=cfg.record_retry_seconds

@@ -158,6 +158,7 @@ def test_a_resolved_secret_is_nowhere_in_the_database_and_masked_in_output(
     worker.stop()
     assert value not in worker.output
     assert MASK in worker.output  # its log of the failed attempt, masked
+    assert "secrets: keys " + key_id(base64.b64decode(key)) in worker.output
 
 
 def test_a_reference_that_does_not_resolve_fails_at_once_naming_it(dsn, sql, start, tmp_path):
