@@ -8,20 +8,23 @@ does not resolve fails the execution at once, naming the reference, and is not r
 from __future__ import annotations
 
 import base64
+import http.cookiejar
 import json
 import os
 import secrets
 import subprocess
 import sys
 import textwrap
+import urllib.request
 
 import pytest
 from psycopg import sql as pgsql
 
 from pgsched.secret_keys import key_id
 from pgsched.secret_refs import Reference, mask_text
+from pgsched.web.server import free_port
 
-from ..helpers import cli, finished, trigger
+from ..helpers import Process, cli, fetch, finished, trigger, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -90,6 +93,45 @@ def _rows_holding(sql, needle: str) -> list[str]:
     return found
 
 
+def _web_answers(dsn: str, tmp_path, ids: dict[str, int]) -> dict[str, str]:
+    """What a real ``pgsched web`` answers about these executions and their tasks: the API
+    (each execution, its logs, the task lists, /metrics) with a viewer token, and the pages
+    (each execution's, each task's, the lists, the dashboard) signed in with it."""
+    token = cli(dsn, "token", "create", "--role", "viewer").stdout.strip()
+    # a port of its own: another test's web on the same port would answer for another database
+    port = free_port("127.0.0.1", 20000 + secrets.randbelow(20000))
+    web = Process(dsn, "web", "--port", str(port), log_dir=tmp_path)
+    base = f"http://127.0.0.1:{port}"
+    answers = {}
+    try:
+        wait_until(lambda: fetch(base + "/login")[0] == 200, timeout=30, message="web answers")
+        assert web.proc.poll() is None, web.output  # and it is this one that answers
+        api = ["/api/v1/tasks", "/api/v1/executions", "/metrics"]
+        for ident in ids.values():
+            api += [f"/api/v1/executions/{ident}", f"/api/v1/executions/{ident}/logs"]
+        for url in api:
+            status, body = fetch(base + url, token)
+            assert status == 200, (url, status, body)
+            answers[url] = body
+        browser = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+        )
+        link = urllib.request.Request(
+            f"{base}/login?token={token}", headers={"Sec-Fetch-Site": "none"}
+        )
+        with browser.open(link, timeout=10) as page:
+            assert page.url.endswith("/")
+        pages = ["/", "/tasks", "/executions", "/dlq"]
+        pages += [f"/executions/{ident}" for ident in ids.values()]
+        pages += [f"/tasks/{name}" for name in ids]
+        for url in pages:
+            with browser.open(base + url, timeout=10) as page:
+                answers[url] = page.read().decode()
+    finally:
+        web.stop()
+    return answers
+
+
 def _log(sql, ident: int) -> list[str]:
     return [
         r["line"]
@@ -136,7 +178,8 @@ def test_a_resolved_secret_is_nowhere_in_the_database_and_masked_in_output(
     done = {name: finished(sql, ident) for name, ident in ids.items()}
 
     assert done["echo"]["state"] == "succeeded", done["echo"]["error"]
-    assert _log(sql, ids["echo"]) == [f"url={MASK}", MASK, MASK]  # it ran with the value
+    # it ran with the value (stdout and stderr are read apart: their lines may interleave)
+    assert sorted(_log(sql, ids["echo"])) == sorted([f"url={MASK}", MASK, MASK])
     assert done["echo"]["result"] == MASK  # the last line of output is its result
     assert done["inside"]["state"] == "succeeded"
     assert _log(sql, ids["inside"]) == [f"postgresql://app:{MASK}@db/app"]
@@ -150,6 +193,10 @@ def test_a_resolved_secret_is_nowhere_in_the_database_and_masked_in_output(
     row = sql.execute("SELECT params FROM pgsched.execution_history WHERE id = %s", [ids["show"]])
     assert row.fetchone()["params"]["url"] == ref
     assert _rows_holding(sql, value) == []
+    answers = _web_answers(dsn, tmp_path, ids)
+    assert [url for url, body in answers.items() if value in body] == []
+    assert MASK in answers[f"/api/v1/executions/{ids['echo']}/logs"]
+    assert MASK in answers[f"/executions/{ids['show']}"]  # the page shows the output, masked
     # the key was wiped from what /proc shows of the worker (root reads it whatever the
     # worker's dumpability), its name left
     with open(f"/proc/{worker.proc.pid}/environ", "rb") as f:
