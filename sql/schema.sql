@@ -763,6 +763,78 @@ BEGIN
 END $$;
 
 --
+-- Name: secret_delete_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.secret_delete_v1(name text, tenant text DEFAULT NULL::text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    secret_delete_v1.tenant := pgsched_internal.caller_tenant_v1(secret_delete_v1.tenant);
+    PERFORM pgsched_internal.secret_check_v1(secret_delete_v1.tenant, secret_delete_v1.name);
+    DELETE FROM pgsched_internal.secret s
+     WHERE s.tenant = secret_delete_v1.tenant AND s.name = secret_delete_v1.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'secret: no secret % in tenant %', quote_literal(secret_delete_v1.name),
+            quote_literal(secret_delete_v1.tenant) USING ERRCODE = 'no_data_found';
+    END IF;
+END $$;
+
+--
+-- Name: secret_list_v1(text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.secret_list_v1(tenant text DEFAULT NULL::text) RETURNS TABLE(secret_name text, key_id text, created_at timestamp with time zone, created_by text, updated_at timestamp with time zone, updated_by text)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    t text := pgsched_internal.caller_tenant_v1(secret_list_v1.tenant);
+BEGIN
+    RETURN QUERY
+        SELECT s.name, s.key_id, s.created_at, s.created_by, s.updated_at, s.updated_by
+          FROM pgsched_internal.secret s
+         WHERE s.tenant = t
+         ORDER BY s.name;
+END $$;
+
+--
+-- Name: secret_set_v1(text, bytea, bytea, text, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.secret_set_v1(name text, ciphertext bytea, nonce bytea, key_id text, tenant text DEFAULT NULL::text, by text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $_$
+DECLARE
+    who text;
+    created boolean;
+BEGIN
+    secret_set_v1.tenant := pgsched_internal.caller_tenant_v1(secret_set_v1.tenant);
+    PERFORM pgsched_internal.secret_check_v1(secret_set_v1.tenant, secret_set_v1.name);
+    who := pgsched_internal.limits_by_v1(by);
+    IF ciphertext IS NULL OR octet_length(ciphertext) NOT BETWEEN 16 AND 65552 THEN
+        RAISE EXCEPTION 'ciphertext: % bytes; a sealed value has 16 to 65552 (a value of at most 64 KiB and its tag)',
+            coalesce(octet_length(ciphertext)::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
+    ELSIF nonce IS NULL OR octet_length(nonce) <> 12 THEN
+        RAISE EXCEPTION 'nonce: % bytes; AES-GCM''s nonce has 12', coalesce(octet_length(nonce)::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF key_id IS NULL OR key_id !~ '^[0-9a-f]{16}$' THEN
+        RAISE EXCEPTION 'key_id: % must be 16 hex digits (pgsched/secret_keys.py key_id)',
+            coalesce(quote_literal(left(key_id, 40)), 'NULL') USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO pgsched_internal.secret AS s (tenant, name, ciphertext, nonce, key_id, created_by, updated_by)
+    VALUES (secret_set_v1.tenant, secret_set_v1.name, secret_set_v1.ciphertext, secret_set_v1.nonce,
+            secret_set_v1.key_id, who, who)
+    ON CONFLICT ON CONSTRAINT secret_pkey DO UPDATE
+       SET ciphertext = excluded.ciphertext, nonce = excluded.nonce, key_id = excluded.key_id,
+           updated_at = now(), updated_by = excluded.updated_by
+    RETURNING (s.xmax = 0) INTO created;
+    RETURN created;
+END $_$;
+
+--
 -- Name: tenant; Type: TABLE; Schema: pgsched; Owner: -
 --
 
@@ -3165,6 +3237,45 @@ BEGIN
 END $$;
 
 --
+-- Name: secret_check_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.secret_check_v1(t text, secret_name text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    AS $_$
+BEGIN
+    IF secret_name IS NULL OR secret_name !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' THEN
+        RAISE EXCEPTION 'name: % must be 1-64 characters: letters, digits and . _ - (starting with a letter or digit)',
+            coalesce(quote_literal(left(secret_name, 80)), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pgsched.tenant x WHERE x.name = t) THEN
+        RAISE EXCEPTION 'tenant: no tenant %', quote_literal(t) USING ERRCODE = 'no_data_found';
+    END IF;
+END $_$;
+
+--
+-- Name: secret_fetch_v1(text, text[]); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.secret_fetch_v1(tenant text, names text[]) RETURNS TABLE(secret_name text, ciphertext bytea, nonce bytea, key_id text)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    t text := pgsched_internal.caller_tenant_v1(secret_fetch_v1.tenant);
+BEGIN
+    IF NOT (pgsched_internal.is_instance_v1() OR pg_has_role(session_user, 'pgsched_engine', 'MEMBER')) THEN
+        RAISE EXCEPTION 'secret: role % is no worker''s; only engine logins fetch sealed secrets',
+            quote_ident(session_user) USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN QUERY
+        SELECT s.name, s.ciphertext, s.nonce, s.key_id
+          FROM pgsched_internal.secret s
+         WHERE s.tenant = t AND s.name = ANY (names);
+END $$;
+
+--
 -- Name: secure_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -3230,7 +3341,10 @@ BEGIN
                                       -- 0027: locks an engine or web login takes for its own
                                       -- tenant, and who holds the leader lock (never a key)
                                       'dag_lock_v1', 'retry_budget_lock_v1', 'leader_sessions_v1',
-                                      'window_lock_v1')
+                                      'window_lock_v1',
+                                      -- 0029: checks its caller itself (an engine login of
+                                      -- the tenant asked for, or the installation)
+                                      'secret_fetch_v1')
     LOOP
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM pgsched_engine, pgsched_web', o.fn);
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pgsched_instance', o.fn);
@@ -4867,6 +4981,32 @@ CREATE TABLE pgsched_internal.lock_seed (
 COMMENT ON TABLE pgsched_internal.lock_seed IS 'the hash seed of lock keys (lock_key_v1): secret, so another tenant cannot compute a key';
 
 --
+-- Name: secret; Type: TABLE; Schema: pgsched_internal; Owner: -
+--
+
+CREATE TABLE pgsched_internal.secret (
+    tenant text NOT NULL,
+    name text NOT NULL,
+    ciphertext bytea NOT NULL,
+    nonce bytea NOT NULL,
+    key_id text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_by text NOT NULL,
+    CONSTRAINT secret_ciphertext_check CHECK (((octet_length(ciphertext) >= 16) AND (octet_length(ciphertext) <= 65552))),
+    CONSTRAINT secret_key_id_check CHECK ((key_id ~ '^[0-9a-f]{16}$'::text)),
+    CONSTRAINT secret_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'::text)),
+    CONSTRAINT secret_nonce_check CHECK ((octet_length(nonce) = 12))
+);
+
+--
+-- Name: TABLE secret; Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON TABLE pgsched_internal.secret IS 'secrets sealed with a key the database never holds (AES-256-GCM, tenant and name as associated data); reached through secret_set_v1, secret_list_v1, secret_delete_v1, secret_fetch_v1';
+
+--
 -- Name: execution_attempt_default; Type: TABLE ATTACH; Schema: pgsched; Owner: -
 --
 
@@ -5184,6 +5324,13 @@ ALTER TABLE ONLY pgsched_internal.lock_name
 
 ALTER TABLE ONLY pgsched_internal.lock_seed
     ADD CONSTRAINT lock_seed_pkey PRIMARY KEY (one);
+
+--
+-- Name: secret secret_pkey; Type: CONSTRAINT; Schema: pgsched_internal; Owner: -
+--
+
+ALTER TABLE ONLY pgsched_internal.secret
+    ADD CONSTRAINT secret_pkey PRIMARY KEY (tenant, name);
 
 --
 -- Name: alert_open_key; Type: INDEX; Schema: pgsched; Owner: -
@@ -5847,6 +5994,13 @@ ALTER TABLE ONLY pgsched.web_session
     ADD CONSTRAINT web_session_username_fkey FOREIGN KEY (username) REFERENCES pgsched.web_user(username) ON DELETE CASCADE;
 
 --
+-- Name: secret secret_tenant_fkey; Type: FK CONSTRAINT; Schema: pgsched_internal; Owner: -
+--
+
+ALTER TABLE ONLY pgsched_internal.secret
+    ADD CONSTRAINT secret_tenant_fkey FOREIGN KEY (tenant) REFERENCES pgsched.tenant(name) ON DELETE CASCADE;
+
+--
 -- Name: alert; Type: ROW SECURITY; Schema: pgsched; Owner: -
 --
 
@@ -6435,6 +6589,30 @@ ALTER TABLE pgsched.webhook_delivery ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE pgsched.worker ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: secret instance_rows; Type: POLICY; Schema: pgsched_internal; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched_internal.secret TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: secret; Type: ROW SECURITY; Schema: pgsched_internal; Owner: -
+--
+
+ALTER TABLE pgsched_internal.secret ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: secret tenant_rows; Type: POLICY; Schema: pgsched_internal; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched_internal.secret TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
+-- Name: secret web_rows; Type: POLICY; Schema: pgsched_internal; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched_internal.secret TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
 
 --
 -- PostgreSQL database dump complete
