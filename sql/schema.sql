@@ -2552,6 +2552,24 @@ END $$;
 COMMENT ON FUNCTION pgsched_internal.fire_windowed_v2(task_ids bigint[], fire_ats timestamp with time zone[], epoch bigint, OUT made integer, OUT busy bigint[]) IS 'the scheduler''s fires of windowed tasks, never waiting for a window lock: busy, the tasks left for a later tick (0027)';
 
 --
+-- Name: frees_text_v1(timestamp with time zone); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.frees_text_v1(at timestamp with time zone) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT format('; a start is free at %s UTC (in %s s)',
+                  to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'),
+                  greatest(ceil(extract(epoch FROM at - now())), 0)::bigint);
+$$;
+
+--
+-- Name: FUNCTION frees_text_v1(at timestamp with time zone); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.frees_text_v1(at timestamp with time zone) IS 'the tail of a wait reason: when a start is free, UTC, and in how many seconds by now() (migration 0033)';
+
+--
 -- Name: internal_key_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -2925,6 +2943,27 @@ BEGIN
        INTO live;
     RETURN live;
 END $$;
+
+--
+-- Name: period_text_v1(double precision); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.period_text_v1(seconds double precision) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT CASE
+        WHEN seconds >= 86400 AND seconds::numeric % 86400 = 0 THEN (seconds / 86400)::bigint || 'd'
+        WHEN seconds >= 3600 AND seconds::numeric % 3600 = 0 THEN (seconds / 3600)::bigint || 'h'
+        WHEN seconds >= 60 AND seconds::numeric % 60 = 0 THEN (seconds / 60)::bigint || 'm'
+        WHEN seconds::numeric % 1 = 0 THEN seconds::bigint || 's'
+        ELSE seconds || 's' END;
+$$;
+
+--
+-- Name: FUNCTION period_text_v1(seconds double precision); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.period_text_v1(seconds double precision) IS 'a rate period in its largest whole unit: 60 is 1m, 3600 1h, 90 90s (migration 0033)';
 
 --
 -- Name: task; Type: TABLE; Schema: pgsched; Owner: -
@@ -3837,7 +3876,8 @@ BEGIN
     IF ten.max_starts_per_hour IS NOT NULL AND use.hour_start = date_trunc('hour', now(), 'UTC')
        AND use.hour_starts >= ten.max_starts_per_hour THEN
         RETURN format('tenant %s started its quota of %s executions this hour (UTC)', e.tenant,
-                      ten.max_starts_per_hour);
+                      ten.max_starts_per_hour)
+               || pgsched_internal.frees_text_v1(date_trunc('hour', now(), 'UTC') + interval '1 hour');
     END IF;
     IF ten.max_running IS NOT NULL THEN
         SELECT count(*) INTO n FROM pgsched.execution x WHERE x.tenant = e.tenant AND x.state = 'running';
@@ -3861,8 +3901,10 @@ BEGIN
          WHERE r.tenant = e.tenant AND r.scope = 'queue' AND r.name = e.queue
            AND r.started_at > now() - make_interval(secs => g.rate_period_seconds);
         IF n >= g.rate_limit THEN
-            RETURN format('queue %s started its rate limit of %s per %s s', e.queue, g.rate_limit,
-                          g.rate_period_seconds);
+            RETURN format('queue %s started its rate limit of %s per %s', e.queue, g.rate_limit,
+                          pgsched_internal.period_text_v1(g.rate_period_seconds))
+                   || pgsched_internal.frees_text_v1(pgsched_internal.limit_frees_at_v1(
+                          e.tenant, 'queue_rate', e.queue, g.rate_period_seconds, now()));
         END IF;
     END IF;
     SELECT * INTO k FROM pgsched.task t WHERE t.id = e.task_id;
@@ -3885,8 +3927,10 @@ BEGIN
          WHERE r.tenant = e.tenant AND r.scope = 'task' AND r.name = e.task_id::text
            AND r.started_at > now() - make_interval(secs => k.rate_period_seconds);
         IF n >= k.rate_limit THEN
-            RETURN format('task %s started its rate limit of %s per %s s', k.name, k.rate_limit,
-                          k.rate_period_seconds);
+            RETURN format('task %s started its rate limit of %s per %s', k.name, k.rate_limit,
+                          pgsched_internal.period_text_v1(k.rate_period_seconds))
+                   || pgsched_internal.frees_text_v1(pgsched_internal.limit_frees_at_v1(
+                          e.tenant, 'task_rate', e.task_id::text, k.rate_period_seconds, now()));
         END IF;
     END IF;
     IF e.concurrency_key IS NOT NULL AND k.key_max_running IS NOT NULL THEN
@@ -3902,8 +3946,10 @@ BEGIN
          WHERE r.tenant = e.tenant AND r.scope = 'key' AND r.name = e.concurrency_key
            AND r.started_at > now() - make_interval(secs => k.key_rate_period_seconds);
         IF n >= k.key_rate_limit THEN
-            RETURN format('key %s started its rate limit of %s per %s s', e.concurrency_key,
-                          k.key_rate_limit, k.key_rate_period_seconds);
+            RETURN format('key %s started its rate limit of %s per %s', e.concurrency_key,
+                          k.key_rate_limit, pgsched_internal.period_text_v1(k.key_rate_period_seconds))
+                   || pgsched_internal.frees_text_v1(pgsched_internal.limit_frees_at_v1(
+                          e.tenant, 'key_rate', e.concurrency_key, k.key_rate_period_seconds, now()));
         END IF;
     END IF;
     RETURN NULL;
