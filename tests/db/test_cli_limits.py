@@ -215,6 +215,24 @@ def test_execution_show_says_which_limit_holds_a_pending_execution(dsn):
     assert shown["wait_reason"] == "queue default is paused: vendor maintenance"
 
 
+def test_execution_list_says_which_limit_holds_each_pending_execution(dsn):
+    """A newcomer's finding: only ``execution show`` said why a run waits. The listing
+    gains a wait_reason column when a limit holds a listed run, and the field in JSON."""
+    run(dsn, "task", "create", "job", "--command", "true")
+    first = json.loads(run(dsn, "task", "trigger", "job", "--json").output)["execution_id"]
+    listed = json.loads(run(dsn, "execution", "list", "--json").output)
+    assert [(r["id"], r["wait_reason"]) for r in listed] == [(first, None)]
+    assert "WAIT_REASON" not in run(dsn, "execution", "list").output  # no column for nothing
+    run(dsn, "queue", "pause", "default", "--reason", "vendor maintenance")
+    second = json.loads(run(dsn, "task", "trigger", "job", "--json").output)["execution_id"]
+    listed = json.loads(run(dsn, "execution", "list", "--json").output)
+    why = "queue default is paused: vendor maintenance"
+    assert [(r["id"], r["wait_reason"]) for r in listed] == [(second, why), (first, why)]
+    lines = run(dsn, "execution", "list").output.splitlines()
+    assert lines[0].split()[-1] == "WAIT_REASON"
+    assert all(line.endswith(why) for line in lines[2:]), lines
+
+
 def test_a_queue_nothing_uses_is_said_new_on_pause_and_set_and_cannot_be_resumed(dsn):
     """A mistyped name (a newcomer's finding): pause and set make the queue, as they may
     before its work comes, and say so; resume of a queue there is none of is an error."""
