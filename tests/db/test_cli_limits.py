@@ -269,6 +269,32 @@ def test_concurrency_key_none_removes_the_key_and_its_limits_and_a_broken_templa
     }
 
 
+def test_a_concurrency_key_without_a_key_limit_is_warned_about(dsn):
+    """A newcomer's finding: --concurrency-key alone was taken silently and limited
+    nothing. It is still taken (a key limit may follow), with a warning on stderr, which
+    goes once a key limit counts by it."""
+    made = run(dsn, "task", "create", "imp", "--command", "true", "--concurrency-key", "c:{id}")
+    warning = "warning: task imp: concurrency key 'c:{id}' limits nothing until --key-max-running"
+    assert warning in made.stderr and warning not in made.stdout
+    assert one(dsn, "SELECT concurrency_key FROM pgsched.task")["concurrency_key"] == "c:{id}"
+    limited = run(dsn, "task", "update", "imp", "--key-max-running", "1")
+    assert "warning" not in limited.stderr and "(key_max_running)" in limited.stdout
+    unlimited = run(dsn, "task", "update", "imp", "--key-max-running", "none")
+    assert warning in unlimited.stderr
+
+
+def test_task_update_names_only_what_changed(dsn):
+    """A newcomer's finding: ``task update --command`` on a command task said it changed
+    handler_kind too (the field is implied by the option, and was already shell)."""
+    run(dsn, "task", "create", "job", "--command", "true")
+    said = run(dsn, "task", "update", "job", "--command", "echo hi").stdout
+    assert said.startswith("updated task job (command);"), said
+    said = run(dsn, "task", "update", "job", "--argv", '["true"]').stdout
+    assert said.startswith("updated task job (argv, handler_kind);"), said
+    said = run(dsn, "task", "update", "job", "--argv", '["true"]').stdout
+    assert said.startswith("updated task job (no change);"), said
+
+
 def test_a_rate_periods_bounds_are_the_databases(dsn):
     """``queue set --rate-limit`` takes a period from 0.001 s to 366 days, as
     queue_set_limits_v1 (migration 0024) does, and says so alike at either end."""
