@@ -2567,7 +2567,7 @@ $$;
 -- Name: FUNCTION frees_text_v1(at timestamp with time zone); Type: COMMENT; Schema: pgsched_internal; Owner: -
 --
 
-COMMENT ON FUNCTION pgsched_internal.frees_text_v1(at timestamp with time zone) IS 'the tail of a wait reason: when a start is free, UTC, and in how many seconds by now() (migration 0033)';
+COMMENT ON FUNCTION pgsched_internal.frees_text_v1(at timestamp with time zone) IS 'the tail of a wait reason: when a start is free, UTC, and in how many seconds by now() (migration 0030)';
 
 --
 -- Name: internal_key_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -2963,7 +2963,7 @@ $$;
 -- Name: FUNCTION period_text_v1(seconds double precision); Type: COMMENT; Schema: pgsched_internal; Owner: -
 --
 
-COMMENT ON FUNCTION pgsched_internal.period_text_v1(seconds double precision) IS 'a rate period in its largest whole unit: 60 is 1m, 3600 1h, 90 90s (migration 0033)';
+COMMENT ON FUNCTION pgsched_internal.period_text_v1(seconds double precision) IS 'a rate period in its largest whole unit: 60 is 1m, 3600 1h, 90 90s (migration 0030)';
 
 --
 -- Name: task; Type: TABLE; Schema: pgsched; Owner: -

@@ -282,13 +282,13 @@ def test_the_hourly_quota_counts_starts_and_says_why_work_waits(db, sql):
     top = usage["hour_start"] + timedelta(hours=1)
     [reason] = reasons
     assert reason.startswith("tenant t1 started its quota of 3 executions this hour (UTC); ")
-    assert f"a start is free at {top:%Y-%m-%d %H:%M:%S} UTC (in " in reason  # 0033
+    assert f"a start is free at {top:%Y-%m-%d %H:%M:%S} UTC (in " in reason  # 0030
     wait = sql.execute("SELECT * FROM pgsched.limit_wait WHERE tenant = 't1'").fetchone()
     assert wait["free_at"] == top
 
 
 def test_a_rate_reason_names_its_period_and_when_a_start_is_free(db, sql):
-    """0033: "started its rate limit of 2 per 1m; a start is free at <the oldest start in
+    """0030: "started its rate limit of 2 per 1m; a start is free at <the oldest start in
     the window + 60 s> UTC (in N s)", for a queue's, a task's and a key's rate alike."""
     make_task(db, "job", queue="q")
     sql.execute(

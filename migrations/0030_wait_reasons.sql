@@ -1,4 +1,4 @@
--- 0033: a wait reason says when the wait ends (issue 18, what a new user met: "started its
+-- 0030: a wait reason says when the wait ends (issue 18, what a new user met: "started its
 -- rate limit of 60 per 60 s" gave the period in raw seconds and no time at which a start
 -- would be free).
 --
@@ -22,7 +22,7 @@ CREATE FUNCTION pgsched_internal.period_text_v1(seconds double precision) RETURN
         ELSE seconds || 's' END;
 $$;
 COMMENT ON FUNCTION pgsched_internal.period_text_v1(double precision) IS
-    'a rate period in its largest whole unit: 60 is 1m, 3600 1h, 90 90s (migration 0033)';
+    'a rate period in its largest whole unit: 60 is 1m, 3600 1h, 90 90s (migration 0030)';
 
 CREATE FUNCTION pgsched_internal.frees_text_v1(at timestamptz) RETURNS text
     LANGUAGE sql STABLE
@@ -32,7 +32,7 @@ CREATE FUNCTION pgsched_internal.frees_text_v1(at timestamptz) RETURNS text
                   greatest(ceil(extract(epoch FROM at - now())), 0)::bigint);
 $$;
 COMMENT ON FUNCTION pgsched_internal.frees_text_v1(timestamptz) IS
-    'the tail of a wait reason: when a start is free, UTC, and in how many seconds by now() (migration 0033)';
+    'the tail of a wait reason: when a start is free, UTC, and in how many seconds by now() (migration 0030)';
 
 CREATE OR REPLACE FUNCTION pgsched_internal.wait_reason_v1(e pgsched.execution) RETURNS text
     LANGUAGE plpgsql STABLE
