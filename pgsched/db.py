@@ -197,7 +197,7 @@ class Session:
         self.conn = conn
         self._watch = deadline.watch if deadline is not None else unwatched
         #: the tenant to set for this transaction before its first query (Database.acting_for),
-        #: and whether it reads sensitive values ("on"/"off": pgsched.reveal, migration 0032)
+        #: and whether it reads sensitive values ("on"/"off": pgsched.reveal, migration 0031)
         self.pending_tenant: str | None = None
         self.pending_reveal = "off"
 
@@ -357,7 +357,7 @@ class Database(Session):
 
     #: the tenant every transaction of this pool acts for (pgsched.tenant), or None
     tenant: str | None = None
-    #: whether those transactions read sensitive values (pgsched.reveal, migration 0032)
+    #: whether those transactions read sensitive values (pgsched.reveal, migration 0031)
     reveal: bool = False
 
     def acting_for(self, tenant: str, *, reveal: bool = False) -> Database:
@@ -370,7 +370,7 @@ class Database(Session):
 
         ``reveal`` sets ``pgsched.reveal`` beside it: ``"on"`` lets a web login read env and
         sensitive params values, ``"off"`` (the default) shows them masked to any login
-        (migration 0032, docs/security.md "Sensitive values and who sees them")."""
+        (migration 0031, docs/security.md "Sensitive values and who sees them")."""
         scoped = Database(self.pool, self.dsn, self.deadline)
         scoped._server_timeout = self._server_timeout
         scoped.tenant = tenant

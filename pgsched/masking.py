@@ -2,7 +2,7 @@
 mask. Pure (no database).
 
 Which values are sensitive, and who sees them, is decided in PostgreSQL alone (migration
-0032, ``pgsched_internal.shown_v1``; docs/security.md, "Sensitive values and who sees
+0031, ``pgsched_internal.shown_v1``; docs/security.md, "Sensitive values and who sees
 them"): every value of a task's ``env``, and every ``params`` value under a key whose name
 says secret or that the task marks (``sensitive_params``), at any depth. A session that may
 not read them is shown :data:`MASK` instead. An operator who may change a task but not read
@@ -22,7 +22,7 @@ MASK = "••••••"
 
 
 #: How deep :func:`restore` looks. The database masks a value more than 32 levels deep
-#: whole (migration 0032), so no mask it shows lies deeper; below this, what is submitted
+#: whole (migration 0031), so no mask it shows lies deeper; below this, what is submitted
 #: is taken as it is (and a document 10,000 levels deep costs no recursion error).
 MAX_DEPTH = 40
 

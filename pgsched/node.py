@@ -109,8 +109,11 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
     PgschedError naming it."""
     from .login import CREDENTIAL_ENV
     from .worker import HEARTBEAT_STALE, PRIVATE_ENV, Worker, WorkerConfig
+    from .worker.secret_resolver import take_environment
 
     settings.validate()
+    # the secrets' key and providers, out of the environment before it is wiped from /proc
+    secret_keys, secret_env, secret_dir = take_environment(os.environ)
     conceal_login(source)
     for folder in reversed(
         ("", *settings.pythonpath)
@@ -138,6 +141,9 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
         allowed_modules=s.imports,
         prefetch=s.prefetch,
         statement_deadline=s.statement_deadline,
+        secret_keys=secret_keys,
+        secret_env=secret_env,
+        secret_dir=secret_dir,
     )
     # Executions use a connection only briefly (log flushes, the end of an attempt): a
     # small pool serves many slots. Plus one listener connection. A transaction left open
@@ -206,9 +212,11 @@ def run_dev(source: Source, settings: DevSettings) -> None:
     from . import dev
     from .scheduler import Scheduler, SchedulerConfig
     from .worker import Worker, WorkerConfig
+    from .worker.secret_resolver import take_environment
 
     settings.validate()
     dsn = dev.prepare(source, examples=settings.examples)
+    secret_keys, secret_env, secret_dir = take_environment(os.environ)
     conceal_login(source)
     db = Database.connect(dsn, max_size=settings.concurrency + 9)
     try:
@@ -226,6 +234,9 @@ def run_dev(source: Source, settings: DevSettings) -> None:
                 poll_interval=1.0,
                 kill_grace=2.0,
                 shutdown_timeout=5.0,
+                secret_keys=secret_keys,
+                secret_env=secret_env,
+                secret_dir=secret_dir,
             ),
             on_finish=dev.report_finish,
         )

@@ -103,7 +103,7 @@ class TaskSpec:
       scheduled time, so a run whose key already succeeded is skipped.
     - ``tags``: labels to find the task by (at most 20, each like a queue name).
     - ``sensitive_params``: params keys (any depth, any case) masked for viewers beside those
-      whose name says secret (at most 50, each 1-200 characters; migration 0032).
+      whose name says secret (at most 50, each 1-200 characters; migration 0031).
     - ``overlap_policy``, ``unique_policy``, ``unique_period_seconds``, ``unique_scope``:
       see :func:`pgsched.windows.check_windows` and docs/limits.md ("Overlap policy", "Unique windows").
     """

@@ -28,7 +28,7 @@ SELECT d.*, t.schedule_kind, t.schedule_expr, t.timezone, t.schedule_anchor, t.e
 
 -- name: dag_shown :one
 -- dag_get as this session may see it: the DAG's params and its nodes' env and params (in
--- its definition) masked for a viewer (shown_v1, migration 0032).
+-- its definition) masked for a viewer (shown_v1, migration 0031).
 SELECT s.*, t.schedule_kind, t.schedule_expr, t.timezone, t.schedule_anchor, t.enabled,
        t.next_fire_at, t.last_fire_at, t.misfire_policy,
        (SELECT count(*) FROM pgsched.dag_node n WHERE n.dag_id = d.id) AS node_count
@@ -75,7 +75,7 @@ SELECT n.*, t.name AS task_name, t.handler_kind, t.command, t.argv, t.python_tar
 
 -- name: dag_nodes_shown :many
 -- dag_nodes as this session may see them: each node's env and params (in its definition)
--- masked for a viewer (shown_v1, migration 0032).
+-- masked for a viewer (shown_v1, migration 0031).
 SELECT s.*, t.name AS task_name, t.handler_kind, t.command, t.argv, t.python_target, t.timeout_seconds,
        t.max_attempts, t.retry_policy, t.queue
   FROM pgsched.dag_node n JOIN pgsched.task t ON t.id = n.task_id
@@ -156,7 +156,7 @@ SELECT r.id, r.state, r.trigger, r.scheduled_at, r.created_at, r.finished_at, r.
  LIMIT %(limit)s
 
 -- name: dag_run_get :one
--- params masked for a viewer (shown_v1, migration 0032).
+-- params masked for a viewer (shown_v1, migration 0031).
 SELECT s.*, d.name AS dag_name,
        extract(epoch FROM coalesce(r.finished_at, now()) - r.created_at)::float8 AS duration_seconds
   FROM pgsched.dag_run r JOIN pgsched.dag d ON d.id = r.dag_id

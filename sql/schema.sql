@@ -786,6 +786,78 @@ BEGIN
 END $$;
 
 --
+-- Name: secret_delete_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.secret_delete_v1(name text, tenant text DEFAULT NULL::text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    secret_delete_v1.tenant := pgsched_internal.caller_tenant_v1(secret_delete_v1.tenant);
+    PERFORM pgsched_internal.secret_check_v1(secret_delete_v1.tenant, secret_delete_v1.name);
+    DELETE FROM pgsched_internal.secret s
+     WHERE s.tenant = secret_delete_v1.tenant AND s.name = secret_delete_v1.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'secret: no secret % in tenant %', quote_literal(secret_delete_v1.name),
+            quote_literal(secret_delete_v1.tenant) USING ERRCODE = 'no_data_found';
+    END IF;
+END $$;
+
+--
+-- Name: secret_list_v1(text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.secret_list_v1(tenant text DEFAULT NULL::text) RETURNS TABLE(secret_name text, key_id text, created_at timestamp with time zone, created_by text, updated_at timestamp with time zone, updated_by text)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    t text := pgsched_internal.caller_tenant_v1(secret_list_v1.tenant);
+BEGIN
+    RETURN QUERY
+        SELECT s.name, s.key_id, s.created_at, s.created_by, s.updated_at, s.updated_by
+          FROM pgsched_internal.secret s
+         WHERE s.tenant = t
+         ORDER BY s.name;
+END $$;
+
+--
+-- Name: secret_set_v1(text, bytea, bytea, text, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.secret_set_v1(name text, ciphertext bytea, nonce bytea, key_id text, tenant text DEFAULT NULL::text, by text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $_$
+DECLARE
+    who text;
+    created boolean;
+BEGIN
+    secret_set_v1.tenant := pgsched_internal.caller_tenant_v1(secret_set_v1.tenant);
+    PERFORM pgsched_internal.secret_check_v1(secret_set_v1.tenant, secret_set_v1.name);
+    who := pgsched_internal.limits_by_v1(by);
+    IF ciphertext IS NULL OR octet_length(ciphertext) NOT BETWEEN 16 AND 65552 THEN
+        RAISE EXCEPTION 'ciphertext: % bytes; a sealed value has 16 to 65552 (a value of at most 64 KiB and its tag)',
+            coalesce(octet_length(ciphertext)::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
+    ELSIF nonce IS NULL OR octet_length(nonce) <> 12 THEN
+        RAISE EXCEPTION 'nonce: % bytes; AES-GCM''s nonce has 12', coalesce(octet_length(nonce)::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF key_id IS NULL OR key_id !~ '^[0-9a-f]{16}$' THEN
+        RAISE EXCEPTION 'key_id: % must be 16 hex digits (pgsched/secret_keys.py key_id)',
+            coalesce(quote_literal(left(key_id, 40)), 'NULL') USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO pgsched_internal.secret AS s (tenant, name, ciphertext, nonce, key_id, created_by, updated_by)
+    VALUES (secret_set_v1.tenant, secret_set_v1.name, secret_set_v1.ciphertext, secret_set_v1.nonce,
+            secret_set_v1.key_id, who, who)
+    ON CONFLICT ON CONSTRAINT secret_pkey DO UPDATE
+       SET ciphertext = excluded.ciphertext, nonce = excluded.nonce, key_id = excluded.key_id,
+           updated_at = now(), updated_by = excluded.updated_by
+    RETURNING (s.xmax = 0) INTO created;
+    RETURN created;
+END $_$;
+
+--
 -- Name: task; Type: TABLE; Schema: pgsched; Owner: -
 --
 
@@ -902,7 +974,7 @@ COMMENT ON COLUMN pgsched.task.unique_scope IS 'what the unique window counts: t
 -- Name: COLUMN task.sensitive_params; Type: COMMENT; Schema: pgsched; Owner: -
 --
 
-COMMENT ON COLUMN pgsched.task.sensitive_params IS 'params keys (any depth, any case) masked for viewers beside those whose name says secret (0032)';
+COMMENT ON COLUMN pgsched.task.sensitive_params IS 'params keys (any depth, any case) masked for viewers beside those whose name says secret (0031)';
 
 --
 -- Name: task_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
@@ -2697,6 +2769,24 @@ END $$;
 COMMENT ON FUNCTION pgsched_internal.fire_windowed_v2(task_ids bigint[], fire_ats timestamp with time zone[], epoch bigint, OUT made integer, OUT busy bigint[]) IS 'the scheduler''s fires of windowed tasks, never waiting for a window lock: busy, the tasks left for a later tick (0027)';
 
 --
+-- Name: frees_text_v1(timestamp with time zone); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.frees_text_v1(at timestamp with time zone) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT format('; a start is free at %s UTC (in %s s)',
+                  to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'),
+                  greatest(ceil(extract(epoch FROM at - now())), 0)::bigint);
+$$;
+
+--
+-- Name: FUNCTION frees_text_v1(at timestamp with time zone); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.frees_text_v1(at timestamp with time zone) IS 'the tail of a wait reason: when a start is free, UTC, and in how many seconds by now() (migration 0030)';
+
+--
 -- Name: internal_key_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -3107,6 +3197,27 @@ BEGIN
 END $$;
 
 --
+-- Name: period_text_v1(double precision); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.period_text_v1(seconds double precision) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT CASE
+        WHEN seconds >= 86400 AND seconds::numeric % 86400 = 0 THEN (seconds / 86400)::bigint || 'd'
+        WHEN seconds >= 3600 AND seconds::numeric % 3600 = 0 THEN (seconds / 3600)::bigint || 'h'
+        WHEN seconds >= 60 AND seconds::numeric % 60 = 0 THEN (seconds / 60)::bigint || 'm'
+        WHEN seconds::numeric % 1 = 0 THEN seconds::bigint || 's'
+        ELSE seconds || 's' END;
+$$;
+
+--
+-- Name: FUNCTION period_text_v1(seconds double precision); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.period_text_v1(seconds double precision) IS 'a rate period in its largest whole unit: 60 is 1m, 3600 1h, 90 90s (migration 0030)';
+
+--
 -- Name: record_skipped_v1(pgsched.task, timestamp with time zone, text, jsonb, text, bigint); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -3305,6 +3416,45 @@ BEGIN
 END $$;
 
 --
+-- Name: secret_check_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.secret_check_v1(t text, secret_name text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    AS $_$
+BEGIN
+    IF secret_name IS NULL OR secret_name !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' THEN
+        RAISE EXCEPTION 'name: % must be 1-64 characters: letters, digits and . _ - (starting with a letter or digit)',
+            coalesce(quote_literal(left(secret_name, 80)), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pgsched.tenant x WHERE x.name = t) THEN
+        RAISE EXCEPTION 'tenant: no tenant %', quote_literal(t) USING ERRCODE = 'no_data_found';
+    END IF;
+END $_$;
+
+--
+-- Name: secret_fetch_v1(text, text[]); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.secret_fetch_v1(tenant text, names text[]) RETURNS TABLE(secret_name text, ciphertext bytea, nonce bytea, key_id text)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    t text := pgsched_internal.caller_tenant_v1(secret_fetch_v1.tenant);
+BEGIN
+    IF NOT (pgsched_internal.is_instance_v1() OR pg_has_role(session_user, 'pgsched_engine', 'MEMBER')) THEN
+        RAISE EXCEPTION 'secret: role % is no worker''s; only engine logins fetch sealed secrets',
+            quote_ident(session_user) USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN QUERY
+        SELECT s.name, s.ciphertext, s.nonce, s.key_id
+          FROM pgsched_internal.secret s
+         WHERE s.tenant = t AND s.name = ANY (names);
+END $$;
+
+--
 -- Name: secure_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -3370,7 +3520,10 @@ BEGIN
                                       -- 0027: locks an engine or web login takes for its own
                                       -- tenant, and who holds the leader lock (never a key)
                                       'dag_lock_v1', 'retry_budget_lock_v1', 'leader_sessions_v1',
-                                      'window_lock_v1')
+                                      'window_lock_v1',
+                                      -- 0029: checks its caller itself (an engine login of
+                                      -- the tenant asked for, or the installation)
+                                      'secret_fetch_v1')
     LOOP
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM pgsched_engine, pgsched_web', o.fn);
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pgsched_instance', o.fn);
@@ -3900,7 +4053,8 @@ BEGIN
     IF ten.max_starts_per_hour IS NOT NULL AND use.hour_start = date_trunc('hour', now(), 'UTC')
        AND use.hour_starts >= ten.max_starts_per_hour THEN
         RETURN format('tenant %s started its quota of %s executions this hour (UTC)', e.tenant,
-                      ten.max_starts_per_hour);
+                      ten.max_starts_per_hour)
+               || pgsched_internal.frees_text_v1(date_trunc('hour', now(), 'UTC') + interval '1 hour');
     END IF;
     IF ten.max_running IS NOT NULL THEN
         SELECT count(*) INTO n FROM pgsched.execution x WHERE x.tenant = e.tenant AND x.state = 'running';
@@ -3924,8 +4078,10 @@ BEGIN
          WHERE r.tenant = e.tenant AND r.scope = 'queue' AND r.name = e.queue
            AND r.started_at > now() - make_interval(secs => g.rate_period_seconds);
         IF n >= g.rate_limit THEN
-            RETURN format('queue %s started its rate limit of %s per %s s', e.queue, g.rate_limit,
-                          g.rate_period_seconds);
+            RETURN format('queue %s started its rate limit of %s per %s', e.queue, g.rate_limit,
+                          pgsched_internal.period_text_v1(g.rate_period_seconds))
+                   || pgsched_internal.frees_text_v1(pgsched_internal.limit_frees_at_v1(
+                          e.tenant, 'queue_rate', e.queue, g.rate_period_seconds, now()));
         END IF;
     END IF;
     SELECT * INTO k FROM pgsched.task t WHERE t.id = e.task_id;
@@ -3948,8 +4104,10 @@ BEGIN
          WHERE r.tenant = e.tenant AND r.scope = 'task' AND r.name = e.task_id::text
            AND r.started_at > now() - make_interval(secs => k.rate_period_seconds);
         IF n >= k.rate_limit THEN
-            RETURN format('task %s started its rate limit of %s per %s s', k.name, k.rate_limit,
-                          k.rate_period_seconds);
+            RETURN format('task %s started its rate limit of %s per %s', k.name, k.rate_limit,
+                          pgsched_internal.period_text_v1(k.rate_period_seconds))
+                   || pgsched_internal.frees_text_v1(pgsched_internal.limit_frees_at_v1(
+                          e.tenant, 'task_rate', e.task_id::text, k.rate_period_seconds, now()));
         END IF;
     END IF;
     IF e.concurrency_key IS NOT NULL AND k.key_max_running IS NOT NULL THEN
@@ -3965,8 +4123,10 @@ BEGIN
          WHERE r.tenant = e.tenant AND r.scope = 'key' AND r.name = e.concurrency_key
            AND r.started_at > now() - make_interval(secs => k.key_rate_period_seconds);
         IF n >= k.key_rate_limit THEN
-            RETURN format('key %s started its rate limit of %s per %s s', e.concurrency_key,
-                          k.key_rate_limit, k.key_rate_period_seconds);
+            RETURN format('key %s started its rate limit of %s per %s', e.concurrency_key,
+                          k.key_rate_limit, pgsched_internal.period_text_v1(k.key_rate_period_seconds))
+                   || pgsched_internal.frees_text_v1(pgsched_internal.limit_frees_at_v1(
+                          e.tenant, 'key_rate', e.concurrency_key, k.key_rate_period_seconds, now()));
         END IF;
     END IF;
     RETURN NULL;
@@ -5044,6 +5204,32 @@ CREATE TABLE pgsched_internal.lock_seed (
 COMMENT ON TABLE pgsched_internal.lock_seed IS 'the hash seed of lock keys (lock_key_v1): secret, so another tenant cannot compute a key';
 
 --
+-- Name: secret; Type: TABLE; Schema: pgsched_internal; Owner: -
+--
+
+CREATE TABLE pgsched_internal.secret (
+    tenant text NOT NULL,
+    name text NOT NULL,
+    ciphertext bytea NOT NULL,
+    nonce bytea NOT NULL,
+    key_id text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_by text NOT NULL,
+    CONSTRAINT secret_ciphertext_check CHECK (((octet_length(ciphertext) >= 16) AND (octet_length(ciphertext) <= 65552))),
+    CONSTRAINT secret_key_id_check CHECK ((key_id ~ '^[0-9a-f]{16}$'::text)),
+    CONSTRAINT secret_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'::text)),
+    CONSTRAINT secret_nonce_check CHECK ((octet_length(nonce) = 12))
+);
+
+--
+-- Name: TABLE secret; Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON TABLE pgsched_internal.secret IS 'secrets sealed with a key the database never holds (AES-256-GCM, tenant and name as associated data); reached through secret_set_v1, secret_list_v1, secret_delete_v1, secret_fetch_v1';
+
+--
 -- Name: execution_attempt_default; Type: TABLE ATTACH; Schema: pgsched; Owner: -
 --
 
@@ -5361,6 +5547,13 @@ ALTER TABLE ONLY pgsched_internal.lock_name
 
 ALTER TABLE ONLY pgsched_internal.lock_seed
     ADD CONSTRAINT lock_seed_pkey PRIMARY KEY (one);
+
+--
+-- Name: secret secret_pkey; Type: CONSTRAINT; Schema: pgsched_internal; Owner: -
+--
+
+ALTER TABLE ONLY pgsched_internal.secret
+    ADD CONSTRAINT secret_pkey PRIMARY KEY (tenant, name);
 
 --
 -- Name: alert_open_key; Type: INDEX; Schema: pgsched; Owner: -
@@ -6024,6 +6217,13 @@ ALTER TABLE ONLY pgsched.web_session
     ADD CONSTRAINT web_session_username_fkey FOREIGN KEY (username) REFERENCES pgsched.web_user(username) ON DELETE CASCADE;
 
 --
+-- Name: secret secret_tenant_fkey; Type: FK CONSTRAINT; Schema: pgsched_internal; Owner: -
+--
+
+ALTER TABLE ONLY pgsched_internal.secret
+    ADD CONSTRAINT secret_tenant_fkey FOREIGN KEY (tenant) REFERENCES pgsched.tenant(name) ON DELETE CASCADE;
+
+--
 -- Name: alert; Type: ROW SECURITY; Schema: pgsched; Owner: -
 --
 
@@ -6612,6 +6812,30 @@ ALTER TABLE pgsched.webhook_delivery ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE pgsched.worker ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: secret instance_rows; Type: POLICY; Schema: pgsched_internal; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched_internal.secret TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: secret; Type: ROW SECURITY; Schema: pgsched_internal; Owner: -
+--
+
+ALTER TABLE pgsched_internal.secret ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: secret tenant_rows; Type: POLICY; Schema: pgsched_internal; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched_internal.secret TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
+-- Name: secret web_rows; Type: POLICY; Schema: pgsched_internal; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched_internal.secret TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
 
 --
 -- PostgreSQL database dump complete

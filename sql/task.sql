@@ -20,13 +20,13 @@ RETURNING *
 
 -- name: task_get :one
 -- The live task as this session may see it: env and params masked for a viewer (task_v1,
--- migration 0032).
+-- migration 0031).
 SELECT * FROM pgsched.task_v1(%(name)s, %(tenant)s)
 
 -- name: task_list :many
 -- Live tasks of a tenant, optionally only those whose name contains %(search)s; the tasks
 -- of DAG nodes (DAG.NODE) only with %(dag_nodes)s (a DAG's own task is always listed).
--- env and params masked for a viewer (shown_v1, migration 0032).
+-- env and params masked for a viewer (shown_v1, migration 0031).
 SELECT s.*,
        (SELECT count(*) FROM pgsched.execution e WHERE e.task_id = t.id) AS live_executions
   FROM pgsched.task t CROSS JOIN LATERAL pgsched_internal.shown_v1(t, t.sensitive_params) s
@@ -151,7 +151,7 @@ UPDATE pgsched.task
 RETURNING *
 
 -- name: task_sensitive_set :one
--- The params keys a task marks sensitive (migration 0032: masked for viewers beside those
+-- The params keys a task marks sensitive (migration 0031: masked for viewers beside those
 -- named like a secret), beside task_insert and task_update in their transaction.
 UPDATE pgsched.task SET sensitive_params = %(sensitive_params)s WHERE id = %(id)s
 RETURNING *

@@ -56,7 +56,7 @@ def node_definition(node: Node) -> dict[str, Any]:
         "timezone",
     ):
         spec.pop(key, None)
-    if not spec.get("sensitive_params"):  # as stored before 0032: a re-apply changes nothing
+    if not spec.get("sensitive_params"):  # as stored before 0031: a re-apply changes nothing
         spec.pop("sensitive_params", None)
     return {
         **spec,
@@ -282,7 +282,7 @@ def _apply(
 def get(db: Database | Session, name: str, tenant: str = "default") -> Row:
     """The live DAG ``name`` with its schedule, paused state and node count, as this session
     may see it (params and nodes' env and params masked for a viewer: ``dag_shown``,
-    migration 0032). Raises NotFound."""
+    migration 0031). Raises NotFound."""
     row = db.one("dag_shown", name=name, tenant=tenant)
     if row is None:
         raise NotFound(f"dag: no DAG named {name!r} in tenant {tenant!r}")
@@ -291,7 +291,7 @@ def get(db: Database | Session, name: str, tenant: str = "default") -> Row:
 
 def nodes(db: Database | Session, dag_id: int) -> list[Row]:
     """A DAG's nodes in file order, with their tasks' handler fields, as this session may see
-    them (``dag_nodes_shown``: env and params masked for a viewer, migration 0032)."""
+    them (``dag_nodes_shown``: env and params masked for a viewer, migration 0031)."""
     return db.many("dag_nodes_shown", dag_id=dag_id)
 
 

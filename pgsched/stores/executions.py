@@ -164,7 +164,7 @@ def retry(db: Database, row: Row, tenant: str, *, how: str) -> Retried:
     if row["state"] == ExecutionState.DEAD:
         dlq.retry(db, row["id"], tenant)
         return Retried("requeued", row["id"])
-    # the params as stored: row's are masked for a viewer (migration 0032), and an operator
+    # the params as stored: row's are masked for a viewer (migration 0031), and an operator
     # may run again what he may not read
     stored = db.one("execution_params", id=row["id"], tenant=tenant)
     if stored is None:

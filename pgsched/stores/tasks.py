@@ -31,7 +31,7 @@ from ..taskspec import (
 )
 from ..windows import WINDOW_FIELDS, windows_of
 
-#: The fields a viewer is shown masked (migration 0032), where an update that sends the mask
+#: The fields a viewer is shown masked (migration 0031), where an update that sends the mask
 #: back keeps the stored value (:func:`pgsched.masking.restore`).
 MASKABLE = ("env", "params")
 
@@ -77,7 +77,7 @@ def create(
             row = tx.one("task_windows_set", id=row["id"], **windows_of(spec))
         if row is not None and any(getattr(spec, f) is not None for f in LIMIT_FIELDS):
             row = tx.one("task_limits_set", id=row["id"], **_limits_of(spec))
-        if row is not None and spec.sensitive_params:  # marked keys (0032)
+        if row is not None and spec.sensitive_params:  # marked keys (0031)
             row = tx.one("task_sensitive_set", id=row["id"], sensitive_params=spec.sensitive_params)
     if row is None and not if_absent:
         raise ValidationError("name", spec.name, f"already exists in tenant {spec.tenant!r}")
@@ -107,7 +107,7 @@ def update(
     field names included); nothing is written then.
 
     Wherever ``env`` or ``params`` hold :data:`pgsched.masking.MASK` (what a viewer was shown
-    in place of a sensitive value, migration 0032), the stored value stays: an edit of what
+    in place of a sensitive value, migration 0031), the stored value stays: an edit of what
     was shown never writes the mask over a secret (docs/security.md).
 
     A task the scheduler paused because it could not compute its schedule (a time zone the
@@ -150,7 +150,7 @@ def update(
             stored = tx.one("task_windows_set", id=row["id"], **windows_of(spec))
         if any(f in changes for f in LIMIT_FIELDS):  # limits (0021)
             stored = tx.one("task_limits_set", id=row["id"], **_limits_of(spec))
-        if "sensitive_params" in changes:  # marked keys (0032)
+        if "sensitive_params" in changes:  # marked keys (0031)
             stored = tx.one(
                 "task_sensitive_set", id=row["id"], sensitive_params=spec.sensitive_params
             )
@@ -162,7 +162,7 @@ def update(
 
 def get(db: Database | Session, name: str, tenant: str = "default") -> Row:
     """The live task ``name``, as this session may see it (``pgsched.task_v1``: env and
-    params masked for a viewer, migration 0032). Raises NotFound."""
+    params masked for a viewer, migration 0031). Raises NotFound."""
     row = db.one("task_get", name=name, tenant=tenant)
     if row is None:
         raise NotFound(f"task: no task named {name!r} in tenant {tenant!r}")
@@ -179,7 +179,7 @@ def list_tasks(
 ) -> list[Row]:
     """Live tasks of ``tenant`` by name (those whose name contains ``search``); the tasks of
     DAG nodes (``DAG.NODE``) only with ``dag_nodes`` (a DAG's own task is always listed).
-    env and params are masked for a viewer (migration 0032)."""
+    env and params are masked for a viewer (migration 0031)."""
     return db.many("task_list", tenant=tenant, search=search, limit=limit, dag_nodes=dag_nodes)
 
 

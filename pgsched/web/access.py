@@ -96,7 +96,7 @@ def database(request: Request) -> Database:
     request nobody signed in to acts for none (it sees only what needs no tenant: the
     sign-in's own tables). Only a principal of role :data:`REVEALS` or above reads the
     values of env and sensitive params (``pgsched.reveal``); the others are shown them
-    masked by the database (migration 0032, docs/security.md)."""
+    masked by the database (migration 0031, docs/security.md)."""
     db: Database = request.app.state.db
     who = principal(request)
     if who is None:

@@ -115,7 +115,7 @@ def task_create(request: Request) -> Response:
     db = database(request)
     row = tasks.create(db, taskspec.TaskSpec(**data, tenant=who.tenant))
     assert row is not None
-    # read back as the caller may see it: env and sensitive params masked (migration 0032)
+    # read back as the caller may see it: env and sensitive params masked (migration 0031)
     return reply(_public(tasks.get(db, row["name"], who.tenant)), 201)
 
 

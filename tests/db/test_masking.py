@@ -1,4 +1,4 @@
-"""Viewers do not see what they should not (issue 19, item 4; migration 0032): env values and
+"""Viewers do not see what they should not (issue 19, item 4; migration 0031): env values and
 sensitive params are masked in SQL for a session that may not read them, with real login
 roles; the raw table stays out of an application's reach; an edit that sends the mask back
 keeps the secret."""

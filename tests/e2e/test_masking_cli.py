@@ -1,4 +1,4 @@
-"""The CLI shows what the database shows its login (issue 19, item 4; migration 0032): a
+"""The CLI shows what the database shows its login (issue 19, item 4; migration 0031): a
 tenant's web login, which may not read sensitive values, gets masks from `task show`,
 `task list --json`, `execution show` and `dag show`; the installation's login gets the
 values; `task update --sensitive-param` marks a key, and an update that sends a mask back

@@ -37,6 +37,8 @@ PURE = [
     "pgsched.lazy",
     "pgsched.worker.outcome",
     "pgsched.settings",
+    "pgsched.secret_refs",
+    "pgsched.secret_keys",
 ]
 FORBIDDEN = ("psycopg", "psycopg_pool", "starlette", "jinja2", "click")
 

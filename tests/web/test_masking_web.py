@@ -1,6 +1,6 @@
 """Viewers do not see what they should not (issue 19, item 4): no page or API answer shows a
 viewer or an operator a task's env values or sensitive params (the database masks them,
-migration 0032); a tenant's admin sees them; an edit that sends the masks back keeps them."""
+migration 0031); a tenant's admin sees them; an edit that sends the masks back keeps them."""
 
 from __future__ import annotations
 

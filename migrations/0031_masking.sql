@@ -1,4 +1,4 @@
--- 0032: viewers do not see what they should not (issue 19, item 4; docs/security.md,
+-- 0031: viewers do not see what they should not (issue 19, item 4; docs/security.md,
 -- "Sensitive values and who sees them").
 --
 -- Every value of a task's env, and every params value under a key that names a secret
@@ -25,7 +25,7 @@ BEGIN
             WHEN duplicate_object OR unique_violation THEN
                 NULL;  -- made at this instant by the migration of another database of the cluster
             WHEN insufficient_privilege THEN
-                RAISE EXCEPTION 'migration 0032: % may not create the group role pgsched_secret_reader',
+                RAISE EXCEPTION 'migration 0031: % may not create the group role pgsched_secret_reader',
                     current_user
                     USING ERRCODE = 'insufficient_privilege',
                           HINT = 'as a superuser run: CREATE ROLE pgsched_secret_reader NOLOGIN; '
@@ -36,7 +36,7 @@ END $roles$;
 
 ALTER TABLE pgsched.task ADD COLUMN sensitive_params text[] NOT NULL DEFAULT '{}';
 COMMENT ON COLUMN pgsched.task.sensitive_params IS
-    'params keys (any depth, any case) masked for viewers beside those whose name says secret (0032)';
+    'params keys (any depth, any case) masked for viewers beside those whose name says secret (0031)';
 
 -- The mask: fixed, so it says nothing of the value's length.
 CREATE FUNCTION pgsched_internal.mask_v1() RETURNS text
