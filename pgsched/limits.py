@@ -25,7 +25,7 @@ LIMIT_FIELDS = (
 )
 
 
-#: a task's own sandbox settings (TaskSpec; migration 0030's task columns), written by the
+#: a task's own sandbox settings (TaskSpec; migration 0032's task columns), written by the
 #: store's task_sandbox_set, and the most each limit may be (PostgreSQL's integer, bigint)
 SANDBOX_LIMITS = {
     "limit_cpu_seconds": 2**31 - 1,

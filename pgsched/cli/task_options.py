@@ -52,6 +52,13 @@ def definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable[
             help="NAME=VALUE for the command's environment (repeat)"
             + ("." if create else "; replaces the whole environment."),
         ),
+        click.option(
+            "--sensitive-param",
+            "sensitive_params",
+            multiple=True,
+            help="A params key masked for viewers beside those named like a secret (repeat)"
+            + ("." if create else "; replaces the task's list."),
+        ),
         click.option("--stdin", help="Text given to the command on standard input."),
         click.option(
             "--timeout", type=float, help="Seconds an attempt may run (default: no limit)."
@@ -317,6 +324,8 @@ def definition(
                 o["no_retry_exit_codes"],
                 "must be a comma list of exit codes like '2,64'",
             ) from None
+    if o.get("sensitive_params"):
+        out["sensitive_params"] = list(o["sensitive_params"])
     if o.get("tags") is not None:
         out["tags"] = [x.strip() for x in o["tags"].split(",") if x.strip()]
     if o.get("no_retry_exceptions") is not None:

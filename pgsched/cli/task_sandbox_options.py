@@ -1,5 +1,5 @@
 """``task create`` and ``task update``'s options for a task's own sandbox settings
-(migration 0030; docs/security.md, "Sandbox"): ``--limit-cpu``, ``--limit-memory``,
+(migration 0032; docs/security.md, "Sandbox"): ``--limit-cpu``, ``--limit-memory``,
 ``--limit-nofile``, ``--limit-nproc``, ``--limit-fsize`` over its worker's, and
 ``--network``. They apply on a worker that isolates its commands (``--isolation``)."""
 

@@ -79,7 +79,7 @@ class Isolation:
         return f"bubblewrap {self.bwrap_version}, {spaces} namespaces, {who}, {net}, {limits}"
 
     def for_task(self, task: Mapping[str, Any]) -> Isolation:
-        """This isolation with a task's own settings (migration 0030; a claimed row): its
+        """This isolation with a task's own settings (migration 0032; a claimed row): its
         ``limit_*`` over the worker's, its ``network`` (None: the worker's; the rlimits
         level shares the host's network whatever it says). Level none: unchanged."""
         if not self.isolated:

@@ -127,7 +127,7 @@ def human_size(n: int | None) -> str:
     return f"{n}B"
 
 
-# a task's own limit fields (migration 0030) -> the Limits attribute each sets
+# a task's own limit fields (migration 0032) -> the Limits attribute each sets
 _TASK_LIMITS = {
     "limit_cpu_seconds": "cpu",
     "limit_memory_bytes": "memory",

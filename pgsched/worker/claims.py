@@ -62,7 +62,7 @@ class TaskDefinitions:
             known_task_versions=[self._held[i][0] for i in ids],
         )
         fresh = {r["task_id"] for r in rows if r["task"] is not None}
-        sandbox = {}  # their sandbox settings (migration 0030), once per definition read
+        sandbox = {}  # their sandbox settings (migration 0032), once per definition read
         if fresh:
             sandbox = {x.pop("id"): x for x in session.many("task_sandbox", ids=list(fresh))}
         for row in rows:

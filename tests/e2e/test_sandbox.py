@@ -357,7 +357,7 @@ def test_a_tasks_own_limits_and_network_override_its_workers(db, sql, start, dsn
     listener.listen(8)
     port = listener.getsockname()[1]
     dial = [PY, "-I", "-c", CONNECT, str(port), "/nonexistent.sock"]
-    # through the CLI, as a user gives them (migration 0030's columns)
+    # through the CLI, as a user gives them (migration 0032's columns)
     cli(dsn, "task", "create", "spin", "--command", "while :; do :; done", "--limit-cpu", "1s")
     cli(dsn, "task", "create", "dial-allowed", "--argv", json.dumps(dial), "--network", "allow")
     _argv_task(db, "dial-default", dial)

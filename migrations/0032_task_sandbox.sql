@@ -1,4 +1,4 @@
--- 0030: a task's own sandbox settings (issue 19, item 1): resource limits that override its
+-- 0032: a task's own sandbox settings (issue 19, item 1): resource limits that override its
 -- worker's defaults (pgsched worker --limit-*), and whether its commands may use the host's
 -- network in a sandbox (pgsched worker --isolation sandbox; NULL: the worker's
 -- --allow-network). The worker reads them with the task's definition
