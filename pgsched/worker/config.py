@@ -70,8 +70,8 @@ class WorkerConfig:
     (and of the heartbeat, at most one interval) may go without a reply before its
     connection is cut and opened again (0: none; the claimer's are still cut when the worker
     stops, and its liveness still watched); ``isolation``: what commands run in
-    (:mod:`pgsched.handlers.isolation`, checked at start by its ``resolve``)."""
-    stops, and its liveness still watched); ``secret_keys``, ``secret_env``, ``secret_dir``:
+    (:mod:`pgsched.handlers.isolation`, checked at start by its ``resolve``);
+    ``secret_keys``, ``secret_env``, ``secret_dir``:
     what secret references resolve with (the keys that open stored secrets, None: none
     given; the providers' values by NAME; their folder: pgsched/worker/secret_resolver.py)."""
 
