@@ -196,8 +196,10 @@ class Session:
     def __init__(self, conn: psycopg.Connection[Row], deadline: Deadline | None = None):
         self.conn = conn
         self._watch = deadline.watch if deadline is not None else unwatched
-        #: the tenant to set for this transaction before its first query (Database.acting_for)
+        #: the tenant to set for this transaction before its first query (Database.acting_for),
+        #: and whether it reads sensitive values ("on"/"off": pgsched.reveal, migration 0031)
         self.pending_tenant: str | None = None
+        self.pending_reveal = "off"
 
     def _run(self, query_name: str, expect: str, params: Mapping[str, Any]) -> Any:
         query = queries.get(query_name)
@@ -208,7 +210,7 @@ class Session:
         ):
             # after a SET TRANSACTION, which must come before any query
             tenant, self.pending_tenant = self.pending_tenant, None
-            self.one("session_act_for", tenant=tenant)
+            self.one("session_act_for", tenant=tenant, reveal=self.pending_reveal)
         with translated(), self._watch(self.conn):
             try:
                 cur = self.conn.execute(query.text, params, binary=query.binary)
@@ -347,6 +349,7 @@ class Database(Session):
             with translated(), self.pool.connection() as conn:
                 with Session(conn, self.deadline).transaction() as tx:  # type: ignore[arg-type]  # dict_row
                     tx.pending_tenant = self.tenant
+                    tx.pending_reveal = "on" if self.reveal else "off"
                     yield tx
         except ConnectionSilent:
             self.pool.drain()
@@ -354,17 +357,24 @@ class Database(Session):
 
     #: the tenant every transaction of this pool acts for (pgsched.tenant), or None
     tenant: str | None = None
+    #: whether those transactions read sensitive values (pgsched.reveal, migration 0031)
+    reveal: bool = False
 
-    def acting_for(self, tenant: str) -> Database:
+    def acting_for(self, tenant: str, *, reveal: bool = False) -> Database:
         """This pool, with every statement run in a transaction that first sets
         ``pgsched.tenant`` to ``tenant`` (``"*"``: every tenant) for that transaction only:
         what row-level security shows a web login (migration 0018, docs/security.md).
         Nothing stays set on the pooled connection after it. Costs a BEGIN, the setting
         and a COMMIT around each statement; no effect for a login that row-level security
-        does not restrict (a superuser, the owner) or that is mapped to a tenant."""
+        does not restrict (a superuser, the owner) or that is mapped to a tenant.
+
+        ``reveal`` sets ``pgsched.reveal`` beside it: ``"on"`` lets a web login read env and
+        sensitive params values, ``"off"`` (the default) shows them masked to any login
+        (migration 0031, docs/security.md "Sensitive values and who sees them")."""
         scoped = Database(self.pool, self.dsn, self.deadline)
         scoped._server_timeout = self._server_timeout
         scoped.tenant = tenant
+        scoped.reveal = reveal
         return scoped
 
 

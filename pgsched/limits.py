@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 from enum import StrEnum
+from typing import Any
 
 from .errors import ValidationError
 from .schedule import interval_seconds
@@ -22,6 +23,32 @@ LIMIT_FIELDS = (
     "key_rate_limit",
     "key_rate_period_seconds",
 )
+
+
+#: a task's own sandbox settings (TaskSpec; migration 0032's task columns), written by the
+#: store's task_sandbox_set, and the most each limit may be (PostgreSQL's integer, bigint)
+SANDBOX_LIMITS = {
+    "limit_cpu_seconds": 2**31 - 1,
+    "limit_memory_bytes": 2**63 - 1,
+    "limit_nofile": 2**31 - 1,
+    "limit_nproc": 2**31 - 1,
+    "limit_fsize_bytes": 2**63 - 1,
+}
+SANDBOX_FIELDS = (*SANDBOX_LIMITS, "network")
+
+
+def check_sandbox_fields(spec: Any) -> None:
+    """A task's ``limit_*`` fields (whole numbers above 0, or None) and ``network`` (true,
+    false or None; docs/security.md, "Sandbox"). Raises ValidationError naming the field."""
+    for name, most in SANDBOX_LIMITS.items():
+        value = getattr(spec, name)
+        if value is not None and not (
+            isinstance(value, int) and not isinstance(value, bool) and 0 < value <= most
+        ):
+            raise ValidationError(name, value, f"must be a whole number from 1 to {most}, or null")
+    network = spec.network
+    if network is not None and not isinstance(network, bool):
+        raise ValidationError("network", network, "must be true, false or null")
 
 
 class RateScope(StrEnum):

@@ -107,10 +107,18 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
     """Run a worker until a signal. Python tasks are imported from the current folder,
     ``pythonpath`` and PYTHONPATH; a module of ``imports`` that cannot be imported raises
     PgschedError naming it."""
+    from .handlers.isolation import resolve
     from .login import CREDENTIAL_ENV
     from .worker import HEARTBEAT_STALE, PRIVATE_ENV, Worker, WorkerConfig
+    from .worker.secret_resolver import take_environment
 
     settings.validate()
+    # before anything else: a worker never starts with less isolation than it was told
+    isolation = resolve(
+        settings.isolation, settings.run_as, settings.limits, settings.allow_network
+    )
+    # the secrets' key and providers, out of the environment before it is wiped from /proc
+    secret_keys, secret_env, secret_dir = take_environment(os.environ)
     conceal_login(source)
     for folder in reversed(
         ("", *settings.pythonpath)
@@ -140,6 +148,10 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
         statement_deadline=s.statement_deadline,
         python_isolation=s.python_isolation,
         python_memory_limit=s.python_memory_limit,
+        isolation=isolation,
+        secret_keys=secret_keys,
+        secret_env=secret_env,
+        secret_dir=secret_dir,
     )
     # Executions use a connection only briefly (log flushes, the end of an attempt): a
     # small pool serves many slots. Plus one listener connection. A transaction left open
@@ -208,9 +220,11 @@ def run_dev(source: Source, settings: DevSettings) -> None:
     from . import dev
     from .scheduler import Scheduler, SchedulerConfig
     from .worker import Worker, WorkerConfig
+    from .worker.secret_resolver import take_environment
 
     settings.validate()
     dsn = dev.prepare(source, examples=settings.examples)
+    secret_keys, secret_env, secret_dir = take_environment(os.environ)
     conceal_login(source)
     db = Database.connect(dsn, max_size=settings.concurrency + 9)
     try:
@@ -228,6 +242,9 @@ def run_dev(source: Source, settings: DevSettings) -> None:
                 poll_interval=1.0,
                 kill_grace=2.0,
                 shutdown_timeout=5.0,
+                secret_keys=secret_keys,
+                secret_env=secret_env,
+                secret_dir=secret_dir,
             ),
             on_finish=dev.report_finish,
         )

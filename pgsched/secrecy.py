@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .login import CREDENTIAL_ENV, has_password, libpq_keyword
+from .secret_refs import secret_variable
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,8 @@ def _credential_variable(entry: bytes, _previous: bytes | None) -> int | None:
     """Where the value of an environment entry ``NAME=value`` to wipe starts (after the
     ``=``: the name stays), or None to keep it."""
     name, eq, _ = entry.partition(b"=")
-    if eq and name.decode(errors="replace") in CREDENTIAL_ENV:
+    text = name.decode(errors="replace")
+    if eq and (text in CREDENTIAL_ENV or secret_variable(text)):  # a login, or a secret's key
         return len(name) + 1
     return None
 

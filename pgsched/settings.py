@@ -8,9 +8,10 @@ database driver.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import ValidationError
+from .handlers.rlimits import Limits
 
 
 def _whole(field: str, value: object, low: int, high: int) -> None:
@@ -67,7 +68,10 @@ class WorkerSettings:
     (1-10,000,000) and ``max_output_bytes`` (1 KiB-1 GiB) stored per attempt; ``prefetch``
     (0-10,000); ``pythonpath`` folders put first on ``sys.path``; ``imports``: modules
     imported at start (Python tasks then come only from them); ``python_isolation``:
-    ``process`` or ``thread``; ``python_memory_limit``: bytes (64 MiB-1 PiB) or None."""
+    ``process`` or ``thread``; ``python_memory_limit``: bytes (64 MiB-1 PiB) or None;
+    ``isolation`` (none, rlimits,
+    sandbox), ``run_as`` (a user name, uid or ``uid:gid``), ``limits`` and
+    ``allow_network``: what commands run in (:mod:`pgsched.handlers.isolation`)."""
 
     queues: tuple[str, ...] = ("default",)
     tenants: tuple[str, ...] | None = ()
@@ -85,8 +89,13 @@ class WorkerSettings:
     statement_deadline: float = 30.0
     python_isolation: str = "process"
     python_memory_limit: int | None = None
+    isolation: str = "none"
+    run_as: str | None = None
+    limits: Limits = field(default_factory=Limits)
+    allow_network: bool = False
 
     def validate(self) -> None:
+        from .handlers.isolation import LEVELS
         from .taskspec import check_name
 
         if not self.queues:
@@ -110,6 +119,10 @@ class WorkerSettings:
             )
         if self.python_memory_limit is not None:
             _whole("python_memory_limit", self.python_memory_limit, 64 * 1024**2, 1024**5)
+        if self.isolation not in LEVELS:
+            raise ValidationError(
+                "isolation", self.isolation, f"must be one of {', '.join(LEVELS)}"
+            )
 
 
 @dataclass(frozen=True)

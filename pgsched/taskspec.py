@@ -102,6 +102,8 @@ class TaskSpec:
     - ``idempotent``: runs given no idempotency key get one derived from task, params and
       scheduled time, so a run whose key already succeeded is skipped.
     - ``tags``: labels to find the task by (at most 20, each like a queue name).
+    - ``sensitive_params``: params keys (any depth, any case) masked for viewers beside those
+      whose name says secret (at most 50, each 1-200 characters; migration 0031).
     - ``overlap_policy``, ``unique_policy``, ``unique_period_seconds``, ``unique_scope``:
       see :func:`pgsched.windows.check_windows` and docs/limits.md ("Overlap policy", "Unique windows").
     """
@@ -134,6 +136,7 @@ class TaskSpec:
     description: str | None = None
     source: str | None = None
     tags: list[str] = field(default_factory=list)
+    sensitive_params: list[str] = field(default_factory=list)
     # overlap and unique windows (issue 18, items 5-6)
     overlap_policy: str = "allow"
     unique_policy: str = "none"
@@ -151,6 +154,15 @@ class TaskSpec:
     key_max_running: int | None = None
     key_rate_limit: int | None = None
     key_rate_period_seconds: float | None = None
+    # its commands' sandbox (issue 19; pgsched.limits.check_sandbox_fields): limits
+    # over the worker's --limit-* and whether a sandboxed command may use the network; None:
+    # the worker's. They apply only on a worker that isolates (docs/security.md, "Sandbox").
+    limit_cpu_seconds: int | None = None
+    limit_memory_bytes: int | None = None
+    limit_nofile: int | None = None
+    limit_nproc: int | None = None
+    limit_fsize_bytes: int | None = None
+    network: bool | None = None
 
     def validate(self) -> Schedule:
         """Check every field; return the parsed schedule. Raises ValidationError naming
@@ -250,6 +262,20 @@ class TaskSpec:
             raise ValidationError("tags", self.tags, "must be a list of at most 20 tags")
         for tag in self.tags:
             check_name("tags", tag)
+        limits.check_sandbox_fields(self)
+        if (
+            not isinstance(self.sensitive_params, list)
+            or len(self.sensitive_params) > 50
+            or not all(
+                isinstance(k, str) and 0 < len(k) <= 200 and "\x00" not in k
+                for k in self.sensitive_params
+            )
+        ):
+            raise ValidationError(
+                "sensitive_params",
+                self.sensitive_params,
+                "must be a list of at most 50 keys, each of 1 to 200 characters without NUL",
+            )
         check_windows(
             self.overlap_policy,
             self.unique_policy,

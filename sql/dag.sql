@@ -18,11 +18,22 @@ SELECT 1 FROM pgsched.task t JOIN pgsched.dag d ON d.task_id = t.id
 SELECT 1 FROM pgsched.dag WHERE id = %(id)s FOR UPDATE
 
 -- name: dag_get :one
--- A live DAG with its schedule and paused state (from its task of kind 'dag').
+-- A live DAG with its schedule and paused state (from its task of kind 'dag'), as stored (an
+-- apply compares it with the file; dag_shown masks it for a viewer).
 SELECT d.*, t.schedule_kind, t.schedule_expr, t.timezone, t.schedule_anchor, t.enabled,
        t.next_fire_at, t.last_fire_at, t.misfire_policy,
        (SELECT count(*) FROM pgsched.dag_node n WHERE n.dag_id = d.id) AS node_count
   FROM pgsched.dag d JOIN pgsched.task t ON t.id = d.task_id
+ WHERE d.tenant = %(tenant)s AND d.name = %(name)s AND d.deleted_at IS NULL
+
+-- name: dag_shown :one
+-- dag_get as this session may see it: the DAG's params and its nodes' env and params (in
+-- its definition) masked for a viewer (shown_v1, migration 0031).
+SELECT s.*, t.schedule_kind, t.schedule_expr, t.timezone, t.schedule_anchor, t.enabled,
+       t.next_fire_at, t.last_fire_at, t.misfire_policy,
+       (SELECT count(*) FROM pgsched.dag_node n WHERE n.dag_id = d.id) AS node_count
+  FROM pgsched.dag d JOIN pgsched.task t ON t.id = d.task_id
+ CROSS JOIN LATERAL pgsched_internal.shown_v1(d) s
  WHERE d.tenant = %(tenant)s AND d.name = %(name)s AND d.deleted_at IS NULL
 
 -- name: dag_insert :one
@@ -59,6 +70,16 @@ UPDATE pgsched.task
 SELECT n.*, t.name AS task_name, t.handler_kind, t.command, t.argv, t.python_target, t.timeout_seconds,
        t.max_attempts, t.retry_policy, t.queue
   FROM pgsched.dag_node n JOIN pgsched.task t ON t.id = n.task_id
+ WHERE n.dag_id = %(dag_id)s
+ ORDER BY n.position
+
+-- name: dag_nodes_shown :many
+-- dag_nodes as this session may see them: each node's env and params (in its definition)
+-- masked for a viewer (shown_v1, migration 0031).
+SELECT s.*, t.name AS task_name, t.handler_kind, t.command, t.argv, t.python_target, t.timeout_seconds,
+       t.max_attempts, t.retry_policy, t.queue
+  FROM pgsched.dag_node n JOIN pgsched.task t ON t.id = n.task_id
+ CROSS JOIN LATERAL pgsched_internal.shown_v1(n) s
  WHERE n.dag_id = %(dag_id)s
  ORDER BY n.position
 
@@ -135,9 +156,11 @@ SELECT r.id, r.state, r.trigger, r.scheduled_at, r.created_at, r.finished_at, r.
  LIMIT %(limit)s
 
 -- name: dag_run_get :one
-SELECT r.*, d.name AS dag_name,
+-- params masked for a viewer (shown_v1, migration 0031).
+SELECT s.*, d.name AS dag_name,
        extract(epoch FROM coalesce(r.finished_at, now()) - r.created_at)::float8 AS duration_seconds
   FROM pgsched.dag_run r JOIN pgsched.dag d ON d.id = r.dag_id
+ CROSS JOIN LATERAL pgsched_internal.shown_v1(r) s
  WHERE r.id = %(run_id)s AND r.tenant = %(tenant)s
 
 -- name: dag_run_nodes :many

@@ -156,11 +156,18 @@ SELECT e.id, t.name AS task_name, e.state, e.trigger, e.scheduled_at, e.run_at, 
  LIMIT %(limit)s
 
 -- name: execution_get :one
-SELECT e.*, t.name AS task_name,
+-- params masked for a viewer (shown_v1, migration 0031).
+SELECT s.*, t.name AS task_name,
        extract(epoch FROM e.finished_at - e.started_at)::float8 AS duration_seconds
   FROM pgsched.execution_all e
   JOIN pgsched.task t ON t.id = e.task_id
+ CROSS JOIN LATERAL pgsched_internal.shown_v1(e, t.sensitive_params) s
  WHERE e.id = %(id)s AND e.tenant = %(tenant)s
+
+-- name: execution_params :one
+-- An execution's params as stored, unmasked: what a retry runs again with (execution_get
+-- masks them for a viewer, migration 0031).
+SELECT e.params FROM pgsched.execution_all e WHERE e.id = %(id)s AND e.tenant = %(tenant)s
 
 -- name: execution_attempts :many
 SELECT attempt, state, worker_id, started_at, finished_at, exit_code, error, error_type,

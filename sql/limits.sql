@@ -108,6 +108,14 @@ SELECT q.tenant, q.name, q.paused_at, q.paused_by, q.pause_reason,
  WHERE q.paused_at IS NOT NULL
  ORDER BY q.tenant, q.name
 
+-- name: limits_wait_reasons :many
+-- Why each pending execution of %(ids)s (of %(tenant)s) has not started, for those a limit
+-- holds (the rest: no row). One statement for a listing.
+SELECT e.id, r.reason
+  FROM pgsched.execution e,
+       LATERAL (SELECT pgsched_internal.wait_reason_v1(e) AS reason) r
+ WHERE e.id = ANY (%(ids)s::bigint[]) AND e.tenant = %(tenant)s AND r.reason IS NOT NULL
+
 -- name: limits_wait_reason :one
 -- Why pending execution %(id)s of %(tenant)s has not started, when a limit holds it
 -- (NULL: none does; it waits for a worker, or is not due).

@@ -426,6 +426,29 @@ BEGIN
 END $$;
 
 --
+-- Name: execution_v2(bigint, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.execution_v2(execution_id bigint, tenant text DEFAULT NULL::text) RETURNS TABLE(id bigint, task text, state text, trigger text, attempt integer, scheduled_at timestamp with time zone, run_at timestamp with time zone, started_at timestamp with time zone, finished_at timestamp with time zone, exit_code integer, error text, result jsonb, params jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    execution_v2.tenant := pgsched_internal.caller_tenant_v1(execution_v2.tenant);
+    RETURN QUERY
+        SELECT x.id, k.name, x.state, x.trigger, x.attempt, x.scheduled_at, x.run_at, x.started_at,
+               x.finished_at, x.exit_code, x.error, x.result,
+               CASE WHEN pgsched_internal.may_reveal_v1() THEN x.params
+                    ELSE pgsched_internal.params_masked_v1(x.params, k.sensitive_params) END
+          FROM pgsched.execution_all x JOIN pgsched.task k ON k.id = x.task_id
+         WHERE x.id = execution_v2.execution_id AND x.tenant = execution_v2.tenant;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'execution: no execution % in tenant %', execution_v2.execution_id,
+            quote_literal(execution_v2.tenant) USING ERRCODE = 'no_data_found';
+    END IF;
+END $$;
+
+--
 -- Name: lock_list_v1(text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
@@ -760,6 +783,259 @@ BEGIN
             USING ERRCODE = 'no_data_found';
     END IF;
     RETURN true;
+END $$;
+
+--
+-- Name: secret_delete_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.secret_delete_v1(name text, tenant text DEFAULT NULL::text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    secret_delete_v1.tenant := pgsched_internal.caller_tenant_v1(secret_delete_v1.tenant);
+    PERFORM pgsched_internal.secret_check_v1(secret_delete_v1.tenant, secret_delete_v1.name);
+    DELETE FROM pgsched_internal.secret s
+     WHERE s.tenant = secret_delete_v1.tenant AND s.name = secret_delete_v1.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'secret: no secret % in tenant %', quote_literal(secret_delete_v1.name),
+            quote_literal(secret_delete_v1.tenant) USING ERRCODE = 'no_data_found';
+    END IF;
+END $$;
+
+--
+-- Name: secret_list_v1(text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.secret_list_v1(tenant text DEFAULT NULL::text) RETURNS TABLE(secret_name text, key_id text, created_at timestamp with time zone, created_by text, updated_at timestamp with time zone, updated_by text)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    t text := pgsched_internal.caller_tenant_v1(secret_list_v1.tenant);
+BEGIN
+    RETURN QUERY
+        SELECT s.name, s.key_id, s.created_at, s.created_by, s.updated_at, s.updated_by
+          FROM pgsched_internal.secret s
+         WHERE s.tenant = t
+         ORDER BY s.name;
+END $$;
+
+--
+-- Name: secret_set_v1(text, bytea, bytea, text, text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.secret_set_v1(name text, ciphertext bytea, nonce bytea, key_id text, tenant text DEFAULT NULL::text, by text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $_$
+DECLARE
+    who text;
+    created boolean;
+BEGIN
+    secret_set_v1.tenant := pgsched_internal.caller_tenant_v1(secret_set_v1.tenant);
+    PERFORM pgsched_internal.secret_check_v1(secret_set_v1.tenant, secret_set_v1.name);
+    who := pgsched_internal.limits_by_v1(by);
+    IF ciphertext IS NULL OR octet_length(ciphertext) NOT BETWEEN 16 AND 65552 THEN
+        RAISE EXCEPTION 'ciphertext: % bytes; a sealed value has 16 to 65552 (a value of at most 64 KiB and its tag)',
+            coalesce(octet_length(ciphertext)::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
+    ELSIF nonce IS NULL OR octet_length(nonce) <> 12 THEN
+        RAISE EXCEPTION 'nonce: % bytes; AES-GCM''s nonce has 12', coalesce(octet_length(nonce)::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF key_id IS NULL OR key_id !~ '^[0-9a-f]{16}$' THEN
+        RAISE EXCEPTION 'key_id: % must be 16 hex digits (pgsched/secret_keys.py key_id)',
+            coalesce(quote_literal(left(key_id, 40)), 'NULL') USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO pgsched_internal.secret AS s (tenant, name, ciphertext, nonce, key_id, created_by, updated_by)
+    VALUES (secret_set_v1.tenant, secret_set_v1.name, secret_set_v1.ciphertext, secret_set_v1.nonce,
+            secret_set_v1.key_id, who, who)
+    ON CONFLICT ON CONSTRAINT secret_pkey DO UPDATE
+       SET ciphertext = excluded.ciphertext, nonce = excluded.nonce, key_id = excluded.key_id,
+           updated_at = now(), updated_by = excluded.updated_by
+    RETURNING (s.xmax = 0) INTO created;
+    RETURN created;
+END $_$;
+
+--
+-- Name: task; Type: TABLE; Schema: pgsched; Owner: -
+--
+
+CREATE TABLE pgsched.task (
+    id bigint NOT NULL,
+    tenant text DEFAULT 'default'::text NOT NULL,
+    name text NOT NULL,
+    description text,
+    schedule_kind text DEFAULT 'none'::text NOT NULL,
+    schedule_expr text,
+    timezone text DEFAULT 'UTC'::text NOT NULL,
+    schedule_anchor timestamp with time zone,
+    handler_kind text NOT NULL,
+    command text,
+    argv text[],
+    python_target text,
+    env jsonb DEFAULT '{}'::jsonb NOT NULL,
+    stdin text,
+    run_as_user text,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    timeout_seconds double precision,
+    max_attempts integer DEFAULT 1 NOT NULL,
+    retry_policy text DEFAULT 'exponential'::text NOT NULL,
+    retry_base_seconds double precision DEFAULT 10 NOT NULL,
+    retry_max_seconds double precision DEFAULT 3600 NOT NULL,
+    priority smallint DEFAULT 5 NOT NULL,
+    queue text DEFAULT 'default'::text NOT NULL,
+    enabled boolean DEFAULT true NOT NULL,
+    next_fire_at timestamp with time zone,
+    last_fire_at timestamp with time zone,
+    source text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    deleted_at timestamp with time zone,
+    no_retry_exit_codes integer[] DEFAULT '{}'::integer[] NOT NULL,
+    no_retry_exceptions text[] DEFAULT '{}'::text[] NOT NULL,
+    misfire_policy text DEFAULT 'once'::text NOT NULL,
+    idempotent boolean DEFAULT false NOT NULL,
+    missed_fires bigint DEFAULT 0 NOT NULL,
+    tags text[] DEFAULT '{}'::text[] NOT NULL,
+    missed_fires_seen bigint DEFAULT 0 NOT NULL,
+    paused_at timestamp with time zone,
+    paused_by text,
+    pause_reason text,
+    max_running integer,
+    rate_limit integer,
+    rate_period_seconds double precision,
+    concurrency_key text,
+    key_max_running integer,
+    key_rate_limit integer,
+    key_rate_period_seconds double precision,
+    overlap_policy text DEFAULT 'allow'::text NOT NULL,
+    unique_policy text DEFAULT 'none'::text NOT NULL,
+    unique_period_seconds double precision,
+    unique_scope text DEFAULT 'task'::text NOT NULL,
+    windowed boolean GENERATED ALWAYS AS (((overlap_policy <> 'allow'::text) OR (unique_policy <> 'none'::text) OR (unique_period_seconds IS NOT NULL))) STORED,
+    sensitive_params text[] DEFAULT '{}'::text[] NOT NULL,
+    limit_cpu_seconds integer,
+    limit_memory_bytes bigint,
+    limit_nofile integer,
+    limit_nproc integer,
+    limit_fsize_bytes bigint,
+    network boolean,
+    CONSTRAINT task_check1 CHECK (((schedule_kind = 'none'::text) = (schedule_expr IS NULL))),
+    CONSTRAINT task_concurrency_key_check CHECK (((length(concurrency_key) >= 1) AND (length(concurrency_key) <= 200))),
+    CONSTRAINT task_handler_check CHECK ((((handler_kind = 'shell'::text) AND (command IS NOT NULL)) OR ((handler_kind = 'argv'::text) AND (argv IS NOT NULL) AND (cardinality(argv) > 0)) OR ((handler_kind = 'python'::text) AND (python_target IS NOT NULL)) OR (handler_kind = 'dag'::text))),
+    CONSTRAINT task_handler_kind_check CHECK ((handler_kind = ANY (ARRAY['shell'::text, 'argv'::text, 'python'::text, 'dag'::text]))),
+    CONSTRAINT task_key_limits_need_key CHECK (((concurrency_key IS NOT NULL) OR ((key_max_running IS NULL) AND (key_rate_limit IS NULL)))),
+    CONSTRAINT task_key_max_running_check CHECK ((key_max_running >= 0)),
+    CONSTRAINT task_key_rate_both CHECK (((key_rate_limit IS NULL) = (key_rate_period_seconds IS NULL))),
+    CONSTRAINT task_key_rate_limit_check CHECK ((key_rate_limit >= 0)),
+    CONSTRAINT task_key_rate_period_check CHECK ((key_rate_period_seconds > (0)::double precision)),
+    CONSTRAINT task_limit_cpu_seconds_check CHECK ((limit_cpu_seconds > 0)),
+    CONSTRAINT task_limit_fsize_bytes_check CHECK ((limit_fsize_bytes > 0)),
+    CONSTRAINT task_limit_memory_bytes_check CHECK ((limit_memory_bytes > 0)),
+    CONSTRAINT task_limit_nofile_check CHECK ((limit_nofile > 0)),
+    CONSTRAINT task_limit_nproc_check CHECK ((limit_nproc > 0)),
+    CONSTRAINT task_max_attempts_check CHECK ((max_attempts >= 1)),
+    CONSTRAINT task_max_running_check CHECK ((max_running >= 0)),
+    CONSTRAINT task_misfire_policy_check CHECK ((misfire_policy = ANY (ARRAY['skip'::text, 'once'::text, 'all'::text]))),
+    CONSTRAINT task_next_fire_after_last CHECK ((next_fire_at > last_fire_at)),
+    CONSTRAINT task_overlap_policy_check CHECK ((overlap_policy = ANY (ARRAY['allow'::text, 'skip'::text, 'queue_one'::text]))),
+    CONSTRAINT task_pause_only_when_paused CHECK (((NOT enabled) OR ((paused_at IS NULL) AND (paused_by IS NULL) AND (pause_reason IS NULL)))),
+    CONSTRAINT task_paused_by_check CHECK ((paused_by = ANY (ARRAY['operator'::text, 'scheduler'::text]))),
+    CONSTRAINT task_priority_check CHECK (((priority >= 1) AND (priority <= 10))),
+    CONSTRAINT task_rate_both CHECK (((rate_limit IS NULL) = (rate_period_seconds IS NULL))),
+    CONSTRAINT task_rate_limit_check CHECK ((rate_limit >= 0)),
+    CONSTRAINT task_rate_period_check CHECK ((rate_period_seconds > (0)::double precision)),
+    CONSTRAINT task_retry_base_seconds_check CHECK ((retry_base_seconds >= (0)::double precision)),
+    CONSTRAINT task_retry_max_seconds_check CHECK ((retry_max_seconds >= (0)::double precision)),
+    CONSTRAINT task_retry_policy_check CHECK ((retry_policy = ANY (ARRAY['fixed'::text, 'linear'::text, 'exponential'::text, 'exponential_jitter'::text]))),
+    CONSTRAINT task_schedule_kind_check CHECK ((schedule_kind = ANY (ARRAY['cron'::text, 'interval'::text, 'once'::text, 'none'::text]))),
+    CONSTRAINT task_timeout_seconds_check CHECK (((timeout_seconds IS NULL) OR (timeout_seconds > (0)::double precision))),
+    CONSTRAINT task_unique_key_needs_key CHECK (((unique_scope = 'task'::text) OR (concurrency_key IS NOT NULL))),
+    CONSTRAINT task_unique_period_check CHECK ((unique_period_seconds > (0)::double precision)),
+    CONSTRAINT task_unique_policy_check CHECK ((unique_policy = ANY (ARRAY['none'::text, 'pending'::text]))),
+    CONSTRAINT task_unique_scope_check CHECK ((unique_scope = ANY (ARRAY['task'::text, 'key'::text])))
+);
+
+--
+-- Name: COLUMN task.overlap_policy; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.overlap_policy IS 'what a scheduler''s fire does while an execution of the task is live: allow, skip, queue_one (0022)';
+
+--
+-- Name: COLUMN task.unique_policy; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.unique_policy IS 'none, or pending: at most one pending execution of the unique_scope at a time (0022)';
+
+--
+-- Name: COLUMN task.unique_period_seconds; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.unique_period_seconds IS 'at most one enqueue of the unique_scope per this many seconds (debounce); NULL: none (0022)';
+
+--
+-- Name: COLUMN task.unique_scope; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.unique_scope IS 'what the unique window counts: the task, or the rendered concurrency key (0022)';
+
+--
+-- Name: COLUMN task.sensitive_params; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.sensitive_params IS 'params keys (any depth, any case) masked for viewers beside those whose name says secret (0031)';
+
+--
+-- Name: COLUMN task.limit_cpu_seconds; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.limit_cpu_seconds IS 'RLIMIT_CPU of its commands, seconds (NULL: the worker''s --limit-cpu)';
+
+--
+-- Name: COLUMN task.limit_memory_bytes; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.limit_memory_bytes IS 'RLIMIT_AS of its commands'' processes, bytes (NULL: the worker''s --limit-memory)';
+
+--
+-- Name: COLUMN task.limit_nofile; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.limit_nofile IS 'RLIMIT_NOFILE of its commands'' processes (NULL: the worker''s --limit-nofile)';
+
+--
+-- Name: COLUMN task.limit_nproc; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.limit_nproc IS 'RLIMIT_NPROC of its commands'' user (NULL: the worker''s --limit-nproc)';
+
+--
+-- Name: COLUMN task.limit_fsize_bytes; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.limit_fsize_bytes IS 'RLIMIT_FSIZE of its commands, bytes (NULL: the worker''s --limit-fsize)';
+
+--
+-- Name: COLUMN task.network; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.network IS 'whether its sandboxed commands may use the host''s network (NULL: the worker''s --allow-network)';
+
+--
+-- Name: task_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.task_v1(task_name text, tenant text DEFAULT NULL::text) RETURNS SETOF pgsched.task
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    task_v1.tenant := pgsched_internal.caller_tenant_v1(task_v1.tenant);
+    RETURN QUERY
+        SELECT s.* FROM pgsched.task t CROSS JOIN LATERAL pgsched_internal.shown_v1(t, t.sensitive_params) s
+         WHERE t.tenant = task_v1.tenant AND t.name = task_v1.task_name AND t.deleted_at IS NULL;
 END $$;
 
 --
@@ -1697,6 +1973,42 @@ BEGIN
 END $$;
 
 --
+-- Name: definition_masked_v1(jsonb); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.definition_masked_v1(definition jsonb) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    AS $$
+DECLARE
+    d jsonb := definition;
+BEGIN
+    IF jsonb_typeof(d) <> 'object' THEN
+        RETURN d;
+    END IF;
+    IF d ? 'env' THEN
+        d := jsonb_set(d, '{env}', pgsched_internal.env_masked_v1(d -> 'env'));
+    END IF;
+    IF d ? 'params' THEN
+        d := jsonb_set(d, '{params}', pgsched_internal.params_masked_v1(d -> 'params', '{}'));
+    END IF;
+    IF jsonb_typeof(d -> 'nodes') = 'array' THEN
+        d := jsonb_set(d, '{nodes}', coalesce(
+            (SELECT jsonb_agg(CASE WHEN jsonb_typeof(n.value) <> 'object' THEN n.value
+                                   ELSE n.value
+                                        || CASE WHEN n.value ? 'env' THEN jsonb_build_object(
+                                               'env', pgsched_internal.env_masked_v1(n.value -> 'env'))
+                                           ELSE '{}' END
+                                        || CASE WHEN n.value ? 'params' THEN jsonb_build_object(
+                                               'params', pgsched_internal.params_masked_v1(
+                                                   n.value -> 'params', '{}'))
+                                           ELSE '{}' END END
+                              ORDER BY n.i)
+               FROM jsonb_array_elements(d -> 'nodes') WITH ORDINALITY n(value, i)), '[]'));
+    END IF;
+    RETURN d;
+END $$;
+
+--
 -- Name: derived_key_v1(bigint, jsonb, timestamp with time zone); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -1891,6 +2203,30 @@ BEGIN
                     'this enqueue ran; try again', quote_literal(key), quote_literal(t.name)
         USING ERRCODE = 'serialization_failure';
 END $$;
+
+--
+-- Name: mask_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.mask_v1() RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN '••••••'::text;
+
+--
+-- Name: masked_value_v1(jsonb); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.masked_value_v1(value jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN ((jsonb_typeof(value) = 'string'::text) AND ((value #>> '{}'::text[]) ~ '^\{\{secret:[^{}]+\}\}$'::text)) THEN value ELSE to_jsonb(pgsched_internal.mask_v1()) END;
+
+--
+-- Name: env_masked_v1(jsonb); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.env_masked_v1(env jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN (jsonb_typeof(env) = 'object'::text) THEN COALESCE((SELECT jsonb_object_agg(e.key, pgsched_internal.masked_value_v1(e.value)) AS jsonb_object_agg FROM jsonb_each(env_masked_v1.env) e(key, value)), '{}'::jsonb) ELSE env END;
 
 --
 -- Name: execution_claim_v1(bigint, text[], text[], integer, timestamp with time zone, bigint[], bigint[]); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -2480,6 +2816,24 @@ END $$;
 COMMENT ON FUNCTION pgsched_internal.fire_windowed_v2(task_ids bigint[], fire_ats timestamp with time zone[], epoch bigint, OUT made integer, OUT busy bigint[]) IS 'the scheduler''s fires of windowed tasks, never waiting for a window lock: busy, the tasks left for a later tick (0027)';
 
 --
+-- Name: frees_text_v1(timestamp with time zone); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.frees_text_v1(at timestamp with time zone) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT format('; a start is free at %s UTC (in %s s)',
+                  to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'),
+                  greatest(ceil(extract(epoch FROM at - now())), 0)::bigint);
+$$;
+
+--
+-- Name: FUNCTION frees_text_v1(at timestamp with time zone); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.frees_text_v1(at timestamp with time zone) IS 'the tail of a wait reason: when a start is free, UTC, and in how many seconds by now() (migration 0030)';
+
+--
 -- Name: internal_key_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -2730,6 +3084,41 @@ BEGIN
 END $$;
 
 --
+-- Name: may_reveal_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.may_reveal_v1() RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN ((COALESCE(current_setting('pgsched.reveal'::text, true), ''::text) <> 'off'::text) AND (((current_setting('pgsched.reveal'::text, true) = 'on'::text) AND pg_has_role(SESSION_USER, 'pgsched_web'::name, 'MEMBER'::text)) OR pg_has_role(SESSION_USER, 'pgsched_secret_reader'::name, 'MEMBER'::text) OR pg_has_role(SESSION_USER, 'pgsched_engine'::name, 'MEMBER'::text) OR pg_has_role(SESSION_USER, 'pgsched_instance'::name, 'MEMBER'::text) OR pg_has_role(SESSION_USER, 'pgsched_owner'::name, 'MEMBER'::text)));
+
+--
+-- Name: params_masked_v1(jsonb, text[], integer); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.params_masked_v1(params jsonb, marked text[], depth integer DEFAULT 0) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    AS $$
+BEGIN
+    IF jsonb_typeof(params) NOT IN ('object', 'array') THEN
+        RETURN params;
+    ELSIF depth = 0 AND coalesce(cardinality(marked), 0) = 0
+          AND params::text !~* 'passw(or)?d|secret|token|api_?key|credential|private_?key|auth|dsn' THEN
+        RETURN params;
+    ELSIF depth >= 32 THEN
+        RETURN to_jsonb(pgsched_internal.mask_v1());
+    ELSIF jsonb_typeof(params) = 'object' THEN
+        RETURN coalesce((SELECT jsonb_object_agg(e.key,
+                                   CASE WHEN pgsched_internal.sensitive_key_v1(e.key, marked)
+                                        THEN pgsched_internal.masked_value_v1(e.value)
+                                        ELSE pgsched_internal.params_masked_v1(e.value, marked, depth + 1) END)
+                           FROM jsonb_each(params) e), '{}'::jsonb);
+    END IF;
+    RETURN coalesce((SELECT jsonb_agg(pgsched_internal.params_masked_v1(a.value, marked, depth + 1)
+                                      ORDER BY a.i)
+                       FROM jsonb_array_elements(params) WITH ORDINALITY a(value, i)), '[]'::jsonb);
+END $$;
+
+--
 -- Name: partition_default_rows_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -2855,116 +3244,25 @@ BEGIN
 END $$;
 
 --
--- Name: task; Type: TABLE; Schema: pgsched; Owner: -
+-- Name: period_text_v1(double precision); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
-CREATE TABLE pgsched.task (
-    id bigint NOT NULL,
-    tenant text DEFAULT 'default'::text NOT NULL,
-    name text NOT NULL,
-    description text,
-    schedule_kind text DEFAULT 'none'::text NOT NULL,
-    schedule_expr text,
-    timezone text DEFAULT 'UTC'::text NOT NULL,
-    schedule_anchor timestamp with time zone,
-    handler_kind text NOT NULL,
-    command text,
-    argv text[],
-    python_target text,
-    env jsonb DEFAULT '{}'::jsonb NOT NULL,
-    stdin text,
-    run_as_user text,
-    params jsonb DEFAULT '{}'::jsonb NOT NULL,
-    timeout_seconds double precision,
-    max_attempts integer DEFAULT 1 NOT NULL,
-    retry_policy text DEFAULT 'exponential'::text NOT NULL,
-    retry_base_seconds double precision DEFAULT 10 NOT NULL,
-    retry_max_seconds double precision DEFAULT 3600 NOT NULL,
-    priority smallint DEFAULT 5 NOT NULL,
-    queue text DEFAULT 'default'::text NOT NULL,
-    enabled boolean DEFAULT true NOT NULL,
-    next_fire_at timestamp with time zone,
-    last_fire_at timestamp with time zone,
-    source text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    deleted_at timestamp with time zone,
-    no_retry_exit_codes integer[] DEFAULT '{}'::integer[] NOT NULL,
-    no_retry_exceptions text[] DEFAULT '{}'::text[] NOT NULL,
-    misfire_policy text DEFAULT 'once'::text NOT NULL,
-    idempotent boolean DEFAULT false NOT NULL,
-    missed_fires bigint DEFAULT 0 NOT NULL,
-    tags text[] DEFAULT '{}'::text[] NOT NULL,
-    missed_fires_seen bigint DEFAULT 0 NOT NULL,
-    paused_at timestamp with time zone,
-    paused_by text,
-    pause_reason text,
-    max_running integer,
-    rate_limit integer,
-    rate_period_seconds double precision,
-    concurrency_key text,
-    key_max_running integer,
-    key_rate_limit integer,
-    key_rate_period_seconds double precision,
-    overlap_policy text DEFAULT 'allow'::text NOT NULL,
-    unique_policy text DEFAULT 'none'::text NOT NULL,
-    unique_period_seconds double precision,
-    unique_scope text DEFAULT 'task'::text NOT NULL,
-    windowed boolean GENERATED ALWAYS AS (((overlap_policy <> 'allow'::text) OR (unique_policy <> 'none'::text) OR (unique_period_seconds IS NOT NULL))) STORED,
-    CONSTRAINT task_check1 CHECK (((schedule_kind = 'none'::text) = (schedule_expr IS NULL))),
-    CONSTRAINT task_concurrency_key_check CHECK (((length(concurrency_key) >= 1) AND (length(concurrency_key) <= 200))),
-    CONSTRAINT task_handler_check CHECK ((((handler_kind = 'shell'::text) AND (command IS NOT NULL)) OR ((handler_kind = 'argv'::text) AND (argv IS NOT NULL) AND (cardinality(argv) > 0)) OR ((handler_kind = 'python'::text) AND (python_target IS NOT NULL)) OR (handler_kind = 'dag'::text))),
-    CONSTRAINT task_handler_kind_check CHECK ((handler_kind = ANY (ARRAY['shell'::text, 'argv'::text, 'python'::text, 'dag'::text]))),
-    CONSTRAINT task_key_limits_need_key CHECK (((concurrency_key IS NOT NULL) OR ((key_max_running IS NULL) AND (key_rate_limit IS NULL)))),
-    CONSTRAINT task_key_max_running_check CHECK ((key_max_running >= 0)),
-    CONSTRAINT task_key_rate_both CHECK (((key_rate_limit IS NULL) = (key_rate_period_seconds IS NULL))),
-    CONSTRAINT task_key_rate_limit_check CHECK ((key_rate_limit >= 0)),
-    CONSTRAINT task_key_rate_period_check CHECK ((key_rate_period_seconds > (0)::double precision)),
-    CONSTRAINT task_max_attempts_check CHECK ((max_attempts >= 1)),
-    CONSTRAINT task_max_running_check CHECK ((max_running >= 0)),
-    CONSTRAINT task_misfire_policy_check CHECK ((misfire_policy = ANY (ARRAY['skip'::text, 'once'::text, 'all'::text]))),
-    CONSTRAINT task_next_fire_after_last CHECK ((next_fire_at > last_fire_at)),
-    CONSTRAINT task_overlap_policy_check CHECK ((overlap_policy = ANY (ARRAY['allow'::text, 'skip'::text, 'queue_one'::text]))),
-    CONSTRAINT task_pause_only_when_paused CHECK (((NOT enabled) OR ((paused_at IS NULL) AND (paused_by IS NULL) AND (pause_reason IS NULL)))),
-    CONSTRAINT task_paused_by_check CHECK ((paused_by = ANY (ARRAY['operator'::text, 'scheduler'::text]))),
-    CONSTRAINT task_priority_check CHECK (((priority >= 1) AND (priority <= 10))),
-    CONSTRAINT task_rate_both CHECK (((rate_limit IS NULL) = (rate_period_seconds IS NULL))),
-    CONSTRAINT task_rate_limit_check CHECK ((rate_limit >= 0)),
-    CONSTRAINT task_rate_period_check CHECK ((rate_period_seconds > (0)::double precision)),
-    CONSTRAINT task_retry_base_seconds_check CHECK ((retry_base_seconds >= (0)::double precision)),
-    CONSTRAINT task_retry_max_seconds_check CHECK ((retry_max_seconds >= (0)::double precision)),
-    CONSTRAINT task_retry_policy_check CHECK ((retry_policy = ANY (ARRAY['fixed'::text, 'linear'::text, 'exponential'::text, 'exponential_jitter'::text]))),
-    CONSTRAINT task_schedule_kind_check CHECK ((schedule_kind = ANY (ARRAY['cron'::text, 'interval'::text, 'once'::text, 'none'::text]))),
-    CONSTRAINT task_timeout_seconds_check CHECK (((timeout_seconds IS NULL) OR (timeout_seconds > (0)::double precision))),
-    CONSTRAINT task_unique_key_needs_key CHECK (((unique_scope = 'task'::text) OR (concurrency_key IS NOT NULL))),
-    CONSTRAINT task_unique_period_check CHECK ((unique_period_seconds > (0)::double precision)),
-    CONSTRAINT task_unique_policy_check CHECK ((unique_policy = ANY (ARRAY['none'::text, 'pending'::text]))),
-    CONSTRAINT task_unique_scope_check CHECK ((unique_scope = ANY (ARRAY['task'::text, 'key'::text])))
-);
+CREATE FUNCTION pgsched_internal.period_text_v1(seconds double precision) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT CASE
+        WHEN seconds >= 86400 AND seconds::numeric % 86400 = 0 THEN (seconds / 86400)::bigint || 'd'
+        WHEN seconds >= 3600 AND seconds::numeric % 3600 = 0 THEN (seconds / 3600)::bigint || 'h'
+        WHEN seconds >= 60 AND seconds::numeric % 60 = 0 THEN (seconds / 60)::bigint || 'm'
+        WHEN seconds::numeric % 1 = 0 THEN seconds::bigint || 's'
+        ELSE seconds || 's' END;
+$$;
 
 --
--- Name: COLUMN task.overlap_policy; Type: COMMENT; Schema: pgsched; Owner: -
+-- Name: FUNCTION period_text_v1(seconds double precision); Type: COMMENT; Schema: pgsched_internal; Owner: -
 --
 
-COMMENT ON COLUMN pgsched.task.overlap_policy IS 'what a scheduler''s fire does while an execution of the task is live: allow, skip, queue_one (0022)';
-
---
--- Name: COLUMN task.unique_policy; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON COLUMN pgsched.task.unique_policy IS 'none, or pending: at most one pending execution of the unique_scope at a time (0022)';
-
---
--- Name: COLUMN task.unique_period_seconds; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON COLUMN pgsched.task.unique_period_seconds IS 'at most one enqueue of the unique_scope per this many seconds (debounce); NULL: none (0022)';
-
---
--- Name: COLUMN task.unique_scope; Type: COMMENT; Schema: pgsched; Owner: -
---
-
-COMMENT ON COLUMN pgsched.task.unique_scope IS 'what the unique window counts: the task, or the rendered concurrency key (0022)';
+COMMENT ON FUNCTION pgsched_internal.period_text_v1(seconds double precision) IS 'a rate period in its largest whole unit: 60 is 1m, 3600 1h, 90 90s (migration 0030)';
 
 --
 -- Name: record_skipped_v1(pgsched.task, timestamp with time zone, text, jsonb, text, bigint); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -3165,6 +3463,45 @@ BEGIN
 END $$;
 
 --
+-- Name: secret_check_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.secret_check_v1(t text, secret_name text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    AS $_$
+BEGIN
+    IF secret_name IS NULL OR secret_name !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' THEN
+        RAISE EXCEPTION 'name: % must be 1-64 characters: letters, digits and . _ - (starting with a letter or digit)',
+            coalesce(quote_literal(left(secret_name, 80)), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pgsched.tenant x WHERE x.name = t) THEN
+        RAISE EXCEPTION 'tenant: no tenant %', quote_literal(t) USING ERRCODE = 'no_data_found';
+    END IF;
+END $_$;
+
+--
+-- Name: secret_fetch_v1(text, text[]); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.secret_fetch_v1(tenant text, names text[]) RETURNS TABLE(secret_name text, ciphertext bytea, nonce bytea, key_id text)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    t text := pgsched_internal.caller_tenant_v1(secret_fetch_v1.tenant);
+BEGIN
+    IF NOT (pgsched_internal.is_instance_v1() OR pg_has_role(session_user, 'pgsched_engine', 'MEMBER')) THEN
+        RAISE EXCEPTION 'secret: role % is no worker''s; only engine logins fetch sealed secrets',
+            quote_ident(session_user) USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN QUERY
+        SELECT s.name, s.ciphertext, s.nonce, s.key_id
+          FROM pgsched_internal.secret s
+         WHERE s.tenant = t AND s.name = ANY (names);
+END $$;
+
+--
 -- Name: secure_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -3230,7 +3567,10 @@ BEGIN
                                       -- 0027: locks an engine or web login takes for its own
                                       -- tenant, and who holds the leader lock (never a key)
                                       'dag_lock_v1', 'retry_budget_lock_v1', 'leader_sessions_v1',
-                                      'window_lock_v1')
+                                      'window_lock_v1',
+                                      -- 0029: checks its caller itself (an engine login of
+                                      -- the tenant asked for, or the installation)
+                                      'secret_fetch_v1')
     LOOP
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM pgsched_engine, pgsched_web', o.fn);
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pgsched_instance', o.fn);
@@ -3331,6 +3671,14 @@ END $$;
 COMMENT ON FUNCTION pgsched_internal.secure_v1() IS 'gives pgsched_owner every object and sets the grants and row-level security (migrations 0018, 0021, 0027)';
 
 --
+-- Name: sensitive_key_v1(text, text[]); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.sensitive_key_v1(key text, marked text[]) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN ((key ~* 'passw(or)?d|secret|token|api_?key|credential|private_?key|auth|dsn'::text) OR (lower(key) IN (SELECT lower(m.m) AS lower FROM unnest(sensitive_key_v1.marked) m(m))));
+
+--
 -- Name: session_tenant_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -3359,6 +3707,35 @@ CREATE FUNCTION pgsched_internal.setting_v1(setting_name text) RETURNS jsonb
     AS $$
     SELECT value FROM pgsched.setting WHERE name = setting_name;
 $$;
+
+--
+-- Name: shown_v1(anyelement, text[]); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.shown_v1(r anyelement, marked text[] DEFAULT '{}'::text[]) RETURNS anyelement
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    AS $$
+DECLARE
+    j jsonb;
+    masked jsonb := '{}';
+BEGIN
+    IF pgsched_internal.may_reveal_v1() THEN
+        RETURN r;
+    END IF;
+    j := to_jsonb(r);
+    IF j ? 'env' THEN
+        masked := jsonb_build_object('env', pgsched_internal.env_masked_v1(j -> 'env'));
+    END IF;
+    IF j ? 'params' THEN
+        masked := masked || jsonb_build_object('params',
+                                               pgsched_internal.params_masked_v1(j -> 'params', marked));
+    END IF;
+    IF j ? 'definition' THEN
+        masked := masked || jsonb_build_object('definition',
+                                               pgsched_internal.definition_masked_v1(j -> 'definition'));
+    END IF;
+    RETURN jsonb_populate_record(r, masked);
+END $$;
 
 --
 -- Name: stats_add_v1(bigint[], bigint[]); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -3723,7 +4100,8 @@ BEGIN
     IF ten.max_starts_per_hour IS NOT NULL AND use.hour_start = date_trunc('hour', now(), 'UTC')
        AND use.hour_starts >= ten.max_starts_per_hour THEN
         RETURN format('tenant %s started its quota of %s executions this hour (UTC)', e.tenant,
-                      ten.max_starts_per_hour);
+                      ten.max_starts_per_hour)
+               || pgsched_internal.frees_text_v1(date_trunc('hour', now(), 'UTC') + interval '1 hour');
     END IF;
     IF ten.max_running IS NOT NULL THEN
         SELECT count(*) INTO n FROM pgsched.execution x WHERE x.tenant = e.tenant AND x.state = 'running';
@@ -3747,8 +4125,10 @@ BEGIN
          WHERE r.tenant = e.tenant AND r.scope = 'queue' AND r.name = e.queue
            AND r.started_at > now() - make_interval(secs => g.rate_period_seconds);
         IF n >= g.rate_limit THEN
-            RETURN format('queue %s started its rate limit of %s per %s s', e.queue, g.rate_limit,
-                          g.rate_period_seconds);
+            RETURN format('queue %s started its rate limit of %s per %s', e.queue, g.rate_limit,
+                          pgsched_internal.period_text_v1(g.rate_period_seconds))
+                   || pgsched_internal.frees_text_v1(pgsched_internal.limit_frees_at_v1(
+                          e.tenant, 'queue_rate', e.queue, g.rate_period_seconds, now()));
         END IF;
     END IF;
     SELECT * INTO k FROM pgsched.task t WHERE t.id = e.task_id;
@@ -3771,8 +4151,10 @@ BEGIN
          WHERE r.tenant = e.tenant AND r.scope = 'task' AND r.name = e.task_id::text
            AND r.started_at > now() - make_interval(secs => k.rate_period_seconds);
         IF n >= k.rate_limit THEN
-            RETURN format('task %s started its rate limit of %s per %s s', k.name, k.rate_limit,
-                          k.rate_period_seconds);
+            RETURN format('task %s started its rate limit of %s per %s', k.name, k.rate_limit,
+                          pgsched_internal.period_text_v1(k.rate_period_seconds))
+                   || pgsched_internal.frees_text_v1(pgsched_internal.limit_frees_at_v1(
+                          e.tenant, 'task_rate', e.task_id::text, k.rate_period_seconds, now()));
         END IF;
     END IF;
     IF e.concurrency_key IS NOT NULL AND k.key_max_running IS NOT NULL THEN
@@ -3788,8 +4170,10 @@ BEGIN
          WHERE r.tenant = e.tenant AND r.scope = 'key' AND r.name = e.concurrency_key
            AND r.started_at > now() - make_interval(secs => k.key_rate_period_seconds);
         IF n >= k.key_rate_limit THEN
-            RETURN format('key %s started its rate limit of %s per %s s', e.concurrency_key,
-                          k.key_rate_limit, k.key_rate_period_seconds);
+            RETURN format('key %s started its rate limit of %s per %s', e.concurrency_key,
+                          k.key_rate_limit, pgsched_internal.period_text_v1(k.key_rate_period_seconds))
+                   || pgsched_internal.frees_text_v1(pgsched_internal.limit_frees_at_v1(
+                          e.tenant, 'key_rate', e.concurrency_key, k.key_rate_period_seconds, now()));
         END IF;
     END IF;
     RETURN NULL;
@@ -4867,6 +5251,32 @@ CREATE TABLE pgsched_internal.lock_seed (
 COMMENT ON TABLE pgsched_internal.lock_seed IS 'the hash seed of lock keys (lock_key_v1): secret, so another tenant cannot compute a key';
 
 --
+-- Name: secret; Type: TABLE; Schema: pgsched_internal; Owner: -
+--
+
+CREATE TABLE pgsched_internal.secret (
+    tenant text NOT NULL,
+    name text NOT NULL,
+    ciphertext bytea NOT NULL,
+    nonce bytea NOT NULL,
+    key_id text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_by text NOT NULL,
+    CONSTRAINT secret_ciphertext_check CHECK (((octet_length(ciphertext) >= 16) AND (octet_length(ciphertext) <= 65552))),
+    CONSTRAINT secret_key_id_check CHECK ((key_id ~ '^[0-9a-f]{16}$'::text)),
+    CONSTRAINT secret_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'::text)),
+    CONSTRAINT secret_nonce_check CHECK ((octet_length(nonce) = 12))
+);
+
+--
+-- Name: TABLE secret; Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON TABLE pgsched_internal.secret IS 'secrets sealed with a key the database never holds (AES-256-GCM, tenant and name as associated data); reached through secret_set_v1, secret_list_v1, secret_delete_v1, secret_fetch_v1';
+
+--
 -- Name: execution_attempt_default; Type: TABLE ATTACH; Schema: pgsched; Owner: -
 --
 
@@ -5184,6 +5594,13 @@ ALTER TABLE ONLY pgsched_internal.lock_name
 
 ALTER TABLE ONLY pgsched_internal.lock_seed
     ADD CONSTRAINT lock_seed_pkey PRIMARY KEY (one);
+
+--
+-- Name: secret secret_pkey; Type: CONSTRAINT; Schema: pgsched_internal; Owner: -
+--
+
+ALTER TABLE ONLY pgsched_internal.secret
+    ADD CONSTRAINT secret_pkey PRIMARY KEY (tenant, name);
 
 --
 -- Name: alert_open_key; Type: INDEX; Schema: pgsched; Owner: -
@@ -5847,6 +6264,13 @@ ALTER TABLE ONLY pgsched.web_session
     ADD CONSTRAINT web_session_username_fkey FOREIGN KEY (username) REFERENCES pgsched.web_user(username) ON DELETE CASCADE;
 
 --
+-- Name: secret secret_tenant_fkey; Type: FK CONSTRAINT; Schema: pgsched_internal; Owner: -
+--
+
+ALTER TABLE ONLY pgsched_internal.secret
+    ADD CONSTRAINT secret_tenant_fkey FOREIGN KEY (tenant) REFERENCES pgsched.tenant(name) ON DELETE CASCADE;
+
+--
 -- Name: alert; Type: ROW SECURITY; Schema: pgsched; Owner: -
 --
 
@@ -6435,6 +6859,30 @@ ALTER TABLE pgsched.webhook_delivery ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE pgsched.worker ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: secret instance_rows; Type: POLICY; Schema: pgsched_internal; Owner: -
+--
+
+CREATE POLICY instance_rows ON pgsched_internal.secret TO pgsched_instance USING (true) WITH CHECK (true);
+
+--
+-- Name: secret; Type: ROW SECURITY; Schema: pgsched_internal; Owner: -
+--
+
+ALTER TABLE pgsched_internal.secret ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: secret tenant_rows; Type: POLICY; Schema: pgsched_internal; Owner: -
+--
+
+CREATE POLICY tenant_rows ON pgsched_internal.secret TO pgsched_engine USING ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1))) WITH CHECK ((tenant = ( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1)));
+
+--
+-- Name: secret web_rows; Type: POLICY; Schema: pgsched_internal; Owner: -
+--
+
+CREATE POLICY web_rows ON pgsched_internal.secret TO pgsched_web USING (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text))) WITH CHECK (((( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = tenant) OR (( SELECT pgsched_internal.session_tenant_v1() AS session_tenant_v1) = '*'::text)));
 
 --
 -- PostgreSQL database dump complete

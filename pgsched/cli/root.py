@@ -45,6 +45,7 @@ class _Group(click.Group):
         "migrate": ("processes",),
         "queue": ("queues",),
         "scheduler": ("processes",),
+        "secret": ("secrets",),
         "status": ("status",),
         "task": ("tasks", "schedules"),
         "tenant": ("tenants", "quotas"),

@@ -17,6 +17,7 @@ from ..schedule import parse_interval
 from ..taskspec import MISFIRE_POLICIES
 from ..windows import OVERLAP_POLICIES, UNIQUE_POLICIES, UNIQUE_SCOPES
 from .output import pairs, parse_json_object, parse_when
+from .task_sandbox_options import sandbox_fields, sandbox_options
 
 
 def definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -50,6 +51,13 @@ def definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable[
             multiple=True,
             help="NAME=VALUE for the command's environment (repeat)"
             + ("." if create else "; replaces the whole environment."),
+        ),
+        click.option(
+            "--sensitive-param",
+            "sensitive_params",
+            multiple=True,
+            help="A params key masked for viewers beside those named like a secret (repeat)"
+            + ("." if create else "; replaces the task's list."),
         ),
         click.option("--stdin", help="Text given to the command on standard input."),
         click.option(
@@ -136,7 +144,7 @@ def definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable[
             "concurrency key.",
         ),
     ]
-    options += limit_options(create)
+    options += limit_options(create) + sandbox_options(create)
     if create:
         options.append(click.option("--paused", is_flag=True, help="Create it paused."))
     else:
@@ -316,6 +324,8 @@ def definition(
                 o["no_retry_exit_codes"],
                 "must be a comma list of exit codes like '2,64'",
             ) from None
+    if o.get("sensitive_params"):
+        out["sensitive_params"] = list(o["sensitive_params"])
     if o.get("tags") is not None:
         out["tags"] = [x.strip() for x in o["tags"].split(",") if x.strip()]
     if o.get("no_retry_exceptions") is not None:
@@ -343,6 +353,7 @@ def definition(
         out["env"] = pairs(o["env"], "env")
     out.update(windows(o))
     out.update(limit_fields(o))
+    out.update(sandbox_fields(o))
     return out
 
 

@@ -42,12 +42,13 @@ def task_create(c: Context, name: str, paused: bool, as_json: bool, **options: A
         assert row is not None
         if hooks:
             alerts.configure(tx, name, c.tenant, **hooks)
-    if as_json:
-        print_json(row)
+    if as_json:  # as this login may see it: env and sensitive params masked (migration 0031)
+        print_json(tasks.get(c.db(), name, c.tenant))
     else:
         click.echo(
             f"created task {row['name']} (id {row['id']}); next fire: {fmt(row['next_fire_at'])}"
         )
+    _warn_idle_key(row)
 
 
 @task.command("update")
@@ -69,17 +70,31 @@ def task_update(c: Context, name: str, as_json: bool, **options: Any) -> None:
     )
     if hooks:
         alerts.configure(db, name, c.tenant, **hooks)
-    if as_json:
-        print_json(row)
+    if as_json:  # as this login may see it: env and sensitive params masked (migration 0031)
+        print_json(tasks.get(db, name, c.tenant))
     else:
         resumed = (
             " (resumed: the scheduler had paused it)"
             if row["enabled"] and not before["enabled"]
             else ""
         )
+        changed = [f for f in fields if f not in row or row[f] != before.get(f)]
         click.echo(
-            f"updated task {row['name']} ({', '.join(sorted([*fields, *hooks]))}){resumed}; "
-            f"next fire: {fmt(row['next_fire_at'])}"
+            f"updated task {row['name']} ({', '.join(sorted([*changed, *hooks])) or 'no change'})"
+            f"{resumed}; next fire: {fmt(row['next_fire_at'])}"
+        )
+    _warn_idle_key(row)
+
+
+def _warn_idle_key(row: dict[str, Any]) -> None:
+    """A concurrency key with no limit that counts by it limits nothing: say so on stderr
+    (a newcomer set --concurrency-key alone and expected one run per key)."""
+    key = row.get("concurrency_key")
+    if key and row.get("key_max_running") is None and row.get("key_rate_limit") is None:
+        click.echo(
+            f"warning: task {row['name']}: concurrency key {key!r} limits nothing until "
+            "--key-max-running or --key-rate-limit is set",
+            err=True,
         )
 
 

@@ -24,7 +24,8 @@ class Outcome:
     ``exit_code`` for commands; ``error`` a one-paragraph reason; ``result``
     JSON-serialisable or None; for a Python exception, ``error_type`` its qualified class
     name and ``error_types`` those of its class and every base class (for
-    ``no_retry_exceptions``)."""
+    ``no_retry_exceptions``); ``retryable`` False: a failure another attempt cannot mend
+    (a secret reference that does not resolve), never retried."""
 
     state: str
     exit_code: int | None = None
@@ -32,3 +33,4 @@ class Outcome:
     result: Any = None
     error_type: str | None = None
     error_types: tuple[str, ...] = ()
+    retryable: bool = True

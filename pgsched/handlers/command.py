@@ -12,26 +12,35 @@ Python handlers are :mod:`.python`'s; :mod:`.output` collects what both print.
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import shutil
 import signal
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..jsontext import has_nul
 from . import Outcome, StopSignal, guardian
 from .containment import MARK_VAR, kill_group
+from .isolation import Isolation
+from .limit_kills import limit_error, signal_of
 from .output import LogSink, storable_text
 from .start_gate import GATE_REFUSED, StartDeadlinePassed, spawn_args
 
 MAX_LINE_BYTES = 64 * 1024
 
 
-def _pump(pipe: Any, stream: str, sink: LogSink) -> None:
-    """Hand each line to ``sink``; a line over MAX_LINE_BYTES is logged in pieces, and
-    is no command result (only a whole line is)."""
+# stderr lines kept to tell which resource limit ended a command (.limit_kills)
+STDERR_TAIL = 5
+
+
+def _pump(pipe: Any, stream: str, sink: LogSink, tail: deque[str] | None = None) -> None:
+    """Hand each line to ``sink`` (and keep the last ones in ``tail``); a line over
+    MAX_LINE_BYTES is logged in pieces, and is no command result (only a whole line is)."""
     whole = True  # the previous piece ended its line
     with pipe:
         while True:
@@ -39,11 +48,10 @@ def _pump(pipe: Any, stream: str, sink: LogSink) -> None:
             if not chunk:
                 return
             ends = chunk.endswith(b"\n")
-            sink.write(
-                stream,
-                chunk.decode("utf-8", errors="replace").rstrip("\r\n"),
-                whole_line=whole and (ends or len(chunk) < MAX_LINE_BYTES),
-            )
+            text = chunk.decode("utf-8", errors="replace").rstrip("\r\n")
+            sink.write(stream, text, whole_line=whole and (ends or len(chunk) < MAX_LINE_BYTES))
+            if tail is not None:
+                tail.append(text)
             whole = ends
 
 
@@ -67,8 +75,14 @@ def run_command(
     stop: StopSignal | None = None,
     stop_grace: float = 1.0,
     start_by: float | None = None,
+    isolation: Isolation | None = None,
+    workdir: str | None = None,
 ) -> Outcome:
     """Run ``argv`` to completion in its own process group.
+
+    ``isolation`` (:mod:`.isolation`, None or level none: as before) wraps it in the
+    sandbox, its user and its limits, in ``workdir`` (its scratch directory, then also its
+    working directory); an attempt ended by a limit says which (:mod:`.limit_kills`).
 
     ``start_by`` (CLOCK_MONOTONIC seconds, ``time.monotonic()``): the child checks it
     between fork and exec and refuses to start the command once it has passed; then this
@@ -99,10 +113,15 @@ def run_command(
     # a nonce of its own, never in the command's environment (the mark is): only the gate's
     # argv holds it, and the command's exec replaces that, so no command can print it
     refusal = f"pgsched: not started: its start deadline had passed ({secrets.token_hex(16)})"
+    isolated = isolation is not None and isolation.isolated
+    if isolated and not shutil.which(argv[0], path=env.get("PATH", os.defpath)):
+        return Outcome("failed", exit_code=127, error=f"could not start {argv[0]!r}: not found")
+    wrapped = isolation.wrap(argv, workdir) if isolation is not None and workdir else argv
     try:
-        args, setup = spawn_args(argv, env, start_by, refusal)
+        args, setup = spawn_args(wrapped, env, start_by, refusal)
         proc = subprocess.Popen(
             args,
+            cwd=workdir,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -124,9 +143,10 @@ def run_command(
         )
     if guard is not None:
         guard.watch(proc.pid)  # its session id: start_new_session made it the leader
+    tail: deque[str] = deque(maxlen=STDERR_TAIL)
     pumps = [
         threading.Thread(target=_pump, args=(proc.stdout, "stdout", sink), daemon=True),
-        threading.Thread(target=_pump, args=(proc.stderr, "stderr", sink), daemon=True),
+        threading.Thread(target=_pump, args=(proc.stderr, "stderr", sink, tail), daemon=True),
     ]
     if stdin is not None:
         data = stdin if stdin.endswith("\n") or not stdin else stdin + "\n"  # cronie adds it
@@ -189,6 +209,13 @@ def run_command(
         return Outcome("failed", exit_code, "stopped by the worker; process group killed")
     if code == 0:
         return Outcome("succeeded", 0, result=command_result(sink.last_stdout))
+    if isolated and isolation is not None:
+        sig = signal_of(code)
+        named = limit_error(sig, list(tail), isolation.limits)
+        if named is not None:
+            return Outcome("failed", exit_code, named)
+        if sig is not None and code > 0 and isolation.level == "sandbox":  # bwrap's 128 + N
+            return Outcome("failed", exit_code, f"killed by signal {signal.Signals(sig).name}")
     if code < 0:
         return Outcome("failed", exit_code, f"killed by signal {signal.Signals(-code).name}")
     return Outcome("failed", exit_code, f"exited with code {code}")

@@ -37,7 +37,9 @@ class LogSink:
     At most ``max_lines`` lines and ``max_bytes`` bytes of output are kept per attempt; the
     rest is read (so the command never blocks on a full pipe) and counted, and
     :meth:`close` adds one ``system`` line saying how much was dropped. NUL characters,
-    which PostgreSQL text cannot hold, are removed.
+    which PostgreSQL text cannot hold, are removed. ``mask``, when the worker sets one
+    (:class:`pgsched.secret_refs.Masker`), replaces the secrets an attempt resolved in each
+    line before it is kept: nothing collected here holds one, not the tail nor the result.
     """
 
     def __init__(
@@ -56,11 +58,14 @@ class LogSink:
         self.dropped_lines = self.dropped_bytes = 0
         self.tail: collections.deque[str] = collections.deque(maxlen=3)
         self.last_stdout: str | None = None  # the last non-blank stdout line (a command's result)
+        self.mask: Callable[[str], str] | None = None
 
     def write(self, stream: str, text: str, whole_line: bool = True) -> None:
         """Collect one line of ``stream`` (stdout, stderr or system). ``whole_line`` False:
         a piece of a line too long to read at once (it cannot be the command's result)."""
         text = storable_text(text)
+        if self.mask is not None:
+            text = self.mask(text)
         size = len(text.encode("utf-8", errors="replace")) + 1
         with self._lock:
             if stream == "stdout" and text.strip():

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -113,12 +114,15 @@ class ProcessPool:
         start_by: Callable[[], float | None],
         on_tick: Callable[[], None],
         locks: Any,
+        params: dict[str, Any] | None = None,
     ) -> Outcome:
         """One attempt of ``row`` (an ``execution_claim`` row) in a child: its outcome as
         the thread mode's (:mod:`.watchdog`) would be, ``failed`` when stopped (for the
         caller to name); NOT_STARTED when ``start_by()`` (the CLOCK_MONOTONIC instant the
         call may start by) gives None or passed. ``locks``: the execution's
-        :class:`~pgsched.worker.execution_locks.ExecutionLocks`, used for the child."""
+        :class:`~pgsched.worker.execution_locks.ExecutionLocks`, used for the child;
+        ``params``: the call's params with its secret references resolved (None: the row's
+        own, as stored)."""
         try:
             child = self._take()
         except (ZygoteGone, OSError) as exc:
@@ -126,6 +130,8 @@ class ProcessPool:
             return Outcome("failed", error=f"the handler's process could not start: {exc}")
         keep = False
         try:
+            if params is not None:
+                row = {**row, "params": json.dumps(params)}
             outcome, keep = self._call(child, row, sink, stop, start_by, on_tick, locks)
             return outcome
         finally:

@@ -98,12 +98,15 @@ class PythonHandler:
         start_by: Callable[[], float | None],
         on_tick: Callable[[], None],
         on_abandon: Callable[[Outcome], None],
+        params: dict[str, Any] | None = None,
     ) -> Outcome | None:
         """One attempt of ``row`` (an ``execution_claim`` row; ``params`` JSON text). Before
         each call ``start_by()`` gives the CLOCK_MONOTONIC instant it may start by, or None
         (NOT_STARTED is returned). None: the call was abandoned after its stop
-        (``on_abandon`` gets its outcome in a new thread)."""
-        params = json.loads(row["params"])  # JSON text (execution_claim): decoded here, by the slot
+        (``on_abandon`` gets its outcome in a new thread). ``params``: the call's, when the
+        worker decoded them already (its secret references resolved), else the row's."""
+        if params is None:
+            params = json.loads(row["params"])  # JSON text (execution_claim): decoded by the slot
         func = self._functions.get(row["python_target"])
         if func is None:
             try:

@@ -56,6 +56,8 @@ def node_definition(node: Node) -> dict[str, Any]:
         "timezone",
     ):
         spec.pop(key, None)
+    if not spec.get("sensitive_params"):  # as stored before 0031: a re-apply changes nothing
+        spec.pop("sensitive_params", None)
     return {
         **spec,
         "depends_on": list(node.depends_on),
@@ -278,16 +280,19 @@ def _apply(
 
 
 def get(db: Database | Session, name: str, tenant: str = "default") -> Row:
-    """The live DAG ``name`` with its schedule, paused state and node count. Raises NotFound."""
-    row = db.one("dag_get", name=name, tenant=tenant)
+    """The live DAG ``name`` with its schedule, paused state and node count, as this session
+    may see it (params and nodes' env and params masked for a viewer: ``dag_shown``,
+    migration 0031). Raises NotFound."""
+    row = db.one("dag_shown", name=name, tenant=tenant)
     if row is None:
         raise NotFound(f"dag: no DAG named {name!r} in tenant {tenant!r}")
     return row
 
 
 def nodes(db: Database | Session, dag_id: int) -> list[Row]:
-    """A DAG's nodes in file order, with their tasks' handler fields."""
-    return db.many("dag_nodes", dag_id=dag_id)
+    """A DAG's nodes in file order, with their tasks' handler fields, as this session may see
+    them (``dag_nodes_shown``: env and params masked for a viewer, migration 0031)."""
+    return db.many("dag_nodes_shown", dag_id=dag_id)
 
 
 def list_dags(db: Database | Session, tenant: str = "default", limit: int = 1000) -> list[Row]:

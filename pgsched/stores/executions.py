@@ -164,5 +164,10 @@ def retry(db: Database, row: Row, tenant: str, *, how: str) -> Retried:
     if row["state"] == ExecutionState.DEAD:
         dlq.retry(db, row["id"], tenant)
         return Retried("requeued", row["id"])
-    new = tasks.trigger(db, row["task_name"], params=row["params"], tenant=tenant, how=how)
+    # the params as stored: row's are masked for a viewer (migration 0031), and an operator
+    # may run again what he may not read
+    stored = db.one("execution_params", id=row["id"], tenant=tenant)
+    if stored is None:
+        raise NotFound(f"execution: no execution {row['id']} in tenant {tenant!r}")
+    new = tasks.trigger(db, row["task_name"], params=stored["params"], tenant=tenant, how=how)
     return Retried("new_execution", new)

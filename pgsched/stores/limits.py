@@ -246,3 +246,11 @@ def wait_reason(db: Database | Session, tenant: str, execution_id: int) -> str |
     them); None when none does, or it is not pending and due."""
     row = db.one("limits_wait_reason", id=execution_id, tenant=tenant)
     return row["reason"] if row else None
+
+
+def wait_reasons(db: Database | Session, tenant: str, ids: list[int]) -> dict[int, str]:
+    """:func:`wait_reason` for many executions of ``tenant`` in one statement: id -> reason,
+    for those of ``ids`` that a limit holds (a listing's pending rows)."""
+    if not ids:
+        return {}
+    return {r["id"]: r["reason"] for r in db.many("limits_wait_reasons", ids=ids, tenant=tenant)}

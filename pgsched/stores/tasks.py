@@ -12,11 +12,11 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from .. import windows
+from .. import masking, windows
 from ..db import Database, Row, Session
 from ..errors import NotFound, ValidationError
 from ..jsontext import check_json_object, has_nul
-from ..limits import LIMIT_FIELDS
+from ..limits import LIMIT_FIELDS, SANDBOX_FIELDS
 from ..schedule import Schedule
 from ..taskspec import (
     HANDLER_FIELDS,
@@ -30,6 +30,10 @@ from ..taskspec import (
     spec_of,
 )
 from ..windows import WINDOW_FIELDS, windows_of
+
+#: The fields a viewer is shown masked (migration 0031), where an update that sends the mask
+#: back keeps the stored value (:func:`pgsched.masking.restore`).
+MASKABLE = ("env", "params")
 
 
 def insert_values(
@@ -56,6 +60,10 @@ def _limits_of(spec: TaskSpec) -> dict[str, Any]:
     return {f: getattr(spec, f) for f in LIMIT_FIELDS}
 
 
+def _sandbox_of(spec: TaskSpec) -> dict[str, Any]:
+    return {f: getattr(spec, f) for f in SANDBOX_FIELDS}
+
+
 def create(
     db: Database | Session, spec: TaskSpec, *, now: datetime | None = None, if_absent: bool = False
 ) -> Row | None:
@@ -73,6 +81,10 @@ def create(
             row = tx.one("task_windows_set", id=row["id"], **windows_of(spec))
         if row is not None and any(getattr(spec, f) is not None for f in LIMIT_FIELDS):
             row = tx.one("task_limits_set", id=row["id"], **_limits_of(spec))
+        if row is not None and any(getattr(spec, f) is not None for f in SANDBOX_FIELDS):
+            row = tx.one("task_sandbox_set", id=row["id"], **_sandbox_of(spec))
+        if row is not None and spec.sensitive_params:  # marked keys (0031)
+            row = tx.one("task_sensitive_set", id=row["id"], sensitive_params=spec.sensitive_params)
     if row is None and not if_absent:
         raise ValidationError("name", spec.name, f"already exists in tenant {spec.tenant!r}")
     return row
@@ -100,6 +112,10 @@ def update(
     Raises NotFound, and ValidationError naming the first bad field and value (unknown
     field names included); nothing is written then.
 
+    Wherever ``env`` or ``params`` hold :data:`pgsched.masking.MASK` (what a viewer was shown
+    in place of a sensitive value, migration 0031), the stored value stays: an edit of what
+    was shown never writes the mask over a secret (docs/security.md).
+
     A task the scheduler paused because it could not compute its schedule (a time zone the
     tz database dropped: ``paused_by = 'scheduler'``) is resumed by an update that changes
     its schedule, kind or zone into one that validates: the pause was no one's decision,
@@ -124,6 +140,8 @@ def update(
                 if kind != changes["handler_kind"]:
                     setattr(spec, attr, None)
         for key, value in changes.items():
+            if key in MASKABLE:  # a mask shown to a viewer and sent back keeps the stored value
+                value = masking.restore(value, row[key])
             setattr(spec, key, value)
         schedule = spec.validate()
         windows.check_spec(spec, getattr(spec, "concurrency_key", row["concurrency_key"]))
@@ -138,6 +156,12 @@ def update(
             stored = tx.one("task_windows_set", id=row["id"], **windows_of(spec))
         if any(f in changes for f in LIMIT_FIELDS):  # limits (0021)
             stored = tx.one("task_limits_set", id=row["id"], **_limits_of(spec))
+        if any(f in changes for f in SANDBOX_FIELDS):  # its commands' sandbox (0032)
+            stored = tx.one("task_sandbox_set", id=row["id"], **_sandbox_of(spec))
+        if "sensitive_params" in changes:  # marked keys (0031)
+            stored = tx.one(
+                "task_sensitive_set", id=row["id"], sensitive_params=spec.sensitive_params
+            )
         if replanned:
             tx.exec("task_wake_scheduler")
         assert stored is not None
@@ -145,7 +169,8 @@ def update(
 
 
 def get(db: Database | Session, name: str, tenant: str = "default") -> Row:
-    """The live task ``name``. Raises NotFound."""
+    """The live task ``name``, as this session may see it (``pgsched.task_v1``: env and
+    params masked for a viewer, migration 0031). Raises NotFound."""
     row = db.one("task_get", name=name, tenant=tenant)
     if row is None:
         raise NotFound(f"task: no task named {name!r} in tenant {tenant!r}")
@@ -161,7 +186,8 @@ def list_tasks(
     dag_nodes: bool = False,
 ) -> list[Row]:
     """Live tasks of ``tenant`` by name (those whose name contains ``search``); the tasks of
-    DAG nodes (``DAG.NODE``) only with ``dag_nodes`` (a DAG's own task is always listed)."""
+    DAG nodes (``DAG.NODE``) only with ``dag_nodes`` (a DAG's own task is always listed).
+    env and params are masked for a viewer (migration 0031)."""
     return db.many("task_list", tenant=tenant, search=search, limit=limit, dag_nodes=dag_nodes)
 
 

@@ -60,6 +60,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "enabled": (bool,),
     "description": (str, type(None)),
     "tags": (list,),
+    "sensitive_params": (list,),
     # overlap and unique windows (issue 18, items 5-6)
     "overlap_policy": (str,),
     "unique_policy": (str,),
@@ -111,9 +112,11 @@ def task_create(request: Request) -> Response:
     if "name" not in data:
         raise ApiError(422, "name: is required", field="name")
     _check_types(data)
-    row = tasks.create(database(request), taskspec.TaskSpec(**data, tenant=who.tenant))
+    db = database(request)
+    row = tasks.create(db, taskspec.TaskSpec(**data, tenant=who.tenant))
     assert row is not None
-    return reply(_public(row), 201)
+    # read back as the caller may see it: env and sensitive params masked (migration 0031)
+    return reply(_public(tasks.get(db, row["name"], who.tenant)), 201)
 
 
 def task_get(request: Request) -> Response:
@@ -126,7 +129,9 @@ def task_update(request: Request) -> Response:
     data = json_object(request)
     only_fields(data, taskspec.UPDATABLE)
     _check_types(data)
-    return reply(_public(tasks.update(database(request), _name(request), data, tenant=who.tenant)))
+    db = database(request)
+    tasks.update(db, _name(request), data, tenant=who.tenant)  # a mask sent back keeps the value
+    return reply(_public(tasks.get(db, _name(request), who.tenant)))  # masked as for the caller
 
 
 def task_delete(request: Request) -> Response:

@@ -33,8 +33,18 @@ TASK_FIELDS: J = {
     "schedule_kind": {"enum": ["cron", "interval", "once", "none"]},
     "schedule": NULLABLE_TEXT,
     "timezone": {"type": "string"},
-    "params": OBJ,
-    "env": {"type": "object", "additionalProperties": {"type": "string"}},
+    "params": {
+        **OBJ,
+        "description": "Read below admin with the values under keys named like a secret "
+        "(password, token...) or listed in sensitive_params as the mask '••••••'; sent back, "
+        "a mask keeps the stored value (docs/security.md).",
+    },
+    "env": {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "description": "Every value read below admin as the mask '••••••'; sent back, a mask "
+        "keeps the stored value.",
+    },
     "stdin": NULLABLE_TEXT,
     "timeout_seconds": {"type": ["number", "null"]},
     "max_attempts": {"type": "integer", "minimum": 1, "maximum": 1000},
@@ -51,6 +61,7 @@ TASK_FIELDS: J = {
     "misfire_policy": {"enum": ["skip", "once", "all"]},
     "idempotent": {"type": "boolean"},
     "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+    "sensitive_params": {"type": "array", "items": {"type": "string"}, "maxItems": 50},
     # overlap and unique windows (issue 18, items 5-6; docs/limits.md)
     "overlap_policy": {"enum": ["allow", "skip", "queue_one"]},
     "unique_policy": {"enum": ["none", "pending"]},

@@ -48,7 +48,8 @@ class TaskDefinitions:
         definition merged in (``task_name``, ``handler_kind``, ``command``, ``argv``,
         ``python_target``, ``env``, ``stdin``, ``timeout_seconds``, ``retry_policy``,
         ``retry_base_seconds``, ``retry_max_seconds``, ``no_retry_exit_codes``,
-        ``no_retry_exceptions``). Raises what ``Session.many`` raises."""
+        ``no_retry_exceptions``, and the sandbox's ``limit_*`` and ``network``, read by a
+        second statement for the definitions sent). Raises what ``Session.many`` raises."""
         ids = list(self._held)
         rows = session.many(
             "execution_claim",
@@ -60,11 +61,16 @@ class TaskDefinitions:
             known_task_ids=ids,
             known_task_versions=[self._held[i][0] for i in ids],
         )
+        fresh = {r["task_id"] for r in rows if r["task"] is not None}
+        sandbox = {}  # their sandbox settings (migration 0032), once per definition read
+        if fresh:
+            sandbox = {x.pop("id"): x for x in session.many("task_sandbox", ids=list(fresh))}
         for row in rows:
             definition, version = row.pop("task"), row.pop("task_version")
             if definition is None:  # held at this version when the claim was sent
                 definition = self._held[row["task_id"]][1]
             else:
+                definition.update(sandbox.get(row["task_id"], {}))
                 self._held.pop(row["task_id"], None)  # re-inserted last: the newest read
                 self._held[row["task_id"]] = (version, definition)
             row.update(definition)

@@ -6,10 +6,15 @@ No statements here: the CLI and the tests build a config alone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..db import CONNECT_TIMEOUT
 from ..deadline import STATEMENT_DEADLINE
+from ..handlers.isolation import Isolation
 from ..login import CREDENTIAL_ENV
+
+if TYPE_CHECKING:
+    from ..secret_keys import Keyring
 
 # Params larger than this (bytes of JSON) reach a command in a file (PGSCHED_PARAMS_FILE)
 # instead of PGSCHED_PARAMS: Linux caps one environment variable at 128 KB (MAX_ARG_STRLEN).
@@ -71,7 +76,12 @@ class WorkerConfig:
     stops, and its liveness still watched); ``python_isolation``: where Python handlers run,
     ``process`` (a pool of child processes, killed on a timeout or stop) or ``thread`` (the
     slot thread: cannot be stopped inside C code; docs/architecture.md, "Worker");
-    ``python_memory_limit``: bytes of address space of each such child (None: no limit)."""
+    ``python_memory_limit``: bytes of address space of each such child (None: no limit);
+    ``isolation``: what commands run in
+    (:mod:`pgsched.handlers.isolation`, checked at start by its ``resolve``);
+    ``secret_keys``, ``secret_env``, ``secret_dir``:
+    what secret references resolve with (the keys that open stored secrets, None: none
+    given; the providers' values by NAME; their folder: pgsched/worker/secret_resolver.py)."""
 
     queues: list[str] = field(default_factory=lambda: ["default"])
     tenants: tuple[str, ...] | None = ("default",)
@@ -90,6 +100,10 @@ class WorkerConfig:
     statement_deadline: float = STATEMENT_DEADLINE
     python_isolation: str = "process"
     python_memory_limit: int | None = None
+    isolation: Isolation = field(default_factory=Isolation)
+    secret_keys: Keyring | None = None
+    secret_env: dict[str, str] = field(default_factory=dict, repr=False)
+    secret_dir: str | None = None
 
     def claimer_limit(self) -> float:
         """Seconds the claimer may go without a turn of its loop before the heartbeat

@@ -1,6 +1,7 @@
 """The executor: a fixed set of slot threads that take buffered executions, run their
 handlers (:mod:`pgsched.handlers`) and hand each outcome on, one way, to the recorder.
-No SQL here: the start gate is the heartbeat's, every write the recorder's.
+No SQL here: the start gate is the heartbeat's, every write the recorder's, the fetch of
+sealed secrets the resolver's (:mod:`.secret_resolver`).
 
 Python handlers run in a child process of the worker's pool (``python_isolation``
 process: :mod:`pgsched.handlers.process_pool`) or in the slot thread itself under one
@@ -12,6 +13,8 @@ buffered work meanwhile.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import tempfile
@@ -22,24 +25,31 @@ from datetime import datetime
 
 from ..clock import DatabaseClock
 from ..db import Row
+from ..errors import PgschedError
 from ..handlers import Outcome
 from ..handlers.command import run_command
+from ..handlers.isolation import Isolation
 from ..handlers.output import LogSink
 from ..handlers.process_pool import ProcessPool
 from ..handlers.python import NOT_STARTED, PythonHandler
 from ..handlers.start_gate import StartDeadlinePassed
+from ..secret_refs import Masker, SecretUnresolved, secret_variable
 from .config import MAX_ENV_PARAMS, PRIVATE_ENV, SPREAD_SECONDS, WorkerConfig
 from .execution_locks import ExecutionLocks, bound
 from .heartbeat import Heartbeat
 from .holdings import Holdings, Slot
 from .outcome import as_ended, handed_back
 from .recorder import Recorder
+from .secret_resolver import SecretResolver
 
 log = logging.getLogger(__name__)
 
 # The outcome handed on for an execution whose slot was ended before its handler started
 # (``slot.reason`` says why).
 _NEVER_STARTED = Outcome("failed", error="stopped before it started")
+
+# What opens a secret reference (pgsched/secret_refs.py): text without it has none to resolve.
+_REFERENCE = "{{secret:"
 
 
 class Executor:
@@ -66,6 +76,8 @@ class Executor:
         self.lock_dsn: str | None = None
         self._locks: dict[int, ExecutionLocks] = {}
         self._locks_mutex = threading.Lock()
+        #: resolves secret references (the worker sets it); None: references stay as written
+        self.secrets: SecretResolver | None = None
 
     def start(self) -> None:
         """Start twice ``concurrency`` slot threads (see the module's docstring)."""
@@ -182,6 +194,8 @@ class Executor:
             with h.lock:
                 h.forget(row["id"], slot)
             return
+        if isinstance(sink.mask, Masker):  # no resolved secret leaves in an error or result
+            outcome = sink.mask.outcome(outcome)
         outcome = as_ended(outcome, slot.reason)
         once: list[bool] = []
 
@@ -202,6 +216,13 @@ class Executor:
         kind = row["handler_kind"]
         if kind == "python":
             assert self.python is not None and self.lock_dsn is not None
+            params = None
+            if self.secrets is not None and _REFERENCE in row["params"]:
+                try:
+                    resolved = self.secrets.resolve(row["tenant"], None, json.loads(row["params"]))
+                except PgschedError as exc:
+                    return _unresolved(exc)
+                sink.mask, params = resolved.mask, resolved.params
             locks = ExecutionLocks(self.lock_dsn, row["id"], row.get("tenant"))
             with self._locks_mutex:
                 self._locks[row["id"]] = locks
@@ -213,6 +234,7 @@ class Executor:
                     lambda: self.heartbeat.start_by(row, slot),
                     on_tick=lambda: self.recorder.flush_logs(row, sink),
                     locks=locks,
+                    params=params,
                 )
             with bound(locks):
                 return self.python.run(
@@ -222,14 +244,47 @@ class Executor:
                     lambda: self.heartbeat.start_by(row, slot),
                     on_tick=lambda: self.recorder.flush_logs(row, sink),
                     on_abandon=lambda outcome: self._resume(row, sink, slot, started, outcome),
+                    params=params,
                 )
         if kind == "dag":  # never enqueued (enqueue_v1 refuses it); say so if one appears
             return Outcome(
                 "failed",
                 error=f"task {row['task_name']!r} is a DAG: it starts DAG runs and is not run",
             )
-        env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
-        env.update(row["env"] or {})
+        return self._run_command(row, sink, slot)
+
+    def _run_command(self, row: Row, sink: LogSink, slot: Slot) -> Outcome | None:
+        """A shell or argv command, isolated as the worker was told (``config.isolation``):
+        then in a scratch directory of its own, from an environment of its own."""
+        iso = self.config.isolation.for_task(row)  # its own limits and network (0032)
+        with iso.scratch() if iso.isolated else contextlib.nullcontext() as workdir:
+            if workdir is not None:
+                env = iso.env(workdir)
+            else:
+                env = {
+                    k: v
+                    for k, v in os.environ.items()
+                    if k not in PRIVATE_ENV and not secret_variable(k)
+                }
+            return self._start_command(row, sink, slot, iso, env, workdir)
+
+    def _start_command(
+        self,
+        row: Row,
+        sink: LogSink,
+        slot: Slot,
+        iso: Isolation,
+        env: dict[str, str],
+        workdir: str | None,
+    ) -> Outcome | None:
+        task_env = row["env"] or {}
+        if self.secrets is not None and any(_REFERENCE in v for v in task_env.values()):
+            try:
+                resolved = self.secrets.resolve(row["tenant"], task_env, None)
+            except PgschedError as exc:
+                return _unresolved(exc)
+            sink.mask, task_env = resolved.mask, resolved.env or {}
+        env.update(task_env)
         env.update(
             PGSCHED_EXECUTION_ID=str(row["id"]),
             PGSCHED_TASK=row["task_name"],
@@ -242,14 +297,20 @@ class Executor:
             env["PGSCHED_PARAMS"] = encoded
         else:  # Linux refuses to start a program with one variable over 128 KB
             with tempfile.NamedTemporaryFile(
-                "w", prefix="pgsched-params-", suffix=".json", delete=False, encoding="utf-8"
+                "w",
+                prefix="pgsched-params-",
+                suffix=".json",
+                delete=False,
+                encoding="utf-8",
+                dir=workdir,  # an isolated command sees its scratch, not the worker's /tmp
             ) as f:
+                iso.give(f.fileno())
                 f.write(encoded)
             params_file = env["PGSCHED_PARAMS_FILE"] = f.name
         if row.get("dag_run_id") is not None:
             env["PGSCHED_DAG_RUN_ID"] = str(row["dag_run_id"])
-        if kind == "shell":
-            shell = (row["env"] or {}).get("SHELL", "/bin/sh")
+        if row["handler_kind"] == "shell":
+            shell = task_env.get("SHELL", "/bin/sh")
             argv = [shell, "-c", row["command"]]
         else:
             argv = list(row["argv"])
@@ -270,6 +331,8 @@ class Executor:
                         stop=slot,
                         stop_grace=self.config.stop_grace,
                         start_by=start_by,
+                        isolation=iso,
+                        workdir=workdir,
                     )
                 except StartDeadlinePassed:
                     log.info(
@@ -280,3 +343,12 @@ class Executor:
         finally:
             if params_file:
                 os.unlink(params_file)
+
+
+def _unresolved(exc: PgschedError) -> Outcome:
+    """The outcome of an attempt whose secret references did not resolve: a reference that
+    does not (missing, malformed, unreadable, no key) fails it for good, naming the
+    reference; the database away fails this attempt only (the next may fetch them)."""
+    if isinstance(exc, SecretUnresolved):
+        return Outcome("failed", error=str(exc), retryable=False)
+    return Outcome("failed", error=f"secrets could not be fetched: {exc}")

@@ -41,11 +41,15 @@ def final_state(row: Mapping[str, Any], outcome: Outcome, stopped: bool) -> str 
     and cancel; ``dead`` (the dead-letter queue) for a failure that is not retried, because
     its attempts are used up (``attempt`` of ``max_attempts``) or the task marks it not
     retryable (``no_retry_exit_codes``; ``no_retry_exceptions`` by qualified or bare class
-    name). ``stopped``: handed back by a stopping worker, always run again."""
+    name) or the outcome says no attempt can mend it (``retryable`` False: a secret
+    reference that does not resolve). ``stopped``: handed back by a stopping worker, always
+    run again."""
     if stopped:
         return None
     if outcome.state in ("succeeded", "cancelled"):
         return outcome.state
+    if not outcome.retryable:
+        return "dead"
     if outcome.exit_code is not None and outcome.exit_code in (row["no_retry_exit_codes"] or ()):
         return "dead"
     if set(outcome.error_types) & set(row["no_retry_exceptions"] or ()) or any(

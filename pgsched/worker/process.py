@@ -34,6 +34,7 @@ from .executor import Executor
 from .heartbeat import Heartbeat
 from .holdings import Holdings
 from .recorder import OnFinish, Recorder
+from .secret_resolver import SecretResolver
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,9 @@ class Worker:
         self.executor = Executor(
             config, self.holdings, self.clock, self.heartbeat, self.recorder, self.claimer.poke
         )
+        self.executor.secrets = SecretResolver(
+            db, config.secret_keys, config.secret_env, config.secret_dir
+        )
         self.completer: Completer | None = None
         self.watchdog: Watchdog | None = None
 
@@ -108,12 +112,20 @@ class Worker:
         cfg = self.config
         self._register()
         log.info(
-            "worker %s started: queues=%s tenants=%s concurrency=%d",
+            "worker %s started: queues=%s tenants=%s concurrency=%d isolation: %s",
             self.id,
             ",".join(cfg.queues),
             "all" if cfg.tenants is None else ",".join(cfg.tenants),
             cfg.concurrency,
+            cfg.isolation.describe(),
         )
+        if cfg.secret_keys is not None or cfg.secret_env or cfg.secret_dir:
+            log.info(  # ids and names only: which keys open stored secrets, which providers
+                "secrets: keys %s; env providers %s; folder %s",
+                ", ".join(cfg.secret_keys.ids) if cfg.secret_keys else "none",
+                ", ".join(sorted(cfg.secret_env)) or "none",
+                cfg.secret_dir or "none",
+            )
         guard = _start_guardian(self.id)
         self.completer = self.recorder.completer = Completer(
             self.db, self._worker_id, retry_seconds=cfg.record_retry_seconds

@@ -73,6 +73,7 @@ def storable(outcome: Outcome) -> Outcome:
         outcome.result,
         outcome.error_type,
         outcome.error_types,
+        outcome.retryable,
     )
 
 

@@ -215,6 +215,24 @@ def test_execution_show_says_which_limit_holds_a_pending_execution(dsn):
     assert shown["wait_reason"] == "queue default is paused: vendor maintenance"
 
 
+def test_execution_list_says_which_limit_holds_each_pending_execution(dsn):
+    """A newcomer's finding: only ``execution show`` said why a run waits. The listing
+    gains a wait_reason column when a limit holds a listed run, and the field in JSON."""
+    run(dsn, "task", "create", "job", "--command", "true")
+    first = json.loads(run(dsn, "task", "trigger", "job", "--json").output)["execution_id"]
+    listed = json.loads(run(dsn, "execution", "list", "--json").output)
+    assert [(r["id"], r["wait_reason"]) for r in listed] == [(first, None)]
+    assert "WAIT_REASON" not in run(dsn, "execution", "list").output  # no column for nothing
+    run(dsn, "queue", "pause", "default", "--reason", "vendor maintenance")
+    second = json.loads(run(dsn, "task", "trigger", "job", "--json").output)["execution_id"]
+    listed = json.loads(run(dsn, "execution", "list", "--json").output)
+    why = "queue default is paused: vendor maintenance"
+    assert [(r["id"], r["wait_reason"]) for r in listed] == [(second, why), (first, why)]
+    lines = run(dsn, "execution", "list").output.splitlines()
+    assert lines[0].split()[-1] == "WAIT_REASON"
+    assert all(line.endswith(why) for line in lines[2:]), lines
+
+
 def test_a_queue_nothing_uses_is_said_new_on_pause_and_set_and_cannot_be_resumed(dsn):
     """A mistyped name (a newcomer's finding): pause and set make the queue, as they may
     before its work comes, and say so; resume of a queue there is none of is an error."""
@@ -249,6 +267,32 @@ def test_concurrency_key_none_removes_the_key_and_its_limits_and_a_broken_templa
     assert one(dsn, "SELECT concurrency_key FROM pgsched.task WHERE name = 'imp'") == {
         "concurrency_key": None
     }
+
+
+def test_a_concurrency_key_without_a_key_limit_is_warned_about(dsn):
+    """A newcomer's finding: --concurrency-key alone was taken silently and limited
+    nothing. It is still taken (a key limit may follow), with a warning on stderr, which
+    goes once a key limit counts by it."""
+    made = run(dsn, "task", "create", "imp", "--command", "true", "--concurrency-key", "c:{id}")
+    warning = "warning: task imp: concurrency key 'c:{id}' limits nothing until --key-max-running"
+    assert warning in made.stderr and warning not in made.stdout
+    assert one(dsn, "SELECT concurrency_key FROM pgsched.task")["concurrency_key"] == "c:{id}"
+    limited = run(dsn, "task", "update", "imp", "--key-max-running", "1")
+    assert "warning" not in limited.stderr and "(key_max_running)" in limited.stdout
+    unlimited = run(dsn, "task", "update", "imp", "--key-max-running", "none")
+    assert warning in unlimited.stderr
+
+
+def test_task_update_names_only_what_changed(dsn):
+    """A newcomer's finding: ``task update --command`` on a command task said it changed
+    handler_kind too (the field is implied by the option, and was already shell)."""
+    run(dsn, "task", "create", "job", "--command", "true")
+    said = run(dsn, "task", "update", "job", "--command", "echo hi").stdout
+    assert said.startswith("updated task job (command);"), said
+    said = run(dsn, "task", "update", "job", "--argv", '["true"]').stdout
+    assert said.startswith("updated task job (argv, handler_kind);"), said
+    said = run(dsn, "task", "update", "job", "--argv", '["true"]').stdout
+    assert said.startswith("updated task job (no change);"), said
 
 
 def test_a_rate_periods_bounds_are_the_databases(dsn):

@@ -12,13 +12,14 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import psycopg
 import pytest
 from psycopg.rows import dict_row
 
 from pgsched.db import Session
+from pgsched.limits import format_rate
 from pgsched.stores import tasks
 from pgsched.worker.claims import TaskDefinitions
 from pgsched.worker.completer import finish_params
@@ -278,9 +279,71 @@ def test_the_hourly_quota_counts_starts_and_says_why_work_waits(db, sql):
             "SELECT pgsched_internal.wait_reason_v1(e) AS r FROM pgsched.execution e WHERE state = 'pending'"
         ).fetchall()
     }
-    assert reasons == {"tenant t1 started its quota of 3 executions this hour (UTC)"}
+    top = usage["hour_start"] + timedelta(hours=1)
+    [reason] = reasons
+    assert reason.startswith("tenant t1 started its quota of 3 executions this hour (UTC); ")
+    assert f"a start is free at {top:%Y-%m-%d %H:%M:%S} UTC (in " in reason  # 0030
     wait = sql.execute("SELECT * FROM pgsched.limit_wait WHERE tenant = 't1'").fetchone()
-    assert wait["free_at"] == usage["hour_start"] + timedelta(hours=1)
+    assert wait["free_at"] == top
+
+
+def test_a_rate_reason_names_its_period_and_when_a_start_is_free(db, sql):
+    """0030: "started its rate limit of 2 per 1m; a start is free at <the oldest start in
+    the window + 60 s> UTC (in N s)", for a queue's, a task's and a key's rate alike."""
+    make_task(db, "job", queue="q")
+    sql.execute(
+        "UPDATE pgsched.task SET key_rate_limit = 2, key_rate_period_seconds = 90,"
+        " concurrency_key = 'acme' WHERE name = 'job'"
+    )
+    sql.execute(
+        "INSERT INTO pgsched.queue (tenant, name, rate_limit, rate_period_seconds)"
+        " VALUES ('default', 'q', 2, 60)"
+    )
+    for _ in range(3):
+        tasks.trigger(db, "job")
+    worker = register(db, queues=("q",))
+    assert len(claim(db, worker, queues=("q",))) == 2
+    first = sql.execute(
+        "SELECT min(started_at) AS at FROM pgsched.rate_start WHERE scope = 'queue'"
+    ).fetchone()["at"]
+    why = sql.execute(
+        "SELECT pgsched_internal.wait_reason_v1(e) AS r FROM pgsched.execution e"
+        " WHERE state = 'pending'"
+    ).fetchone()["r"]
+    free = (first + timedelta(seconds=60)).astimezone(UTC)
+    assert why.startswith("queue q started its rate limit of 2 per 1m; a start is free at ")
+    assert f"free at {free:%Y-%m-%d %H:%M:%S} UTC (in " in why
+    assert 55 <= int(why.rsplit("(in ", 1)[1].split(" ")[0]) <= 60
+    # the queue's rate lifted: the key's (90 s: "90s") holds it, with its own free time
+    sql.execute("UPDATE pgsched.queue SET rate_limit = NULL, rate_period_seconds = NULL")
+    why = sql.execute(
+        "SELECT pgsched_internal.wait_reason_v1(e) AS r FROM pgsched.execution e"
+        " WHERE state = 'pending'"
+    ).fetchone()["r"]
+    free = (first + timedelta(seconds=90)).astimezone(UTC)
+    assert why.startswith("key acme started its rate limit of 2 per 90s; a start is free at ")
+    assert f"free at {free:%Y-%m-%d %H:%M:%S} UTC" in why
+
+
+@pytest.mark.parametrize(
+    "seconds, text",
+    [
+        (60, "1m"),
+        (3600, "1h"),
+        (86400, "1d"),
+        (172800, "2d"),
+        (90, "90s"),
+        (7200, "2h"),
+        (0.5, "0.5s"),
+        (1, "1s"),
+        (5400, "90m"),
+    ],
+)
+def test_a_period_reads_as_the_cli_writes_it(sql, seconds, text):
+    """period_text_v1 and pgsched.limits.format_rate agree (one rule, two languages)."""
+    got = sql.execute("SELECT pgsched_internal.period_text_v1(%s) AS t", [seconds]).fetchone()["t"]
+    assert got == text
+    assert format_rate(7, seconds) == f"7/{text}"
 
 
 def test_reasons_name_each_limit_that_holds_work(db, sql):

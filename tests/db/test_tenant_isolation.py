@@ -32,6 +32,9 @@ PUBLIC_FUNCTIONS = {
     "dag_cancel_v1": "SELECT pgsched.dag_cancel_v1({run}, tenant => {b})",
     "dag_rerun_v1": "SELECT pgsched.dag_rerun_v1({run}, tenant => {b})",
     "execution_v1": "SELECT * FROM pgsched.execution_v1({dead}, tenant => {b})",
+    # the masked reads of migration 0031 (tests/db/test_masking.py tries them further)
+    "execution_v2": "SELECT * FROM pgsched.execution_v2({dead}, tenant => {b})",
+    "task_v1": "SELECT * FROM pgsched.task_v1('job', tenant => {b})",
     # the locks of migration 0023 (tests/db/test_locks.py tries them further)
     "lock_try_v1": "SELECT pgsched.lock_try_v1('x', tenant => {b})",
     "lock_wait_v1": "SELECT pgsched.lock_wait_v1('x', 0.1, tenant => {b})",
@@ -42,6 +45,11 @@ PUBLIC_FUNCTIONS = {
     "queue_set_limits_v1": "SELECT * FROM pgsched.queue_set_limits_v1('default', 1, tenant => {b})",
     "tenant_usage_v1": "SELECT * FROM pgsched.tenant_usage_v1({b})",
     "tenant_set_quotas_v1": "SELECT * FROM pgsched.tenant_set_quotas_v1({b}, max_running => 0)",
+    # the secrets of migration 0029 (tests/db/test_secrets.py tries them further)
+    "secret_set_v1": "SELECT pgsched.secret_set_v1('x', decode(repeat('00', 16), 'hex'), "
+    "decode(repeat('00', 12), 'hex'), '0123456789abcdef', tenant => {b})",
+    "secret_list_v1": "SELECT * FROM pgsched.secret_list_v1(tenant => {b})",
+    "secret_delete_v1": "SELECT pgsched.secret_delete_v1('x', tenant => {b})",
 }
 
 # The same calls with B's ids but no tenant: they act in the caller's own tenant A, where
@@ -52,6 +60,7 @@ BY_ID = {
     "dag_cancel_v1": "SELECT pgsched.dag_cancel_v1({run})",
     "dag_rerun_v1": "SELECT pgsched.dag_rerun_v1({run})",
     "execution_v1": "SELECT * FROM pgsched.execution_v1({dead})",
+    "execution_v2": "SELECT * FROM pgsched.execution_v2({dead})",
 }
 
 

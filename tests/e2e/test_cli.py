@@ -132,7 +132,7 @@ def test_task_update_changes_only_what_is_given(dsn, sql):
     out = cli(
         dsn, "task", "update", "nightly", "--cron", "0 2 L * *", "--tz", "America/New_York"
     ).stdout
-    assert out.startswith("updated task nightly (schedule, schedule_kind, timezone); next fire: ")
+    assert out.startswith("updated task nightly (schedule, timezone); next fire: ")
     row = json.loads(cli(dsn, "task", "update", "nightly", "--env", "A=1", "--json").stdout)
     assert (row["schedule_expr"], row["timezone"], row["command"], row["priority"], row["env"]) == (
         "0 2 L * *",

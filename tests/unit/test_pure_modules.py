@@ -17,6 +17,7 @@ PURE = [
     "pgsched.retry",
     "pgsched.crontab",
     "pgsched.jsontext",
+    "pgsched.masking",
     "pgsched.errors",
     "pgsched.lifecycle",
     "pgsched.roles",
@@ -36,6 +37,8 @@ PURE = [
     "pgsched.lazy",
     "pgsched.worker.outcome",
     "pgsched.settings",
+    "pgsched.secret_refs",
+    "pgsched.secret_keys",
 ]
 FORBIDDEN = ("psycopg", "psycopg_pool", "starlette", "jinja2", "click")
 

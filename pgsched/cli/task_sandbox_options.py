@@ -1,0 +1,58 @@
+"""``task create`` and ``task update``'s options for a task's own sandbox settings
+(migration 0032; docs/security.md, "Sandbox"): ``--limit-cpu``, ``--limit-memory``,
+``--limit-nofile``, ``--limit-nproc``, ``--limit-fsize`` over its worker's, and
+``--network``. They apply on a worker that isolates its commands (``--isolation``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..handlers.rlimits import parse_count, parse_seconds, parse_size
+
+# option (its dest: task_limit_*) -> TaskSpec field, parser
+_LIMITS = {
+    "cpu": ("limit_cpu_seconds", parse_seconds, "SECONDS", "CPU seconds (60s, 2m)"),
+    "memory": ("limit_memory_bytes", parse_size, "SIZE", "address space per process (1GB)"),
+    "nofile": ("limit_nofile", parse_count, "N", "open files per process"),
+    "nproc": ("limit_nproc", parse_count, "N", "processes of its user on the host"),
+    "fsize": ("limit_fsize_bytes", parse_size, "SIZE", "size of a file written (1GB)"),
+}
+
+
+def sandbox_options(create: bool) -> list[Any]:
+    """The options; on update ``worker`` puts a limit back to the worker's."""
+    back = "" if create else "; 'worker': the worker's again"
+    options = [
+        click.option(
+            f"--limit-{name}",
+            f"task_limit_{name}",
+            metavar=metavar,
+            help=f"Its commands' limit: {text}, over the worker's --limit-{name}{back}.",
+        )
+        for name, (_, _, metavar, text) in _LIMITS.items()
+    ]
+    options.append(
+        click.option(
+            "--network",
+            "task_network",
+            type=click.Choice(["allow", "deny", "worker"]),
+            help="Whether its sandboxed commands may use the host's network (worker: as the "
+            "worker's --allow-network says, the default).",
+        )
+    )
+    return options
+
+
+def sandbox_fields(o: dict[str, Any]) -> dict[str, Any]:
+    """TaskSpec fields from the options given ('worker' or 'unlimited': None). Raises
+    ValidationError naming the field."""
+    out: dict[str, Any] = {}
+    for name, (field, parse, _, _) in _LIMITS.items():
+        text = o.get(f"task_limit_{name}")
+        if text is not None:
+            out[field] = None if text.strip().lower() == "worker" else parse(field, text)
+    if o.get("task_network") is not None:
+        out["network"] = {"allow": True, "deny": False, "worker": None}[o["task_network"]]
+    return out

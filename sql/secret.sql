@@ -1,0 +1,22 @@
+-- Secrets by reference (migration 0029; docs/security.md, "Secrets"). The values come and
+-- go sealed (pgsched/secret_keys.py): the database sees ciphertext, nonce and key id only.
+
+-- name: secret_set :one
+-- Set secret %(name)s of %(tenant)s (NULL: the caller's) to a sealed value; created: false
+-- when it replaced one.
+SELECT pgsched.secret_set_v1(%(name)s::text, %(ciphertext)s::bytea, %(nonce)s::bytea,
+                             %(key_id)s::text, %(tenant)s::text, %(by)s::text) AS created
+
+-- name: secret_list :many
+-- The secrets of %(tenant)s (NULL: the caller's): names and metadata, no ciphertext.
+SELECT secret_name AS name, key_id, created_at, created_by, updated_at, updated_by
+  FROM pgsched.secret_list_v1(%(tenant)s::text)
+
+-- name: secret_delete :exec
+-- Delete secret %(name)s of %(tenant)s (NULL: the caller's); no_data_found when absent.
+SELECT pgsched.secret_delete_v1(%(name)s::text, %(tenant)s::text)
+
+-- name: secret_fetch :many
+-- The sealed rows of %(names)s in %(tenant)s, for a worker resolving an execution's references.
+SELECT secret_name AS name, ciphertext, nonce, key_id
+  FROM pgsched_internal.secret_fetch_v1(%(tenant)s::text, %(names)s::text[])
