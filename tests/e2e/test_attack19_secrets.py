@@ -158,3 +158,40 @@ def test_attack19_a_non_ascii_secret_printed_with_json_dumps_is_masked(
     ]
     assert lines, "it printed"
     assert [ln for ln in lines if escaped in ln] == [], lines
+
+
+@pytest.fixture
+def tenants_ab(dsn):
+    with two_tenants(dsn) as (a, b, _roles):
+        yield a, b
+
+
+def test_attack19_a_worker_serving_two_tenants_gives_no_tenant_the_others_provider_secret(
+    dsn, sql, start, tmp_path, tenants_ab
+):
+    """A worker started for A and B (``--tenant A --tenant B``, or ``--all-tenants``) with a
+    provider secret meant for A's task (``PGSCHED_SECRET_ENV_A_TOKEN``): B's task author
+    writes ``{{secret:env:A_TOKEN}}`` and gets it. docs/security.md only advises binding
+    such workers to one tenant; nothing stops it. Secure outcome: B's reference does not
+    resolve (providers scoped to a tenant, or refused on a worker serving several)."""
+    a, b = tenants_ab
+    _value, outbox, env = _setup(dsn, tmp_path, a.name)
+    token = "tok-" + secrets.token_hex(12)
+    cli(dsn, "--tenant", b.name, "task", "create", "grab",
+        "--command", 'printf "%s\\n" "$X" >> "$ATTACK19_OUTBOX"',
+        "--env", "X={{secret:env:A_TOKEN}}")  # fmt: skip
+    worker = start(
+        *WORKER,
+        "--tenant",
+        a.name,
+        "--tenant",
+        b.name,
+        env={**env, "PGSCHED_SECRET_ENV_A_TOKEN": token},
+    )
+    if worker.proc.poll() is not None:
+        return  # refusing to start with a provider while serving two tenants is secure too
+    with login(b.app) as c:
+        row = c.execute("SELECT * FROM pgsched.enqueue_v2('grab', tenant => %s)", [b.name])
+        ident = next(iter(row.fetchone().values()))
+    finished(sql, ident)
+    assert token not in Path(outbox).read_text(), "tenant B read the provider secret meant for A"
