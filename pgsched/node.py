@@ -163,6 +163,16 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
         statement_deadline=s.statement_deadline or None,
     )
     config.tenants = worker_tenants(db, s)
+    if (secret_env or secret_dir) and (config.tenants is None or len(config.tenants) > 1):
+        # a provider's secret is the worker's, not a tenant's: every tenant it serves could
+        # name it (the attack of issue 19); docs/security.md, "Secrets"
+        raise ConfigError(
+            "secret providers (PGSCHED_SECRET_ENV_*, PGSCHED_SECRET_DIR) are given to a worker "
+            "that serves "
+            + ("every tenant" if config.tenants is None else ", ".join(config.tenants))
+            + ": any of them could read every provided secret; start one worker per tenant "
+            "(--tenant NAME) for provided secrets, or store them per tenant (pgsched secret set)"
+        )
     # Tasks run under this process (Python tasks inside it): they get no pgsched settings.
     # (Its login left with conceal_login, which keeps what libpq reads again: PGSYSCONFDIR.)
     for name in PRIVATE_ENV - CREDENTIAL_ENV:

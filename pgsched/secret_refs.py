@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import quote, quote_plus
 
 from .errors import PgschedError
 
@@ -132,15 +133,23 @@ def mask_text(reference: Reference) -> str:
 
 class Masker:
     """Replaces every resolved value in text: the value itself, each of its lines when it
-    has several (output is stored line by line), and its JSON-escaped form (a handler that
-    prints ``json.dumps`` of it). Longest first, so a value inside another is masked as the
+    has several (output is stored line by line), its JSON-escaped forms (a handler that
+    prints ``json.dumps`` of it, with or without ``ensure_ascii``), its ``repr`` and its
+    URL-quoted forms (a DSN in an error message). Longest first, so a value inside another is masked as the
     longer one's part. Empty values are not masked (there is nothing to find)."""
 
     def __init__(self, resolved: Mapping[Reference, str]):
         forms: dict[str, str] = {}
         for ref, value in resolved.items():
             mask = mask_text(ref)
-            candidates = {value, json.dumps(value, ensure_ascii=False)[1:-1]}
+            candidates = {
+                value,
+                json.dumps(value, ensure_ascii=False)[1:-1],
+                json.dumps(value)[1:-1],  # json.dumps' default: non-ASCII as \uXXXX
+                repr(value)[1:-1],  # a traceback's or a print of a container's
+                quote(value, safe=""),  # a URL's, as an error message prints a DSN
+                quote_plus(value),
+            }
             if "\n" in value:
                 candidates |= {line.strip() for line in value.splitlines()}
             for form in candidates:

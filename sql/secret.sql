@@ -20,3 +20,9 @@ SELECT pgsched.secret_delete_v1(%(name)s::text, %(tenant)s::text)
 -- The sealed rows of %(names)s in %(tenant)s, for a worker resolving an execution's references.
 SELECT secret_name AS name, ciphertext, nonce, key_id
   FROM pgsched_internal.secret_fetch_v1(%(tenant)s::text, %(names)s::text[])
+
+-- name: secret_authored_params :one
+-- The params task %(id)s of %(tenant)s was defined with: where its author may have written
+-- references (an execution's params are these merged with its enqueuer's, whose references
+-- a worker never resolves: docs/security.md, "Secrets").
+SELECT params FROM pgsched.task WHERE id = %(id)s AND tenant = %(tenant)s

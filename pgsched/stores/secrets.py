@@ -12,6 +12,8 @@ unknown tenant or secret, PermissionDenied when the database refuses the login.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..db import Database, Row, Session
 from ..errors import ValidationError
 from ..secret_keys import MAX_VALUE_BYTES, Keyring, Sealed
@@ -85,3 +87,11 @@ def fetch_sealed(db: Database | Session, tenant: str, names: list[str]) -> dict[
     with db.transaction() as tx:
         rows = tx.many("secret_fetch", tenant=tenant, names=names)
     return {r["name"]: Sealed(bytes(r["ciphertext"]), bytes(r["nonce"]), r["key_id"]) for r in rows}
+
+
+def authored_params(db: Database | Session, tenant: str, task_id: int) -> dict[str, Any]:
+    """The params task ``task_id`` of ``tenant`` was defined with (``{}`` when it is gone):
+    the only params whose references a worker resolves."""
+    row = db.one("secret_authored_params", id=task_id, tenant=tenant)
+    params = row["params"] if row else None
+    return params if isinstance(params, dict) else {}

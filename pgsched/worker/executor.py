@@ -219,7 +219,9 @@ class Executor:
             params = None
             if self.secrets is not None and _REFERENCE in row["params"]:
                 try:
-                    resolved = self.secrets.resolve(row["tenant"], None, json.loads(row["params"]))
+                    resolved = self.secrets.resolve(
+                        row["tenant"], None, json.loads(row["params"]), task_id=row["task_id"]
+                    )
                 except PgschedError as exc:
                     return _unresolved(exc)
                 sink.mask, params = resolved.mask, resolved.params

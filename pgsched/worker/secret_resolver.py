@@ -35,7 +35,7 @@ from ..secret_refs import (
     substitute,
     substitute_all,
 )
-from ..stores.secrets import fetch_sealed
+from ..stores.secrets import authored_params, fetch_sealed
 
 #: the most a provider's file may hold (bytes), as a stored secret
 MAX_FILE_BYTES = 64 * 1024
@@ -82,19 +82,40 @@ class SecretResolver:
         self.provided = dict(provided or {})
         self.folder = folder
 
-    def resolve(self, tenant: str, env: Mapping[str, str] | None, params: Any) -> Resolved:
-        """``env`` (a command's: its values) and ``params`` (a Python task's, decoded; None
-        for a command) resolved for an execution of ``tenant``. Raises SecretUnresolved
-        naming the first reference that cannot be (malformed, missing, unreadable, no key),
-        DatabaseError when the sealed rows cannot be fetched (worth another attempt)."""
-        texts = list((env or {}).values()) + list(strings(params))
+    def resolve(
+        self, tenant: str, env: Mapping[str, str] | None, params: Any, task_id: int | None = None
+    ) -> Resolved:
+        """``env`` (a command's: its values, which only the task's author writes) and
+        ``params`` (a Python task's, decoded; None for a command) resolved for an execution
+        of ``tenant``. Of ``params``, only the top-level entries that are the task's own
+        (task ``task_id`` defines the same key with the same value) are resolved: an
+        execution's params are its task's merged with what its enqueuer gave (an
+        application's login, a trigger, a DAG run, an upstream's result), and a reference
+        written there is plain text, never a way to read the tenant's secrets (the attack
+        of issue 19: an enqueuer's ``{{secret:NAME}}`` mailed out by a task that forwards
+        its params). Raises SecretUnresolved naming the first reference that cannot be
+        (malformed, missing, unreadable, no key), DatabaseError when the task's params or the
+        sealed rows cannot be fetched (worth another attempt)."""
+        authored = self._authored(tenant, params, task_id)
+        texts = list((env or {}).values()) + list(strings(authored))
         refs = references_of(texts)
         if not refs:
             return Resolved(dict(env) if env is not None else None, params, Masker({}))
         values = self._values(tenant, refs)
         resolved_env = None if env is None else {k: substitute(v, values) for k, v in env.items()}
-        resolved_params = None if params is None else substitute_all(params, values)
+        resolved_params = None
+        if params is not None:
+            resolved_params = {**params, **substitute_all(authored, values)}
         return Resolved(resolved_env, resolved_params, Masker(values))
+
+    def _authored(self, tenant: str, params: Any, task_id: int | None) -> dict[str, Any]:
+        """The entries of ``params`` whose references may be resolved: those that task
+        ``task_id`` was defined with, unchanged (never ``upstream``, which a DAG run fills
+        from its upstream nodes' results)."""
+        if not isinstance(params, dict) or task_id is None:
+            return {}
+        own = authored_params(self.db, tenant, task_id)
+        return {k: v for k, v in params.items() if k != "upstream" and k in own and own[k] == v}
 
     def _values(self, tenant: str, refs: list[Reference]) -> dict[Reference, str]:
         values: dict[Reference, str] = {}

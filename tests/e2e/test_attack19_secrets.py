@@ -8,6 +8,7 @@ import base64
 import json
 import os
 import secrets
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -188,8 +189,14 @@ def test_attack19_a_worker_serving_two_tenants_gives_no_tenant_the_others_provid
         b.name,
         env={**env, "PGSCHED_SECRET_ENV_A_TOKEN": token},
     )
-    if worker.proc.poll() is not None:
-        return  # refusing to start with a provider while serving two tenants is secure too
+    try:  # refusing to start with a provider while serving two tenants is secure too
+        worker.proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        pass  # it runs: then B's reference must not resolve
+    else:
+        assert "secret providers (PGSCHED_SECRET_ENV_*, PGSCHED_SECRET_DIR)" in worker.output
+        assert token not in worker.output
+        return
     with login(b.app) as c:
         row = c.execute("SELECT * FROM pgsched.enqueue_v2('grab', tenant => %s)", [b.name])
         ident = next(iter(row.fetchone().values()))
