@@ -306,23 +306,25 @@ def test_a_rate_reason_names_its_period_and_when_a_start_is_free(db, sql):
     first = sql.execute(
         "SELECT min(started_at) AS at FROM pgsched.rate_start WHERE scope = 'queue'"
     ).fetchone()["at"]
-    why = sql.execute(
-        "SELECT pgsched_internal.wait_reason_v1(e) AS r FROM pgsched.execution e"
-        " WHERE state = 'pending'"
-    ).fetchone()["r"]
+    why = _pending_reason(sql)
     free = (first + timedelta(seconds=60)).astimezone(UTC)
     assert why.startswith("queue q started its rate limit of 2 per 1m; a start is free at ")
     assert f"free at {free:%Y-%m-%d %H:%M:%S} UTC (in " in why
     assert 55 <= int(why.rsplit("(in ", 1)[1].split(" ")[0]) <= 60
     # the queue's rate lifted: the key's (90 s: "90s") holds it, with its own free time
     sql.execute("UPDATE pgsched.queue SET rate_limit = NULL, rate_period_seconds = NULL")
-    why = sql.execute(
-        "SELECT pgsched_internal.wait_reason_v1(e) AS r FROM pgsched.execution e"
-        " WHERE state = 'pending'"
-    ).fetchone()["r"]
+    why = _pending_reason(sql)
     free = (first + timedelta(seconds=90)).astimezone(UTC)
     assert why.startswith("key acme started its rate limit of 2 per 90s; a start is free at ")
     assert f"free at {free:%Y-%m-%d %H:%M:%S} UTC" in why
+
+
+def _pending_reason(sql) -> str:
+    """The wait reason of the one pending execution."""
+    return sql.execute(
+        "SELECT pgsched_internal.wait_reason_v1(e) AS r FROM pgsched.execution e"
+        " WHERE state = 'pending'"
+    ).fetchone()["r"]
 
 
 @pytest.mark.parametrize(
