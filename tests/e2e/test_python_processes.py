@@ -57,6 +57,13 @@ MODULE = textwrap.dedent("""
         return os.getpid()
 
     @app.task()
+    def hog():
+        started()
+        kept = []
+        while True:  # a leak: 64 MiB at a time until the allocation fails
+            kept.append(bytearray(64 * 1024 * 1024))
+
+    @app.task()
     def quick(n=0):
         print("quick", n)
         return n
@@ -200,3 +207,24 @@ def test_thread_isolation_runs_the_handler_in_the_worker_itself(dsn, sql, start,
     ).fetchall()
     assert [(r["stream"], r["line"]) for r in logged] == [("stdout", "quick 0")]
     assert json.loads(json.dumps(finished(sql, ident)["result"])) == 0
+
+
+def test_a_leaking_handler_stops_at_its_memory_limit_and_only_its_child_is_replaced(
+    dsn, sql, start, module_dir
+):
+    """``--python-memory-limit`` (RLIMIT_AS of each child): a handler that allocates
+    without end gets MemoryError there, its attempt fails naming it, the worker stays as it
+    was, and the next call runs in a new child."""
+    _create(dsn, "hog")
+    _create(dsn, "pid")
+    worker = _worker(start, module_dir, "--concurrency", "1", "--python-memory-limit", "512MB")
+    ident = trigger(dsn, "hog")
+    leaked = _started_pid(sql, ident)
+    done = finished(sql, ident)
+    assert done["state"] == "dead" and "MemoryError" in (done["error"] or ""), done
+    with open(f"/proc/{worker.proc.pid}/status") as f:  # the worker did not grow with it
+        rss_kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    assert rss_kib < 400 * 1024, rss_kib
+    after = finished(sql, trigger(dsn, "pid"))
+    assert after["state"] == "succeeded" and after["result"] != leaked
+    wait_for(lambda: not alive(leaked), timeout=10, what="the leaking child to be replaced")
