@@ -323,6 +323,7 @@ def main() -> None:
     args = p.parse_args()
     # what part_drain reads besides these
     args.worker_log_level, args.poll_interval = None, None
+    args.python_isolation, args.task = None, "bench-job"  # part_drain's own defaults
     warnings.simplefilter("ignore")
     fn = {"fairness": part_fairness, "limits-drain": part_limits_drain}[args.cmd]
     common.main_guard(lambda: fn(args))

@@ -26,9 +26,11 @@ exception of the task's: its target cannot be resolved, its result is not JSON),
 
 from __future__ import annotations
 
+import codecs
 import ctypes
 import importlib
 import inspect
+import io
 import json
 import os
 import resource
@@ -184,6 +186,19 @@ def _die_with(parent: int) -> None:
         os._exit(137)
 
 
+def _replace_unencodable(exc: UnicodeError) -> tuple[bytes, int]:
+    """A codec error handler: what UTF-8 cannot encode (a lone surrogate, valid in a str)
+    becomes U+FFFD, one per character, instead of raising in the handler's print. As
+    bytes: CPython's UTF-8 encoder takes a str replacement only when it is ASCII."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    return "\ufffd".encode() * (exc.end - exc.start), exc.end
+
+
+_UNENCODABLE = "pgsched.unencodable"
+codecs.register_error(_UNENCODABLE, _replace_unencodable)
+
+
 def serve(fd_in: int, fd_out: int, allowed: tuple[str, ...]) -> None:
     """Serve calls until the worker closes the pipe (or the process is killed)."""
     channel = Channel(fd_in, fd_out)
@@ -214,6 +229,17 @@ def _child(sock: socket.socket, fds: list[int], init: dict[str, Any]) -> None:
         os.close(out)
         os.close(err)
         _die_with(zygote)
+        # its own text streams on the pipes, line by line (so a line is logged as printed);
+        # a lone surrogate prints as U+FFFD, as the thread mode's capture stores it
+        sys.stdout, sys.stderr = (
+            io.TextIOWrapper(
+                io.FileIO(fd, "w", closefd=False),
+                encoding="utf-8",
+                errors=_UNENCODABLE,
+                line_buffering=True,
+            )
+            for fd in (1, 2)
+        )
         if init["memory"]:
             resource.setrlimit(resource.RLIMIT_AS, (init["memory"], init["memory"]))
         serve(fd_in, fd_out, tuple(init["allowed"]))

@@ -127,7 +127,12 @@ def test_cancel_and_timeout_interrupt_a_python_task(dsn, sql, start, tmp_path):
         "--params",
         json.dumps({"marker": str(marker)}),
     )
-    start("worker", "--poll-interval", "0.5", "--pythonpath", str(tmp_path))
+    # the thread mode: TaskInterrupted is raised in the call, so its finally runs (the
+    # process mode kills the call's child: tests/e2e/test_python_processes.py)
+    start(
+        "worker", "--poll-interval", "0.5", "--pythonpath", str(tmp_path),
+        "--python-isolation", "thread",
+    )  # fmt: skip
     ident = trigger(dsn, "busy")
     wait_until(
         lambda: sql.execute(
