@@ -119,6 +119,13 @@ class WorkerSettings:
             )
         if self.python_memory_limit is not None:
             _whole("python_memory_limit", self.python_memory_limit, 64 * 1024**2, 1024**5)
+            if self.python_isolation == "thread":  # a limit on the worker itself: refused
+                raise ValidationError(
+                    "python_memory_limit",
+                    self.python_memory_limit,
+                    "applies to Python handlers' child processes: it needs "
+                    "--python-isolation process",
+                )
         if self.isolation not in LEVELS:
             raise ValidationError(
                 "isolation", self.isolation, f"must be one of {', '.join(LEVELS)}"

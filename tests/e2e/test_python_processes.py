@@ -228,3 +228,13 @@ def test_a_leaking_handler_stops_at_its_memory_limit_and_only_its_child_is_repla
     after = finished(sql, trigger(dsn, "pid"))
     assert after["state"] == "succeeded" and after["result"] != leaked
     wait_for(lambda: not alive(leaked), timeout=10, what="the leaking child to be replaced")
+
+
+def test_a_memory_limit_with_the_thread_mode_is_refused(dsn):
+    """A newcomer's finding: ``--python-memory-limit`` with ``--python-isolation thread``
+    started and limited nothing (the help says it needs the process mode)."""
+    out = cli(
+        dsn, "worker", "--python-isolation", "thread", "--python-memory-limit", "1GB", check=False
+    )
+    assert out.returncode != 0
+    assert "python_memory_limit" in out.stderr and "--python-isolation process" in out.stderr
