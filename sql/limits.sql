@@ -109,15 +109,16 @@ SELECT q.tenant, q.name, q.paused_at, q.paused_by, q.pause_reason,
  ORDER BY q.tenant, q.name
 
 -- name: limits_wait_reasons :many
--- Why each pending execution of %(ids)s (of %(tenant)s) has not started, for those a limit
--- holds (the rest: no row). One statement for a listing.
+-- Why each pending execution of %(ids)s (of %(tenant)s) has not started, for those
+-- something holds (pgsched_internal.pending_reason_v1: its backoff, its due time, a limit,
+-- no worker serving its queue; the rest: no row). One statement for a listing.
 SELECT e.id, r.reason
   FROM pgsched.execution e,
-       LATERAL (SELECT pgsched_internal.wait_reason_v1(e) AS reason) r
+       LATERAL (SELECT pgsched_internal.pending_reason_v1(e) AS reason) r
  WHERE e.id = ANY (%(ids)s::bigint[]) AND e.tenant = %(tenant)s AND r.reason IS NOT NULL
 
 -- name: limits_wait_reason :one
--- Why pending execution %(id)s of %(tenant)s has not started, when a limit holds it
--- (NULL: none does; it waits for a worker, or is not due).
-SELECT pgsched_internal.wait_reason_v1(e) AS reason
+-- Why pending execution %(id)s of %(tenant)s has not started (pending_reason_v1; NULL:
+-- nothing holds it: it is due, free, and a live worker serves its queue).
+SELECT pgsched_internal.pending_reason_v1(e) AS reason
   FROM pgsched.execution e WHERE e.id = %(id)s AND e.tenant = %(tenant)s

@@ -1224,6 +1224,23 @@ END $$;
 COMMENT ON FUNCTION pgsched_internal.access_prune_v1(OUT events bigint, OUT sessions bigint) IS 'removes audit events past retention and web sessions ended over a day ago (migration 0019)';
 
 --
+-- Name: at_text_v1(timestamp with time zone); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.at_text_v1(at timestamp with time zone) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT format('%s UTC (in %s s)', to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'),
+                  greatest(ceil(extract(epoch FROM at - now())), 0)::bigint);
+$$;
+
+--
+-- Name: FUNCTION at_text_v1(at timestamp with time zone); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.at_text_v1(at timestamp with time zone) IS 'a time of a pending reason: UTC, and in how many seconds by now() (migration 0033)';
+
+--
 -- Name: audit_record_v1(text, text, text, text, text, jsonb, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -3244,6 +3261,47 @@ BEGIN
 END $$;
 
 --
+-- Name: pending_reason_v1(pgsched.execution); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.pending_reason_v1(e pgsched.execution) RETURNS text
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    reason text;
+BEGIN
+    IF e.state <> 'pending' THEN
+        RETURN NULL;
+    END IF;
+    IF e.run_at > now() THEN
+        IF e.attempt >= 1 THEN
+            RETURN format('attempt %s failed; attempt %s waits out its retry backoff until %s',
+                          e.attempt, e.attempt + 1, pgsched_internal.at_text_v1(e.run_at))
+                   || CASE WHEN e.budget_delay_seconds > 0
+                           THEN format(' (%s s of it for the retry budget)',
+                                       ceil(e.budget_delay_seconds)::bigint)
+                           ELSE '' END;
+        END IF;
+        RETURN 'due at ' || pgsched_internal.at_text_v1(e.run_at);
+    END IF;
+    reason := pgsched_internal.wait_reason_v1(e);
+    IF reason IS NOT NULL THEN
+        RETURN reason;
+    END IF;
+    IF NOT pgsched_internal.queue_served_v1(e.tenant, e.queue) THEN
+        RETURN format('no running worker serves queue %s of tenant %s', e.queue, e.tenant);
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+--
+-- Name: FUNCTION pending_reason_v1(e pgsched.execution); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.pending_reason_v1(e pgsched.execution) IS 'why a pending execution has not started: its backoff, its due time, a limit (wait_reason_v1), or no worker serving its queue; NULL when none holds (migration 0033)';
+
+--
 -- Name: period_text_v1(double precision); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -3263,6 +3321,31 @@ $$;
 --
 
 COMMENT ON FUNCTION pgsched_internal.period_text_v1(seconds double precision) IS 'a rate period in its largest whole unit: 60 is 1m, 3600 1h, 90 90s (migration 0030)';
+
+--
+-- Name: queue_served_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.queue_served_v1(t text, q text) RETURNS boolean
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+    SELECT CASE
+        WHEN pgsched_internal.is_instance_v1()
+             OR pgsched_internal.session_tenant_v1() IN (t, '*')
+        THEN EXISTS (SELECT FROM pgsched.worker w
+                      WHERE w.state = 'running'
+                        AND now() - w.last_heartbeat_at <= 3 * w.heartbeat_interval * interval '1 second'
+                        AND q = ANY (w.queues)
+                        AND (w.tenants IS NULL OR t = ANY (w.tenants)))
+    END;
+$$;
+
+--
+-- Name: FUNCTION queue_served_v1(t text, q text); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.queue_served_v1(t text, q text) IS 'whether a live worker (running, heartbeat within 3 intervals) serves queue q of tenant t; NULL when the session may not ask about t (migration 0033)';
 
 --
 -- Name: record_skipped_v1(pgsched.task, timestamp with time zone, text, jsonb, text, bigint); Type: FUNCTION; Schema: pgsched_internal; Owner: -

@@ -48,8 +48,8 @@ LISTED_STATES = [
 def execution_list(
     c: Context, task_name: str | None, state: str | None, limit: int, as_json: bool
 ) -> None:
-    """Executions, newest first; a pending one that a limit holds back says which
-    (``wait_reason``, as ``execution show``)."""
+    """Executions, newest first; a pending one says why it waits (``wait_reason``, as
+    ``execution show``: a limit, its retry backoff, its due time, no worker for its queue)."""
     db = c.db()
     rows = executions.recent(db, c.tenant, task=task_name, state=state, limit=limit)
     pending = [r["id"] for r in rows if r["state"] == ExecutionState.PENDING]

@@ -39,19 +39,20 @@ def print_fields(row: dict) -> None:
 
 
 def table(rows: list[dict], columns: list[str]) -> None:
-    """Print ``rows`` as aligned columns (the header is the column names, upper-cased)."""
+    """Print ``rows`` as aligned columns (the header is the column names, upper-cased).
+    A value over 60 characters is cut to 57 and "..." except in the last column, which
+    nothing follows (a wait reason, an error), printed whole."""
     cells = [[fmt(r.get(c)) for c in columns] for r in rows]
-    widths = [
-        max([len(c)] + [min(len(row[i]), 60) for row in cells]) for i, c in enumerate(columns)
-    ]
+    cells = [[_cut(v) for v in row[:-1]] + row[-1:] for row in cells]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
     click.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     for row in cells:
-        click.echo(
-            "  ".join(
-                (v if len(v) <= 60 else v[:57] + "...").ljust(w)
-                for v, w in zip(row, widths, strict=True)
-            ).rstrip()
-        )
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _cut(value: str) -> str:
+    """A table cell of at most 60 characters."""
+    return value if len(value) <= 60 else value[:57] + "..."
 
 
 def parse_when(

@@ -241,16 +241,18 @@ def paused_queues(db: Database | Session) -> list[Row]:
 
 
 def wait_reason(db: Database | Session, tenant: str, execution_id: int) -> str | None:
-    """Why pending execution ``execution_id`` of ``tenant`` has not started when a limit
-    holds it (``queue imports is paused: vendor maintenance``; docs/limits.md lists
-    them); None when none does, or it is not pending and due."""
+    """Why pending execution ``execution_id`` of ``tenant`` has not started
+    (``pgsched_internal.pending_reason_v1``, docs/limits.md lists the texts): its retry
+    backoff, its due time, the limit that holds it (``queue imports is paused: vendor
+    maintenance``), or no live worker serving its queue; None when nothing holds it, or it
+    is not pending."""
     row = db.one("limits_wait_reason", id=execution_id, tenant=tenant)
     return row["reason"] if row else None
 
 
 def wait_reasons(db: Database | Session, tenant: str, ids: list[int]) -> dict[int, str]:
     """:func:`wait_reason` for many executions of ``tenant`` in one statement: id -> reason,
-    for those of ``ids`` that a limit holds (a listing's pending rows)."""
+    for those of ``ids`` that something holds (a listing's pending rows)."""
     if not ids:
         return {}
     return {r["id"]: r["reason"] for r in db.many("limits_wait_reasons", ids=ids, tenant=tenant)}

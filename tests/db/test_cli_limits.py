@@ -11,8 +11,10 @@ from click.testing import CliRunner
 from psycopg.rows import dict_row
 
 from pgsched.cli import main
+from pgsched.db import Database
 
 from ..tenancy import two_tenants
+from .test_claim import register
 
 
 def run(dsn: str, *args: str, ok: bool = True):
@@ -207,7 +209,8 @@ def test_execution_show_says_which_limit_holds_a_pending_execution(dsn):
     run(dsn, "task", "create", "job", "--command", "true")
     ident = str(json.loads(run(dsn, "task", "trigger", "job", "--json").output)["execution_id"])
     shown = json.loads(run(dsn, "execution", "show", ident, "--json").output)
-    assert shown["state"] == "pending" and shown["wait_reason"] is None
+    assert shown["state"] == "pending"
+    assert shown["wait_reason"] == "no running worker serves queue default of tenant default"
     run(dsn, "queue", "pause", "default", "--reason", "vendor maintenance")
     text = run(dsn, "execution", "show", ident).output
     assert "wait_reason        queue default is paused: vendor maintenance" in text
@@ -220,6 +223,16 @@ def test_execution_list_says_which_limit_holds_each_pending_execution(dsn):
     gains a wait_reason column when a limit holds a listed run, and the field in JSON."""
     run(dsn, "task", "create", "job", "--command", "true")
     first = json.loads(run(dsn, "task", "trigger", "job", "--json").output)["execution_id"]
+    listed = json.loads(run(dsn, "execution", "list", "--json").output)
+    unserved = "no running worker serves queue default of tenant default"
+    assert [(r["id"], r["wait_reason"]) for r in listed] == [(first, unserved)]
+    text = run(dsn, "execution", "list").output
+    assert text.splitlines()[1].endswith(unserved)  # the last column, not cut at 60
+    db = Database.connect(dsn, max_size=1)
+    try:
+        register(db)  # a live worker serves the queue: nothing holds the run
+    finally:
+        db.close()
     listed = json.loads(run(dsn, "execution", "list", "--json").output)
     assert [(r["id"], r["wait_reason"]) for r in listed] == [(first, None)]
     assert "WAIT_REASON" not in run(dsn, "execution", "list").output  # no column for nothing

@@ -19,6 +19,7 @@ from pgsched.stores import limits, tasks
 from pgsched.web.app import create_app
 from pgsched.web.credentials import create_token
 
+from ..db.test_claim import register
 from ..factories import make_task
 from ..tenancy import drop_roles, login_dsn
 
@@ -90,6 +91,9 @@ def test_an_executions_json_says_why_it_waits_and_resuming_no_queue_is_404(app, 
     give (null when nothing holds it back); resuming a queue that does not exist is a 404,
     as on the command line, not a queue made empty."""
     op, _ = client_of(app, db, "operator")
+    reason = op.get(f"/api/v1/executions/{imports}").json()["wait_reason"]
+    assert reason == "no running worker serves queue imports of tenant default", reason
+    register(db, queues=("imports",))  # the web's login reads the worker through the definer
     assert op.get(f"/api/v1/executions/{imports}").json()["wait_reason"] is None
     assert op.post(f"{Q}/imports/pause", json={"reason": "vendor maintenance"}).status_code == 200
     reason = op.get(f"/api/v1/executions/{imports}").json()["wait_reason"]
