@@ -75,3 +75,26 @@ $$;
 COMMENT ON FUNCTION pgsched_internal.pending_reason_v1(pgsched.execution) IS
     'why a pending execution has not started: its backoff, its due time, a limit '
     '(wait_reason_v1), or no worker serving its queue; NULL when none holds (migration 0033)';
+
+-- secure_v1 (0029) takes EXECUTE on every definer in pgsched_internal from the engine and
+-- web logins but for a list of names written into its body. Rather than copy that body to
+-- add one name, 0029's function is kept under another name and secure_v1 becomes it plus
+-- the definers opened since, so every later migration's SELECT secure_v1() keeps them open.
+ALTER FUNCTION pgsched_internal.secure_v1() RENAME TO secure_0029_v1;
+
+CREATE FUNCTION pgsched_internal.secure_v1() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pgsched_internal.secure_0029_v1();
+    REVOKE EXECUTE ON FUNCTION pgsched_internal.secure_v1(), pgsched_internal.secure_0029_v1()
+        FROM PUBLIC, pgsched_engine, pgsched_web;
+    -- 0033: answers only for the caller's own tenant, and only whether a worker serves
+    GRANT EXECUTE ON FUNCTION pgsched_internal.queue_served_v1(text, text)
+        TO pgsched_engine, pgsched_web;
+END $$;
+COMMENT ON FUNCTION pgsched_internal.secure_v1() IS
+    'ownership, grants and row-level security of every pgsched object (0029), and the '
+    'definers opened to engine and web logins since (0033); run at the end of each migration';
+
+SELECT pgsched_internal.secure_v1();

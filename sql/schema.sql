@@ -3585,10 +3585,10 @@ BEGIN
 END $$;
 
 --
--- Name: secure_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+-- Name: secure_0029_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
-CREATE FUNCTION pgsched_internal.secure_v1() RETURNS void
+CREATE FUNCTION pgsched_internal.secure_0029_v1() RETURNS void
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -3748,10 +3748,32 @@ BEGIN
 END $$;
 
 --
+-- Name: FUNCTION secure_0029_v1(); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.secure_0029_v1() IS 'gives pgsched_owner every object and sets the grants and row-level security (migrations 0018, 0021, 0027)';
+
+--
+-- Name: secure_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.secure_v1() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pgsched_internal.secure_0029_v1();
+    REVOKE EXECUTE ON FUNCTION pgsched_internal.secure_v1(), pgsched_internal.secure_0029_v1()
+        FROM PUBLIC, pgsched_engine, pgsched_web;
+    -- 0033: answers only for the caller's own tenant, and only whether a worker serves
+    GRANT EXECUTE ON FUNCTION pgsched_internal.queue_served_v1(text, text)
+        TO pgsched_engine, pgsched_web;
+END $$;
+
+--
 -- Name: FUNCTION secure_v1(); Type: COMMENT; Schema: pgsched_internal; Owner: -
 --
 
-COMMENT ON FUNCTION pgsched_internal.secure_v1() IS 'gives pgsched_owner every object and sets the grants and row-level security (migrations 0018, 0021, 0027)';
+COMMENT ON FUNCTION pgsched_internal.secure_v1() IS 'ownership, grants and row-level security of every pgsched object (0029), and the definers opened to engine and web logins since (0033); run at the end of each migration';
 
 --
 -- Name: sensitive_key_v1(text, text[]); Type: FUNCTION; Schema: pgsched_internal; Owner: -
