@@ -32,10 +32,12 @@ def fmt(value: Any) -> str:
 
 
 def print_fields(row: dict) -> None:
-    """Print a row as aligned ``key value`` lines, leaving out empty values."""
-    for key, value in row.items():
-        if value not in (None, {}, []):
-            click.echo(f"{key:18} {fmt(value)}")
+    """Print a row as aligned ``key value`` lines, leaving out empty values: the values
+    start in one column, after the longest key shown (at least 18 characters in)."""
+    shown = {k: v for k, v in row.items() if v not in (None, {}, [])}
+    width = max([18, *(len(k) for k in shown)])
+    for key, value in shown.items():
+        click.echo(f"{key:{width}} {fmt(value)}")
 
 
 def table(rows: list[dict], columns: list[str]) -> None:
