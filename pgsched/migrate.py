@@ -14,14 +14,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
 from .db import Session, connect, translated
-from .errors import ChecksumMismatch, MigrationError, SchemaAhead, SchemaBehind
+from .errors import ChecksumMismatch, MigrationError, SchemaAhead, SchemaBehind, TransientError
+from .migrate_waits import BlockerWatch, describe
 from .resources import resource_dir
 
 log = logging.getLogger(__name__)
@@ -115,14 +118,24 @@ def require_current(session: Session) -> None:
         raise SchemaBehind(f"the database lacks migrations {st.pending}: run 'pgsched migrate'")
 
 
-def migrate(dsn: str, known: list[Migration] | None = None) -> list[Migration]:
+def migrate(
+    dsn: str,
+    known: list[Migration] | None = None,
+    *,
+    lock_timeout: float | None = None,
+    say: Callable[[str], None] | None = None,
+) -> list[Migration]:
     """Apply every pending migration to the database at ``dsn``; return those applied.
     Then, when that brings it to this code's latest migration, create the history
     partitions from yesterday to 3 days ahead, if missing.
 
-    Safe to run from many processes at once (they serialise on an advisory lock).
-    Raises SchemaAhead, ChecksumMismatch, MigrationError (server older than 14, or a
-    migration that failed: its transaction is rolled back and nothing of it remains).
+    Safe to run from many processes at once (they serialise on an advisory lock). While it
+    waits for a lock (that one, or a table's another session's open transaction holds), it
+    calls ``say`` (default: a warning in the log) with who holds it every few seconds
+    (:mod:`pgsched.migrate_waits`); ``lock_timeout`` (seconds; None waits for ever) bounds
+    each such wait. Raises SchemaAhead, ChecksumMismatch, MigrationError (server older than
+    14; a lock waited for past ``lock_timeout``, naming who held it; a migration that failed:
+    its transaction is rolled back and nothing of it remains).
     """
     known = known if known is not None else load()
     conn = connect(dsn, autocommit=True, application_name="pgsched migrate")
@@ -133,49 +146,85 @@ def migrate(dsn: str, known: list[Migration] | None = None) -> list[Migration]:
             raise MigrationError(
                 f"PostgreSQL {version['version']} is too old: pgsched needs 14 or newer"
             )
-        session.exec("migration_lock", key=MIGRATION_LOCK_KEY)
-        try:
-            session.exec("migration_bootstrap")
-            session.exec("migration_bootstrap_table")
-            st = _check(session.many("migration_applied"), known)
-            if st.ahead:
-                raise SchemaAhead(
-                    f"the database has migrations {st.ahead} that this pgsched does not "
-                    "know; refusing to migrate it with older code"
-                )
-            applied = []
-            for migration in known:
-                if migration.version not in st.pending:
-                    continue
-                log.info("applying migration %04d_%s", migration.version, migration.name)
-                try:
-                    with conn.transaction():
-                        session.exec(
-                            "migration_record",
-                            version=migration.version,
-                            name=migration.name,
-                            checksum=migration.checksum,
-                        )
-                        conn.execute(migration.sql.encode())  # a whole file: simple protocol
-                except psycopg.Error as exc:
-                    raise MigrationError(
-                        f"migration {migration.version:04d}_{migration.name} failed "
-                        f"and was rolled back: {exc}"
-                    ) from exc
-                applied.append(migration)
-            # Today's history partitions exist before any worker records an outcome (the
-            # leader keeps them ahead from then on). The query calls the function where this
-            # code's migrations put it (0017 moved it to pgsched_internal), so a database
-            # migrated only part of the way (a test's prefix of the migrations) gets them
-            # from the migrate that completes it.
-            if max((m.version for m in known), default=0) >= len(load()):
-                today = session.now().date()  # the database's day (UTC), not this host's
-                with translated():
-                    session.many("partition_ensure", from_day=today - timedelta(days=1), days=5)
-            return applied
-        finally:
-            with translated():
-                if not conn.closed:
-                    session.exec("migration_unlock", key=MIGRATION_LOCK_KEY)
+        if lock_timeout is not None:
+            session.exec("migration_set_lock_timeout", ms=max(1, round(lock_timeout * 1000)))
+        pid = conn.info.backend_pid
+        with BlockerWatch(dsn, pid, say or log.warning) as watch:
+            return _migrate_locked(conn, session, known, watch, lock_timeout)
     finally:
         conn.close()
+
+
+def _migrate_locked(
+    conn: psycopg.Connection[Any],
+    session: Session,
+    known: list[Migration],
+    watch: BlockerWatch,
+    lock_timeout: float | None,
+) -> list[Migration]:
+    """migrate's work under its advisory lock, watched by ``watch``."""
+    try:
+        session.exec("migration_lock", key=MIGRATION_LOCK_KEY)
+    except TransientError as exc:  # Session translates psycopg's errors
+        if not isinstance(exc.__cause__, psycopg.errors.LockNotAvailable):
+            raise
+        what = "the migration lock (another migrate, or a login holding its key)"
+        raise _timed_out(what, watch, lock_timeout) from exc
+    try:
+        session.exec("migration_bootstrap")
+        session.exec("migration_bootstrap_table")
+        st = _check(session.many("migration_applied"), known)
+        if st.ahead:
+            raise SchemaAhead(
+                f"the database has migrations {st.ahead} that this pgsched does not "
+                "know; refusing to migrate it with older code"
+            )
+        applied = []
+        for migration in known:
+            if migration.version not in st.pending:
+                continue
+            log.info("applying migration %04d_%s", migration.version, migration.name)
+            try:
+                with conn.transaction():
+                    session.exec(
+                        "migration_record",
+                        version=migration.version,
+                        name=migration.name,
+                        checksum=migration.checksum,
+                    )
+                    conn.execute(migration.sql.encode())  # a whole file: simple protocol
+            except psycopg.errors.LockNotAvailable as exc:
+                raise _timed_out(
+                    f"a lock migration {migration.version:04d}_{migration.name} needs "
+                    "(it was rolled back)",
+                    watch,
+                    lock_timeout,
+                ) from exc
+            except psycopg.Error as exc:
+                raise MigrationError(
+                    f"migration {migration.version:04d}_{migration.name} failed "
+                    f"and was rolled back: {exc}"
+                ) from exc
+            applied.append(migration)
+        # Today's history partitions exist before any worker records an outcome (the
+        # leader keeps them ahead from then on). The query calls the function where this
+        # code's migrations put it (0017 moved it to pgsched_internal), so a database
+        # migrated only part of the way (a test's prefix of the migrations) gets them
+        # from the migrate that completes it.
+        if max((m.version for m in known), default=0) >= len(load()):
+            today = session.now().date()  # the database's day (UTC), not this host's
+            with translated():
+                session.many("partition_ensure", from_day=today - timedelta(days=1), days=5)
+        return applied
+    finally:
+        with translated():
+            if not conn.closed:
+                session.exec("migration_unlock", key=MIGRATION_LOCK_KEY)
+
+
+def _timed_out(what: str, watch: BlockerWatch, lock_timeout: float | None) -> MigrationError:
+    held = describe(watch.last) or f"a session not seen (the watch reads every {watch.every} s)"
+    return MigrationError(
+        f"migrate: waited {lock_timeout} s (--lock-timeout) for {what}, held by {held}; "
+        "end that session (SELECT pg_terminate_backend(pid)) or try again"
+    )

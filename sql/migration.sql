@@ -30,3 +30,18 @@ INSERT INTO pgsched.schema_migration (version, name, checksum) VALUES (%(version
 
 -- name: migration_server_version :one
 SELECT current_setting('server_version_num')::int AS version
+
+-- name: migration_set_lock_timeout :exec
+-- How long any one lock may be waited for, in milliseconds (0: for ever), the migrator's
+-- session only (https://www.postgresql.org/docs/current/runtime-config-client.html).
+SELECT set_config('lock_timeout', %(ms)s::text, false)
+
+-- name: migration_blockers :many
+-- The sessions that hold what the migrator's session %(pid)s waits for: an advisory lock or a
+-- table's (pg_blocking_pids, https://www.postgresql.org/docs/current/functions-info.html).
+-- Without pg_read_all_stats a login reads other logins' pid, name and application only.
+SELECT a.pid, a.usename AS login, a.application_name AS application,
+       a.client_addr::text AS client, a.xact_start, a.state
+  FROM pg_stat_activity a
+ WHERE a.pid = ANY (pg_blocking_pids(%(pid)s))
+ ORDER BY a.pid

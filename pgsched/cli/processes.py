@@ -15,9 +15,18 @@ from .root import Context, Seconds, log_options, main, pass_ctx
 @click.option(
     "--status", "show_status", is_flag=True, help="Only show applied and pending migrations."
 )
+@click.option(
+    "--lock-timeout",
+    type=Seconds(0.001, 86_400),
+    metavar="SECONDS",
+    help="Give up a lock wait after this long (default: wait): the migration lock another "
+    "migrate holds, or a table an open transaction reads. Who holds it is printed while "
+    "it waits, either way.",
+)
 @pass_ctx
-def migrate(c: Context, show_status: bool) -> None:
-    """Create or upgrade the pgsched schema (safe to run from many processes at once)."""
+def migrate(c: Context, show_status: bool, lock_timeout: float | None) -> None:
+    """Create or upgrade the pgsched schema (safe to run from many processes at once: the
+    later ones wait, then find nothing to do)."""
     if show_status:
         db = c.db(check_schema=False)
         with db.transaction() as tx:
@@ -27,7 +36,9 @@ def migrate(c: Context, show_status: bool) -> None:
             + (f"  unknown (newer): {st.ahead}" if st.ahead else "")
         )
         return
-    applied = migrations.migrate(c.dsn)
+    applied = migrations.migrate(
+        c.dsn, lock_timeout=lock_timeout, say=lambda line: click.echo(line, err=True)
+    )
     if applied:
         for m in applied:
             click.echo(f"applied {m.version:04d}_{m.name}")
