@@ -68,17 +68,8 @@ class Alerting:
         """Raise ValidationError naming the first bad field and its value."""
         for name in ("on_failure", "on_dlq", "on_missed"):
             url = getattr(self, name)
-            if url is None:
-                continue
-            try:
-                parts = urlsplit(url) if isinstance(url, str) else None
-                host, _ = (
-                    (parts.hostname, parts.port) if parts else (None, None)
-                )  # both raise on a bad netloc
-            except ValueError as exc:  # 'http://[::1' (an unclosed IPv6 address), a port over 65535
-                raise ValidationError(name, url, f"is not a URL ({exc})") from None
-            if parts is None or parts.scheme not in ("http", "https") or not host:
-                raise ValidationError(name, url, "must be an http:// or https:// URL with a host")
+            if url is not None:
+                check_webhook_url(name, url)
         for name in ("missed_after_seconds", "failure_window_seconds"):
             value = getattr(self, name)
             if value is not None and not (
@@ -104,6 +95,24 @@ class Alerting:
 
 
 FIELDS = tuple(f.name for f in fields(Alerting))
+
+
+def check_webhook_url(name: str, url: object) -> str:
+    """``url`` if it is an http:// or https:// URL with a host, of at most 2,000
+    characters; else ValidationError naming field ``name`` and the value."""
+    try:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        host, _ = (
+            (parts.hostname, parts.port) if parts else (None, None)
+        )  # both raise on a bad netloc
+    except ValueError as exc:  # 'http://[::1' (an unclosed IPv6 address), a port over 65535
+        raise ValidationError(name, url, f"is not a URL ({exc})") from None
+    if parts is None or parts.scheme not in ("http", "https") or not host:
+        raise ValidationError(name, url, "must be an http:// or https:// URL with a host")
+    assert isinstance(url, str)
+    if len(url) > 2000 or any(ch.isspace() for ch in url):
+        raise ValidationError(name, url, "must be at most 2000 characters, with no spaces")
+    return url
 
 
 def configure(

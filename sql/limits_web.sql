@@ -6,7 +6,8 @@
 -- what it uses now, as pgsched.tenant_usage_v1 reads one tenant: running counted from the
 -- rows, hour_starts this clock hour (UTC), compute minutes this calendar month (UTC) and log
 -- bytes as last measured (measured_at), over: the slow quotas exceeded. For an instance
--- page and scrape, which read every tenant at once.
+-- page and scrape, which read every tenant at once; alert_webhook: where its own alerts go
+-- (0034).
 SELECT x.name AS tenant, x.max_running,
        (SELECT count(*) FROM pgsched.execution e WHERE e.tenant = x.name AND e.state = 'running') AS running,
        x.max_starts_per_hour,
@@ -15,7 +16,7 @@ SELECT x.name AS tenant, x.max_running,
        CASE WHEN u.month_start = date_trunc('month', now(), 'UTC') THEN u.compute_seconds / 60 ELSE 0 END
            AS compute_minutes,
        x.max_log_bytes, coalesce(u.log_bytes, 0) AS log_bytes, x.weight, coalesce(u.over, '{}') AS over,
-       u.measured_at
+       u.measured_at, x.alert_webhook
   FROM pgsched.tenant x
   JOIN pgsched.tenant_usage u ON u.tenant = x.name
  WHERE %(tenant)s::text IS NULL OR x.name = %(tenant)s::text

@@ -1050,6 +1050,8 @@ CREATE TABLE pgsched.tenant (
     max_compute_minutes_per_month bigint DEFAULT 50000,
     max_log_bytes bigint DEFAULT '100000000000'::bigint,
     weight integer DEFAULT 1 NOT NULL,
+    alert_webhook text,
+    CONSTRAINT tenant_alert_webhook_check CHECK (((alert_webhook ~ '^https?://[^/?#[:space:]]+'::text) AND (length(alert_webhook) <= 2000))),
     CONSTRAINT tenant_max_compute_minutes_check CHECK ((max_compute_minutes_per_month >= 0)),
     CONSTRAINT tenant_max_log_bytes_check CHECK ((max_log_bytes >= 0)),
     CONSTRAINT tenant_max_running_check CHECK ((max_running >= 0)),
@@ -1093,6 +1095,12 @@ COMMENT ON COLUMN pgsched.tenant.max_log_bytes IS 'bytes of the tenant''s stored
 --
 
 COMMENT ON COLUMN pgsched.tenant.weight IS 'the tenant''s share of a claim against other tenants with ready work (1 to 100)';
+
+--
+-- Name: COLUMN tenant.alert_webhook; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.tenant.alert_webhook IS 'where the tenant''s own alerts (quota) are POSTed; NULL: none (migration 0034)';
 
 --
 -- Name: tenant_set_quotas_v1(text, integer, integer, bigint, bigint, integer, text[]); Type: FUNCTION; Schema: pgsched; Owner: -
@@ -3767,6 +3775,8 @@ BEGIN
     -- 0033: answers only for the caller's own tenant, and only whether a worker serves
     GRANT EXECUTE ON FUNCTION pgsched_internal.queue_served_v1(text, text)
         TO pgsched_engine, pgsched_web;
+    -- 0034: the web sets the webhook of the tenant it acts for
+    GRANT EXECUTE ON FUNCTION pgsched_internal.tenant_alert_webhook_set_v1(text, text) TO pgsched_web;
 END $$;
 
 --
@@ -4017,6 +4027,34 @@ BEGIN
     UPDATE pgsched.execution e SET windowed = true WHERE e.task_id = NEW.id AND NOT e.windowed;
     RETURN NULL;
 END $$;
+
+--
+-- Name: tenant_alert_webhook_set_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.tenant_alert_webhook_set_v1(t text, url text) RETURNS pgsched.tenant
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    r pgsched.tenant;
+BEGIN
+    IF NOT (pgsched_internal.is_instance_v1() OR pgsched_internal.session_tenant_v1() IN (t, '*')) THEN
+        RAISE EXCEPTION 'tenant: this login may not set the alert webhook of tenant %', quote_literal(t)
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    UPDATE pgsched.tenant SET alert_webhook = url WHERE name = t RETURNING * INTO r;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'tenant: no tenant %', quote_literal(t) USING ERRCODE = 'no_data_found';
+    END IF;
+    RETURN r;
+END $$;
+
+--
+-- Name: FUNCTION tenant_alert_webhook_set_v1(t text, url text); Type: COMMENT; Schema: pgsched_internal; Owner: -
+--
+
+COMMENT ON FUNCTION pgsched_internal.tenant_alert_webhook_set_v1(t text, url text) IS 'set (NULL: remove) where tenant t''s own alerts are POSTed: the installation, or the web acting for t (migration 0034)';
 
 --
 -- Name: tenant_drop_login_v1(text, text); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -5257,7 +5295,7 @@ CREATE TABLE pgsched.webhook_delivery (
     delivered_at timestamp with time zone,
     gave_up_at timestamp with time zone,
     last_error text,
-    CONSTRAINT webhook_delivery_event_check CHECK ((event = ANY (ARRAY['failure'::text, 'dlq'::text, 'missed_schedule'::text, 'failure_rate'::text])))
+    CONSTRAINT webhook_delivery_event_check CHECK ((event = ANY (ARRAY['failure'::text, 'dlq'::text, 'missed_schedule'::text, 'failure_rate'::text, 'quota'::text])))
 );
 
 --

@@ -49,3 +49,12 @@ SELECT pgsched_internal.tenant_drop_login_v1(%(role)s, %(tenant)s)
 -- name: tenant_of_login :one
 -- The tenant this session's login acts for, when it is a tenant's login (0018).
 SELECT tenant FROM pgsched.tenant_role WHERE role_name = session_user
+
+-- name: tenant_alert_webhook :one
+-- Where the tenant's own alerts go (0034); a tenant's login reads its own row only.
+SELECT t.name AS tenant, t.alert_webhook FROM pgsched.tenant t WHERE t.name = %(tenant)s
+
+-- name: tenant_alert_webhook_set :one
+-- Set or (NULL) remove it: the installation, or the web acting for the tenant.
+SELECT s.name AS tenant, s.alert_webhook
+  FROM pgsched_internal.tenant_alert_webhook_set_v1(%(tenant)s, %(url)s::text) s

@@ -15,7 +15,8 @@ SELECT pg_try_advisory_xact_lock(pgsched_internal.internal_key_v1('usage')) AS l
 -- `alerted` is the quotas reached (running executions at max_running, this hour's starts at
 -- max_starts_per_hour, compute, log bytes), kept until the use falls to 80 % of the quota so
 -- that a tenant hovering at its limit is not alerted every run. A quota newly alerted opens
--- a 'quota' alert; one no longer alerted resolves it. A tenant whose `over` empties is woken
+-- a 'quota' alert, and queues a delivery to the tenant's alert_webhook when it has one
+-- (0034); one no longer alerted resolves it. A tenant whose `over` empties is woken
 -- (pgsched_execution, its workers claim again). Writes only the tenants whose usage
 -- changed. Returns one row per change: change (opened, resolved, held, released), tenant,
 -- quota, details.
@@ -79,7 +80,16 @@ WITH counted AS (
       FROM quotas q JOIN judged j ON j.tenant = q.tenant
      WHERE q.reached AND NOT (q.quota = ANY (j.was_alerted))
     ON CONFLICT (tenant, (details ->> 'quota')) WHERE kind = 'quota' AND resolved_at IS NULL DO NOTHING
-    RETURNING tenant, details
+    RETURNING id, tenant, opened_at, details
+), hooks AS (
+    -- the tenant's own webhook (0034), in this statement: an alert is never opened unsent
+    INSERT INTO pgsched.webhook_delivery (tenant, task_id, event, url, payload)
+    SELECT o.tenant, NULL, 'quota', t.alert_webhook,
+           jsonb_build_object('event', 'quota', 'alert_id', o.id, 'tenant', o.tenant,
+                              'opened_at', o.opened_at, 'details', o.details)
+      FROM opened o JOIN pgsched.tenant t ON t.name = o.tenant
+     WHERE t.alert_webhook IS NOT NULL
+    RETURNING id
 ), resolved AS (
     UPDATE pgsched.alert al
        SET resolved_at = now()

@@ -48,7 +48,7 @@ class _Group(click.Group):
         "secret": ("secrets",),
         "status": ("status",),
         "task": ("tasks", "schedules"),
-        "tenant": ("tenants", "quotas"),
+        "tenant": ("tenants", "quotas", "tenant_webhook"),
         "token": ("web",),
         "user": ("web",),
         "web": ("web",),

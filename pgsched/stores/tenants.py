@@ -9,6 +9,7 @@ superuser); the rest needs the rights of an installation-wide login.
 
 from __future__ import annotations
 
+from ..alerts import check_webhook_url
 from ..db import Database, Row, Session
 from ..errors import NotFound, PgschedError, ValidationError
 from ..roles import LoginPurpose
@@ -77,3 +78,28 @@ def delete(db: Database, name: str, *, drop_logins: bool = False) -> list[str]:
                 tx.exec("tenant_drop_login", role=role, tenant=name)
         tx.exec("tenant_delete", name=name)
     return logins
+
+
+def alert_webhook(db: Database | Session, tenant: str) -> Row:
+    """``{"tenant", "alert_webhook"}``: where ``tenant``'s own alerts (a quota reached) are
+    POSTed, None for nowhere (migration 0034). NotFound for a tenant this login cannot see
+    (another tenant's, to a tenant's login)."""
+    check_name("tenant", tenant)
+    row = db.one("tenant_alert_webhook", tenant=tenant)
+    if row is None:
+        raise NotFound(f"tenant: no tenant {tenant!r}")
+    return row
+
+
+def set_alert_webhook(db: Database | Session, tenant: str, url: str | None) -> Row:
+    """Send ``tenant``'s own alerts to ``url`` (http or https; None: to nowhere), as
+    :func:`alert_webhook` returns it. The installation may, and the web acting for the
+    tenant; PermissionDenied for any other login. ValidationError names a bad URL, NotFound
+    an unknown tenant."""
+    check_name("tenant", tenant)
+    if url is not None:
+        check_webhook_url("alert_webhook", url)
+    with db.transaction() as tx:
+        row = tx.one("tenant_alert_webhook_set", tenant=tenant, url=url)
+        assert row is not None  # the function raises no_data_found
+        return row

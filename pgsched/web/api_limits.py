@@ -7,6 +7,9 @@ tenant's queues with their limits, pause and counts; ``POST .../pause`` (body
 removes the limit) need an operator, and are recorded as ``token ID`` (``paused_by``).
 ``GET /api/v1/quotas`` (a viewer): the caller's tenant's quotas and use.
 ``PATCH /api/v1/tenants/{tenant}/quotas`` (an instance admin): set a tenant's quotas.
+``GET`` and ``PUT /api/v1/tenants/{tenant}/alert-webhook`` (a viewer; an admin, of that
+tenant or an instance one, and the database checks which tenant): where the tenant's own
+alerts are POSTed, ``{"alert_webhook": URL or null}`` (migration 0034).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from starlette.routing import Route
 
 from ..errors import ValidationError
 from ..stores import limits
+from ..stores import tenants as tenant_store
 from .access import database, require
 from .api import PREFIX, json_object, only_fields, reply
 from .pages_limits import by
@@ -83,6 +87,25 @@ def quotas_update(request: Request) -> Response:
     return reply(limits.tenant_set_quotas(database(request), tenant, **data))
 
 
+def alert_webhook_get(request: Request) -> Response:
+    require(request, "viewer")
+    tenant = str(request.path_params["tenant"])
+    return reply(tenant_store.alert_webhook(database(request), tenant))
+
+
+def alert_webhook_put(request: Request) -> Response:
+    require(request, "admin")
+    data = json_object(request)
+    only_fields(data, {"alert_webhook"})
+    if "alert_webhook" not in data:
+        raise ValidationError("alert_webhook", None, "is required: a URL, or null for none")
+    url = data["alert_webhook"]
+    if url is not None and not isinstance(url, str):
+        raise ValidationError("alert_webhook", url, "must be an http(s) URL or null")
+    tenant = str(request.path_params["tenant"])
+    return reply(tenant_store.set_alert_webhook(database(request), tenant, url))
+
+
 Q = PREFIX + "/queues"
 routes = [
     Route(Q, queue_list, methods=["GET"]),
@@ -92,4 +115,6 @@ routes = [
     Route(Q + "/{name}", queue_update, methods=["PATCH"]),
     Route(PREFIX + "/quotas", quotas_get, methods=["GET"]),
     Route(PREFIX + "/tenants/{tenant}/quotas", quotas_update, methods=["PATCH"]),
+    Route(PREFIX + "/tenants/{tenant}/alert-webhook", alert_webhook_get, methods=["GET"]),
+    Route(PREFIX + "/tenants/{tenant}/alert-webhook", alert_webhook_put, methods=["PUT"]),
 ]

@@ -160,6 +160,21 @@ def _limits() -> J:
                 instance=True,
             )
         },
+        PREFIX + "/tenants/{tenant}/alert-webhook": {
+            "get": _op(
+                "Where the tenant's own alerts (a quota reached) are POSTed",
+                "viewer",
+                params=[_path("tenant", NAME)],
+                result=ref("AlertWebhook"),
+            ),
+            "put": _op(
+                "Set where the tenant's own alerts are POSTed (null: nowhere)",
+                "admin",
+                params=[_path("tenant", NAME)],
+                body=ref("AlertWebhookUpdate"),
+                result=ref("AlertWebhook"),
+            ),
+        },
     }
 
 

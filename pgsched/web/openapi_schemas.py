@@ -274,5 +274,24 @@ LIMIT_SCHEMAS: J = {
             "weight": {"type": "integer", "minimum": 1, "maximum": 100},
         },
     },
+    "AlertWebhook": {
+        "type": "object",
+        "properties": {
+            "tenant": {"type": "string"},
+            "alert_webhook": {"type": ["string", "null"], "format": "uri"},
+        },
+    },
+    "AlertWebhookUpdate": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["alert_webhook"],
+        "properties": {
+            "alert_webhook": {
+                "type": ["string", "null"],
+                "maxLength": 2000,
+                "description": "an http:// or https:// URL; null: nowhere",
+            }
+        },
+    },
 }
 SCHEMAS.update(LIMIT_SCHEMAS)

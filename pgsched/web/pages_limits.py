@@ -21,7 +21,7 @@ from starlette.routing import Route
 from .. import limits as rules
 from .. import quota_use
 from ..errors import ValidationError
-from ..stores import limits
+from ..stores import limits, tenants
 from .access import database, form, require
 from .credentials import Principal
 from .pages import done, field, notice
@@ -178,6 +178,7 @@ def _quotas(
             "errors": errors or {},
             "failed": failed,
             "may_set": who.instance and who.has("admin"),
+            "may_set_webhook": who.has("admin"),
             "draft": draft or {},
         },
         status_code=status_code,
@@ -213,6 +214,27 @@ def quota_set(request: Request) -> Response:
     return done("/quotas", "updated")
 
 
+def quota_webhook_set(request: Request) -> Response:
+    """Sets where the tenant's own alerts are POSTed (empty or ``none``: nowhere), as
+    ``pgsched tenant webhook set`` does: a tenant's admin for its tenant, an instance admin
+    for any (the database refuses another tenant's)."""
+    require(request, "admin")
+    tenant = str(request.path_params["tenant"])
+    text = field(request, "alert_webhook", required=False, max_length=2000)
+    try:
+        url = None if text in ("", "none") else text
+        tenants.set_alert_webhook(database(request), tenant, url)
+    except ValidationError as exc:
+        return _quotas(
+            request,
+            errors={exc.field: str(exc)},
+            failed=tenant,
+            draft={"alert_webhook": text},
+            status_code=422,
+        )
+    return done("/quotas", "updated")
+
+
 routes = [
     Route("/queues", queue_list, methods=["GET"], name="queues"),
     Route("/queues/{name}/pause", queue_pause, methods=["POST"]),
@@ -220,4 +242,5 @@ routes = [
     Route("/queues/{name}/limits", queue_limits, methods=["POST"]),
     Route("/quotas", quota_list, methods=["GET"], name="quotas"),
     Route("/quotas/{tenant}", quota_set, methods=["POST"]),
+    Route("/quotas/{tenant}/webhook", quota_webhook_set, methods=["POST"]),
 ]

@@ -50,7 +50,10 @@ def test_queue_pause_list_show_set_and_resume(dsn):
     shown = json.loads(run(dsn, "queue", "show", "reports", "--json").output)
     assert (shown["max_running"], shown["rate_limit"], shown["rate_period_seconds"]) == (4, 60, 60)
     text = run(dsn, "queue", "show", "reports").output
-    assert "rate               60/1m" in text and "state              paused" in text
+    fields = dict(line.split(None, 1) for line in text.splitlines())
+    assert (fields["rate"], fields["state"]) == ("60/1m", "paused")
+    # the values start in one column, past the longest key (rate_period_seconds)
+    assert {len(line) - len(line.split(None, 1)[1]) for line in text.splitlines()} == {20}
     run(dsn, "queue", "set", "reports", "--max-running", "none")
     said = run(dsn, "queue", "resume", "reports", "--json").output
     assert json.loads(said)["paused_at"] is None
