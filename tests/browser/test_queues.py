@@ -157,7 +157,7 @@ def test_an_instance_admin_sets_a_tenant_quota(stack: Stack, browser: Browser):
     try:
         page = v.page
         v.go("/quotas")
-        page.click("#tenant-default summary")
+        page.click("#tenant-default details.set-limits summary")
         page.fill("#weight-default", "0")
         page.click("form[action='/quotas/default'] button[type=submit]")
         assert "weight: '0' must be an integer from 1 to 100" in page.inner_text(
@@ -179,7 +179,7 @@ def test_an_instance_admin_sets_a_tenant_quota(stack: Stack, browser: Browser):
             "SELECT weight, max_log_bytes FROM pgsched.tenant WHERE name = 'default'"
         ) == {"weight": 3, "max_log_bytes": 500 * 10**9}
         assert "weight 3" in page.inner_text("#tenant-default h2")
-        page.click("#tenant-default summary")
+        page.click("#tenant-default details.set-limits summary")
         assert page.input_value("#max_log_bytes-default") == "500GB"
         assert "500 GB" in page.inner_text("#tenant-default tr[data-quota='log_bytes']")
         both(v, "quotas-saved")
@@ -187,4 +187,35 @@ def test_an_instance_admin_sets_a_tenant_quota(stack: Stack, browser: Browser):
         stack.sql.execute(
             "UPDATE pgsched.tenant SET weight = 1, max_log_bytes = NULL WHERE name = 'default'"
         )
+        context.close()
+
+
+def test_a_tenants_admin_sends_quota_alerts_to_a_webhook(stack: Stack, browser: Browser):
+    v, context = signed_in(
+        stack, browser, "webhook", role="admin", tenant="default", instance=False
+    )
+    try:
+        page = v.page
+        v.go("/quotas")
+        assert "POSTed to nowhere" in page.inner_text("#tenant-default .alert-webhook")
+        page.click("#tenant-default details.set-webhook summary")
+        page.fill("#alert_webhook-default", "ftp://files.example.com/x")
+        page.click("form[action='/quotas/default/webhook'] button[type=submit]")
+        assert "alert_webhook: 'ftp://files.example.com/x'" in page.inner_text(
+            "#err-default-alert_webhook"
+        )
+        assert page.input_value("#alert_webhook-default") == "ftp://files.example.com/x"
+        both(v, "webhook-refused")
+        page.fill("#alert_webhook-default", "https://hooks.example.com/pgsched")
+        page.click("form[action='/quotas/default/webhook'] button[type=submit]")
+        page.wait_for_url("**/quotas?done=updated")
+        assert stack.one("SELECT alert_webhook FROM pgsched.tenant WHERE name = 'default'") == {
+            "alert_webhook": "https://hooks.example.com/pgsched"
+        }
+        assert "https://hooks.example.com/pgsched" in page.inner_text(
+            "#tenant-default .alert-webhook"
+        )
+        both(v, "webhook-saved")
+    finally:
+        stack.sql.execute("UPDATE pgsched.tenant SET alert_webhook = NULL WHERE name = 'default'")
         context.close()
