@@ -145,17 +145,28 @@ class RunAs:
     def user_for(self, task: Mapping[str, Any], default: User) -> User:
         """The user a claimed row's command runs as (this module's docstring); raises
         RunAsRefused when its task names a ``run_as_user`` that is not allowed."""
-        wanted = task.get("run_as_user")
+        wanted, tenant = task.get("run_as_user"), task.get("tenant")
         if wanted:
             for name, user in self.allowed:
                 if name == wanted:
-                    return user
+                    return self._not_anothers(task, wanted, user)
             raise RunAsRefused(_refusal(task, wanted))
-        tenant = task.get("tenant")
         for name, user in self.tenants:
             if name == tenant:
                 return user
         return default
+
+    def _not_anothers(self, task: Mapping[str, Any], wanted: str, user: User) -> User:
+        """``user``, unless it is another tenant's (``--tenant-run-as``): any tenant served
+        may import a crontab line naming any user, and must not get into another's."""
+        for tenant, theirs in self.tenants:
+            if theirs.uid == user.uid and tenant != task.get("tenant"):
+                raise RunAsRefused(
+                    f"task {_name(task)!r} of tenant {task.get('tenant')!r} names the crontab "
+                    f"user {wanted!r}, which runs tenant {tenant!r}'s commands "
+                    "(--tenant-run-as): a tenant's task never runs as another tenant's user"
+                )
+        return user
 
     def users(self) -> list[User]:
         """Every user named here, each once (the worker tries each at its start)."""
@@ -175,8 +186,12 @@ class RunAs:
         return out
 
 
+def _name(task: Mapping[str, Any]) -> str:
+    return str(task.get("task_name") or task.get("name") or "?")
+
+
 def _refusal(task: Mapping[str, Any], wanted: str) -> str:
-    name = task.get("task_name") or task.get("name") or "?"
+    name = _name(task)
     text, _, _ = wanted.partition(":")
     entry = _entry(int(text)) if text.isdigit() else _named(text)
     if (entry is not None and entry.pw_uid == 0) or text == "0":

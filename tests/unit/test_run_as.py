@@ -110,6 +110,12 @@ def test_a_commands_user_is_its_allowed_crontab_user_then_its_tenants_then_the_w
             run_as.user_for({"tenant": "a", "task_name": "nightly", "run_as_user": wanted}, default)
         assert f"task 'nightly' names the crontab user {wanted!r}" in str(err.value)
         assert said in str(err.value)
+    # an allowed user that is another tenant's is that tenant's alone
+    shared = resolve_run_as(["a=daemon"], ["daemon"], True)
+    assert shared.user_for({"tenant": "a", "run_as_user": "daemon"}, default) == daemon
+    with pytest.raises(RunAsRefused) as err:
+        shared.user_for({"tenant": "b", "task_name": "t", "run_as_user": "daemon"}, default)
+    assert "which runs tenant 'a''s commands (--tenant-run-as)" in str(err.value)
     assert run_as.users() == [daemon, bin_]
     assert run_as.describe() == (
         f"; tenant a as uid {DAEMON.pw_uid} (daemon); crontab users allowed: uid {BIN.pw_uid} (bin)"
