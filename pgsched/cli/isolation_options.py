@@ -46,8 +46,9 @@ def isolation_options(command: Any) -> Any:
         metavar="USER[,USER...]",
         multiple=True,
         help="Crontab users a task may name (the user column of `import-crontab --system`): "
-        "its commands run as that user, first of all. A task naming another user, or root, "
-        "fails, not retried, and never runs as someone else. Repeatable; needs --isolation "
+        "its commands run as that user, first of all. On an isolating worker a task naming a "
+        "user not listed (none is without this option), or root, fails, not retried, and "
+        "never runs as someone else. Repeatable; needs --isolation "
         "rlimits or sandbox (without isolation the column is ignored) and a root worker.",
     )(command)
     command = click.option(
