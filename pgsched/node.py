@@ -115,7 +115,12 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
     settings.validate()
     # before anything else: a worker never starts with less isolation than it was told
     isolation = resolve(
-        settings.isolation, settings.run_as, settings.limits, settings.allow_network
+        settings.isolation,
+        settings.run_as,
+        settings.limits,
+        settings.allow_network,
+        tenant_run_as=settings.tenant_run_as,
+        allow_run_as=settings.allow_run_as,
     )
     # the secrets' key and providers, out of the environment before it is wiped from /proc
     secret_keys, secret_env, secret_dir = take_environment(os.environ)
@@ -163,6 +168,14 @@ def run_worker(source: Source, settings: WorkerSettings) -> None:
         statement_deadline=s.statement_deadline or None,
     )
     config.tenants = worker_tenants(db, s)
+    served = config.tenants
+    strays = [t for t, _ in isolation.run_as.tenants if served is not None and t not in served]
+    if strays and served is not None:  # a user for a tenant never served: a mistyped name?
+        raise ConfigError(
+            f"tenant_run_as: --tenant-run-as names tenant {strays[0]!r}, which this worker "
+            f"does not serve (it serves {', '.join(served)}): add --tenant {strays[0]} or "
+            "drop it"
+        )
     if (secret_env or secret_dir) and (config.tenants is None or len(config.tenants) > 1):
         # a provider's secret is the worker's, not a tenant's: every tenant it serves could
         # name it (the attack of issue 19); docs/security.md, "Secrets"

@@ -70,8 +70,10 @@ class WorkerSettings:
     imported at start (Python tasks then come only from them); ``python_isolation``:
     ``process`` or ``thread``; ``python_memory_limit``: bytes (64 MiB-1 PiB) or None;
     ``isolation`` (none, rlimits,
-    sandbox), ``run_as`` (a user name, uid or ``uid:gid``), ``limits`` and
-    ``allow_network``: what commands run in (:mod:`pgsched.handlers.isolation`)."""
+    sandbox), ``run_as`` (a user name, uid or ``uid:gid``), ``tenant_run_as``
+    (``TENANT=USER`` values), ``allow_run_as`` (``USER[,USER...]`` values: crontab users a
+    task may name), ``limits`` and ``allow_network``: what commands run in and as whom
+    (:mod:`pgsched.handlers.isolation`, :mod:`pgsched.handlers.run_as`)."""
 
     queues: tuple[str, ...] = ("default",)
     tenants: tuple[str, ...] | None = ()
@@ -91,6 +93,8 @@ class WorkerSettings:
     python_memory_limit: int | None = None
     isolation: str = "none"
     run_as: str | None = None
+    tenant_run_as: tuple[str, ...] = ()
+    allow_run_as: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
     allow_network: bool = False
 

@@ -163,9 +163,11 @@ RETURNING *
 
 -- name: task_sandbox :many
 -- The sandbox settings of tasks whose definitions a claim has just sent (migration 0032;
--- claims.TaskDefinitions), read once per definition read, not per claimed row.
+-- claims.TaskDefinitions), read once per definition read, not per claimed row; and the user
+-- their crontab line names (run_as_user: an isolating worker runs it as that user only when
+-- it allows it, pgsched/handlers/run_as.py).
 SELECT id, limit_cpu_seconds, limit_memory_bytes, limit_nofile, limit_nproc,
-       limit_fsize_bytes, network
+       limit_fsize_bytes, network, run_as_user
   FROM pgsched.task WHERE id = ANY(%(ids)s::bigint[])
 -- name: task_sensitive_set :one
 -- The params keys a task marks sensitive (migration 0031: masked for viewers beside those

@@ -1,6 +1,6 @@
-"""``pgsched worker``'s options for what its commands run in: ``--isolation``, ``--run-as``,
-``--limit-*`` and ``--allow-network`` (docs/security.md, "Sandbox";
-:mod:`pgsched.handlers.isolation`)."""
+"""``pgsched worker``'s options for what its commands run in and as whom: ``--isolation``,
+``--run-as``, ``--tenant-run-as``, ``--allow-run-as``, ``--limit-*`` and ``--allow-network``
+(docs/security.md, "Sandbox"; :mod:`pgsched.handlers.isolation`, :mod:`.run_as`)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ _LIMITS = (
 
 
 def isolation_options(command: Any) -> Any:
-    """Adds the options; the command gets ``isolation``, ``run_as``, ``limit_cpu`` ...
+    """Adds the options; the command gets ``isolation``, ``run_as``, ``tenant_run_as`` and
+    ``allow_run_as`` (tuples of the values given), ``limit_cpu`` ...
     ``limit_fsize`` (text, parsed by :meth:`pgsched.handlers.rlimits.Limits.parse`) and
     ``allow_network``."""
     for flag, metavar, text in reversed(_LIMITS):
@@ -40,11 +41,32 @@ def isolation_options(command: Any) -> Any:
         "host's loopback).",
     )(command)
     command = click.option(
+        "--allow-run-as",
+        "allow_run_as",
+        metavar="USER[,USER...]",
+        multiple=True,
+        help="Crontab users a task may name (the user column of `import-crontab --system`): "
+        "its commands run as that user, first of all. On an isolating worker a task naming a "
+        "user not listed (none is without this option), or root, fails, not retried, and "
+        "never runs as someone else. Repeatable; needs --isolation "
+        "rlimits or sandbox (without isolation the column is ignored) and a root worker.",
+    )(command)
+    command = click.option(
+        "--tenant-run-as",
+        "tenant_run_as",
+        metavar="TENANT=USER",
+        multiple=True,
+        help="Run the commands of TENANT as USER (a name, UID or UID:GID; needs a root "
+        "worker; never root), so that tenants' commands cannot read each other's processes "
+        "or files; other tenants' commands run as --run-as. Repeatable, a tenant once.",
+    )(command)
+    command = click.option(
         "--run-as",
         metavar="USER|UID[:GID]",
         default=None,
         help="Run commands as this user (needs a root worker; never root). A root worker "
-        "isolating commands without it runs them as nobody.",
+        "isolating commands without it runs them as nobody. --tenant-run-as and "
+        "--allow-run-as come first.",
     )(command)
     return click.option(
         "--isolation",

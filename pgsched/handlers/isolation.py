@@ -22,27 +22,25 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import ConfigError
 from .rlimits import NO_LIMITS, Limits, task_limits
+from .run_as import RunAs, User, default_user, resolve_run_as
 
 LEVELS = ("none", "rlimits", "sandbox")
-
-# The user a root worker's isolated commands run as when no --run-as is given.
-NOBODY = "nobody"
 
 
 @dataclass(frozen=True)
 class Isolation:
     """What a worker's commands run in, once :func:`resolve` has checked the machine gives
-    it: ``level`` (:data:`LEVELS`), the ``uid``/``gid``/``user`` they run as, ``limits``,
+    it: ``level`` (:data:`LEVELS`), the ``uid``/``gid``/``user`` they run as (the worker's
+    default; ``run_as``: its tenants' and allowed crontab users, :mod:`.run_as`), ``limits``,
     whether they may reach the ``network`` (sandbox only: the rlimits level shares the
     host's), and for the sandbox ``bwrap`` (its path) and ``bwrap_version``. ``privileged``:
     the worker is root, so bwrap makes the namespaces with its privileges and setpriv changes
@@ -58,6 +56,7 @@ class Isolation:
     bwrap_version: str | None = None
     privileged: bool = False
     scratch_root: str | None = None
+    run_as: RunAs = field(default_factory=RunAs)
 
     @property
     def isolated(self) -> bool:
@@ -66,10 +65,11 @@ class Isolation:
     def describe(self) -> str:
         """For the worker's start line: ``bubblewrap 0.8.0, pid+mount+ipc+net namespaces,
         uid 65534 (nobody), limits: cpu 60s, memory 1GB``."""
-        who = f"uid {self.uid} ({self.user})" if self.user else f"uid {self.uid}"
+        who = User(self.uid, self.gid, self.user).describe()
         if self.level == "none":
             return f"none (commands run as the worker's user, {who}; no limits)"
         limits = f"limits: {self.limits.describe()}"
+        who += self.run_as.describe()
         if self.level == "rlimits":
             return f"rlimits (no namespaces), {who}, {limits}"
         spaces = "pid+mount+ipc" + ("" if self.network else "+net")
@@ -79,14 +79,21 @@ class Isolation:
         return f"bubblewrap {self.bwrap_version}, {spaces} namespaces, {who}, {net}, {limits}"
 
     def for_task(self, task: Mapping[str, Any]) -> Isolation:
-        """This isolation with a task's own settings (migration 0032; a claimed row): its
-        ``limit_*`` over the worker's, its ``network`` (None: the worker's; the rlimits
-        level shares the host's network whatever it says). Level none: unchanged."""
+        """This isolation with a task's own settings (a claimed row): the user its command
+        runs as (:meth:`.run_as.RunAs.user_for`: its allowed ``run_as_user``, its tenant's,
+        the worker's), its ``limit_*`` over the worker's (migration 0032), its ``network``
+        (None: the worker's; the rlimits level shares the host's network whatever it says).
+        Level none: unchanged, ``run_as_user`` ignored. Raises
+        :class:`~.run_as.RunAsRefused` for a ``run_as_user`` the worker does not allow."""
         if not self.isolated:
             return self
         network = task.get("network")
+        user = self.run_as.user_for(task, User(self.uid, self.gid, self.user))
         return replace(
             self,
+            uid=user.uid,
+            gid=user.gid,
+            user=user.name,
             limits=task_limits(self.limits, task),
             network=self.network if network is None or self.level != "sandbox" else network,
         )
@@ -166,71 +173,35 @@ class Isolation:
             os.fchown(fd, self.uid, self.gid)
 
 
-def _user(run_as: str | None, privileged: bool) -> tuple[int, int, str]:
-    """(uid, gid, name) of ``--run-as`` (a user name, a uid, or ``uid:gid``); for a root
-    worker without one, nobody. Raises ConfigError for root, an unknown user, or another
-    user than the worker's when the worker is not root (it may not change user)."""
-    if run_as is None:
-        if not privileged:
-            entry = _entry(os.geteuid())
-            return os.geteuid(), os.getegid(), entry.pw_name if entry else ""
-        run_as = NOBODY
-    text, _, gid_text = run_as.partition(":")
-    if text.isdigit():
-        uid = int(text)
-        entry = _entry(uid)
-        gid = entry.pw_gid if entry else uid
-        name = entry.pw_name if entry else ""
-    else:
-        try:
-            entry = pwd.getpwnam(text)
-        except KeyError:
-            raise ConfigError(f"run_as: no user {text!r} on this host (getent passwd)") from None
-        uid, gid, name = entry.pw_uid, entry.pw_gid, entry.pw_name
-    if gid_text:
-        if not gid_text.isdigit():
-            raise ConfigError(f"run_as: the group of {run_as!r} must be a number (uid:gid)")
-        gid = int(gid_text)
-    if uid == 0 or gid == 0:
-        raise ConfigError(f"run_as: {run_as!r} is root: isolated commands never run as root")
-    if not privileged and uid != os.geteuid():
-        raise ConfigError(
-            f"run_as: {run_as!r}: a worker that is not root (uid {os.geteuid()}) cannot run "
-            "commands as another user; start it as root or drop --run-as"
-        )
-    return uid, gid, name
-
-
-def _entry(uid: int) -> pwd.struct_passwd | None:
-    try:
-        return pwd.getpwuid(uid)
-    except KeyError:
-        return None
-
-
 def resolve(
     level: str,
     run_as: str | None = None,
     limits: Limits = NO_LIMITS,
     network: bool = False,
     scratch_root: str | None = None,
+    tenant_run_as: Iterable[str] = (),
+    allow_run_as: Iterable[str] = (),
 ) -> Isolation:
     """The isolation a worker's configuration asks for, once this machine is shown to give
     it: the tools are found and a trial command runs under exactly the wrapping commands
-    will get. Raises ConfigError saying what is missing (no bwrap, namespaces refused as in
-    a container without them, no prlimit or setpriv, a ``run_as`` that cannot be)."""
+    will get, as each user commands may run as (``run_as``, ``tenant_run_as`` TENANT=USER
+    values, ``allow_run_as`` USER[,USER] values: :mod:`.run_as`). Raises ConfigError saying
+    what is missing (no bwrap, namespaces refused as in a container without them, no
+    prlimit or setpriv, a user that cannot be, naming its option and value)."""
+    tenant_run_as, allow_run_as = tuple(tenant_run_as), tuple(allow_run_as)
     if level not in LEVELS:
         raise ConfigError(f"isolation: {level!r} is none of {', '.join(LEVELS)}")
     if level == "none":
-        if run_as is not None or limits.any():
+        if run_as is not None or tenant_run_as or allow_run_as or limits.any():
             raise ConfigError(
-                "isolation: --run-as and --limit-* need --isolation rlimits or sandbox "
-                "(with none, commands run as the worker's user, unlimited)"
+                "isolation: --run-as, --tenant-run-as, --allow-run-as and --limit-* need "
+                "--isolation rlimits or sandbox (with none, commands run as the worker's "
+                "user, unlimited)"
             )
-        entry = _entry(os.geteuid())
-        return Isolation(user=entry.pw_name if entry else "")
+        return Isolation(user=default_user(None, False).name)
     privileged = os.geteuid() == 0
-    uid, gid, name = _user(run_as, privileged)
+    default = default_user(run_as, privileged)
+    users = resolve_run_as(tenant_run_as, allow_run_as, privileged)
     for tool in ("prlimit", "setpriv"):
         if shutil.which(tool) is None:
             raise ConfigError(f"isolation {level}: {tool}(1) is missing: install util-linux")
@@ -246,17 +217,21 @@ def resolve(
         version = out.stdout.strip().removeprefix("bubblewrap ") or "unknown"
     iso = Isolation(
         level=level,
-        uid=uid,
-        gid=gid,
-        user=name,
+        uid=default.uid,
+        gid=default.gid,
+        user=default.name,
         limits=limits,
         network=network or level == "rlimits",
         bwrap=bwrap,
         bwrap_version=version,
         privileged=privileged,
         scratch_root=scratch_root,
+        run_as=users,
     )
     _trial(iso)
+    for user in users.users():  # each user a command may run as, tried once
+        if user != default:
+            _trial(replace(iso, uid=user.uid, gid=user.gid, user=user.name))
     return iso
 
 

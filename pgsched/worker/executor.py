@@ -32,6 +32,7 @@ from ..handlers.isolation import Isolation
 from ..handlers.output import LogSink
 from ..handlers.process_pool import ProcessPool
 from ..handlers.python import NOT_STARTED, PythonHandler
+from ..handlers.run_as import RunAsRefused
 from ..handlers.start_gate import StartDeadlinePassed
 from ..secret_refs import Masker, SecretUnresolved, secret_variable
 from .config import MAX_ENV_PARAMS, PRIVATE_ENV, SPREAD_SECONDS, WorkerConfig
@@ -257,8 +258,12 @@ class Executor:
 
     def _run_command(self, row: Row, sink: LogSink, slot: Slot) -> Outcome | None:
         """A shell or argv command, isolated as the worker was told (``config.isolation``):
-        then in a scratch directory of its own, from an environment of its own."""
-        iso = self.config.isolation.for_task(row)  # its own limits and network (0032)
+        then as its user, in a scratch directory of its own, from an environment of its own.
+        A crontab user the worker does not allow fails it for good (never run as another)."""
+        try:  # its user, its own limits and network (0032)
+            iso = self.config.isolation.for_task(row)
+        except RunAsRefused as exc:
+            return Outcome("failed", error=str(exc), retryable=False)
         with iso.scratch() if iso.isolated else contextlib.nullcontext() as workdir:
             if workdir is not None:
                 env = iso.env(workdir)
