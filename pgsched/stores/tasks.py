@@ -14,21 +14,14 @@ from psycopg.types.json import Jsonb
 
 from .. import masking, windows
 from ..db import Database, Row, Session
+from ..enqueued import MAX_KEY_LENGTH, Enqueued
 from ..errors import NotFound, ValidationError
 from ..jsontext import check_json_object, has_nul
 from ..limits import LIMIT_FIELDS, SANDBOX_FIELDS
 from ..schedule import Schedule
-from ..taskspec import (
-    HANDLER_FIELDS,
-    MAX_KEY_LENGTH,
-    SCHEDULE_FIELDS,
-    UPDATABLE,
-    Enqueued,
-    PausedBy,
-    TaskSpec,
-    not_a_dag_part,
-    spec_of,
-)
+from ..task_kinds import PausedBy
+from ..task_rows import not_a_dag_part, spec_of
+from ..taskspec import HANDLER_FIELDS, SCHEDULE_FIELDS, UPDATABLE, TaskSpec
 from ..windows import WINDOW_FIELDS, windows_of
 
 #: The fields a viewer is shown masked (migration 0031), where an update that sends the mask

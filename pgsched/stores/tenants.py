@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..db import Database, Row, Session
 from ..errors import NotFound, PgschedError, ValidationError
 from ..roles import LoginPurpose
-from ..taskspec import check_name
+from ..task_checks import check_name
 
 PURPOSES = tuple(p.value for p in LoginPurpose)  # the group role a login gets: pgsched_<purpose>
 

@@ -26,7 +26,7 @@ from pgsched.limits import RateScope
 from pgsched.retry import RetryPolicy
 from pgsched.roles import ActorKind, LoginPurpose, Role
 from pgsched.schedule import ScheduleKind
-from pgsched.taskspec import HandlerKind, MisfirePolicy, PausedBy
+from pgsched.task_kinds import HandlerKind, MisfirePolicy, PausedBy
 from pgsched.windows import OverlapPolicy, UniquePolicy, UniqueScope
 
 # (table, column) -> the values the Python side has for it
