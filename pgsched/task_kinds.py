@@ -1,5 +1,5 @@
 """The vocabularies of a task's fields (checked against the CHECK constraints by
-tests/db/test_vocabularies.py): its handler kind, misfire policy and who paused it. Pure."""
+tests/db/test_vocabularies.py): its handler kind, misfire policy, who paused it and where its Python handler runs. Pure."""
 
 from __future__ import annotations
 
@@ -34,6 +34,17 @@ class PausedBy(StrEnum):
     SCHEDULER = "scheduler"
 
 
+class PythonIsolation(StrEnum):
+    """Where a task's Python handler runs (``task.python_isolation``, migration 0035; NULL:
+    the worker's ``--python-isolation``): in a child ``process`` of the worker's pool, killed
+    on a timeout or stop, or in the worker's slot ``thread``, abandoned on a timeout while
+    blocked in C code (docs/security.md, "Python handlers")."""
+
+    PROCESS = "process"
+    THREAD = "thread"
+
+
 # the kinds a TaskSpec may have (``dag`` tasks are the DAG store's)
 HANDLER_KINDS = tuple(k.value for k in HandlerKind if k is not HandlerKind.DAG)
 MISFIRE_POLICIES = tuple(p.value for p in MisfirePolicy)
+PYTHON_ISOLATIONS = tuple(p.value for p in PythonIsolation)

@@ -15,7 +15,7 @@ from .jsontext import check_json_object
 from .retry import POLICIES
 from .schedule import Schedule
 from .task_checks import TASK_NAME, check_name, check_seconds
-from .task_kinds import HANDLER_KINDS, MISFIRE_POLICIES, HandlerKind
+from .task_kinds import HANDLER_KINDS, MISFIRE_POLICIES, PYTHON_ISOLATIONS, HandlerKind
 from .windows import check_windows
 
 _PYTHON_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
@@ -48,6 +48,8 @@ class TaskSpec:
       whose name says secret (at most 50, each 1-200 characters; migration 0031).
     - ``overlap_policy``, ``unique_policy``, ``unique_period_seconds``, ``unique_scope``:
       see :func:`pgsched.windows.check_windows` and docs/limits.md ("Overlap policy", "Unique windows").
+    - ``python_isolation``: where its Python handler runs, ``process`` or ``thread``, over
+      the worker's ``--python-isolation`` (None: the worker's; docs/security.md).
     """
 
     name: str
@@ -105,6 +107,9 @@ class TaskSpec:
     limit_nproc: int | None = None
     limit_fsize_bytes: int | None = None
     network: bool | None = None
+    # where its Python handler runs (issue 19, item 2; migration 0035): ``process`` or
+    # ``thread`` over the worker's --python-isolation; None: the worker's
+    python_isolation: str | None = None
 
     def validate(self) -> Schedule:
         """Check every field; return the parsed schedule. Raises ValidationError naming
@@ -205,6 +210,12 @@ class TaskSpec:
         for tag in self.tags:
             check_name("tags", tag)
         limits.check_sandbox_fields(self)
+        if self.python_isolation is not None and self.python_isolation not in PYTHON_ISOLATIONS:
+            raise ValidationError(
+                "python_isolation",
+                self.python_isolation,
+                f"must be one of {', '.join(PYTHON_ISOLATIONS)}, or null (the worker's)",
+            )
         if (
             not isinstance(self.sensitive_params, list)
             or len(self.sensitive_params) > 50

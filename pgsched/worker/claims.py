@@ -48,8 +48,8 @@ class TaskDefinitions:
         definition merged in (``task_name``, ``handler_kind``, ``command``, ``argv``,
         ``python_target``, ``env``, ``stdin``, ``timeout_seconds``, ``retry_policy``,
         ``retry_base_seconds``, ``retry_max_seconds``, ``no_retry_exit_codes``,
-        ``no_retry_exceptions``, and the sandbox's ``limit_*`` and ``network``, read by a
-        second statement for the definitions sent). Raises what ``Session.many`` raises."""
+        ``no_retry_exceptions``, and the sandbox's ``limit_*``, ``network`` and
+        ``python_isolation``, read by a second statement for the definitions sent). Raises what ``Session.many`` raises."""
         ids = list(self._held)
         rows = session.many(
             "execution_claim",
