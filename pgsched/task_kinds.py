@@ -1,5 +1,6 @@
 """The vocabularies of a task's fields (checked against the CHECK constraints by
-tests/db/test_vocabularies.py): its handler kind, misfire policy, who paused it and where its Python handler runs. Pure."""
+tests/db/test_vocabularies.py): its handler kind, misfire policy, who paused it and where
+its Python handler runs. Pure."""
 
 from __future__ import annotations
 
