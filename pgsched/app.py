@@ -73,6 +73,7 @@ class App:
         unique: str = "none",
         unique_period: float | None = None,
         unique_per: str = "task",
+        python_isolation: str | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a function as a task. Give at most one of ``schedule`` (cron),
         ``every`` (interval: seconds or ``"5m"``) and ``at`` (ISO instant, once); none
@@ -82,6 +83,8 @@ class App:
         stored with the task when :meth:`sync` creates it. ``overlap`` (``allow``, ``skip``,
         ``queue_one``), ``unique`` (``none``, ``pending``), ``unique_period`` (seconds) and
         ``unique_per`` (``task``, ``key``): the task's overlap policy and unique window.
+        ``python_isolation`` (``process``, ``thread``; None: the worker's
+        ``--python-isolation``): where the function runs (docs/security.md, "Python handlers").
         """
         hooks = {
             k: v
@@ -123,6 +126,7 @@ class App:
                 unique_policy=unique,
                 unique_period_seconds=unique_period,
                 unique_scope=unique_per,
+                python_isolation=python_isolation,
             )
             spec.validate()
             self.specs[spec.name] = spec

@@ -100,7 +100,7 @@ class WorkerSettings:
 
     def validate(self) -> None:
         from .handlers.isolation import LEVELS
-        from .taskspec import check_name
+        from .task_checks import check_name
 
         if not self.queues:
             raise ValidationError("queues", self.queues, "must name at least one queue")

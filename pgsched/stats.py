@@ -26,7 +26,7 @@ from .db import Database, Session
 from .lifecycle import ExecutionState
 from .schedule import zone
 from .stores.tasks import get as get_task
-from .taskspec import schedule_of
+from .task_rows import schedule_of
 
 FAILED = tuple(
     s.value for s in (ExecutionState.FAILED, ExecutionState.TIMED_OUT, ExecutionState.DEAD)

@@ -1,84 +1,26 @@
-"""What a task is, before and apart from the database: :class:`TaskSpec` and its
-validation, the fields an update may change, and what the faces say about a stored task's
-schedule. Pure (no database): the task store, :mod:`pgsched.stores.tasks`, stores them.
+"""What a task is, before and apart from the database: :class:`TaskSpec`, its validation and
+the fields an update may change. Pure (no database): the task store,
+:mod:`pgsched.stores.tasks`, stores them; :mod:`pgsched.task_rows` reads stored rows back.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from . import limits
 from .errors import ValidationError
 from .jsontext import check_json_object
 from .retry import POLICIES
-from .schedule import Schedule, zone
+from .schedule import Schedule
+from .task_checks import TASK_NAME, check_name, check_seconds
+from .task_kinds import HANDLER_KINDS, MISFIRE_POLICIES, PYTHON_ISOLATIONS, HandlerKind
 from .windows import check_windows
 
-
-class HandlerKind(StrEnum):
-    """What runs when a task runs (``task.handler_kind``): a ``shell`` command, an ``argv``
-    executed directly, a ``python`` function, or a ``dag`` (the schedule task of a DAG,
-    which starts a run; made only by the DAG store)."""
-
-    SHELL = "shell"
-    ARGV = "argv"
-    PYTHON = "python"
-    DAG = "dag"
-
-
-class MisfirePolicy(StrEnum):
-    """What fires missed while no scheduler ran become (``task.misfire_policy``): see
-    :class:`TaskSpec`."""
-
-    SKIP = "skip"
-    ONCE = "once"
-    ALL = "all"
-
-
-class PausedBy(StrEnum):
-    """Who paused a task (``task.paused_by``): an ``operator``, or the ``scheduler``
-    because it could not compute the task's schedule."""
-
-    OPERATOR = "operator"
-    SCHEDULER = "scheduler"
-
-
-# the kinds a TaskSpec may have (``dag`` tasks are the DAG store's)
-HANDLER_KINDS = tuple(k.value for k in HandlerKind if k is not HandlerKind.DAG)
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}")
-_QUEUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _PYTHON_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _EXCEPTION = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*")
-MISFIRE_POLICIES = tuple(p.value for p in MisfirePolicy)
 MAX_ATTEMPTS = 1000
-MAX_SECONDS = 366 * 86400.0  # timeouts and retry delays: at most a year
-
-
-def check_name(field: str, value: object, pattern: re.Pattern[str] = _QUEUE) -> None:
-    """Raise ValidationError unless ``value`` is a string matching ``pattern`` whole."""
-    if not isinstance(value, str) or not pattern.fullmatch(value):
-        rule = (
-            "1-200 characters: letters, digits and . _ : @ / - (starting with a letter or digit)"
-            if pattern is _NAME
-            else "1-64 characters: letters, digits and . _ - (starting with a letter or digit)"
-        )
-        raise ValidationError(field, value, f"must be {rule}")
-
-
-def check_seconds(field: str, value: object, *, allow_zero: bool = True) -> None:
-    """Raise ValidationError unless ``value`` is a finite number of seconds within a year."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or not (0 <= value <= MAX_SECONDS) or (value == 0 and not allow_zero):  # type: ignore[operator]
-        raise ValidationError(
-            field,
-            value,
-            f"must be a number of seconds from {0 if allow_zero else 'above 0'} to {MAX_SECONDS:g}",
-        )
 
 
 @dataclass
@@ -106,6 +48,8 @@ class TaskSpec:
       whose name says secret (at most 50, each 1-200 characters; migration 0031).
     - ``overlap_policy``, ``unique_policy``, ``unique_period_seconds``, ``unique_scope``:
       see :func:`pgsched.windows.check_windows` and docs/limits.md ("Overlap policy", "Unique windows").
+    - ``python_isolation``: where its Python handler runs, ``process`` or ``thread``, over
+      the worker's ``--python-isolation`` (None: the worker's; docs/security.md).
     """
 
     name: str
@@ -163,11 +107,14 @@ class TaskSpec:
     limit_nproc: int | None = None
     limit_fsize_bytes: int | None = None
     network: bool | None = None
+    # where its Python handler runs (issue 19, item 2; migration 0035): ``process`` or
+    # ``thread`` over the worker's --python-isolation; None: the worker's
+    python_isolation: str | None = None
 
     def validate(self) -> Schedule:
         """Check every field; return the parsed schedule. Raises ValidationError naming
         the first bad field and its value."""
-        check_name("name", self.name, _NAME)
+        check_name("name", self.name, TASK_NAME)
         if self.handler_kind not in HANDLER_KINDS:
             raise ValidationError(
                 "handler_kind", self.handler_kind, f"must be one of {', '.join(HANDLER_KINDS)}"
@@ -263,6 +210,12 @@ class TaskSpec:
         for tag in self.tags:
             check_name("tags", tag)
         limits.check_sandbox_fields(self)
+        if self.python_isolation is not None and self.python_isolation not in PYTHON_ISOLATIONS:
+            raise ValidationError(
+                "python_isolation",
+                self.python_isolation,
+                f"must be one of {', '.join(PYTHON_ISOLATIONS)}, or null (the worker's)",
+            )
         if (
             not isinstance(self.sensitive_params, list)
             or len(self.sensitive_params) > 50
@@ -309,90 +262,3 @@ HANDLER_FIELDS = {
     HandlerKind.ARGV.value: "argv",
     HandlerKind.PYTHON.value: "python_target",
 }
-
-
-def spec_of(row: Mapping[str, Any]) -> TaskSpec:
-    """The :class:`TaskSpec` a stored task row was made from."""
-    values = {f: row[f] for f in TaskSpec.__dataclass_fields__ if f != "schedule"}
-    return TaskSpec(**values, schedule=row["schedule_expr"])
-
-
-def schedule_of(row: Mapping[str, Any]) -> Schedule:
-    """The :class:`Schedule` of a stored task row."""
-    return Schedule(
-        row["schedule_kind"], row["schedule_expr"], row["timezone"], row["schedule_anchor"]
-    )
-
-
-def schedule_problem(row: Mapping[str, Any]) -> str | None:
-    """Why the fire times of a stored task row cannot be computed on this host (its zone
-    is not in the tz database, its stored schedule no longer parses), or None. Faces show
-    this instead of upcoming fires."""
-    try:
-        Schedule.parse(row["schedule_kind"], row["schedule_expr"], row["timezone"])
-    except ValidationError as exc:
-        return str(exc)
-    return None
-
-
-def fix_hint(row: Mapping[str, Any]) -> str:
-    """How an operator fixes a task paused by the scheduler (one sentence, for every face)."""
-    if row["handler_kind"] == HandlerKind.DAG or (row["source"] or "").startswith("dag:"):
-        dag = row["source"][4:] if (row["source"] or "").startswith("dag:") else row["name"]
-        return f"fix the schedule in DAG {dag!r}'s file and apply it (pgsched dag apply FILE)"
-    what = (
-        "--tz ZONE (e.g. --tz Europe/Berlin)"
-        if _bad_zone(row["timezone"])
-        else "--cron EXPR, --every INTERVAL or --at INSTANT"
-    )
-    return (
-        f"give it a schedule that works: pgsched task update {row['name']} {what}, or PATCH "
-        f"/api/v1/tasks/{row['name']}"
-        + ("" if row["enabled"] or row["paused_by"] != PausedBy.SCHEDULER else "; that resumes it")
-    )
-
-
-def _bad_zone(name: str) -> bool:
-    try:
-        zone(name)
-    except ValidationError:
-        return True
-    return False
-
-
-def not_a_dag_part(row: Mapping[str, Any], done: str, command: str) -> None:
-    """Raise ValidationError when the task belongs to a DAG (its schedule task, or a
-    node's): those change with the DAG (``pgsched dag apply`` / ``dag delete``)."""
-    owner = row["source"][4:] if (row["source"] or "").startswith("dag:") else None
-    if row["handler_kind"] == HandlerKind.DAG or owner:
-        dag = owner or row["name"]
-        raise ValidationError(
-            "name",
-            row["name"],
-            f"belongs to DAG {dag!r}: it is {done} with the DAG "
-            f"(pgsched dag {command}{' FILE' if command == 'apply' else ' ' + dag})",
-        )
-
-
-@dataclass(frozen=True)
-class Enqueued:
-    """What one enqueue did (pgsched.enqueue_v2).
-
-    ``execution_id``: the execution the call stands for. ``deduplicated``: False when a new
-    pending execution was made; True when nothing new will run, because of the
-    idempotency key, for ``dedup_reason``: ``"live"`` (an execution of this task with this
-    key is pending or running: ``execution_id`` is that one) or ``"succeeded"`` (the key
-    already succeeded in ``succeeded_execution_id``: ``execution_id`` is the ``skipped``
-    execution recorded for this call). Keys belong to one task: the same key on another
-    task deduplicates nothing. A task's unique window (:mod:`pgsched.windows`) answers
-    ``"unique_pending"`` (``execution_id``: the pending execution of the task or key) or
-    ``"unique_period"`` (``execution_id``: the last one made within the period).
-    """
-
-    execution_id: int
-    deduplicated: bool = False
-    dedup_reason: str | None = None
-    succeeded_execution_id: int | None = None
-
-
-MAX_KEY_LENGTH = 200

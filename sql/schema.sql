@@ -921,6 +921,7 @@ CREATE TABLE pgsched.task (
     limit_nproc integer,
     limit_fsize_bytes bigint,
     network boolean,
+    python_isolation text,
     CONSTRAINT task_check1 CHECK (((schedule_kind = 'none'::text) = (schedule_expr IS NULL))),
     CONSTRAINT task_concurrency_key_check CHECK (((length(concurrency_key) >= 1) AND (length(concurrency_key) <= 200))),
     CONSTRAINT task_handler_check CHECK ((((handler_kind = 'shell'::text) AND (command IS NOT NULL)) OR ((handler_kind = 'argv'::text) AND (argv IS NOT NULL) AND (cardinality(argv) > 0)) OR ((handler_kind = 'python'::text) AND (python_target IS NOT NULL)) OR (handler_kind = 'dag'::text))),
@@ -943,6 +944,7 @@ CREATE TABLE pgsched.task (
     CONSTRAINT task_pause_only_when_paused CHECK (((NOT enabled) OR ((paused_at IS NULL) AND (paused_by IS NULL) AND (pause_reason IS NULL)))),
     CONSTRAINT task_paused_by_check CHECK ((paused_by = ANY (ARRAY['operator'::text, 'scheduler'::text]))),
     CONSTRAINT task_priority_check CHECK (((priority >= 1) AND (priority <= 10))),
+    CONSTRAINT task_python_isolation_check CHECK ((python_isolation = ANY (ARRAY['process'::text, 'thread'::text]))),
     CONSTRAINT task_rate_both CHECK (((rate_limit IS NULL) = (rate_period_seconds IS NULL))),
     CONSTRAINT task_rate_limit_check CHECK ((rate_limit >= 0)),
     CONSTRAINT task_rate_period_check CHECK ((rate_period_seconds > (0)::double precision)),
@@ -1022,6 +1024,12 @@ COMMENT ON COLUMN pgsched.task.limit_fsize_bytes IS 'RLIMIT_FSIZE of its command
 --
 
 COMMENT ON COLUMN pgsched.task.network IS 'whether its sandboxed commands may use the host''s network (NULL: the worker''s --allow-network)';
+
+--
+-- Name: COLUMN task.python_isolation; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.task.python_isolation IS 'where its Python handler runs: process or thread (NULL: the worker''s --python-isolation)';
 
 --
 -- Name: task_v1(text, text); Type: FUNCTION; Schema: pgsched; Owner: -

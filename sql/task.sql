@@ -152,22 +152,23 @@ RETURNING *
 
 -- name: task_sandbox_set :one
 -- A task's own sandbox settings (issue 19; migration 0032: its commands' limits over the
--- worker's, and network), beside task_insert and task_update in their transaction; NULL is
--- the worker's.
+-- worker's, and network; 0035: where its Python handler runs), beside task_insert and
+-- task_update in their transaction; NULL is the worker's.
 UPDATE pgsched.task
    SET limit_cpu_seconds = %(limit_cpu_seconds)s, limit_memory_bytes = %(limit_memory_bytes)s,
        limit_nofile = %(limit_nofile)s, limit_nproc = %(limit_nproc)s,
-       limit_fsize_bytes = %(limit_fsize_bytes)s, network = %(network)s
+       limit_fsize_bytes = %(limit_fsize_bytes)s, network = %(network)s,
+       python_isolation = %(python_isolation)s
  WHERE id = %(id)s
 RETURNING *
 
 -- name: task_sandbox :many
 -- The sandbox settings of tasks whose definitions a claim has just sent (migration 0032;
--- claims.TaskDefinitions), read once per definition read, not per claimed row; and the user
--- their crontab line names (run_as_user: an isolating worker runs it as that user only when
--- it allows it, pgsched/handlers/run_as.py).
+-- claims.TaskDefinitions), read once per definition read, not per claimed row: where their
+-- Python handlers run (0035), and the user their crontab line names (run_as_user: an
+-- isolating worker runs it as that user only when it allows it, pgsched/handlers/run_as.py).
 SELECT id, limit_cpu_seconds, limit_memory_bytes, limit_nofile, limit_nproc,
-       limit_fsize_bytes, network, run_as_user
+       limit_fsize_bytes, network, python_isolation, run_as_user
   FROM pgsched.task WHERE id = ANY(%(ids)s::bigint[])
 -- name: task_sensitive_set :one
 -- The params keys a task marks sensitive (migration 0031: masked for viewers beside those

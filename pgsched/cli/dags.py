@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from .. import dag as dag_module
-from .. import taskspec
+from .. import task_rows
 from ..errors import PgschedError
 from ..lifecycle import RUN_FINAL_STATES, RUN_OPEN_STATES
 from ..stores import dagruns, dags
@@ -161,11 +161,11 @@ def dag_show(c: Context, name: str, as_json: bool) -> None:
             "updated_at": row["updated_at"],
         }
     )
-    problem = taskspec.schedule_problem(row) if row["schedule_kind"] != "none" else None
+    problem = task_rows.schedule_problem(row) if row["schedule_kind"] != "none" else None
     if problem:
         click.echo(f"  next fires cannot be computed: {problem}")
     elif row["enabled"] and row["schedule_kind"] != "none":
-        upcoming = taskspec.schedule_of(row).upcoming(db.now(), 3)
+        upcoming = task_rows.schedule_of(row).upcoming(db.now(), 3)
         for t in upcoming:
             click.echo(
                 f"  next {fmt(t)}   {t.astimezone(zoneinfo.ZoneInfo(row['timezone'])).isoformat()}"

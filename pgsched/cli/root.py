@@ -232,7 +232,7 @@ def main(
     ctx.meta["pgsched.logs"] = {"level": log_level, "format": log_format}
     given = None
     if ctx.invoked_subcommand is not None and not ctx.resilient_parsing:
-        from ..taskspec import check_name
+        from ..task_checks import check_name
 
         check_name("tenant", tenant)  # a mistyped tenant is an error, not an empty listing
         command_line = click.core.ParameterSource.COMMANDLINE

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import click
 
-from .. import taskspec
+from .. import task_rows
 from ..clock import HostClock, ServerClock
 from ..schedule import Schedule, zone
 from ..stores import tasks
@@ -69,7 +69,7 @@ def cron_next(expression: str, tz: str, after: str | None, count: int, as_json: 
 @pass_ctx
 def task_next(c: Context, name: str, after: str | None, count: int, as_json: bool) -> None:
     """The next fire times of stored task NAME, in UTC and in its zone."""
-    schedule = taskspec.schedule_of(tasks.get(c.db(), name, c.tenant))
+    schedule = task_rows.schedule_of(tasks.get(c.db(), name, c.tenant))
     clock = ServerClock(c.db())
     start = parse_when(after, "after", schedule.tz, now=clock.now) or clock.now()
     _show(schedule, start, count, as_json)

@@ -14,7 +14,7 @@ from .. import alerts, limits
 from ..errors import ValidationError
 from ..retry import POLICIES
 from ..schedule import parse_interval
-from ..taskspec import MISFIRE_POLICIES
+from ..task_kinds import MISFIRE_POLICIES
 from ..windows import OVERLAP_POLICIES, UNIQUE_POLICIES, UNIQUE_SCOPES
 from .output import pairs, parse_json_object, parse_when
 from .task_sandbox_options import sandbox_fields, sandbox_options

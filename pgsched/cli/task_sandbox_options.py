@@ -1,7 +1,8 @@
 """``task create`` and ``task update``'s options for a task's own sandbox settings
 (migration 0032; docs/security.md, "Sandbox"): ``--limit-cpu``, ``--limit-memory``,
 ``--limit-nofile``, ``--limit-nproc``, ``--limit-fsize`` over its worker's, and
-``--network``. They apply on a worker that isolates its commands (``--isolation``)."""
+``--network``. They apply on a worker that isolates its commands (``--isolation``). And
+``--python-isolation`` (migration 0035): where its Python handler runs, over its worker's."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import click
 
 from ..handlers.rlimits import parse_count, parse_seconds, parse_size
+from ..task_kinds import PYTHON_ISOLATIONS
 
 # option (its dest: task_limit_*) -> TaskSpec field, parser
 _LIMITS = {
@@ -42,6 +44,17 @@ def sandbox_options(create: bool) -> list[Any]:
             "worker's --allow-network says, the default).",
         )
     )
+    options.append(
+        click.option(
+            "--python-isolation",
+            "task_python_isolation",
+            type=click.Choice([*PYTHON_ISOLATIONS, "worker"]),
+            help="Where its Python handler runs: a child process (killed on its timeout) or "
+            "the worker's thread (no fork; a call blocked in C code is abandoned, not "
+            "stopped), over the worker's --python-isolation (worker: the worker's, the "
+            "default).",
+        )
+    )
     return options
 
 
@@ -55,4 +68,7 @@ def sandbox_fields(o: dict[str, Any]) -> dict[str, Any]:
             out[field] = None if text.strip().lower() == "worker" else parse(field, text)
     if o.get("task_network") is not None:
         out["network"] = {"allow": True, "deny": False, "worker": None}[o["task_network"]]
+    if o.get("task_python_isolation") is not None:
+        chosen = o["task_python_isolation"]
+        out["python_isolation"] = None if chosen == "worker" else chosen
     return out

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from .. import alerts, taskspec
+from .. import alerts, task_rows
 from ..errors import PgschedError
 from ..stores import tasks
 from ..taskspec import TaskSpec
@@ -131,7 +131,7 @@ def task_list(c: Context, search: str | None, dag_nodes: bool, limit: int, as_js
         if r["paused_by"] == "scheduler":
             click.echo(
                 f"warning: {r['name']}: {r['pause_reason']} (since {fmt(r['paused_at'])}); "
-                f"{taskspec.fix_hint(r)}"
+                f"{task_rows.fix_hint(r)}"
             )
 
 
@@ -143,13 +143,13 @@ def task_show(c: Context, name: str, as_json: bool) -> None:
     """Show one task's definition and its next 5 fire times; for a paused task, why (and,
     when the scheduler paused it, how to fix it)."""
     row = tasks.get(c.db(), name, c.tenant)
-    sched = taskspec.schedule_of(row)
-    problem = taskspec.schedule_problem(row)
+    sched = task_rows.schedule_of(row)
+    problem = task_rows.schedule_problem(row)
     upcoming = sched.upcoming(c.db().now(), 5) if row["enabled"] and not problem else []
     hooks = {
         k: v for k, v in vars(alerts.alerting_of(c.db(), name, c.tenant)).items() if v is not None
     }
-    fix = taskspec.fix_hint(row) if row["paused_by"] == "scheduler" or problem else None
+    fix = task_rows.fix_hint(row) if row["paused_by"] == "scheduler" or problem else None
     if as_json:
         print_json(
             {

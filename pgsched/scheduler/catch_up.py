@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 from ..errors import PgschedError
 from ..schedule import Schedule
-from ..taskspec import schedule_of
+from ..task_rows import schedule_of
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from ..dag import Dag, Node
 from ..db import Database, Row, Session
 from ..errors import NotFound, ValidationError
 from ..schedule import Schedule
-from ..taskspec import check_name
+from ..task_checks import check_name
 from . import tasks
 
 

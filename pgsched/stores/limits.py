@@ -19,7 +19,7 @@ from typing import Any, Final
 from .. import limits as rules
 from ..db import Database, Row, Session
 from ..errors import NotFound, ValidationError
-from ..taskspec import check_name
+from ..task_checks import check_name
 
 
 class _Unset(enum.Enum):

@@ -18,7 +18,7 @@ from ..db import Database, Row, Session
 from ..errors import ValidationError
 from ..secret_keys import MAX_VALUE_BYTES, Keyring, Sealed
 from ..secret_refs import NAME
-from ..taskspec import check_name
+from ..task_checks import check_name
 
 
 def check_secret_name(name: object) -> None:

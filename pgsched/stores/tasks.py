@@ -14,21 +14,14 @@ from psycopg.types.json import Jsonb
 
 from .. import masking, windows
 from ..db import Database, Row, Session
+from ..enqueued import MAX_KEY_LENGTH, Enqueued
 from ..errors import NotFound, ValidationError
 from ..jsontext import check_json_object, has_nul
 from ..limits import LIMIT_FIELDS, SANDBOX_FIELDS
 from ..schedule import Schedule
-from ..taskspec import (
-    HANDLER_FIELDS,
-    MAX_KEY_LENGTH,
-    SCHEDULE_FIELDS,
-    UPDATABLE,
-    Enqueued,
-    PausedBy,
-    TaskSpec,
-    not_a_dag_part,
-    spec_of,
-)
+from ..task_kinds import PausedBy
+from ..task_rows import not_a_dag_part, spec_of
+from ..taskspec import HANDLER_FIELDS, SCHEDULE_FIELDS, UPDATABLE, TaskSpec
 from ..windows import WINDOW_FIELDS, windows_of
 
 #: The fields a viewer is shown masked (migration 0031), where an update that sends the mask
@@ -60,8 +53,12 @@ def _limits_of(spec: TaskSpec) -> dict[str, Any]:
     return {f: getattr(spec, f) for f in LIMIT_FIELDS}
 
 
+# what task_sandbox_set writes: its commands' sandbox (0032) and where its Python runs (0035)
+_ISOLATION_FIELDS = (*SANDBOX_FIELDS, "python_isolation")
+
+
 def _sandbox_of(spec: TaskSpec) -> dict[str, Any]:
-    return {f: getattr(spec, f) for f in SANDBOX_FIELDS}
+    return {f: getattr(spec, f) for f in _ISOLATION_FIELDS}
 
 
 def create(
@@ -81,7 +78,7 @@ def create(
             row = tx.one("task_windows_set", id=row["id"], **windows_of(spec))
         if row is not None and any(getattr(spec, f) is not None for f in LIMIT_FIELDS):
             row = tx.one("task_limits_set", id=row["id"], **_limits_of(spec))
-        if row is not None and any(getattr(spec, f) is not None for f in SANDBOX_FIELDS):
+        if row is not None and any(getattr(spec, f) is not None for f in _ISOLATION_FIELDS):
             row = tx.one("task_sandbox_set", id=row["id"], **_sandbox_of(spec))
         if row is not None and spec.sensitive_params:  # marked keys (0031)
             row = tx.one("task_sensitive_set", id=row["id"], sensitive_params=spec.sensitive_params)
@@ -156,7 +153,7 @@ def update(
             stored = tx.one("task_windows_set", id=row["id"], **windows_of(spec))
         if any(f in changes for f in LIMIT_FIELDS):  # limits (0021)
             stored = tx.one("task_limits_set", id=row["id"], **_limits_of(spec))
-        if any(f in changes for f in SANDBOX_FIELDS):  # its commands' sandbox (0032)
+        if any(f in changes for f in _ISOLATION_FIELDS):  # its sandbox, its Python's (0032, 0035)
             stored = tx.one("task_sandbox_set", id=row["id"], **_sandbox_of(spec))
         if "sensitive_params" in changes:  # marked keys (0031)
             stored = tx.one(

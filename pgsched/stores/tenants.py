@@ -13,7 +13,7 @@ from ..alerts import check_webhook_url
 from ..db import Database, Row, Session
 from ..errors import NotFound, PgschedError, ValidationError
 from ..roles import LoginPurpose
-from ..taskspec import check_name
+from ..task_checks import check_name
 
 PURPOSES = tuple(p.value for p in LoginPurpose)  # the group role a login gets: pgsched_<purpose>
 

@@ -166,7 +166,7 @@ def task_trigger(request: Request) -> Response:
     )
     return reply(
         asdict(done), 202
-    )  # deduplicated, dedup_reason: what the key did (taskspec.Enqueued)
+    )  # deduplicated, dedup_reason: what the key did (enqueued.Enqueued)
 
 
 def task_pause(request: Request) -> Response:

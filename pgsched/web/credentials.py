@@ -34,7 +34,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from ..db import Database, Row, Session
 from ..errors import NotFound, ValidationError
 from ..roles import ROLES
-from ..taskspec import _NAME, check_name
+from ..task_checks import TASK_NAME, check_name
 from . import audit, session_store
 from .hashing import PasswordHashing
 
@@ -222,7 +222,7 @@ def create_user(
     hash). Raises ValidationError for a bad username (as task names: 1-200 letters, digits
     and ``. _ : @ / -``), a password under 8 characters, a bad role or tenant, or a username
     that is taken."""
-    check_name("username", username, _NAME)
+    check_name("username", username, TASK_NAME)
     check_role(role)
     check_instance(instance)
     check_name("tenant", tenant)

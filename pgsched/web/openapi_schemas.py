@@ -67,6 +67,8 @@ TASK_FIELDS: J = {
     "unique_policy": {"enum": ["none", "pending"]},
     "unique_period_seconds": {"type": ["number", "null"], "exclusiveMinimum": 0},
     "unique_scope": {"enum": ["task", "key"]},
+    # where its Python handler runs (migration 0035; null: the worker's --python-isolation)
+    "python_isolation": {"enum": ["process", "thread", None]},
 }
 # Why a task is paused (read only; all null while it is enabled): paused_by 'scheduler'
 # means its schedule could not be computed (pause_reason says why; fixing the schedule

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .. import stats, taskspec
+from .. import stats, task_rows
 from ..errors import ValidationError
 from ..schedule import ScheduleKind
 from ..stores import tasks
@@ -164,7 +164,7 @@ def _detail(
     recent = stats.task_recent(db, name, who.tenant, limit=60)
     # A stored schedule this host cannot compute (a zone the tz database dropped) is shown
     # with the reason and the fix, never as an error page.
-    problem = taskspec.schedule_problem(row) if row["schedule_kind"] != "none" else None
+    problem = task_rows.schedule_problem(row) if row["schedule_kind"] != "none" else None
     dag_part = row["handler_kind"] == "dag" or (row["source"] or "").startswith("dag:")
     return render(
         request,
@@ -175,7 +175,7 @@ def _detail(
             if row["schedule_kind"] != "none" and not problem
             else [],
             "problem": problem,
-            "fix": taskspec.fix_hint(row) if problem or row["paused_by"] == "scheduler" else None,
+            "fix": task_rows.fix_hint(row) if problem or row["paused_by"] == "scheduler" else None,
             "zone_fixable": problem is not None
             and problem.startswith("timezone:")
             and not dag_part,

@@ -49,8 +49,8 @@ class TaskDefinitions:
         ``python_target``, ``env``, ``stdin``, ``timeout_seconds``, ``retry_policy``,
         ``retry_base_seconds``, ``retry_max_seconds``, ``no_retry_exit_codes``,
         ``no_retry_exceptions``, and the sandbox's ``limit_*``, ``network`` and
-        ``run_as_user``, read by a second statement for the definitions sent). Raises what
-        ``Session.many`` raises."""
+        ``python_isolation`` and ``run_as_user``, read by a second statement for the
+        definitions sent). Raises what ``Session.many`` raises."""
         ids = list(self._held)
         rows = session.many(
             "execution_claim",

@@ -5,7 +5,8 @@ sealed secrets the resolver's (:mod:`.secret_resolver`).
 
 Python handlers run in a child process of the worker's pool (``python_isolation``
 process: :mod:`pgsched.handlers.process_pool`) or in the slot thread itself under one
-watchdog thread (``thread``), commands in their own process group. A slot thread hands a final
+watchdog thread (``thread``): the task's ``python_isolation`` (migration 0035) when it has
+one, else the worker's. Commands run in their own process group. A slot thread hands a final
 outcome to the writer without waiting for it; a retry is written by the slot itself, so
 twice as many threads as slots run: one blocked on the database wakes another for
 buffered work meanwhile.
@@ -70,7 +71,8 @@ class Executor:
         self.heartbeat, self.recorder, self.poke = heartbeat, recorder, poke
         self.python: PythonHandler | None = None
         #: the children Python handlers run in (``python_isolation`` process), once the
-        #: worker runs; None: they run in the slot thread (``thread``)
+        #: worker runs (every worker has one; a thread worker's starts at its first use);
+        #: None: none was given, and a task asking for process isolation fails, saying so
         self.pool: ProcessPool | None = None
         #: the DSN a Python task's locks are taken on (pgsched.locks.for_execution), once
         #: the worker runs; each execution's own, closed when it ends (execution_locks)
@@ -229,7 +231,14 @@ class Executor:
             locks = ExecutionLocks(self.lock_dsn, row["id"], row.get("tenant"))
             with self._locks_mutex:
                 self._locks[row["id"]] = locks
-            if self.pool is not None:
+            where = row.get("python_isolation") or self.config.python_isolation
+            if where == "process":
+                if self.pool is None:
+                    return Outcome(
+                        "failed",
+                        error="python_isolation 'process': this worker has no process pool "
+                        "for Python handlers",
+                    )
                 return self.pool.run(
                     row,
                     sink,

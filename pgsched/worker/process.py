@@ -133,11 +133,14 @@ class Worker:
         self.watchdog = Watchdog()
         self.executor.python = PythonHandler(self.watchdog, cfg.allowed_modules, cfg.stop_grace)
         self.executor.lock_dsn = self.db.dsn
-        if cfg.python_isolation == "process":  # after the guardian: its token is in os.environ
-            env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
-            self.executor.pool = ProcessPool(
-                env, cfg.allowed_modules, cfg.stop_grace, cfg.python_memory_limit
-            )
+        # after the guardian: its token is in os.environ. Every worker has the pool: a task
+        # may ask for process isolation on a thread worker (migration 0035); its zygote starts
+        # now on a process worker, at the first such task on a thread worker
+        env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
+        self.executor.pool = ProcessPool(
+            env, cfg.allowed_modules, cfg.stop_grace, cfg.python_memory_limit
+        )
+        if cfg.python_isolation == "process":
             self.executor.pool.start()
         self.heartbeat.start()
         self.executor.start()

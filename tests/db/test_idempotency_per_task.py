@@ -13,9 +13,9 @@ import psycopg
 import pytest
 
 from pgsched import migrate
+from pgsched.enqueued import Enqueued
 from pgsched.errors import ValidationError
 from pgsched.stores import tasks
-from pgsched.taskspec import Enqueued
 
 from ..factories import make_task
 from ..helpers import wait_until, waiting_on_a_lock

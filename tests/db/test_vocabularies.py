@@ -26,7 +26,7 @@ from pgsched.limits import RateScope
 from pgsched.retry import RetryPolicy
 from pgsched.roles import ActorKind, LoginPurpose, Role
 from pgsched.schedule import ScheduleKind
-from pgsched.taskspec import HandlerKind, MisfirePolicy, PausedBy
+from pgsched.task_kinds import HandlerKind, MisfirePolicy, PausedBy, PythonIsolation
 from pgsched.windows import OverlapPolicy, UniquePolicy, UniqueScope
 
 # (table, column) -> the values the Python side has for it
@@ -36,6 +36,7 @@ VOCABULARIES: dict[tuple[str, str], set[str]] = {
     ("task", "retry_policy"): set(RetryPolicy),
     ("task", "misfire_policy"): set(MisfirePolicy),
     ("task", "paused_by"): set(PausedBy),
+    ("task", "python_isolation"): set(PythonIsolation),
     ("execution", "state"): set(LIVE_STATES),
     ("execution_history", "state"): set(FINAL_STATES),
     ("execution", "trigger"): set(ExecutionTrigger),

@@ -124,3 +124,21 @@ def test_a_nested_function_is_refused():
         ValidationError, match="is defined inside a function, where no worker can import it"
     ):
         app.task()(inner)
+
+
+def plain() -> int:
+    return 1
+
+
+def test_a_task_declares_where_its_python_runs_and_a_bad_value_is_refused():
+    """``@app.task(python_isolation=...)`` (migration 0035): stored with the task by sync;
+    None, the default, is the worker's."""
+    app = App()
+    app.task("in-thread", python_isolation="thread")(plain)
+    app.task("as-worker")(plain)
+    assert app.specs["in-thread"].python_isolation == "thread"
+    assert app.specs["as-worker"].python_isolation is None
+    with pytest.raises(ValidationError) as caught:
+        app.task("bad", python_isolation="fork")(plain)
+    assert caught.value.field == "python_isolation" and "'fork'" in str(caught.value)
+    assert "bad" not in app.specs

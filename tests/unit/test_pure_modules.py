@@ -12,6 +12,10 @@ import pytest
 PURE = [
     "pgsched",
     "pgsched.taskspec",
+    "pgsched.task_kinds",
+    "pgsched.task_checks",
+    "pgsched.task_rows",
+    "pgsched.enqueued",
     "pgsched.windows",
     "pgsched.schedule",
     "pgsched.retry",
