@@ -155,9 +155,19 @@ class Masker:
             for form in candidates:
                 if form.strip():
                     forms.setdefault(form, mask)
+        self._compile(forms)
+
+    def _compile(self, forms: dict[str, str]) -> None:
         ordered = sorted(forms, key=len, reverse=True)
         self._forms = forms
         self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+    def __or__(self, other: Masker) -> Masker:
+        """A masker of both one's values and the other's (a child process that held both:
+        :mod:`pgsched.handlers.process_pool`)."""
+        both = Masker({})
+        both._compile({**other._forms, **self._forms})
+        return both
 
     def __bool__(self) -> bool:
         return self._pattern is not None
