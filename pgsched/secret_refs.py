@@ -135,7 +135,8 @@ class Masker:
     """Replaces every resolved value in text: the value itself, each of its lines when it
     has several (output is stored line by line), its JSON-escaped forms (a handler that
     prints ``json.dumps`` of it, with or without ``ensure_ascii``), its ``repr`` and its
-    URL-quoted forms (a DSN in an error message). Longest first, so a value inside another is masked as the
+    URL-quoted forms (a DSN in an error message), its words joined by one space (a shell's
+    unquoted ``echo $V``). Longest first, so a value inside another is masked as the
     longer one's part. Empty values are not masked (there is nothing to find)."""
 
     def __init__(self, resolved: Mapping[Reference, str]):
@@ -149,15 +150,28 @@ class Masker:
                 repr(value)[1:-1],  # a traceback's or a print of a container's
                 quote(value, safe=""),  # a URL's, as an error message prints a DSN
                 quote_plus(value),
+                # as a shell's unquoted ``echo $V`` prints it: split into words, joined by
+                # one space (spaces around it dropped; attack 19, test_attack19_masking.py)
+                " ".join(value.split()),
             }
             if "\n" in value:
                 candidates |= {line.strip() for line in value.splitlines()}
             for form in candidates:
                 if form.strip():
                     forms.setdefault(form, mask)
+        self._compile(forms)
+
+    def _compile(self, forms: dict[str, str]) -> None:
         ordered = sorted(forms, key=len, reverse=True)
         self._forms = forms
         self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+    def __or__(self, other: Masker) -> Masker:
+        """A masker of both one's values and the other's (a child process that held both:
+        :mod:`pgsched.handlers.process_pool`)."""
+        both = Masker({})
+        both._compile({**other._forms, **self._forms})
+        return both
 
     def __bool__(self) -> bool:
         return self._pattern is not None

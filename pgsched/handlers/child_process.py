@@ -13,6 +13,7 @@ import os
 import select
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from .containment import kill_group
@@ -65,6 +66,9 @@ class Child:
         self._partial = dict.fromkeys(self.streams, "")
         self._write = threading.Lock()  # the slot's call and lock replies from other threads
         self.calls = 0
+        # every secret its calls were given (a Masker): what it prints later, in another
+        # thread or a process it left, may still hold one (attack 19)
+        self.held: Callable[[str], str] | None = None
         self.status: int | None = None  # its exit status, once known
 
     def send(self, message: dict[str, Any]) -> None:
@@ -113,6 +117,7 @@ class Child:
         self._partial[fd] = rest
         for line in lines:
             if sink is None:
+                line = self.held(line) if self.held is not None else line
                 log.info("python child %s (no execution) %s: %s", self.pid, stream, line)
             else:
                 sink.write(stream, line)

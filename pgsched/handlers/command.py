@@ -98,8 +98,9 @@ def run_command(
     output is read until the timeout (then they are killed with the group) or, without a
     timeout, for 5 more seconds; the outcome is the command's own exit status either way. A
     process that leaves the group (``setsid``, a double fork) is killed with it by the
-    command's mark, unless it also cleared its environment; it dies with the worker anyway
-    (:mod:`pgsched.handlers.guardian`).
+    command's mark, or, when it also cleared its environment, as a descendant of the
+    command found before the first signal (not one whose parents had all exited by then);
+    it dies with the worker anyway (:mod:`pgsched.handlers.guardian`).
 
     With a guardian running (:func:`pgsched.handlers.guardian.active`), the command gets the
     worker's token in its environment, whatever ``env`` says, and its session is watched

@@ -101,6 +101,42 @@ def _signal(pids: list[int], sig: int) -> None:
             pass
 
 
+def _table() -> dict[int, tuple[int, bytes, bytes]]:
+    """Every process now: pid -> (parent pid, start time, state) (proc(5): fields 4, 22
+    and 3 of /proc/PID/stat)."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            table[int(entry)] = (int(fields[1]), fields[19], fields[0])
+        except (OSError, IndexError, ValueError):
+            continue
+    return table
+
+
+def _tree(root: int, known: dict[int, bytes]) -> dict[int, bytes]:
+    """``known`` (pid -> start time) still alive as the same processes, with every live
+    descendant of ``root`` and of them: what a command started, also what left its session
+    and cleared its environment (``setsid env -i ...``), which neither the group nor the
+    mark finds. Taken before the first signal, while the parents that link it still live,
+    and kept across rounds: a process whose parent died is reparented to init."""
+    table = _table()
+    tree = {p: t for p, t in known.items() if p in table and table[p][1] == t}
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    todo = [root, *tree]
+    while todo:
+        for pid in children.get(todo.pop(), ()):
+            if pid not in tree and pid != root:
+                tree[pid] = table[pid][1]
+                todo.append(pid)
+    return {p: t for p, t in tree.items() if table[p][2] != b"Z"}
+
+
 def kill_group(
     pgid: int, grace: float, leader: subprocess.Popen | None = None, mark: str | None = None
 ) -> None:
@@ -108,17 +144,21 @@ def kill_group(
     seconds. ``leader`` (the group's first process, our child) is reaped while waiting, so
     its zombie does not count as alive. ``mark``: the command's ``PGSCHED_COMMAND_MARK``;
     every process carrying it goes too, also what left the group (``setsid``, a double
-    fork): else it would run on beside the next attempt."""
+    fork): else it would run on beside the next attempt. So does every descendant of the
+    group's leader (pid ``pgid``), found before the first signal: what left the group and
+    cleared its environment as well (attack 19, tests/e2e/test_attack19_escape.py)."""
+    tree = _tree(pgid, {})
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         pass
-    _signal(_marked(mark), signal.SIGTERM)
+    _signal([*_marked(mark), *tree], signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         if leader is not None:
             leader.poll()
-        if not _group_alive(pgid) and not _marked(mark):
+        tree = _tree(pgid, tree)
+        if not _group_alive(pgid) and not _marked(mark) and not tree:
             return
         time.sleep(0.02)
     if _group_alive(pgid):
@@ -127,7 +167,8 @@ def kill_group(
         except ProcessLookupError:
             pass
     for _ in range(100):  # rounds: what forks meanwhile carries the mark too
-        strays = _marked(mark)
+        tree = _tree(pgid, tree)
+        strays = [*_marked(mark), *tree]
         if not strays:
             return
         _signal(strays, signal.SIGKILL)

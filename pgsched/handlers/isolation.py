@@ -130,6 +130,11 @@ class Isolation:
         assert self.bwrap is not None
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         args += ["--perms", "1777", "--tmpfs", "/tmp"]  # as the host's: sticky, for anyone
+        parent = os.path.dirname(os.path.abspath(scratch))
+        if parent not in ("/", "/tmp"):  # where the worker's TMPDIR puts every scratch
+            # directory: empty here, else another command of the same user reads those of
+            # the others beside its own (attack 19, tests/e2e/test_attack19_scratch.py)
+            args += ["--tmpfs", parent]
         args += ["--bind", scratch, scratch, "--chdir", scratch]
         args += ["--unshare-pid", "--unshare-ipc", "--die-with-parent"]
         if not self.network:  # and /run's sockets (a server's, as PostgreSQL's 0777 one)

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..secret_refs import Masker
 from . import Outcome, StopSignal
 from .child_process import Child, ChildDied, died
 from .output import LogSink
@@ -129,6 +130,7 @@ class ProcessPool:
             sink.close()
             return Outcome("failed", error=f"the handler's process could not start: {exc}")
         keep = False
+        _hold(child, sink)
         try:
             if params is not None:
                 row = {**row, "params": json.dumps(params)}
@@ -219,6 +221,20 @@ class ProcessPool:
         self._starter.shutdown(wait=True)  # a start under way ends first
         if self._zygote is not None:
             self._zygote.close()
+
+
+def _hold(child: Child, sink: LogSink) -> None:
+    """Mask this call's output (and so its outcome, :mod:`pgsched.worker.executor`) with the
+    secrets of every call the child served before as well as its own, and have the child
+    remember them all: a thread or a process an earlier call left running prints into this
+    call's log, or between calls into the worker's, and may print what it was given then
+    (another execution's secret, maybe another tenant's: attack 19,
+    tests/e2e/test_attack19_child_reuse.py)."""
+    held = child.held
+    if isinstance(held, Masker):
+        sink.mask = held | sink.mask if isinstance(sink.mask, Masker) else held
+    if isinstance(sink.mask, Masker):
+        child.held = sink.mask
 
 
 def _outcome(message: dict[str, Any]) -> tuple[Outcome, bool]:
