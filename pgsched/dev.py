@@ -91,8 +91,14 @@ def start_web(
     app = create_app(dsn, pool_size=4, **protections(WebSettings(host=host)))
     app.state.db.exec("api_token_revoke_named", tenant=tenant, name=DEV_TOKEN_NAME)
     token, _ = credentials.create_token(
-        app.state.db, role="admin", tenant=tenant, name=DEV_TOKEN_NAME, instance=True
-    )  # the local admin of everything dev runs: its worker serves every tenant too
+        app.state.db,
+        role="admin",
+        tenant=tenant,
+        name=DEV_TOKEN_NAME,
+        instance=True,
+        may_reveal=True,
+    )  # the local admin of everything dev runs (its worker serves every tenant too), who
+    # reads the values of the tasks they wrote themselves
     port = free_port(host, first_port)
     return (
         (lambda stop: serve_until(app, host, port, stop)),

@@ -38,6 +38,7 @@ ACTIONS = (
     "token_revoke",
     "user_create",
     "user_delete",
+    "reveal_change",
     "forbidden",
     "scheduler_failover",
 )
