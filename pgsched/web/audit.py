@@ -39,6 +39,8 @@ ACTIONS = (
     "user_create",
     "user_delete",
     "reveal_change",
+    "secret_set",
+    "secret_delete",
     "forbidden",
     "scheduler_failover",
 )
