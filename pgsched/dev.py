@@ -79,7 +79,7 @@ DEV_TOKEN_NAME = "pgsched dev"
 
 
 def start_web(
-    dsn: str, tenant: str, host: str, first_port: int
+    dsn: str, tenant: str, host: str, first_port: int, keyring: Any = None
 ) -> tuple[Callable[[Any], None], str, int]:
     """The web admin for ``pgsched dev``: ``(run(stop), login link, port)``. The link signs in as
     a local admin of ``tenant`` with a token made now (the previous dev token is revoked)."""
@@ -89,10 +89,17 @@ def start_web(
     from .web.server import free_port, serve_until
 
     app = create_app(dsn, pool_size=4, **protections(WebSettings(host=host)))
+    app.state.secret_keyring = keyring  # /secrets seals with the worker's key
     app.state.db.exec("api_token_revoke_named", tenant=tenant, name=DEV_TOKEN_NAME)
     token, _ = credentials.create_token(
-        app.state.db, role="admin", tenant=tenant, name=DEV_TOKEN_NAME, instance=True
-    )  # the local admin of everything dev runs: its worker serves every tenant too
+        app.state.db,
+        role="admin",
+        tenant=tenant,
+        name=DEV_TOKEN_NAME,
+        instance=True,
+        may_reveal=True,
+    )  # the local admin of everything dev runs (its worker serves every tenant too), who
+    # reads the values of the tasks they wrote themselves
     port = free_port(host, first_port)
     return (
         (lambda stop: serve_until(app, host, port, stop)),
@@ -154,9 +161,12 @@ def introduce(db: Database, source: Any, *, examples: bool) -> None:
             click.echo(f"run a DAG:            {cmd} dag trigger documents")
 
 
-def web_part(dsn: str, tenant: str, host: str, web_port: int) -> Callable[[Any], None]:
-    """The web admin's ``run(stop)`` (:func:`start_web`), with its sign-in link printed."""
-    serve, link, port = start_web(dsn, tenant, host, web_port)
+def web_part(
+    dsn: str, tenant: str, host: str, web_port: int, keyring: Any = None
+) -> Callable[[Any], None]:
+    """The web admin's ``run(stop)`` (:func:`start_web`), with its sign-in link printed;
+    ``keyring`` (the worker's key, or None) seals what its ``/secrets`` page sets."""
+    serve, link, port = start_web(dsn, tenant, host, web_port, keyring)
     if port != web_port:
         click.echo(
             f"web admin:            port {web_port} is in use, so it listens on {port} "

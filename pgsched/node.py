@@ -220,6 +220,7 @@ def worker_tenants(db: Database, settings: WorkerSettings) -> tuple[str, ...] | 
 def run_web(source: Source, settings: WebSettings) -> None:
     """Serve the web admin and the REST API until a signal. A port in use raises
     ConfigError (one line, not a traceback from a thread)."""
+    from .secret_keys import from_environment
     from .web.app import create_app, protections
     from .web.server import free_port, serve_until
 
@@ -227,6 +228,7 @@ def run_web(source: Source, settings: WebSettings) -> None:
     conceal_login(source)
     host, port = settings.host, settings.port
     app = create_app(source.db(max_size=settings.pool_size), **protections(settings))
+    app.state.secret_keyring = from_environment(os.environ)  # /secrets seals with it
     free_port(host, port, tries=1)
     run_until_signal(
         [("web", lambda stop: serve_until(app, host, port, stop))],
@@ -254,7 +256,12 @@ def run_dev(source: Source, settings: DevSettings) -> None:
         dev.introduce(db, source, examples=settings.examples)
         parts: list[Target] = []
         if settings.web:
-            parts.append(("web", dev.web_part(dsn, source.tenant, "127.0.0.1", settings.web_port)))
+            parts.append(
+                (
+                    "web",
+                    dev.web_part(dsn, source.tenant, "127.0.0.1", settings.web_port, secret_keys),
+                )
+            )
         scheduler = Scheduler(db, SchedulerConfig(max_sleep=1.0))
         worker = Worker(
             db,

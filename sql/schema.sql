@@ -795,6 +795,7 @@ CREATE FUNCTION pgsched.secret_delete_v1(name text, tenant text DEFAULT NULL::te
     AS $$
 BEGIN
     secret_delete_v1.tenant := pgsched_internal.caller_tenant_v1(secret_delete_v1.tenant);
+    PERFORM pgsched_internal.secret_writer_check_v1();
     PERFORM pgsched_internal.secret_check_v1(secret_delete_v1.tenant, secret_delete_v1.name);
     DELETE FROM pgsched_internal.secret s
      WHERE s.tenant = secret_delete_v1.tenant AND s.name = secret_delete_v1.name;
@@ -835,6 +836,7 @@ DECLARE
     created boolean;
 BEGIN
     secret_set_v1.tenant := pgsched_internal.caller_tenant_v1(secret_set_v1.tenant);
+    PERFORM pgsched_internal.secret_writer_check_v1();
     PERFORM pgsched_internal.secret_check_v1(secret_set_v1.tenant, secret_set_v1.name);
     who := pgsched_internal.limits_by_v1(by);
     IF ciphertext IS NULL OR octet_length(ciphertext) NOT BETWEEN 16 AND 65552 THEN
@@ -3601,6 +3603,22 @@ BEGIN
 END $$;
 
 --
+-- Name: secret_writer_check_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.secret_writer_check_v1() RETURNS void
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    IF NOT (pgsched_internal.is_instance_v1()
+            OR pg_has_role(session_user, 'pgsched_engine', 'MEMBER')
+            OR pg_has_role(session_user, 'pgsched_web', 'MEMBER')) THEN
+        RAISE EXCEPTION 'secret: role % is an application''s; setting and deleting secrets is for the tenant''s engine login, the web admin or the installation',
+            quote_ident(session_user) USING ERRCODE = 'insufficient_privilege';
+    END IF;
+END $$;
+
+--
 -- Name: secure_0029_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -4576,9 +4594,16 @@ CREATE TABLE pgsched.api_token (
     revoked_at timestamp with time zone,
     expires_at timestamp with time zone,
     instance boolean DEFAULT false NOT NULL,
+    may_reveal boolean DEFAULT false NOT NULL,
     CONSTRAINT api_token_role_check CHECK ((role = ANY (ARRAY['viewer'::text, 'operator'::text, 'admin'::text]))),
     CONSTRAINT api_token_token_sha256_check CHECK ((length(token_sha256) = 32))
 );
+
+--
+-- Name: COLUMN api_token.may_reveal; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.api_token.may_reveal IS 'the web reads env values and sensitive params for this token (pgsched.reveal, 0031, 0036)';
 
 --
 -- Name: api_token_id_seq; Type: SEQUENCE; Schema: pgsched; Owner: -
@@ -5282,9 +5307,16 @@ CREATE TABLE pgsched.web_user (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     instance boolean DEFAULT false NOT NULL,
+    may_reveal boolean DEFAULT false NOT NULL,
     CONSTRAINT web_user_role_check CHECK ((role = ANY (ARRAY['viewer'::text, 'operator'::text, 'admin'::text]))),
     CONSTRAINT web_user_username_check CHECK (((length(username) >= 1) AND (length(username) <= 200)))
 );
+
+--
+-- Name: COLUMN web_user.may_reveal; Type: COMMENT; Schema: pgsched; Owner: -
+--
+
+COMMENT ON COLUMN pgsched.web_user.may_reveal IS 'the web reads env values and sensitive params for this user (pgsched.reveal, 0031, 0036)';
 
 --
 -- Name: webhook_delivery; Type: TABLE; Schema: pgsched; Owner: -

@@ -1,14 +1,16 @@
 -- The web admin's users and keys (pgsched.web; tables web_user and web_key, 0005_web.sql).
 
 -- name: web_user_insert :one
--- instance: the user may see and act on what spans tenants (migration 0020).
-INSERT INTO pgsched.web_user (username, tenant, role, password_hash, instance)
-VALUES (%(username)s, %(tenant)s, %(role)s, %(password_hash)s, %(instance)s)
+-- instance: the user may see and act on what spans tenants (migration 0020); may_reveal: the
+-- web reads env values and sensitive params for them (migration 0036).
+INSERT INTO pgsched.web_user (username, tenant, role, password_hash, instance, may_reveal)
+VALUES (%(username)s, %(tenant)s, %(role)s, %(password_hash)s, %(instance)s, %(may_reveal)s)
 ON CONFLICT (username) DO NOTHING
-RETURNING username, tenant, role, instance, created_at
+RETURNING username, tenant, role, instance, may_reveal, created_at
 
 -- name: web_user_get :one
-SELECT username, tenant, role, instance, password_hash, created_at FROM pgsched.web_user
+SELECT username, tenant, role, instance, may_reveal, password_hash, created_at
+  FROM pgsched.web_user
  WHERE username = %(username)s
 
 -- name: web_user_rehash :exec
@@ -31,7 +33,7 @@ SELECT value FROM pgsched.web_key WHERE name = %(name)s
 SELECT value FROM pgsched.web_key WHERE name = %(name)s
 
 -- name: web_user_list :many
-SELECT username, tenant, role, instance, created_at, updated_at FROM pgsched.web_user
+SELECT username, tenant, role, instance, may_reveal, created_at, updated_at FROM pgsched.web_user
  WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s
  ORDER BY username
 
@@ -47,3 +49,12 @@ RETURNING username, tenant
 UPDATE pgsched.web_user SET password_hash = %(password_hash)s, updated_at = now()
  WHERE username = %(username)s
 RETURNING username, tenant
+
+-- name: web_user_set_reveal :one
+-- Grant or withdraw the reveal permission (migration 0036) of a user of tenant (any when NULL);
+-- it holds from the user's next request. before: what it was.
+UPDATE pgsched.web_user u SET may_reveal = %(may_reveal)s, updated_at = now()
+  FROM (SELECT username, may_reveal FROM pgsched.web_user WHERE username = %(username)s
+         FOR UPDATE) old
+ WHERE u.username = old.username AND (%(tenant)s::text IS NULL OR u.tenant = %(tenant)s)
+RETURNING u.username, u.tenant, u.role, u.instance, u.may_reveal, old.may_reveal AS before

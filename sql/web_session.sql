@@ -34,19 +34,19 @@ WITH s AS (
 ), backer AS (
     SELECT s.id_sha256, s.csrf, 'token' AS kind, t.id::text AS ref,
            coalesce(nullif(t.name, ''), 'token ' || t.id) AS name, t.role, t.tenant,
-           NULL::timestamptz AS since, t.instance
+           NULL::timestamptz AS since, t.instance, t.may_reveal
       FROM s JOIN pgsched.api_token t ON t.id = s.token_id
      WHERE t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
     UNION ALL
     SELECT s.id_sha256, s.csrf, 'user', u.username, u.username, u.role, u.tenant, u.created_at,
-           u.instance
+           u.instance, u.may_reveal
       FROM s JOIN pgsched.web_user u ON u.username = s.username
 ), touch AS (
     UPDATE pgsched.web_session w SET last_seen_at = now()
       FROM s
      WHERE w.id_sha256 = s.id_sha256 AND s.last_seen_at < now() - interval '1 minute'
 )
-SELECT csrf, kind, ref, name, role, tenant, since, instance FROM backer
+SELECT csrf, kind, ref, name, role, tenant, since, instance, may_reveal FROM backer
 
 -- name: web_session_revoke :one
 -- End one session (sign-out); idempotent.

@@ -49,8 +49,8 @@ class _Group(click.Group):
         "status": ("status",),
         "task": ("tasks", "schedules"),
         "tenant": ("tenants", "quotas", "tenant_webhook"),
-        "token": ("web",),
-        "user": ("web",),
+        "token": ("web", "reveal"),
+        "user": ("web", "reveal"),
         "web": ("web",),
         "worker": ("processes",),
     }

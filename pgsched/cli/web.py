@@ -26,6 +26,13 @@ _instance_option = click.option(
     "hosts, installation-wide /metrics) and, as an admin, forces a scheduler failover. "
     "Without it the principal sees its tenant's rows alone.",
 )
+_reveal_option = click.option(
+    "--may-reveal",
+    "may_reveal",
+    is_flag=True,
+    help="Reads env values and sensitive params (whatever the role); without it they are "
+    "shown masked, to an admin too. Change later with 'update --may-reveal/--no-may-reveal'.",
+)
 
 
 @main.command()
@@ -127,6 +134,7 @@ def token() -> None:
 )
 @_tenant_option
 @_instance_option
+@_reveal_option
 @click.option("--name", default="", help="What the token is for (shown in listings).")
 @click.option(
     "--expires-in",
@@ -142,6 +150,7 @@ def token_create(
     role: str,
     tenant: str | None,
     instance: bool,
+    may_reveal: bool,
     name: str,
     expires_in: str | None,
     as_json: bool,
@@ -157,6 +166,7 @@ def token_create(
         name=name,
         expires_in=lifetime,
         instance=instance,
+        may_reveal=may_reveal,
     )
     if as_json:
         print_json({**row, "token": secret})
@@ -166,6 +176,7 @@ def token_create(
     click.echo(
         f"token {row['id']}: role {row['role']}, tenant {row['tenant']!r}"
         + (", instance scope" if row["instance"] else "")
+        + (", reads sensitive values" if row["may_reveal"] else "")
         + f"{until}. It is not shown again.",
         err=True,
     )
@@ -191,6 +202,7 @@ def token_list(c: Context, tenant: str | None, all_tenants: bool, as_json: bool)
             "tenant",
             "role",
             "instance",
+            "may_reveal",
             "name",
             "created_at",
             "last_used_at",
@@ -231,23 +243,37 @@ def user() -> None:
 )
 @_tenant_option
 @_instance_option
+@_reveal_option
 @click.option(
     "--password-stdin", is_flag=True, help="Read the password from the first line of stdin."
 )
 @pass_ctx
 def user_create(
-    c: Context, username: str, role: str, tenant: str | None, instance: bool, password_stdin: bool
+    c: Context,
+    username: str,
+    role: str,
+    tenant: str | None,
+    instance: bool,
+    may_reveal: bool,
+    password_stdin: bool,
 ) -> None:
     """Create a web user; the password is asked for (twice), or read with --password-stdin."""
     from ..web.credentials import create_user
 
     password = _password(password_stdin)
     row = create_user(
-        c.db(), username, password, role=role, tenant=tenant or c.tenant, instance=instance
+        c.db(),
+        username,
+        password,
+        role=role,
+        tenant=tenant or c.tenant,
+        instance=instance,
+        may_reveal=may_reveal,
     )
     click.echo(
         f"user {row['username']!r} created: role {row['role']}, tenant {row['tenant']!r}"
         + (", instance scope" if row["instance"] else "")
+        + (", reads sensitive values" if row["may_reveal"] else "")
     )
 
 
@@ -300,7 +326,7 @@ def user_list(c: Context, tenant: str | None, all_tenants: bool, as_json: bool) 
     if as_json:
         print_json(rows)
         return
-    table(rows, ["username", "tenant", "role", "instance", "created_at"])
+    table(rows, ["username", "tenant", "role", "instance", "may_reveal", "created_at"])
 
 
 @user.command("delete")

@@ -23,11 +23,6 @@ from . import audit
 from .credentials import ROLES, Principal
 from .session import client_ip
 
-#: The role from which a principal reads env values and sensitive params (issue 19, item 4):
-#: a tenant's admins, who make its tokens and users and so hold every power of the tenant;
-#: viewers and operators are shown them masked (docs/security.md).
-REVEALS = "admin"
-
 
 class NotSignedIn(Exception):
     """The request carries no valid token or session (HTTP 401)."""
@@ -94,14 +89,15 @@ def database(request: Request) -> Database:
     login only that tenant's rows whatever a query forgets (migration 0018,
     docs/security.md). An instance-wide principal acts for every tenant (``"*"``); a
     request nobody signed in to acts for none (it sees only what needs no tenant: the
-    sign-in's own tables). Only a principal of role :data:`REVEALS` or above reads the
-    values of env and sensitive params (``pgsched.reveal``); the others are shown them
-    masked by the database (migration 0031, docs/security.md)."""
+    sign-in's own tables). Only a principal granted the reveal permission
+    (``may_reveal``, migration 0036; whatever its role) reads the values of env and
+    sensitive params (``pgsched.reveal``); the others, admins too, are shown them masked
+    by the database (migration 0031, docs/security.md)."""
     db: Database = request.app.state.db
     who = principal(request)
     if who is None:
         return db.acting_for("")
-    return db.acting_for("*" if who.instance else who.tenant, reveal=who.has(REVEALS))
+    return db.acting_for("*" if who.instance else who.tenant, reveal=who.may_reveal)
 
 
 def form(request: Request) -> FormData:

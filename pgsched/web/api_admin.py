@@ -34,6 +34,7 @@ from .api import (
 )
 from .credentials import check_role, create_token, list_tokens, parse_duration, revoke_token
 from .errors import ApiError
+from .reveal_grants import check_grant
 
 STANDBY_SEEN_SECONDS = 10.0  # a standby not seen for this long is not listed
 
@@ -152,7 +153,7 @@ def token_list(request: Request) -> Response:
 def token_create(request: Request) -> Response:
     who = require(request, "admin")
     data = json_object(request)
-    only_fields(data, {"role", "name", "expires_in", "instance"})
+    only_fields(data, {"role", "name", "expires_in", "instance", "may_reveal"})
     name = data.get("name", "")
     expires = data.get("expires_in")
     instance = data.get("instance", False)
@@ -168,6 +169,7 @@ def token_create(request: Request) -> Response:
         expires_in=None if expires is None else parse_duration("expires_in", expires),
         by=actor(request),
         instance=instance,
+        may_reveal=check_grant(who, data.get("may_reveal", False)),
     )
     return reply({**row, "token": token}, 201)
 

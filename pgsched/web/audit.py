@@ -38,6 +38,9 @@ ACTIONS = (
     "token_revoke",
     "user_create",
     "user_delete",
+    "reveal_change",
+    "secret_set",
+    "secret_delete",
     "forbidden",
     "scheduler_failover",
 )

@@ -7,7 +7,9 @@ failover. Every principal belongs to one tenant and sees only that tenant's rows
 *instance* principal (``instance``, migration 0020) also sees and acts on what spans
 tenants: the workers and schedulers with their hosts, a forced failover (an instance
 admin), the installation-wide metrics. Role and scope are apart: an instance viewer reads
-the cluster views, only an instance admin forces a failover.
+the cluster views, only an instance admin forces a failover. Reading env values and
+sensitive params is apart from both (``may_reveal``, migration 0036): an admin without it
+is shown the masks, a viewer with it the values (:mod:`pgsched.web.reveal_grants`).
 
 Tokens are ``secrets.token_urlsafe(32)`` (256 random bits), shown once and stored as their
 SHA-256 (see migrations/0005_web.sql for why that is enough); a token may expire
@@ -57,7 +59,8 @@ class Principal:
     :data:`ROLES`, ``tenant`` the only tenant whose rows it sees; ``since``, for a user,
     when the account was made (ISO 8601): a session names it too, so that a user deleted
     and made again under the same name does not inherit the old account's sessions;
-    ``instance``: whether it may see and act on what spans tenants (the cluster views)."""
+    ``instance``: whether it may see and act on what spans tenants (the cluster views);
+    ``may_reveal``: whether it reads env values and sensitive params (migration 0036)."""
 
     kind: str
     ref: str
@@ -66,6 +69,7 @@ class Principal:
     tenant: str
     since: str = ""
     instance: bool = False
+    may_reveal: bool = False
 
     def has(self, role: str) -> bool:
         """Whether this principal's role is ``role`` or above it."""
@@ -100,10 +104,10 @@ def parse_duration(field: str, text: object) -> int:
     return seconds
 
 
-def check_instance(instance: object) -> bool:
-    """``instance`` if it is a bool; ValidationError otherwise."""
+def check_instance(instance: object, field: str = "instance") -> bool:
+    """``instance`` if it is a bool; ValidationError (naming ``field``) otherwise."""
     if not isinstance(instance, bool):
-        raise ValidationError("instance", instance, "must be true or false")
+        raise ValidationError(field, instance, "must be true or false")
     return instance
 
 
@@ -121,14 +125,17 @@ def create_token(
     expires_in: int | None = None,
     by: audit.Actor | None = None,
     instance: bool = False,
+    may_reveal: bool = False,
 ) -> tuple[str, Row]:
-    """Create an API token (``instance``: of the instance scope), expiring ``expires_in``
+    """Create an API token (``instance``: of the instance scope; ``may_reveal``: reading
+    sensitive values), expiring ``expires_in``
     seconds from now by the database's clock (None: never), and record it; return
     ``(token, row)``. The token is not stored and cannot be shown again. Raises
     ValidationError for a bad role, tenant, name (at most 200 characters) or lifetime (1
     second to 10 years)."""
     check_role(role)
     check_instance(instance)
+    check_instance(may_reveal, "may_reveal")
     check_name("tenant", tenant)
     if not isinstance(name, str) or len(name) > 200:
         raise ValidationError("name", name, "must be text of at most 200 characters")
@@ -146,6 +153,7 @@ def create_token(
             token_sha256=token_digest(token),
             expires_in=expires_in,
             instance=instance,
+            may_reveal=may_reveal,
         )
         assert row is not None
         expires = row["expires_at"].isoformat() if row["expires_at"] else None
@@ -155,7 +163,13 @@ def create_token(
             "token_create",
             tenant=tenant,
             target=f"token {row['id']}",
-            detail={"role": role, "name": name, "expires_at": expires, "instance": instance},
+            detail={
+                "role": role,
+                "name": name,
+                "expires_at": expires,
+                "instance": instance,
+                "may_reveal": may_reveal,
+            },
         )
     return token, row
 
@@ -205,6 +219,7 @@ def _token_principal(row: Row) -> Principal:
         row["role"],
         row["tenant"],
         instance=bool(row["instance"]),
+        may_reveal=bool(row["may_reveal"]),
     )
 
 
@@ -217,14 +232,17 @@ def create_user(
     tenant: str = "default",
     by: audit.Actor | None = None,
     instance: bool = False,
+    may_reveal: bool = False,
 ) -> Row:
-    """Create a web user (``instance``: of the instance scope); return its row (without the
+    """Create a web user (``instance``: of the instance scope; ``may_reveal``: reading
+    sensitive values); return its row (without the
     hash). Raises ValidationError for a bad username (as task names: 1-200 letters, digits
     and ``. _ : @ / -``), a password under 8 characters, a bad role or tenant, or a username
     that is taken."""
     check_name("username", username, TASK_NAME)
     check_role(role)
     check_instance(instance)
+    check_instance(may_reveal, "may_reveal")
     check_name("tenant", tenant)
     _check_password(password)
     password_hash = _hasher.hash(password)
@@ -236,6 +254,7 @@ def create_user(
             role=role,
             password_hash=password_hash,
             instance=instance,
+            may_reveal=may_reveal,
         )
         if row is None:
             raise ValidationError("username", username, "is taken")
@@ -245,7 +264,7 @@ def create_user(
             "user_create",
             tenant=tenant,
             target=f"user {username}",
-            detail={"role": role, "instance": instance},
+            detail={"role": role, "instance": instance, "may_reveal": may_reveal},
         )
     return row
 
@@ -356,6 +375,7 @@ def _user_principal(row: Row) -> Principal:
         row["tenant"],
         row["created_at"].isoformat(),
         instance=bool(row["instance"]),
+        may_reveal=bool(row["may_reveal"]),
     )
 
 

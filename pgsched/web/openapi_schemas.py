@@ -199,6 +199,9 @@ SCHEMAS: J = {
             },
             # of the instance scope: only an instance admin may make one
             "instance": {"type": "boolean"},
+            # reads env values and sensitive params (migration 0036): only from a principal
+            # that does itself
+            "may_reveal": {"type": "boolean"},
         },
     },
 }

@@ -46,6 +46,9 @@ NOTICES: dict[str, tuple[str, str | None]] = {
     "user_signed_out": ("Signed out everywhere: the user's sessions have ended.", None),
     "queue_paused": ("Queue paused: claims take nothing from it (what runs goes on).", None),
     "queue_resumed": ("Queue resumed: its workers are woken.", None),
+    "secret_created": ("Secret set: tasks may reference it now.", None),
+    "secret_replaced": ("Secret replaced: attempts from now on get the new value.", None),
+    "secret_deleted": ("Secret deleted: tasks that reference it fail from now on.", None),
 }
 
 

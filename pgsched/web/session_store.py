@@ -95,6 +95,7 @@ def resolve(db: Database | Session, session_id: str | None) -> Resolved | None:
         row["tenant"],
         since,
         instance=bool(row["instance"]),
+        may_reveal=bool(row["may_reveal"]),
     )
     return Resolved(who, row["csrf"])
 

@@ -22,6 +22,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 from psycopg.rows import dict_row
 
 from pgsched.db import Database
+from pgsched.secret_keys import Keyring
 from pgsched.web.app import create_app
 from pgsched.web.credentials import create_token
 from pgsched.web.server import free_port, serve_until
@@ -38,6 +39,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+KEYRING = Keyring([os.urandom(32)])
 ARTIFACTS = Path(os.environ.get("PGSCHED_ARTIFACTS") or Path(__file__).parent / "artifacts")
 
 
@@ -62,9 +64,11 @@ def stack(
         db = Database.connect(dsn, max_size=8)
         port = free_port("127.0.0.1", 18600)
         stop = threading.Event()
+        app = create_app(db)
+        app.state.secret_keyring = KEYRING  # /secrets seals with it (pgsched web: the env's)
         server = threading.Thread(
             target=serve_until,
-            args=(create_app(db), "127.0.0.1", port, stop),
+            args=(app, "127.0.0.1", port, stop),
             name="web",
             daemon=True,
         )
@@ -131,16 +135,29 @@ class Visitor:
 
 
 def signed_in(
-    stack: Stack, browser: Browser, test: str, *, role: str, tenant: str, instance: bool
+    stack: Stack,
+    browser: Browser,
+    test: str,
+    *,
+    role: str,
+    tenant: str,
+    instance: bool,
+    may_reveal: bool = False,
 ) -> tuple[Visitor, BrowserContext]:
     """A fresh browser context signed in through the sign-in form with a token made now of
-    ``role`` in ``tenant`` (``instance``: of the instance scope); close the context after."""
+    ``role`` in ``tenant`` (``instance``: of the instance scope; ``may_reveal``: reading
+    sensitive values); close the context after."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     page = context.new_page()
     page.set_default_timeout(15_000)
     v = Visitor(page, stack.url, test)
     token, _ = create_token(
-        stack.db, role=role, tenant=tenant, name="browser test", instance=instance
+        stack.db,
+        role=role,
+        tenant=tenant,
+        name="browser test",
+        instance=instance,
+        may_reveal=may_reveal,
     )
     v.go("/login")
     v.shot("login")

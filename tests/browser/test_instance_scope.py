@@ -27,6 +27,7 @@ def test_a_tenant_admin_sees_no_cluster_page_and_an_instance_admin_sees_the_work
             "DAGs",
             "Dead letters",
             "Queues",
+            "Secrets",
             "Audit",
         ]
         assert "Health" not in tenant.page.inner_text("main")
@@ -42,7 +43,7 @@ def test_a_tenant_admin_sees_no_cluster_page_and_an_instance_admin_sees_the_work
     )
     try:
         nav = [a.inner_text() for a in instance.page.query_selector_all("nav[aria-label=Main] a")]
-        assert nav[-3:] == ["Workers", "Scheduler", "Audit"]
+        assert nav[-4:] == ["Workers", "Scheduler", "Secrets", "Audit"]
         instance.go("/workers")
         row = instance.page.inner_text("main table tbody")
         assert "default" in row  # the stack's worker serves tenant 'default' (its default)

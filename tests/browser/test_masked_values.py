@@ -1,6 +1,6 @@
 """A task's secrets as a person sees them (issue 19, item 4): an operator's task and
 execution pages show the env values and sensitive params as masks and hold no plaintext
-anywhere in the page; a tenant's admin sees the values. The task page goes to the artifacts
+anywhere in the page; an admin granted the reveal permission (migration 0036) sees the values. The task page goes to the artifacts
 folder and to /tmp/masked-task.png."""
 
 from __future__ import annotations
@@ -36,7 +36,13 @@ def test_an_operator_sees_masks_and_an_admin_the_values(stack: Stack, visitor: V
     visitor.shot("operator-execution")
     assert [s for s in SECRETS if s in page.content()] == []
     admin, context = signed_in(
-        stack, browser, "masked-admin", role="admin", tenant="default", instance=False
+        stack,
+        browser,
+        "masked-admin",
+        role="admin",
+        tenant="default",
+        instance=False,
+        may_reveal=True,
     )
     try:
         admin.go(f"/tasks/{spec.name}")

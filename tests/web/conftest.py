@@ -36,26 +36,35 @@ def client(app) -> Iterator[TestClient]:
 
 @pytest.fixture
 def token_for(db: Database) -> Callable[..., str]:
-    """``token_for(role, tenant="default", name="", instance=False)``: a new API token."""
+    """``token_for(role, tenant="default", name="", instance=False, may_reveal=False)``: a
+    new API token (``may_reveal``: it reads sensitive values, migration 0036)."""
 
-    def make(role: str, tenant: str = "default", name: str = "", instance: bool = False) -> str:
-        return create_token(db, role=role, tenant=tenant, name=name, instance=instance)[0]
+    def make(
+        role: str,
+        tenant: str = "default",
+        name: str = "",
+        instance: bool = False,
+        may_reveal: bool = False,
+    ) -> str:
+        return create_token(
+            db, role=role, tenant=tenant, name=name, instance=instance, may_reveal=may_reveal
+        )[0]
 
     return make
 
 
 @pytest.fixture
 def api(app, token_for) -> Callable[..., TestClient]:
-    """``api(role, tenant="default", instance=False)``: a client sending that role's Bearer
-    token (``instance``: of the instance scope)."""
+    """``api(role, tenant="default", instance=False, may_reveal=False)``: a client sending
+    that role's Bearer token (``instance``: of the instance scope; ``may_reveal``: it reads
+    sensitive values)."""
     clients: list[TestClient] = []
 
-    def make(role: str, tenant: str = "default", instance: bool = False) -> TestClient:
-        c = TestClient(
-            app,
-            follow_redirects=False,
-            headers={"Authorization": f"Bearer {token_for(role, tenant, instance=instance)}"},
-        )
+    def make(
+        role: str, tenant: str = "default", instance: bool = False, may_reveal: bool = False
+    ) -> TestClient:
+        token = token_for(role, tenant, instance=instance, may_reveal=may_reveal)
+        c = TestClient(app, follow_redirects=False, headers={"Authorization": f"Bearer {token}"})
         clients.append(c)
         return c
 

@@ -105,6 +105,11 @@ TENANT_ROUTES = {
     ("POST", "/users/sign-out"),
     ("GET", "/audit"),
     ("GET", V + "/audit"),
+    # a tenant's secrets: its admins' (an instance admin's are its own tenant's)
+    ("GET", "/secrets"),
+    ("POST", "/secrets"),
+    ("GET", "/secrets/{name}/delete"),
+    ("POST", "/secrets/{name}/delete"),
 }
 
 

@@ -65,9 +65,9 @@ def test_no_api_answer_shows_a_secret_below_admin(api, secrets, role):
     assert client.get(f"/api/v1/executions/{run}").json()["params"]["run_secret"] == MASK
 
 
-def test_a_tenants_admin_sees_the_values(api, secrets):
+def test_a_principal_that_may_reveal_sees_the_values(api, secrets):
     run, dag_run = secrets
-    admin = api("admin")
+    admin = api("admin", may_reveal=True)
     assert admin.get("/api/v1/tasks/job").json()["env"] == ENV
     assert admin.get(f"/api/v1/executions/{run}").json()["params"]["run_secret"] == SECRETS[4]
     assert admin.get(f"/api/v1/dag-runs/{dag_run}").json()["params"]["db_password"] == SECRETS[6]
@@ -86,8 +86,8 @@ def test_no_page_shows_a_secret_below_admin(signed, secrets, role):  # noqa: F81
     assert re.search(rf"DB_PASSWORD={MASK}", page) and "customer" in page
 
 
-def test_an_admins_task_page_shows_the_env(signed, secrets):  # noqa: F811
-    assert f"DB_PASSWORD={SECRETS[0]}" in signed("admin").get("/tasks/job").text
+def test_a_revealing_admins_task_page_shows_the_env(signed, secrets):  # noqa: F811
+    assert f"DB_PASSWORD={SECRETS[0]}" in signed("admin", may_reveal=True).get("/tasks/job").text
 
 
 def test_an_operators_update_that_sends_the_masks_back_keeps_the_secrets(api, db, secrets):

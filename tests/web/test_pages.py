@@ -21,14 +21,18 @@ XSS = "<script>alert(1)</script>"
 
 @pytest.fixture
 def signed(app, token_for):
-    """``signed(role, tenant="default", instance=False)``: a client signed in (session
-    cookie) as that role (``instance``: of the instance scope)."""
+    """``signed(role, tenant="default", instance=False, may_reveal=False)``: a client signed
+    in (session cookie) as that role (``instance``: of the instance scope; ``may_reveal``:
+    reading sensitive values)."""
     clients: list[TestClient] = []
 
-    def make(role: str, tenant: str = "default", instance: bool = False) -> TestClient:
+    def make(
+        role: str, tenant: str = "default", instance: bool = False, may_reveal: bool = False
+    ) -> TestClient:
         c = TestClient(app, follow_redirects=False)
         clients.append(c)
-        assert sign_in(c, token=token_for(role, tenant, instance=instance)).status_code == 303
+        token = token_for(role, tenant, instance=instance, may_reveal=may_reveal)
+        assert sign_in(c, token=token).status_code == 303
         return c
 
     yield make
