@@ -259,6 +259,9 @@ class Executor:
         """A shell or argv command, isolated as the worker was told (``config.isolation``):
         then in a scratch directory of its own, from an environment of its own."""
         iso = self.config.isolation.for_task(row)  # its own limits and network (0032)
+        ignored = self.config.isolation.ignored(row)
+        if ignored:  # where its writer looks for why a limit did not hold
+            sink.write("system", ignored)
         with iso.scratch() if iso.isolated else contextlib.nullcontext() as workdir:
             if workdir is not None:
                 env = iso.env(workdir)
