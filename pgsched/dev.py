@@ -10,7 +10,7 @@ import logging
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,8 @@ from .handlers import Outcome
 from .handlers.command import command_result
 from .resources import resource_dir
 from .schedule import parse_interval
+from .secret_keys import Keyring
+from .secret_refs import DIR_ENV, ENV_PREFIX, KEY_ENV, KEY_FILE_ENV
 from .stores import dags, tasks
 from .taskspec import TaskSpec
 
@@ -177,6 +179,37 @@ def web_part(
         "                      (signs you in as a local admin; the link works until the next dev start)"
     )
     return serve
+
+
+def key_source(environ: Mapping[str, str]) -> str | None:
+    """Where the secrets' key of this process comes from (read before
+    :func:`pgsched.worker.secret_resolver.take_environment` takes it out): ``PGSCHED_SECRET_KEY``
+    or ``PGSCHED_SECRET_KEY_FILE PATH``; None when neither is set."""
+    if environ.get(KEY_FILE_ENV):
+        return f"{KEY_FILE_ENV} {environ[KEY_FILE_ENV]}"
+    return KEY_ENV if environ.get(KEY_ENV) else None
+
+
+def secrets_line(
+    where: str | None, keyring: Keyring | None, provided: Mapping[str, str], folder: str | None
+) -> str:
+    """The startup summary's ``secrets:`` line: where the key comes from and its id (never
+    the key), the providers given, or what to set for a key (pgsched/secret_keys.py)."""
+    if keyring is None:
+        text = (
+            f"secrets:              no key ({KEY_ENV} or {KEY_FILE_ENV} unset): tasks that "
+            "reference a stored secret fail, and 'pgsched secret set' needs one too "
+            "(openssl rand -base64 32)"
+        )
+    else:
+        text = f"secrets:              key from {where}, id {keyring.current_id}"
+        if len(keyring.keys) > 1:
+            text += f" (and {len(keyring.keys) - 1} older to open with)"
+    if provided:
+        text += f"; provided by {ENV_PREFIX}*: {', '.join(sorted(provided))}"
+    if folder:
+        text += f"; files of {DIR_ENV} {folder}"
+    return text
 
 
 def report_finish(row: Row, outcome: Outcome, tail: list[str], final: str | None) -> None:

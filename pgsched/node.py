@@ -249,7 +249,9 @@ def run_dev(source: Source, settings: DevSettings) -> None:
 
     settings.validate()
     dsn = dev.prepare(source, examples=settings.examples)
+    key_source = dev.key_source(os.environ)
     secret_keys, secret_env, secret_dir = take_environment(os.environ)
+    click.echo(dev.secrets_line(key_source, secret_keys, secret_env, secret_dir))
     conceal_login(source)
     db = Database.connect(dsn, max_size=settings.concurrency + 9)
     try:

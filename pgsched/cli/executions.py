@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import click
 
-from ..jsontext import json_default
 from ..lifecycle import ExecutionState
 from ..stores import executions, limits
-from .output import fmt, print_fields, print_json, table
+from .output import fmt, json_line, print_fields, print_json, table
 from .root import Context, main, pass_ctx
 
 # --- executions ------------------------------------------------------------------------
@@ -128,7 +126,7 @@ def execution_logs(c: Context, execution_id: int, follow: bool, as_json: bool) -
             for line in lines:
                 after = (line["attempt"], line["seq"])
                 if as_json:
-                    click.echo(json.dumps(line, default=json_default))
+                    click.echo(json_line(line))
                 else:
                     click.echo(
                         f"{fmt(line['logged_at'])} [{line['attempt']}] {line['stream']}: {line['line']}"

@@ -37,8 +37,9 @@ def isolation_options(command: Any) -> Any:
     command = click.option(
         "--allow-network",
         is_flag=True,
-        help="Let sandboxed commands use the host's network (default: none, not even the "
-        "host's loopback).",
+        help="With --isolation sandbox: let its commands use the host's network (default: "
+        "none, not even the host's loopback). Refused with rlimits and none, whose commands "
+        "always share the host's network.",
     )(command)
     command = click.option(
         "--allow-run-as",

@@ -16,7 +16,14 @@ from ..schedule import parse_interval, parse_once
 
 
 def print_json(data: Any) -> None:
-    click.echo(json.dumps(data, default=json_default, indent=2))
+    """``data`` as indented JSON, in UTF-8 as it is (a mask prints as ``••••••``, not
+    ``\\u2022``): every command's ``--json``."""
+    click.echo(json.dumps(data, default=json_default, indent=2, ensure_ascii=False))
+
+
+def json_line(data: Any) -> str:
+    """``data`` as one line of JSON, UTF-8 as :func:`print_json` (``execution logs --json``)."""
+    return json.dumps(data, default=json_default, ensure_ascii=False)
 
 
 def fmt(value: Any) -> str:
@@ -27,7 +34,7 @@ def fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     if isinstance(value, (list, dict)):
-        return json.dumps(value)
+        return json.dumps(value, ensure_ascii=False)
     return str(value)
 
 

@@ -17,6 +17,7 @@ from ..schedule import parse_interval
 from ..task_kinds import MISFIRE_POLICIES
 from ..windows import OVERLAP_POLICIES, UNIQUE_POLICIES, UNIQUE_SCOPES
 from .output import pairs, parse_json_object, parse_when
+from .task_env import UPDATE_ENV_OPTIONS
 from .task_sandbox_options import sandbox_fields, sandbox_options
 
 
@@ -49,8 +50,14 @@ def definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable[
         click.option(
             "--env",
             multiple=True,
-            help="NAME=VALUE for the command's environment (repeat)"
-            + ("." if create else "; replaces the whole environment."),
+            help="NAME=VALUE for the command's environment (repeat); a value may be or hold "
+            "a secret reference, {{secret:NAME}}"
+            + (
+                "."
+                if create
+                else ". Merged into the task's: its other variables stay (--unset-env NAME "
+                "removes one, --env-replace makes these the whole environment)."
+            ),
         ),
         click.option(
             "--sensitive-param",
@@ -155,6 +162,7 @@ def definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable[
             click.option("--no-timeout", is_flag=True, help="Remove the timeout."),
             click.option("--no-stdin", is_flag=True, help="Give the command no standard input."),
             click.option("--no-env", is_flag=True, help="Remove the task's environment variables."),
+            *UPDATE_ENV_OPTIONS,
         ]
 
     def apply(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -72,3 +72,24 @@ def sandbox_fields(o: dict[str, Any]) -> dict[str, Any]:
         chosen = o["task_python_isolation"]
         out["python_isolation"] = None if chosen == "worker" else chosen
     return out
+
+
+NETWORK_WORDS = {True: "allow", False: "deny", None: "worker"}
+
+
+def shown_sandbox(row: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """``task show``'s view of a task's sandbox settings: ``network`` in the words of
+    ``--network`` (allow, deny, worker; a command's only), and a note saying where they
+    apply when the task has any (a worker that does not isolate ignores them)."""
+    if row.get("handler_kind") not in ("shell", "argv"):
+        return {}, None
+    limits = [f for f, _, _, _ in _LIMITS.values() if row.get(f) is not None]
+    note = None
+    if limits or row.get("network") is not None:
+        note = (
+            "note: its limit_* and network apply only on a worker that isolates its commands "
+            "(--isolation rlimits or sandbox; network: sandbox only, rlimits shares the "
+            "host's); a worker with --isolation none ignores them and says so in the "
+            "execution's log"
+        )
+    return {"network": NETWORK_WORDS[row.get("network")]}, note

@@ -3,6 +3,7 @@ The options that define a task are :mod:`pgsched.cli.task_options`."""
 
 from __future__ import annotations
 
+import json
 import zoneinfo
 from dataclasses import asdict
 from typing import Any
@@ -11,13 +12,15 @@ import click
 
 from .. import alerts, task_rows
 from ..errors import PgschedError
-from ..stores import tasks
+from ..stores import secrets, tasks
 from ..taskspec import TaskSpec
 from ..windows import UNIQUE_PENDING, UNIQUE_PERIOD
 from ..windows import describe as describe_windows
 from .output import fmt, parse_json_object, parse_when, print_fields, print_json, table
 from .root import Context, main, pass_ctx
+from .task_env import check_references, env_update
 from .task_options import alerting, definition, definition_options
+from .task_sandbox_options import shown_sandbox
 
 
 @main.group()
@@ -35,6 +38,7 @@ def task_create(c: Context, name: str, paused: bool, as_json: bool, **options: A
     fields = definition(options, lambda: options["tz"], c.db().now)
     if "handler_kind" not in fields:
         raise PgschedError("handler: give one of --command, --argv, --python")
+    warnings = _references(c, fields, fields["handler_kind"])
     spec = TaskSpec(name=name, tenant=c.tenant, enabled=not paused, source="cli", **fields)
     hooks = alerting(options)
     with c.db().transaction() as tx:
@@ -49,6 +53,7 @@ def task_create(c: Context, name: str, paused: bool, as_json: bool, **options: A
             f"created task {row['name']} (id {row['id']}); next fire: {fmt(row['next_fire_at'])}"
         )
     _warn_idle_key(row)
+    _warn(warnings)
 
 
 @task.command("update")
@@ -63,10 +68,14 @@ def task_update(c: Context, name: str, as_json: bool, **options: Any) -> None:
     before = tasks.get(db, name, c.tenant)
     fields = definition(options, lambda: options["tz"] or before["timezone"], db.now)
     hooks = alerting(options)
+    merging = env_update(options, fields)
     if not fields and not hooks:
         raise PgschedError("update: nothing to change (give at least one option; see --help)")
+    warnings = _references(c, fields, fields.get("handler_kind", before["handler_kind"]))
     row = (
-        tasks.update(db, name, fields, tenant=c.tenant) if fields else tasks.get(db, name, c.tenant)
+        tasks.update(db, name, fields, tenant=c.tenant, **merging)
+        if fields
+        else tasks.get(db, name, c.tenant)
     )
     if hooks:
         alerts.configure(db, name, c.tenant, **hooks)
@@ -84,6 +93,26 @@ def task_update(c: Context, name: str, as_json: bool, **options: Any) -> None:
             f"{resumed}; next fire: {fmt(row['next_fire_at'])}"
         )
     _warn_idle_key(row)
+    _warn(warnings)
+
+
+def _references(c: Context, fields: dict[str, Any], handler_kind: str | None) -> list[str]:
+    """Warnings for the secret references given (:func:`.task_env.check_references`;
+    ValidationError for a malformed one). The tenant's secrets are listed only when a
+    reference is given; a login that may not list them gets no warning of a missing one."""
+    if "{{secret:" not in json.dumps([fields.get("env"), fields.get("params")]):
+        return []
+    check_references(fields, handler_kind, None, c.tenant)  # a malformed one: before a query
+    try:
+        stored = {r["name"] for r in secrets.list_secrets(c.db(), c.tenant)}
+    except PgschedError:
+        return check_references(fields, handler_kind, None, c.tenant)
+    return check_references(fields, handler_kind, stored, c.tenant)
+
+
+def _warn(warnings: list[str]) -> None:
+    for text in warnings:
+        click.echo(f"warning: {text}", err=True)
 
 
 def _warn_idle_key(row: dict[str, Any]) -> None:
@@ -161,8 +190,11 @@ def task_show(c: Context, name: str, as_json: bool) -> None:
             }
         )
         return
-    print_fields({**row, **hooks})
+    sandbox, note = shown_sandbox(row)
+    print_fields({**row, **sandbox, **hooks})
     click.echo(f"{'windows':18} {describe_windows(row)}")
+    if note:
+        click.echo(note)
     if row["paused_by"] == "scheduler":
         click.echo(f"paused by the scheduler at {fmt(row['paused_at'])}: {row['pause_reason']}")
     elif problem:

@@ -27,7 +27,7 @@ from ..jsontext import has_nul
 from . import Outcome, StopSignal, guardian
 from .containment import MARK_VAR, kill_group
 from .isolation import Isolation
-from .limit_kills import limit_error, signal_of
+from .limit_kills import ending, limit_error
 from .output import LogSink, storable_text
 from .start_gate import GATE_REFUSED, StartDeadlinePassed, spawn_args
 
@@ -156,7 +156,8 @@ def run_command(
         t.start()
     deadline = time.monotonic() + timeout if timeout else None
     reason = None
-    while proc.poll() is None:
+    cpu: list[float] = []  # the CPU seconds it and the processes it waited for spent
+    while _reap(proc, cpu) is None:
         if deadline is not None and time.monotonic() >= deadline:
             reason = "timed_out"
         elif stop is not None and stop.is_set():
@@ -164,10 +165,10 @@ def run_command(
         if reason:
             kill_group(proc.pid, kill_grace if reason == "timed_out" else stop_grace, proc, mark)
             break
-        try:
-            proc.wait(0.2)
-        except subprocess.TimeoutExpired:
-            pass
+        for _ in range(10):  # 200 ms, or less once it ends
+            if _reap(proc, cpu) is not None:
+                break
+            time.sleep(0.02)
         if on_tick:
             on_tick()
     code = proc.wait()
@@ -211,15 +212,44 @@ def run_command(
     if code == 0:
         return Outcome("succeeded", 0, result=command_result(sink.last_stdout))
     if isolated and isolation is not None:
-        sig = signal_of(code)
-        named = limit_error(sig, list(tail), isolation.limits)
+        sandbox = isolation.level == "sandbox"  # bwrap does not wait for it: no rusage then
+        ended = ending(
+            code,
+            list(tail),
+            isolation.limits,
+            cpu_used=None if sandbox else _sum(cpu),
+            bwrap=sandbox,
+        )
+        named = limit_error(ended, list(tail), isolation.limits)
         if named is not None:
             return Outcome("failed", exit_code, named)
-        if sig is not None and code > 0 and isolation.level == "sandbox":  # bwrap's 128 + N
-            return Outcome("failed", exit_code, f"killed by signal {signal.Signals(sig).name}")
+        if ended.signal is not None and code > 0:  # a shell's or bwrap's 128 + N
+            name = signal.Signals(ended.signal).name
+            return Outcome("failed", exit_code, f"killed by signal {name}{ended.caveat(code)}")
     if code < 0:
         return Outcome("failed", exit_code, f"killed by signal {signal.Signals(-code).name}")
     return Outcome("failed", exit_code, f"exited with code {code}")
+
+
+def _reap(proc: subprocess.Popen[bytes], cpu: list[float]) -> int | None:
+    """``proc.poll()`` by wait4(2), which also tells the CPU time the child and the
+    processes it waited for spent (appended to ``cpu``): what tells a command that exits
+    152 from one the CPU limit's SIGXCPU ended (:mod:`.limit_kills`)."""
+    if proc.returncode is not None:
+        return proc.returncode
+    try:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+    except ChildProcessError:  # reaped elsewhere (kill_group's wait): Popen knows its status
+        return proc.poll()
+    if pid == 0:
+        return None
+    cpu.append(usage.ru_utime + usage.ru_stime)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode
+
+
+def _sum(cpu: list[float]) -> float | None:
+    return sum(cpu) if cpu else None
 
 
 def command_result(line: str | None) -> Any:

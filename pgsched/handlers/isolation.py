@@ -98,6 +98,30 @@ class Isolation:
             network=self.network if network is None or self.level != "sandbox" else network,
         )
 
+    def ignored(self, task: Mapping[str, Any]) -> str | None:
+        """What of a task's own settings (a claimed row's ``limit_*`` and ``network``) this
+        worker does not apply, said for the execution's log; None when it applies them all.
+        Level none applies none of them; rlimits shares the host's network whatever the
+        task says."""
+        if not self.isolated:
+            own = task_limits(NO_LIMITS, task)
+            network = task.get("network")
+            given = [own.describe()] if own.any() else []
+            given += [f"network {'allow' if network else 'deny'}"] if network is not None else []
+            if not given:
+                return None
+            return (
+                f"this task's own {'; '.join(given)} not applied: this worker runs commands "
+                "with --isolation none (as its user, unlimited); they apply on a worker with "
+                "--isolation rlimits or sandbox"
+            )
+        if self.level == "rlimits" and task.get("network") is False:
+            return (
+                "this task's network deny not applied: --isolation rlimits shares the host's "
+                "network; it applies on a worker with --isolation sandbox"
+            )
+        return None
+
     def wrap(self, argv: list[str], scratch: str) -> list[str]:
         """``argv`` as it is to be started: inside bwrap (sandbox), as the command's user
         (setpriv, when the worker is root) and under its limits (prlimit), in ``scratch``."""
@@ -196,6 +220,17 @@ def resolve(
     tenant_run_as, allow_run_as = tuple(tenant_run_as), tuple(allow_run_as)
     if level not in LEVELS:
         raise ConfigError(f"isolation: {level!r} is none of {', '.join(LEVELS)}")
+    if network and level != "sandbox":  # it would change nothing: say so, not ignore it
+        raise ConfigError(
+            f"isolation: --allow-network with --isolation {level} changes nothing: "
+            + (
+                "its commands share the host's network always (no network namespace)"
+                if level == "rlimits"
+                else "commands run unisolated, on the host's network"
+            )
+            + "; drop --allow-network, or use --isolation sandbox, whose commands get no "
+            "network unless it is given"
+        )
     if level == "none":
         if run_as is not None or tenant_run_as or allow_run_as or limits.any():
             raise ConfigError(
@@ -226,7 +261,7 @@ def resolve(
         gid=default.gid,
         user=default.name,
         limits=limits,
-        network=network or level == "rlimits",
+        network=network or level == "rlimits",  # rlimits: the host's, always
         bwrap=bwrap,
         bwrap_version=version,
         privileged=privileged,

@@ -6,6 +6,7 @@ validated is :mod:`pgsched.taskspec`; the faces (CLI, web pages, REST API) call 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
@@ -94,8 +95,14 @@ def update(
     *,
     tenant: str = "default",
     now: datetime | None = None,
+    merge_env: bool = False,
+    unset_env: Collection[str] = (),
 ) -> Row:
     """Change the definition of the live task ``name`` and return the stored row.
+
+    ``merge_env``: ``changes["env"]`` is set over the stored env (its other variables
+    stay), less the names of ``unset_env`` (a name it lacks is no error); read and written
+    in the one transaction, so a concurrent update's variables are not lost.
 
     ``changes`` maps :class:`TaskSpec` field names (see ``UPDATABLE``) to new values; the
     whole result is validated as at create time. A new ``handler_kind`` clears the other
@@ -137,6 +144,9 @@ def update(
                 if kind != changes["handler_kind"]:
                     setattr(spec, attr, None)
         for key, value in changes.items():
+            if key == "env" and merge_env and isinstance(value, dict):
+                value = {**(row["env"] or {}), **value}
+                value = {k: v for k, v in value.items() if k not in set(unset_env)}
             if key in MASKABLE:  # a mask shown to a viewer and sent back keeps the stored value
                 value = masking.restore(value, row[key])
             setattr(spec, key, value)

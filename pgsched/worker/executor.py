@@ -273,6 +273,9 @@ class Executor:
             iso = self.config.isolation.for_task(row)
         except RunAsRefused as exc:
             return Outcome("failed", error=str(exc), retryable=False)
+        ignored = self.config.isolation.ignored(row)
+        if ignored:  # where its writer looks for why a limit did not hold
+            sink.write("system", ignored)
         with iso.scratch() if iso.isolated else contextlib.nullcontext() as workdir:
             if workdir is not None:
                 env = iso.env(workdir)

@@ -3,6 +3,7 @@ examples, scheduler and worker in one process, Ctrl-C stops cleanly, data is reu
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import re
@@ -17,17 +18,23 @@ from pathlib import Path
 
 import pytest
 
+from pgsched.secret_keys import key_id
+
 from ..helpers import cli, wait_until
 
 pytestmark = pytest.mark.e2e
 
 
 @contextlib.contextmanager
-def dev_process(home: Path, log_path: Path) -> Iterator[tuple[subprocess.Popen, str]]:
-    """``pgsched dev`` with PGSCHED_HOME=home and no DSN; yields it and its banner once up,
-    then stops it with SIGINT (as Ctrl-C does) and checks it exits cleanly."""
-    env = {k: v for k, v in os.environ.items() if k != "PGSCHED_DSN"}
+def dev_process(
+    home: Path, log_path: Path, extra_env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen, str]]:
+    """``pgsched dev`` with PGSCHED_HOME=home and no DSN (nor secret key, unless
+    ``extra_env`` gives one); yields it and its banner once up, then stops it with SIGINT
+    (as Ctrl-C does) and checks it exits cleanly."""
+    env = {k: v for k, v in os.environ.items() if k != "PGSCHED_DSN" and "PGSCHED_SECRET" not in k}
     env["PGSCHED_HOME"] = str(home)
+    env.update(extra_env or {})
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "pgsched", "dev"],
@@ -105,9 +112,17 @@ def test_dev_on_the_embedded_default(tmp_path):
             with browser.open(opened, timeout=10) as page:
                 html = page.read().decode()
             assert page.url.endswith("/") and "Sign out" in html and "admin" in html
+            # the summary says where the secrets' key comes from: here, nowhere
+            assert "secrets:              no key (PGSCHED_SECRET_KEY or" in out, out
         # A second start reuses the data: nothing to migrate, examples already there.
-        with dev_process(home, log_path) as (_, out):
+        key = base64.b64encode(bytes(range(32))).decode()
+        with dev_process(home, log_path, {"PGSCHED_SECRET_KEY": key}) as (_, out):
             assert "schema: up to date" in out and "examples: already loaded" in out
+            assert (
+                f"secrets:              key from PGSCHED_SECRET_KEY, id {key_id(bytes(range(32)))}"
+                in out
+            )
+            assert key not in out
     finally:
         shutil.rmtree(home, ignore_errors=True)
 

@@ -10,7 +10,7 @@ import pytest
 
 from pgsched.errors import ConfigError, ValidationError
 from pgsched.handlers.isolation import Isolation, resolve
-from pgsched.handlers.limit_kills import limit_error, signal_of
+from pgsched.handlers.limit_kills import ending, limit_error
 from pgsched.handlers.rlimits import Limits, human_size
 
 
@@ -81,8 +81,8 @@ def test_an_isolated_command_starts_from_an_environment_of_its_own(monkeypatch):
     "code, sig",
     [(-24, signal.SIGXCPU), (152, signal.SIGXCPU), (153, signal.SIGXFSZ), (1, None), (200, None)],
 )
-def test_the_signal_of_an_exit_status(code, sig):
-    assert signal_of(code) == sig
+def test_the_signal_of_an_exit_status_bwrap_reports(code, sig):
+    assert ending(code, [], Limits(), bwrap=True).signal == sig
 
 
 def test_the_limit_named_is_the_one_shown_to_have_ended_the_command():
