@@ -255,3 +255,17 @@ def fetch(url: str, token: str | None = None, timeout: float = 10) -> tuple[int,
         return exc.code, exc.read().decode()
     except OSError:
         return 0, ""
+
+
+def log_line(sql: Any, execution_id: int, prefix: str, timeout: float = 30) -> str:
+    """The first line of execution ``execution_id``'s log that starts with ``prefix``, waited
+    for up to ``timeout`` seconds (``sql``: a connection with rows as dicts)."""
+    row = wait_for(
+        lambda: sql.execute(
+            "SELECT line FROM pgsched.execution_log WHERE execution_id = %s AND line LIKE %s",
+            (execution_id, prefix + "%"),
+        ).fetchone(),
+        timeout,
+        what=f"execution {execution_id} prints {prefix!r}",
+    )
+    return row["line"]

@@ -31,6 +31,8 @@ import subprocess
 import time
 from collections.abc import Callable
 
+from .guardian_main import children_of, descendants, scan
+
 # Each command's environment carries a mark of its own (a random value): what it starts
 # inherits it, also what leaves its process group, so a timeout or stop can find it.
 MARK_VAR = "PGSCHED_COMMAND_MARK"
@@ -101,40 +103,16 @@ def _signal(pids: list[int], sig: int) -> None:
             pass
 
 
-def _table() -> dict[int, tuple[int, bytes, bytes]]:
-    """Every process now: pid -> (parent pid, start time, state) (proc(5): fields 4, 22
-    and 3 of /proc/PID/stat)."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            table[int(entry)] = (int(fields[1]), fields[19], fields[0])
-        except (OSError, IndexError, ValueError):
-            continue
-    return table
-
-
-def _tree(root: int, known: dict[int, bytes]) -> dict[int, bytes]:
+def _tree(root: int, known: dict[int, int]) -> dict[int, int]:
     """``known`` (pid -> start time) still alive as the same processes, with every live
     descendant of ``root`` and of them: what a command started, also what left its session
     and cleared its environment (``setsid env -i ...``), which neither the group nor the
     mark finds. Taken before the first signal, while the parents that link it still live,
     and kept across rounds: a process whose parent died is reparented to init."""
-    table = _table()
-    tree = {p: t for p, t in known.items() if p in table and table[p][1] == t}
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    todo = [root, *tree]
-    while todo:
-        for pid in children.get(todo.pop(), ()):
-            if pid not in tree and pid != root:
-                tree[pid] = table[pid][1]
-                todo.append(pid)
-    return {p: t for p, t in tree.items() if table[p][2] != b"Z"}
+    procs = scan()
+    tree = {p: t for p, t in known.items() if p in procs and procs[p][3] == t}
+    tree |= {p: procs[p][3] for p in descendants({root, *tree}, children_of(procs)) - {root}}
+    return {p: t for p, t in tree.items() if p in procs and procs[p][0] != b"Z"}
 
 
 def kill_group(

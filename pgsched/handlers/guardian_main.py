@@ -24,10 +24,12 @@ SCAN_INTERVAL = 1.0
 KILL_PATIENCE = 30.0
 
 
-def _scan() -> dict[int, tuple[bytes, int, int, int]]:
+def scan() -> dict[int, tuple[bytes, int, int, int]]:
     """Every process: pid -> (state, ppid, session id, start time in clock ticks since
     boot); proc(5): fields 3, 4, 6 and 22 of /proc/PID/stat (after the command name, which
-    may hold spaces and parentheses: split after its last ')')."""
+    may hold spaces and parentheses: split after its last ')'). Also the containment's
+    (:func:`pgsched.handlers.containment.kill_group`): this file imports no pgsched, not
+    the other way round."""
     procs = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -51,14 +53,14 @@ def _carries(pid: int, needle: bytes) -> bool:
         return False  # gone, or not ours to read (then not ours to kill either)
 
 
-def _children(procs: dict[int, tuple[bytes, int, int, int]]) -> dict[int, list[int]]:
+def children_of(procs: dict[int, tuple[bytes, int, int, int]]) -> dict[int, list[int]]:
     out: dict[int, list[int]] = {}
     for pid, (_, ppid, _, _) in procs.items():
         out.setdefault(ppid, []).append(pid)
     return out
 
 
-def _descendants(seeds: set[int], children: dict[int, list[int]]) -> set[int]:
+def descendants(seeds: set[int], children: dict[int, list[int]]) -> set[int]:
     found, todo = set(seeds), list(seeds)
     while todo:
         for child in children.get(todo.pop(), ()):
@@ -79,15 +81,15 @@ class _Watch:
 
     def look(self) -> None:
         """Remember the worker's descendants (those started after the guardian) as they are now."""
-        procs = _scan()
-        children = _children(procs)
+        procs = scan()
+        children = children_of(procs)
         # a session no live process is in may be reused (a new process with that pid that
         # calls setsid): a command whose "-" never came is forgotten here
         self.sessions &= {sid for state, _, sid, _ in procs.values() if state not in (b"Z", b"X")}
         young = {pid for pid in children.get(self.worker, ()) if procs[pid][3] >= self.since}
         self.seen = {
             pid: procs[pid][3]
-            for pid in _descendants(young, children)
+            for pid in descendants(young, children)
             if pid in procs and procs[pid][3] >= self.since
         } | {
             pid: start
@@ -98,7 +100,7 @@ class _Watch:
     def targets(self) -> set[int]:
         """The live processes that are the worker's now (module docstring), less the guardian,
         pid 1 and the guardian's ancestors."""
-        procs = _scan()
+        procs = scan()
         me = os.getpid()
         spared = {me, 1}
         pid = me
@@ -116,7 +118,7 @@ class _Watch:
                 or _carries(pid, self.needle)
             ):
                 seeds.add(pid)
-        found = _descendants(seeds, _children(procs))
+        found = descendants(seeds, children_of(procs))
         return {pid for pid in found if pid in procs and procs[pid][0] not in (b"Z", b"X")} - spared
 
     def end(self, grace: float, fmt: str) -> int:

@@ -16,7 +16,7 @@ import pytest
 from pgsched.stores import tasks
 
 from ..factories import make_task
-from ..helpers import alive, cli, finished, trigger, wait_for
+from ..helpers import alive, cli, finished, log_line, trigger, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -24,18 +24,6 @@ WORKER = ("worker", "--poll-interval", "0.5", "--heartbeat-interval", "1", "--ki
 
 # the escapee: a new session, an empty environment (no mark, no token, no execution id)
 ESCAPE = "setsid env -i /bin/sleep 300 & echo escapee $!; sleep 301"
-
-
-def _line(sql, ident: int, prefix: str) -> str:
-    row = wait_for(
-        lambda: sql.execute(
-            "SELECT line FROM pgsched.execution_log WHERE execution_id = %s AND line LIKE %s",
-            (ident, prefix + "%"),
-        ).fetchone(),
-        30,
-        what=f"execution {ident} prints {prefix!r}",
-    )
-    return row["line"]
 
 
 def _session_and_env(pid: int) -> tuple[int, bytes]:
@@ -62,7 +50,7 @@ def test_attack19_a_commands_escapee_dies_at_its_timeout(db, sql, start, level):
     worker = start(*WORKER, *extra)
     wait_for(lambda: "started" in worker.output, 30, what=lambda: worker.output)
     ident = tasks.trigger(db, "escape")
-    pid = int(_line(sql, ident, "escapee ").split()[1])
+    pid = int(log_line(sql, ident, "escapee ").split()[1])
     pids = [pid]
     with _reaped(pids):
         wait_for(lambda: _session_and_env(pid)[0] == pid, 5, what="the escapee's own session")
@@ -95,7 +83,7 @@ def test_attack19_a_python_handlers_grandchild_dies_at_its_timeout(dsn, sql, sta
     worker = start(*WORKER, "--pythonpath", str(tmp_path))
     wait_for(lambda: "started" in worker.output, 30, what=lambda: worker.output)
     ident = trigger(dsn, "escape")
-    pid = int(_line(sql, ident, "escapee ").split()[1])
+    pid = int(log_line(sql, ident, "escapee ").split()[1])
     with _reaped([pid]):
         wait_for(lambda: _session_and_env(pid)[0] == pid, 5, what="the grandchild's own session")
         row = finished(sql, ident)
@@ -127,7 +115,7 @@ def test_attack19_a_commands_daemon_dies_at_its_timeout(db, sql, start, level):
     worker = start(*WORKER, "--isolation", level)
     wait_for(lambda: "started" in worker.output, 30, what=lambda: worker.output)
     ident = tasks.trigger(db, "daemon")
-    inner = int(_line(sql, ident, "escapee ").split()[1])
+    inner = int(log_line(sql, ident, "escapee ").split()[1])
     found = [inner] if level == "rlimits" else []
     if level == "sandbox":  # $! is its pid in the sandbox's namespace: find it from the host
         found = wait_for(lambda: _sleepers_of(worker.proc.pid), 5, what="the daemon")

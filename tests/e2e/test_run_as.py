@@ -21,7 +21,7 @@ import pytest
 from pgsched.stores import executions, tasks
 
 from ..factories import make_task
-from ..helpers import cli, finished, wait_for
+from ..helpers import cli, finished, log_line, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -52,18 +52,6 @@ def _worker(start, *extra: str):
     proc = start(*WORKER, "--all-tenants", "--isolation", "rlimits", *extra)
     wait_for(lambda: "isolation:" in proc.output, 30, what=lambda: proc.output)
     return proc
-
-
-def _logged(sql, ident: int, prefix: str) -> str:
-    row = wait_for(
-        lambda: sql.execute(
-            "SELECT line FROM pgsched.execution_log WHERE execution_id = %s AND line LIKE %s",
-            (ident, prefix + "%"),
-        ).fetchone(),
-        30,
-        what=f"execution {ident} prints {prefix!r}",
-    )
-    return row["line"]
 
 
 # Its own uid, and for each other process whose environment holds the marker (found as
@@ -108,7 +96,7 @@ def test_each_tenants_command_runs_as_its_own_user_and_cannot_read_the_others(
     )
     assert f"tenant a as uid {users[a]} ({a}); tenant b as uid {users[b]} ({b})" in proc.output
     holder = tasks.trigger(db, "holder", tenant="a")
-    assert _logged(sql, holder, "uid=") == f"uid={users[a]}"
+    assert log_line(sql, holder, "uid=") == f"uid={users[a]}"
     pids = _holding(marker)
     assert pids  # the holder's shell and its sleep, as root sees them
     spy = tasks.trigger(
