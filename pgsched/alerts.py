@@ -97,6 +97,17 @@ class Alerting:
 FIELDS = tuple(f.name for f in fields(Alerting))
 
 
+def webhook_origin(url: str) -> str:
+    """``url`` as one who may not read it whole is shown it: scheme and host only
+    (``https://hooks.example.com/…``): a webhook's path, query and user part often carry
+    its token (a Slack-style hook)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}/…"
+
+
 def check_webhook_url(name: str, url: object) -> str:
     """``url`` if it is an http:// or https:// URL with a host, of at most 2,000
     characters; else ValidationError naming field ``name`` and the value."""

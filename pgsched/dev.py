@@ -222,10 +222,14 @@ def report_finish(row: Row, outcome: Outcome, tail: list[str], final: str | None
         json.dumps(outcome.result) if outcome.result is not None and not echoed else ""
     )
     then = {None: ", will retry", "dead": ", to the dead-letter queue"}.get(final, "")
+    of = f"attempt {row['attempt']}/{row['max_attempts']}{then}"
+    if final == "lost":  # the stop's doing, not the task's: it is given its attempt back
+        of = f"attempt {row['attempt']} stopped with the worker: it runs again, not counted"
+        detail = ""
+    mark = "BACK" if final == "lost" else _MARK.get(outcome.state, outcome.state)
     click.echo(
-        f"{datetime.now().astimezone().strftime('%H:%M:%S')}  {_MARK.get(outcome.state, outcome.state)} "
-        f"{row['task_name']} (execution {row['id']}, attempt {row['attempt']}/{row['max_attempts']}"
-        f"{then}) {detail}".rstrip()
+        f"{datetime.now().astimezone().strftime('%H:%M:%S')}  {mark} "
+        f"{row['task_name']} (execution {row['id']}, {of}) {detail}".rstrip()
     )
     for line in tail:
         click.echo(f"          | {line}")

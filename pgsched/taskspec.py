@@ -19,6 +19,8 @@ from .task_kinds import HANDLER_KINDS, MISFIRE_POLICIES, PYTHON_ISOLATIONS, Hand
 from .windows import check_windows
 
 _PYTHON_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+# an environment variable name a shell passes on (POSIX.1-2017, Base Definitions 8.1)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _EXCEPTION = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*")
 MAX_ATTEMPTS = 1000
 
@@ -156,6 +158,15 @@ class TaskSpec:
             raise ValidationError(
                 "env", self.env, "must map names (no '=') to string values, without NUL characters"
             )
+        for k in self.env:
+            if not _ENV_NAME.fullmatch(k):
+                raise ValidationError(
+                    "env",
+                    k,
+                    "is not a variable name: letters, digits and '_', not starting with a digit "
+                    "(POSIX's portable names; the shell drops any other from a command's "
+                    "environment)",
+                )
         if self.stdin is not None and (not isinstance(self.stdin, str) or "\x00" in self.stdin):
             raise ValidationError("stdin", self.stdin, "must be text without NUL characters")
         if self.timeout_seconds is not None:

@@ -26,3 +26,11 @@ SELECT secret_name AS name, ciphertext, nonce, key_id
 -- references (an execution's params are these merged with its enqueuer's, whose references
 -- a worker never resolves: docs/security.md, "Secrets").
 SELECT params FROM pgsched.task WHERE id = %(id)s AND tenant = %(tenant)s
+
+-- name: secret_referencing_tasks :many
+-- The live tasks of the tenant whose env or params name stored secret %(ref)s
+-- ('{{secret:NAME}}', found as written: strpos, no pattern), by name.
+SELECT t.name FROM pgsched.task t
+ WHERE t.tenant = %(tenant)s AND t.deleted_at IS NULL
+   AND (strpos(t.env::text, %(ref)s) > 0 OR strpos(t.params::text, %(ref)s) > 0)
+ ORDER BY t.name

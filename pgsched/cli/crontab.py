@@ -19,8 +19,10 @@ from .root import Context, main, pass_ctx
 @click.option(
     "--system",
     is_flag=True,
-    help="System crontab (/etc/crontab, /etc/cron.d): has a user column "
-    "(stored, never switched to).",
+    help="System crontab (/etc/crontab, /etc/cron.d): has a user column, stored with each "
+    "task; a worker that isolates its commands runs them as that user only when allowed "
+    "(pgsched worker --allow-run-as USER), and fails them otherwise; without isolation it "
+    "is not used.",
 )
 @click.option(
     "--dry-run",

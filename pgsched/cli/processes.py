@@ -19,9 +19,9 @@ from .root import Context, Seconds, log_options, main, pass_ctx
     "--lock-timeout",
     type=Seconds(0.001, 86_400),
     metavar="SECONDS",
-    help="Give up a lock wait after this long (default: wait): the migration lock another "
-    "migrate holds, or a table an open transaction reads. Who holds it is printed while "
-    "it waits, either way.",
+    help="Give up a lock wait after this many seconds, 0.001 to 86400 (default: wait as "
+    "long as it takes): the migration lock another migrate holds, or a table an open "
+    "transaction reads. Who holds it is printed while it waits, either way.",
 )
 @pass_ctx
 def migrate(c: Context, show_status: bool, lock_timeout: float | None) -> None:

@@ -40,7 +40,11 @@ def user_update(c: Context, username: str, may_reveal: bool | None, as_json: boo
         return
     click.echo(
         f"user {username!r}: "
-        + ("reads sensitive values" if row["may_reveal"] else "is shown sensitive values masked")
+        + (
+            "reads sensitive values"
+            if row["may_reveal"]
+            else "sees sensitive values masked (no reveal permission)"
+        )
     )
 
 
@@ -59,5 +63,9 @@ def token_update(c: Context, token_id: int, may_reveal: bool | None, as_json: bo
         return
     click.echo(
         f"token {token_id}: "
-        + ("reads sensitive values" if row["may_reveal"] else "is shown sensitive values masked")
+        + (
+            "reads sensitive values"
+            if row["may_reveal"]
+            else "sees sensitive values masked (no reveal permission)"
+        )
     )

@@ -98,5 +98,11 @@ def secret_delete(c: Context, name: str) -> None:
     """Delete secret NAME of the tenant: tasks that reference it fail from then on, naming
     the reference (they are not retried)."""
     db = c.db()
-    store.delete_secret(db, c.tenant, name)
+    users = store.delete_secret(db, c.tenant, name)
     click.echo(f"secret {name} deleted from tenant {c.tenant}")
+    if users:
+        click.echo(
+            f"warning: task(s) {', '.join(users)} reference {{{{secret:{name}}}}}: their runs "
+            f"fail from now on until 'pgsched secret set {name}' (or the reference is removed)",
+            err=True,
+        )

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ..errors import ValidationError
+from ..errors import PgschedError, ValidationError
 from ..secret_refs import SecretUnresolved, references, strings
 
 UPDATE_ENV_OPTIONS = [
@@ -24,7 +24,8 @@ UPDATE_ENV_OPTIONS = [
         "--env-replace",
         "env_replace",
         is_flag=True,
-        help="Make the --env given the whole environment (without it, --env merges).",
+        help="Make the --env given the whole environment (without it, --env merges; "
+        "--no-env removes every variable).",
     ),
 ]
 
@@ -34,8 +35,16 @@ def env_update(o: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
     ``unset_env``), ``fields`` completed with the env to set over the stored one. Raises
     ValidationError for options that contradict each other."""
     unset = list(o.get("unset_env") or ())
+    both = sorted(set(unset) & set(fields.get("env") or {}))
+    if both:
+        raise ValidationError(
+            "unset_env", both[0], "is also given by --env: set it or remove it, not both"
+        )
     if o.get("env_replace") and not o.get("env"):
-        raise ValidationError("env", "--env-replace", "give the new environment with --env")
+        raise PgschedError(
+            "--env-replace: replaces the environment with the --env given, and none was: give "
+            "--env NAME=VALUE, or --no-env to remove every variable"
+        )
     for flag in ("env_replace", "no_env"):
         if unset and o.get(flag):
             raise ValidationError(

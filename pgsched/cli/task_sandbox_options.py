@@ -79,8 +79,11 @@ NETWORK_WORDS = {True: "allow", False: "deny", None: "worker"}
 
 def shown_sandbox(row: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """``task show``'s view of a task's sandbox settings: ``network`` in the words of
-    ``--network`` (allow, deny, worker; a command's only), and a note saying where they
+    ``--network`` (allow, deny, worker; a command's only), a Python task's
+    ``python_isolation`` (``worker`` when it has none of its own), and a note saying where they
     apply when the task has any (a worker that does not isolate ignores them)."""
+    if row.get("handler_kind") == "python":  # where it runs: its own, or its worker's
+        return {"python_isolation": row.get("python_isolation") or "worker"}, None
     if row.get("handler_kind") not in ("shell", "argv"):
         return {}, None
     limits = [f for f, _, _, _ in _LIMITS.values() if row.get(f) is not None]

@@ -92,6 +92,12 @@ def task_update(c: Context, name: str, as_json: bool, **options: Any) -> None:
             f"updated task {row['name']} ({', '.join(sorted([*changed, *hooks])) or 'no change'})"
             f"{resumed}; next fire: {fmt(row['next_fire_at'])}"
         )
+    absent = [n for n in merging.get("unset_env", ()) if n not in (before.get("env") or {})]
+    if absent:
+        click.echo(
+            f"note: {', '.join(absent)}: not in task {name}'s environment (nothing to remove)",
+            err=True,
+        )
     _warn_idle_key(row)
     _warn(warnings)
 

@@ -14,8 +14,9 @@ from .tenants import tenant
 @tenant.group("webhook")
 def webhook() -> None:
     """Where a tenant's own alerts go: each quota alert, when it opens, is POSTed there as
-    JSON (event "quota"), retried as task webhooks are. A task's failures have webhooks of
-    their own (pgsched task alerting)."""
+    JSON (event "quota"), retried as task webhooks are. A task's failures, dead letters
+    and missed fires have webhooks of their own (pgsched task update --on-failure URL,
+    --on-dlq URL, --on-missed URL)."""
 
 
 def _say(row: dict, as_json: bool) -> None:

@@ -72,13 +72,16 @@ def list_secrets(db: Database | Session, tenant: str) -> list[Row]:
         return tx.many("secret_list", tenant=tenant)
 
 
-def delete_secret(db: Database | Session, tenant: str, name: str) -> None:
+def delete_secret(db: Database | Session, tenant: str, name: str) -> list[str]:
     """Delete secret ``name`` of ``tenant``. Raises NotFound when it has none of that name:
-    tasks that reference it fail from then on, naming the reference."""
+    tasks that reference it fail from then on, naming the reference. Returns the names of
+    the tenant's live tasks whose env or params reference it, those that will fail."""
     check_name("tenant", tenant)
     check_secret_name(name)
     with db.transaction() as tx:
         tx.exec("secret_delete", name=name, tenant=tenant)
+        rows = tx.many("secret_referencing_tasks", tenant=tenant, ref=f"{{{{secret:{name}}}}}")
+    return [r["name"] for r in rows]
 
 
 def fetch_sealed(db: Database | Session, tenant: str, names: list[str]) -> dict[str, Sealed]:

@@ -68,6 +68,16 @@ def require(request: Request, role: str = "viewer", *, instance: bool = False) -
     return who
 
 
+def tenant_of_path(request: Request, who: Principal) -> str:
+    """The ``{tenant}`` of the request's path, if ``who`` may act in it: its own tenant, or
+    any for an instance principal; else Forbidden. The database checks it too, but an
+    installation's web login (``pgsched_instance``) passes every tenant's check there."""
+    tenant = str(request.path_params["tenant"])
+    if tenant != who.tenant and not who.instance:
+        raise Forbidden(f"tenant: {who.name!r} acts in tenant {who.tenant!r} only, not {tenant!r}")
+    return tenant
+
+
 def actor(request: Request) -> audit.Actor:
     """Who the request acts as, for the audit log: its principal (``anonymous`` when
     nobody is signed in) and the client's address."""

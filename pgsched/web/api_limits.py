@@ -7,9 +7,10 @@ tenant's queues with their limits, pause and counts; ``POST .../pause`` (body
 removes the limit) need an operator, and are recorded as ``token ID`` (``paused_by``).
 ``GET /api/v1/quotas`` (a viewer): the caller's tenant's quotas and use.
 ``PATCH /api/v1/tenants/{tenant}/quotas`` (an instance admin): set a tenant's quotas.
-``GET`` and ``PUT /api/v1/tenants/{tenant}/alert-webhook`` (a viewer; an admin, of that
-tenant or an instance one, and the database checks which tenant): where the tenant's own
-alerts are POSTed, ``{"alert_webhook": URL or null}`` (migration 0034).
+``GET`` and ``PUT /api/v1/tenants/{tenant}/alert-webhook`` (a viewer, shown the URL's
+scheme and host only below admin; an admin, of that tenant or an instance one, and the
+database checks which tenant): where the tenant's own alerts are POSTed,
+``{"alert_webhook": URL or null}`` (migration 0034).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..alerts import webhook_origin
 from ..errors import ValidationError
 from ..stores import limits
 from ..stores import tenants as tenant_store
-from .access import database, require
+from .access import database, require, tenant_of_path
 from .api import PREFIX, json_object, only_fields, reply
 from .pages_limits import by
 
@@ -88,13 +90,17 @@ def quotas_update(request: Request) -> Response:
 
 
 def alert_webhook_get(request: Request) -> Response:
-    require(request, "viewer")
-    tenant = str(request.path_params["tenant"])
-    return reply(tenant_store.alert_webhook(database(request), tenant))
+    """The URL whole to an admin; to others its scheme and host (its path may be a token)."""
+    who = require(request, "viewer")
+    row = tenant_store.alert_webhook(database(request), tenant_of_path(request, who))
+    if row["alert_webhook"] and not who.has("admin"):
+        row = {**row, "alert_webhook": webhook_origin(row["alert_webhook"])}
+    return reply(row)
 
 
 def alert_webhook_put(request: Request) -> Response:
-    require(request, "admin")
+    who = require(request, "admin")
+    tenant = tenant_of_path(request, who)
     data = json_object(request)
     only_fields(data, {"alert_webhook"})
     if "alert_webhook" not in data:
@@ -102,7 +108,6 @@ def alert_webhook_put(request: Request) -> Response:
     url = data["alert_webhook"]
     if url is not None and not isinstance(url, str):
         raise ValidationError("alert_webhook", url, "must be an http(s) URL or null")
-    tenant = str(request.path_params["tenant"])
     return reply(tenant_store.set_alert_webhook(database(request), tenant, url))
 
 

@@ -20,9 +20,10 @@ from starlette.routing import Route
 
 from .. import limits as rules
 from .. import quota_use
+from ..alerts import webhook_origin
 from ..errors import ValidationError
 from ..stores import limits, tenants
-from .access import database, form, require
+from .access import database, form, require, tenant_of_path
 from .credentials import Principal
 from .pages import done, field, notice
 from .rendering import render
@@ -169,6 +170,10 @@ def _quotas(
         "limits_web_tenant_usage", tenant=None if who.instance else who.tenant
     )
     tenants: list[dict[str, Any]] = [shown_quotas(r) for r in rows]
+    if not who.has("admin"):  # a webhook's path is often its token: scheme and host only
+        for t in tenants:
+            if t["alert_webhook"]:
+                t["alert_webhook"] = webhook_origin(t["alert_webhook"])
     return render(
         request,
         "web/quotas.html",
@@ -218,8 +223,7 @@ def quota_webhook_set(request: Request) -> Response:
     """Sets where the tenant's own alerts are POSTed (empty or ``none``: nowhere), as
     ``pgsched tenant webhook set`` does: a tenant's admin for its tenant, an instance admin
     for any (the database refuses another tenant's)."""
-    require(request, "admin")
-    tenant = str(request.path_params["tenant"])
+    tenant = tenant_of_path(request, require(request, "admin"))
     text = field(request, "alert_webhook", required=False, max_length=2000)
     try:
         url = None if text in ("", "none") else text

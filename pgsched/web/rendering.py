@@ -28,6 +28,7 @@ NAV = (
     ("DAGs", "/dags"),
     ("Dead letters", "/dlq"),
     ("Queues", "/queues"),
+    ("Quotas", "/quotas"),
     ("Workers", "/workers"),
     ("Scheduler", "/scheduler"),
 )

@@ -44,7 +44,8 @@ class Worker:
 
     ``on_finish(row, outcome, tail, final)`` is called after each attempt is recorded, with
     the last lines of its output and the state the execution ended in (None: it will be
-    retried); ``pgsched dev`` prints from it. It may be called from the writer thread.
+    retried; ``"lost"``: the worker stopped it and handed it back, to run again without the
+    attempt counting); ``pgsched dev`` prints from it. It may be called from the writer thread.
     """
 
     def __init__(self, db: Database, config: WorkerConfig, on_finish: OnFinish | None = None):

@@ -319,8 +319,9 @@ class Recorder:
             self._successes.log(msg, *args)
         else:
             log.warning(msg, *args)
-        if self.on_finish:
-            self.on_finish(attempt.row, attempt.outcome, tail, written.final)
+        if self.on_finish:  # "lost": handed back, to run again with its attempt not counted
+            final = "lost" if attempt.stopped else written.final
+            self.on_finish(attempt.row, attempt.outcome, tail, final)
 
 
 class _SuccessLog:

@@ -27,6 +27,7 @@ def test_a_tenant_admin_sees_no_cluster_page_and_an_instance_admin_sees_the_work
             "DAGs",
             "Dead letters",
             "Queues",
+            "Quotas",
             "Secrets",
             "Audit",
         ]

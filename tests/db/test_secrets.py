@@ -20,6 +20,7 @@ from pgsched.secret_refs import SecretUnresolved
 from pgsched.stores import secrets as store
 from pgsched.worker.secret_resolver import SecretResolver
 
+from ..factories import make_task
 from ..tenancy import drop_roles, login, login_dsn, two_tenants
 
 RING = Keyring([os.urandom(32)])
@@ -142,3 +143,16 @@ def test_a_ciphertext_copied_to_another_tenant_or_name_does_not_open(db, sql, te
     # and one sealed under a key this worker lacks says which
     with pytest.raises(SecretUnresolved, match=f"sealed with key {RING.current_id}"):
         SecretResolver(db, Keyring([os.urandom(32)])).resolve(a.name, {"X": "{{secret:db}}"}, None)
+
+
+def test_a_delete_names_the_live_tasks_that_reference_the_secret(db, sql):
+    store.set_secret(db, RING, "default", "db_pw", "hunter2")
+    store.set_secret(db, RING, "default", "dbXpw", "other")
+    make_task(db, "uses-env", env={"PW": "{{secret:db_pw}}"})
+    make_task(db, "uses-params", handler_kind="python", python_target="m:f",
+              command=None, params={"dsn": "postgres://u:{{secret:db_pw}}@h/db"})  # fmt: skip
+    make_task(db, "uses-another", env={"PW": "{{secret:dbXpw}}"})  # '_' is no wildcard
+    make_task(db, "gone", env={"PW": "{{secret:db_pw}}"})
+    sql.execute("UPDATE pgsched.task SET deleted_at = now() WHERE name = 'gone'")
+    assert store.delete_secret(db, "default", "db_pw") == ["uses-env", "uses-params"]
+    assert store.delete_secret(db, "default", "dbXpw") == ["uses-another"]

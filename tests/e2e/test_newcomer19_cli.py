@@ -80,12 +80,20 @@ def test_update_env_merges_and_unsets_and_replaces(dsn, sql):
     cli(dsn, "task", "create", "e", "--command", "true", "--env", "A=1", "--env", "B=2")
     cli(dsn, "task", "update", "e", "--env", "C=3", "--env", "A=10")
     assert env() == {"A": "10", "B": "2", "C": "3"}
-    cli(dsn, "task", "update", "e", "--unset-env", "B", "--unset-env", "NOT_THERE")
+    unset = cli(dsn, "task", "update", "e", "--unset-env", "B", "--unset-env", "NOT_THERE")
+    assert env() == {"A": "10", "C": "3"}
+    assert "NOT_THERE: not in task e's environment" in unset.stderr, unset.stderr
+    clash = cli(dsn, "task", "update", "e", "--env", "A=2", "--unset-env", "A", check=False)
+    assert clash.returncode != 0 and "'A' is also given by --env" in clash.stderr, clash.stderr
     assert env() == {"A": "10", "C": "3"}
     cli(dsn, "task", "update", "e", "--env-replace", "--env", "Z=26")
     assert env() == {"Z": "26"}
     lone = cli(dsn, "task", "update", "e", "--env-replace", check=False)
-    assert lone.returncode != 0 and "--env-replace" in lone.stderr, lone.stderr
+    assert lone.returncode != 0 and "or --no-env to remove every variable" in lone.stderr
+    for name in ("BAD NAME", "1ST", "A-B"):  # a shell would drop them from the environment
+        bad = cli(dsn, "task", "update", "e", "--env", f"{name}=1", check=False)
+        assert bad.returncode != 0 and f"env: {name!r} is not a variable name" in bad.stderr
+    assert env() == {"Z": "26"}
     both = cli(dsn, "task", "update", "e", "--no-env", "--unset-env", "Z", check=False)
     assert both.returncode != 0 and "unset_env" in both.stderr, both.stderr
     assert "--unset-env" in cli(dsn, "task", "update", "--help").stdout

@@ -134,6 +134,10 @@ def test_the_option_is_stored_shown_put_back_and_checked(dsn, sql):
     updated = cli(dsn, "task", "update", "iso", "--python-isolation", "worker", "--json")
     assert json.loads(updated.stdout)["python_isolation"] is None
     assert sql.execute(stored).fetchone()["python_isolation"] is None
+    shown_text = cli(dsn, "task", "show", "iso").stdout.splitlines()
+    assert [line.split() for line in shown_text if line.startswith("python_isolation")] == [
+        ["python_isolation", "worker"]
+    ]
     bad = cli(dsn, "task", "update", "iso", "--python-isolation", "fork", check=False)
     assert bad.returncode != 0 and "--python-isolation" in bad.stderr and "fork" in bad.stderr
     with pytest.raises(ValidationError, match=r"python_isolation.*'fork'"):

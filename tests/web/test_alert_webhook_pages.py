@@ -20,7 +20,8 @@ def test_the_tenants_admin_sets_the_webhook_and_a_viewer_only_sees_it(db, signed
     assert tenants.alert_webhook(db, "default")["alert_webhook"] == HOOK
     viewer, _ = signed("viewer")
     page = viewer.get("/quotas")
-    assert f"<code>{HOOK}</code>" in page.text
+    assert "<code>https://hooks.example.com/…</code>" in page.text
+    assert HOOK not in page.text  # its path may be its token
     assert 'action="/quotas/default/webhook"' not in page.text
     assert post(viewer, "/quotas/default/webhook", alert_webhook="").status_code == 403
     assert tenants.alert_webhook(db, "default")["alert_webhook"] == HOOK
@@ -44,8 +45,12 @@ def test_the_api_reads_and_sets_it_and_names_a_bad_field(db, client, token_for):
     path = "/api/v1/tenants/default/alert-webhook"
     assert client.get(path, headers=viewer).json() == {"tenant": "default", "alert_webhook": None}
     assert client.put(path, json={"alert_webhook": HOOK}, headers=viewer).status_code == 403
-    put = client.put(path, json={"alert_webhook": HOOK}, headers=admin)
-    assert put.status_code == 200 and put.json()["alert_webhook"] == HOOK
+    secret_hook = "https://u:pw@hooks.example.com:8443/services/T0/B0/XyZ?token=abc"
+    put = client.put(path, json={"alert_webhook": secret_hook}, headers=admin)
+    assert put.status_code == 200 and put.json()["alert_webhook"] == secret_hook
+    assert client.get(path, headers=admin).json()["alert_webhook"] == secret_hook
+    shown = client.get(path, headers=viewer).json()["alert_webhook"]
+    assert shown == "https://hooks.example.com:8443/…"  # no user, path or query to a viewer
     bad = client.put(path, json={"alert_webhook": "mailto:x@example.com"}, headers=admin)
     assert bad.status_code == 422 and "alert_webhook" in bad.text
     assert client.put(path, json={}, headers=admin).status_code == 422
@@ -53,3 +58,22 @@ def test_the_api_reads_and_sets_it_and_names_a_bad_field(db, client, token_for):
         "tenant": "default",
         "alert_webhook": None,
     }
+
+
+def test_a_tenants_admin_may_not_read_or_set_another_tenants(db, sql, signed, client, token_for):  # noqa: F811
+    """The test app's login is the installation's (it passes the database's tenant check),
+    so this is the web's own refusal, the one an installation's web login relies on."""
+    sql.execute("INSERT INTO pgsched.tenant (name) VALUES ('other')")
+    tenants.set_alert_webhook(db, "other", HOOK)
+    admin, _ = signed("admin")
+    assert (
+        post(admin, "/quotas/other/webhook", alert_webhook="https://evil.example.com/").status_code
+        == 403
+    )
+    headers = {"Authorization": f"Bearer {token_for('admin')}"}
+    path = "/api/v1/tenants/other/alert-webhook"
+    assert client.get(path, headers=headers).status_code == 403
+    assert client.put(path, json={"alert_webhook": None}, headers=headers).status_code == 403
+    assert tenants.alert_webhook(db, "other")["alert_webhook"] == HOOK
+    instance = {"Authorization": f"Bearer {token_for('admin', instance=True)}"}
+    assert client.get(path, headers=instance).json()["alert_webhook"] == HOOK

@@ -105,6 +105,11 @@ TENANT_ROUTES = {
     ("POST", "/users/sign-out"),
     ("GET", "/audit"),
     ("GET", V + "/audit"),
+    # where a tenant's quota alerts go: its admin's, and the database refuses another
+    # tenant's (tests/db/test_tenant_alert_webhook.py, test_alert_webhook_pages.py)
+    ("POST", "/quotas/{tenant}/webhook"),
+    ("GET", V + "/tenants/{tenant}/alert-webhook"),
+    ("PUT", V + "/tenants/{tenant}/alert-webhook"),
     # a tenant's secrets: its admins' (an instance admin's are its own tenant's)
     ("GET", "/secrets"),
     ("POST", "/secrets"),

@@ -94,7 +94,7 @@ def test_the_cli_grants_and_withdraws_it(dsn, db):
     assert made["may_reveal"] is True
     who = authenticate_token(db, made["token"])
     assert who is not None and who.may_reveal
-    assert "is shown sensitive values masked" in _cli(
+    assert "sees sensitive values masked" in _cli(
         dsn, "token", "update", str(made["id"]), "--no-may-reveal"
     )
     who = authenticate_token(db, made["token"])
