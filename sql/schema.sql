@@ -3962,6 +3962,25 @@ BEGIN
 END $$;
 
 --
+-- Name: task_marks_kept_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.task_marks_kept_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NOT pgsched_internal.may_reveal_v1()
+       AND EXISTS (SELECT FROM unnest(OLD.sensitive_params) o(k)
+                    WHERE lower(o.k) <> ALL (SELECT lower(n.k)
+                                               FROM unnest(NEW.sensitive_params) n(k))) THEN
+        RAISE EXCEPTION 'sensitive_params: % drops a mark of task %; only a session that reads sensitive values may unmark one (the reveal permission, pgsched user update --may-reveal)',
+            to_jsonb(NEW.sensitive_params), quote_literal(OLD.name)
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NEW;
+END $$;
+
+--
 -- Name: task_notify_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -6264,6 +6283,12 @@ CREATE TRIGGER run_request_insert INSTEAD OF INSERT ON pgsched.run_request FOR E
 --
 
 CREATE TRIGGER task_last_fire_forward BEFORE UPDATE OF last_fire_at ON pgsched.task FOR EACH ROW WHEN (((old.last_fire_at IS NOT NULL) AND ((new.last_fire_at IS NULL) OR (new.last_fire_at < old.last_fire_at)))) EXECUTE FUNCTION pgsched_internal.task_last_fire_forward_v1();
+
+--
+-- Name: task task_marks_kept; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER task_marks_kept BEFORE UPDATE OF sensitive_params ON pgsched.task FOR EACH ROW WHEN ((old.sensitive_params IS DISTINCT FROM new.sensitive_params)) EXECUTE FUNCTION pgsched_internal.task_marks_kept_v1();
 
 --
 -- Name: task task_notify_insert; Type: TRIGGER; Schema: pgsched; Owner: -

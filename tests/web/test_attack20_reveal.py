@@ -36,3 +36,19 @@ def test_a_refused_edit_does_not_name_the_restored_values(api, job, body):
     assert refused.status_code == 422, refused.text
     assert VALUE not in refused.text
     assert operator.get("/api/v1/tasks/job").json()["env"] == {"DB_PASSWORD": MASK}
+
+
+def test_an_operator_shown_the_masks_cannot_unmark_a_param_to_read_it(api, db):
+    make_task(db, "marked", params={"region_key": VALUE}, sensitive_params=["region_key"])
+    operator = api("operator")
+    assert operator.get("/api/v1/tasks/marked").json()["params"] == {"region_key": MASK}
+    for marks in ([], ["REGION_KEY_OTHER"]):
+        refused = operator.patch("/api/v1/tasks/marked", json={"sensitive_params": marks})
+        assert refused.status_code == 422, refused.text  # the database refused it (42501)
+        assert "sensitive_params" in refused.text and VALUE not in refused.text
+    assert VALUE not in operator.get("/api/v1/tasks/marked").text
+    kept = operator.patch("/api/v1/tasks/marked", json={"sensitive_params": ["REGION_KEY", "b"]})
+    assert kept.status_code == 200, kept.text  # a mark kept (any case) or added is anyone's
+    revealing = api("operator", may_reveal=True)
+    assert revealing.patch("/api/v1/tasks/marked", json={"sensitive_params": []}).status_code == 200
+    assert revealing.get("/api/v1/tasks/marked").json()["params"] == {"region_key": VALUE}
