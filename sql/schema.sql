@@ -1543,6 +1543,9 @@ BEGIN
     IF template IS NULL THEN
         RETURN NULL;
     END IF;
+    IF jsonb_typeof(params) = 'object' THEN
+        params := pgsched_internal.params_masked_v1(params, '{}');
+    END IF;
     LOOP
         open := strpos(rest, '{');
         EXIT WHEN open = 0;
@@ -3949,6 +3952,28 @@ BEGIN
 END $_$;
 
 --
+-- Name: task_key_unmarked_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.task_key_unmarked_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    place text;
+BEGIN
+    SELECT m[1] INTO place
+      FROM regexp_matches(NEW.concurrency_key, '\{([^{}]*)\}', 'g') AS m
+     WHERE lower(m[1]) IN (SELECT lower(k) FROM unnest(NEW.sensitive_params) AS k)
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'concurrency_key: % names the param %, which task % marks sensitive (sensitive_params): its value would be the key every viewer reads; key on another param',
+            quote_literal(NEW.concurrency_key), quote_literal(place), quote_literal(NEW.name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN NEW;
+END $$;
+
+--
 -- Name: task_last_fire_forward_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
 --
 
@@ -3959,6 +3984,25 @@ BEGIN
     RAISE EXCEPTION 'task %: last_fire_at cannot move back from % to % (the fires up to it were dealt with)',
         quote_literal(OLD.name), OLD.last_fire_at, coalesce(NEW.last_fire_at::text, 'NULL')
         USING ERRCODE = 'check_violation', TABLE = 'task', COLUMN = 'last_fire_at';
+END $$;
+
+--
+-- Name: task_marks_kept_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.task_marks_kept_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NOT pgsched_internal.may_reveal_v1()
+       AND EXISTS (SELECT FROM unnest(OLD.sensitive_params) o(k)
+                    WHERE lower(o.k) <> ALL (SELECT lower(n.k)
+                                               FROM unnest(NEW.sensitive_params) n(k))) THEN
+        RAISE EXCEPTION 'sensitive_params: % drops a mark of task %; only a session that reads sensitive values may unmark one (the reveal permission, pgsched user update --may-reveal)',
+            to_jsonb(NEW.sensitive_params), quote_literal(OLD.name)
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NEW;
 END $$;
 
 --
@@ -6260,10 +6304,22 @@ CREATE TRIGGER execution_windowed AFTER INSERT ON pgsched.execution REFERENCING 
 CREATE TRIGGER run_request_insert INSTEAD OF INSERT ON pgsched.run_request FOR EACH ROW EXECUTE FUNCTION pgsched_internal.run_request_insert_v1();
 
 --
+-- Name: task task_key_unmarked; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER task_key_unmarked BEFORE INSERT OR UPDATE OF concurrency_key, sensitive_params ON pgsched.task FOR EACH ROW WHEN ((new.concurrency_key IS NOT NULL)) EXECUTE FUNCTION pgsched_internal.task_key_unmarked_v1();
+
+--
 -- Name: task task_last_fire_forward; Type: TRIGGER; Schema: pgsched; Owner: -
 --
 
 CREATE TRIGGER task_last_fire_forward BEFORE UPDATE OF last_fire_at ON pgsched.task FOR EACH ROW WHEN (((old.last_fire_at IS NOT NULL) AND ((new.last_fire_at IS NULL) OR (new.last_fire_at < old.last_fire_at)))) EXECUTE FUNCTION pgsched_internal.task_last_fire_forward_v1();
+
+--
+-- Name: task task_marks_kept; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER task_marks_kept BEFORE UPDATE OF sensitive_params ON pgsched.task FOR EACH ROW WHEN ((old.sensitive_params IS DISTINCT FROM new.sensitive_params)) EXECUTE FUNCTION pgsched_internal.task_marks_kept_v1();
 
 --
 -- Name: task task_notify_insert; Type: TRIGGER; Schema: pgsched; Owner: -

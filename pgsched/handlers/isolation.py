@@ -241,7 +241,7 @@ def resolve(
         return Isolation(user=default_user(None, False).name)
     privileged = os.geteuid() == 0
     default = default_user(run_as, privileged)
-    users = resolve_run_as(tenant_run_as, allow_run_as, privileged)
+    users = resolve_run_as(tenant_run_as, allow_run_as, privileged, default)
     for tool in ("prlimit", "setpriv"):
         if shutil.which(tool) is None:
             raise ConfigError(f"isolation {level}: {tool}(1) is missing: install util-linux")

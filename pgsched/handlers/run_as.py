@@ -208,21 +208,40 @@ def _refusal(task: Mapping[str, Any], wanted: str) -> str:
 
 
 def resolve_run_as(
-    tenant_run_as: Iterable[str], allow_run_as: Iterable[str], privileged: bool
+    tenant_run_as: Iterable[str],
+    allow_run_as: Iterable[str],
+    privileged: bool,
+    default: User | None = None,
 ) -> RunAs:
     """The users ``--tenant-run-as`` and ``--allow-run-as`` name, each looked up as
-    :func:`lookup` does. Raises ConfigError naming the option and the value."""
-    tenants = tuple(
-        (tenant, lookup(user, privileged, "--tenant-run-as", f"{tenant}={user}"))
-        for tenant, user in parse_tenant_run_as(tenant_run_as)
-    )
+    :func:`lookup` does. Raises ConfigError naming the option and the value, also for a
+    tenant's user that is another tenant's or ``default`` (the worker's user, that every
+    tenant without one of its own runs as): the tenants would share a uid, and each could
+    read and signal the other's commands (attack 20)."""
+    tenants: list[tuple[str, User]] = []
+    for tenant, name in parse_tenant_run_as(tenant_run_as):
+        user = lookup(name, privileged, "--tenant-run-as", f"{tenant}={name}")
+        where = f"tenant_run_as: --tenant-run-as {tenant + '=' + name!r}"
+        for other, theirs in tenants:
+            if theirs.uid == user.uid:
+                raise ConfigError(
+                    f"{where}: {user.describe()} is tenant {other!r}'s already: give each "
+                    "tenant a user of its own, or its commands read and signal the other's"
+                )
+        if default is not None and default.uid == user.uid:
+            raise ConfigError(
+                f"{where}: {user.describe()} is the worker's user for commands (--run-as, "
+                "nobody for a root worker), which every tenant without a --tenant-run-as "
+                "runs as: give the tenant a user of its own"
+            )
+        tenants.append((tenant, user))
     allowed: list[tuple[str, User]] = []
     for name in parse_allow_run_as(allow_run_as):
         user = lookup(name, privileged, "--allow-run-as")
         allowed.append((name, user))
         if user.name and user.name != name:  # --allow-run-as 34 allows the line's "backup"
             allowed.append((user.name, user))
-    return RunAs(tenants, tuple(allowed))
+    return RunAs(tuple(tenants), tuple(allowed))
 
 
 def _entry(uid: int) -> pwd.struct_passwd | None:

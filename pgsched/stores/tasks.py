@@ -88,6 +88,15 @@ def create(
     return row
 
 
+def _as_submitted(exc: ValidationError, changes: dict[str, Any]) -> ValidationError:
+    """``exc`` naming what was submitted for a maskable field, not the value it was checked
+    as: there the masks sent back were replaced by the stored values (masking.restore), and
+    a refusal that quoted it showed an operator shown the masks the values (attack 20)."""
+    if exc.field not in MASKABLE:
+        return exc
+    return ValidationError(exc.field, changes.get(exc.field, masking.MASK), exc.reason)
+
+
 def update(
     db: Database,
     name: str,
@@ -150,8 +159,11 @@ def update(
             if key in MASKABLE:  # a mask shown to a viewer and sent back keeps the stored value
                 value = masking.restore(value, row[key])
             setattr(spec, key, value)
-        schedule = spec.validate()
-        windows.check_spec(spec, getattr(spec, "concurrency_key", row["concurrency_key"]))
+        try:
+            schedule = spec.validate()
+            windows.check_spec(spec, getattr(spec, "concurrency_key", row["concurrency_key"]))
+        except ValidationError as exc:
+            raise _as_submitted(exc, changes) from None
         replanned = any(getattr(spec, f) != getattr(spec_of(row), f) for f in SCHEDULE_FIELDS)
         if replanned and row["paused_by"] == PausedBy.SCHEDULER:
             spec.enabled = True  # the fix of a schedule the scheduler could not compute resumes it

@@ -232,6 +232,8 @@ class Executor:
             with self._locks_mutex:
                 self._locks[row["id"]] = locks
             where = row.get("python_isolation") or self.config.python_isolation
+            if where == "thread" and self.config.python_memory_limit is not None:
+                return _thread_refused(row)
             if where == "process":
                 if self.pool is None:
                     return Outcome(
@@ -371,3 +373,18 @@ def _unresolved(exc: PgschedError) -> Outcome:
     if isinstance(exc, SecretUnresolved):
         return Outcome("failed", error=str(exc), retryable=False)
     return Outcome("failed", error=f"secrets could not be fetched: {exc}")
+
+
+def _thread_refused(row: Row) -> Outcome:
+    """The attempt of a task asking for the thread mode on a worker that caps its Python
+    children's memory: the thread would run in the worker, under no cap, so whoever may
+    define a task would choose its way out of the worker operator's limit (attack 20)."""
+    return Outcome(
+        "failed",
+        error=f"python_isolation 'thread': task {row.get('task_name')!r} asks to run in the "
+        "worker process, but this worker caps each Python handler's memory "
+        "(--python-memory-limit), which a thread would escape; its handler was not run. "
+        "Set the task's python_isolation to process or worker "
+        "(pgsched task update NAME --python-isolation worker)",
+        retryable=False,
+    )

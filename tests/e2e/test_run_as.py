@@ -169,6 +169,11 @@ def test_the_worker_refuses_bad_users_naming_the_option_and_the_value(dsn, users
             (*iso, "--tenant-run-as", f"a={a}", "--tenant-run-as", f"a={b}"),
             f"--tenant-run-as 'a={b}': tenant 'a' is given twice",
         ),
+        (
+            (*iso, "--tenant-run-as", f"a={a}", "--tenant-run-as", f"b={a}"),
+            f"--tenant-run-as 'b={a}': uid {users[a]} ({a}) is tenant 'a''s already",
+        ),
+        ((*iso, "--run-as", a, "--tenant-run-as", f"b={a}"), "is the worker's user"),
         ((*iso, "--allow-run-as", f"{a},root"), "--allow-run-as 'root': 'root' is root"),
         ((*iso, "--allow-run-as", f"{a},"), "names an empty user"),
         (("--tenant-run-as", f"a={a}"), "need --isolation rlimits or sandbox"),

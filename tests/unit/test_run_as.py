@@ -137,3 +137,20 @@ def test_isolation_for_task_runs_as_the_chosen_user_and_ignores_it_without_isola
     assert "tenant a as uid" in iso.describe()
     plain = Isolation(level="none", run_as=run_as)  # not isolating: the column is ignored
     assert plain.for_task({"tenant": "a", "run_as_user": "www-data"}) is plain
+
+
+def test_a_tenants_user_is_its_own_not_anothers_nor_the_workers():
+    """Attack 20: two tenants given one user, or a tenant given the worker's user (which
+    every tenant without one runs as), shared a uid: each read the other's /proc environ."""
+    nobody = User(65534, 65534, "nobody")
+    daemon = User(DAEMON.pw_uid, DAEMON.pw_gid, "daemon")
+    for tenants, default, said in [
+        (["a=daemon", "b=daemon"], None, "'b=daemon': uid 1 (daemon) is tenant 'a''s already"),
+        (["a=daemon", f"b={DAEMON.pw_uid}"], None, f"'b={DAEMON.pw_uid}': uid 1 (daemon) is"),
+        (["a=nobody"], nobody, "'a=nobody': uid 65534 (nobody) is the worker's user"),
+        (["a=bin", "b=daemon"], daemon, "'b=daemon': uid 1 (daemon) is the worker's user"),
+    ]:
+        with pytest.raises(ConfigError) as err:
+            resolve_run_as(tenants, [], True, default)
+        assert f"tenant_run_as: --tenant-run-as {said}" in str(err.value)
+    assert resolve_run_as(["a=daemon", "b=bin"], [], True, nobody).users()
