@@ -80,7 +80,14 @@ def delete_secret(db: Database | Session, tenant: str, name: str) -> list[str]:
     check_secret_name(name)
     with db.transaction() as tx:
         tx.exec("secret_delete", name=name, tenant=tenant)
-        rows = tx.many("secret_referencing_tasks", tenant=tenant, ref=f"{{{{secret:{name}}}}}")
+        return referencing_tasks(tx, tenant, name)
+
+
+def referencing_tasks(db: Database | Session, tenant: str, name: str) -> list[str]:
+    """The names of ``tenant``'s live tasks whose env or params reference stored secret
+    ``name`` (``{{secret:NAME}}`` as written), by name."""
+    check_secret_name(name)
+    rows = db.many("secret_referencing_tasks", tenant=tenant, ref=f"{{{{secret:{name}}}}}")
     return [r["name"] for r in rows]
 
 

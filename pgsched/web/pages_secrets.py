@@ -107,7 +107,8 @@ def secret_confirm_delete(request: Request) -> Response:
     found = [s for s in store.list_secrets(database(request), who.tenant) if s["name"] == name]
     if not found:
         raise NotFound(f"secret: no secret {name[:80]!r} in tenant {who.tenant!r}")
-    return render(request, "web/secret_delete.html", {"secret": found[0]})
+    users = store.referencing_tasks(database(request), who.tenant, name)
+    return render(request, "web/secret_delete.html", {"secret": found[0], "users": users})
 
 
 def secret_delete(request: Request) -> Response:

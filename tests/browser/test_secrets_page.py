@@ -8,10 +8,13 @@ from __future__ import annotations
 from psycopg import sql as pgsql
 
 from pgsched.stores import secrets as store
+from pgsched.stores import tasks
+from pgsched.taskspec import TaskSpec
 
 from .conftest import KEYRING, Stack, signed_in
 
 VALUE = "s3cr3t-browser-value-77"
+REF = "{{secret:browser-db}}"
 
 
 def test_an_admin_sets_and_deletes_a_secret_and_its_value_is_nowhere(stack: Stack, browser):
@@ -39,8 +42,10 @@ def test_an_admin_sets_and_deletes_a_secret_and_its_value_is_nowhere(stack: Stac
             response = page.request.get(stack.url + path)
             assert response.ok and VALUE not in response.text(), path
         _nowhere_in_the_database(stack)
+        tasks.create(stack.db, TaskSpec(name="browser-uses-db", command="true", env={"DB": REF}))
         page.click("#secrets a:has-text('Delete')")
         page.wait_for_url(stack.url + "/secrets/browser-db/delete")
+        assert "Referenced now by 1 task: browser-uses-db" in page.inner_text("#secret-users")
         admin.shot("confirm")
         page.click("form[action='/secrets/browser-db/delete'] button[type=submit]")
         page.wait_for_url(stack.url + "/secrets?done=secret_deleted")
@@ -57,6 +62,7 @@ def test_an_admin_sets_and_deletes_a_secret_and_its_value_is_nowhere(stack: Stac
             ("secret_delete", "secret browser-db"),
         ]
     finally:
+        stack.sql.execute("DELETE FROM pgsched.task WHERE name = 'browser-uses-db'")
         context.close()
 
 

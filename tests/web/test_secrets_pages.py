@@ -12,6 +12,7 @@ import pytest
 from pgsched.secret_keys import Keyring
 from pgsched.stores import secrets as store
 
+from ..factories import make_task
 from .conftest import csrf_of
 from .test_pages import post, signed  # noqa: F401  (a fixture)
 
@@ -37,6 +38,10 @@ def test_an_admin_sets_lists_and_deletes(keyed, db, signed, sql):  # noqa: F811
     assert store.list_secrets(db, "default")[0]["updated_by"].startswith("token ")
     confirm = admin.get("/secrets/db-url/delete")
     assert confirm.status_code == 200 and "Delete secret db-url?" in confirm.text
+    assert "No task references it now." in confirm.text
+    make_task(db, "nightly", env={"DB": "{{secret:db-url}}"})
+    confirm = admin.get("/secrets/db-url/delete")
+    assert 'Referenced now by 1 task: <a href="/tasks/nightly">nightly</a>' in confirm.text
     assert store.list_secrets(db, "default") != []  # asking deletes nothing
     assert post(admin, "/secrets/db-url/delete").status_code == 303
     assert store.list_secrets(db, "default") == []
