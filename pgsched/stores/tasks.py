@@ -94,6 +94,9 @@ def _as_submitted(exc: ValidationError, changes: dict[str, Any]) -> ValidationEr
     a refusal that quoted it showed an operator shown the masks the values (attack 20)."""
     if exc.field not in MASKABLE:
         return exc
+    submitted = changes.get(exc.field)
+    if isinstance(submitted, dict) and isinstance(exc.value, str) and exc.value in submitted:
+        return exc  # it names a key, which is never masked (a bad variable name)
     return ValidationError(exc.field, changes.get(exc.field, masking.MASK), exc.reason)
 
 
