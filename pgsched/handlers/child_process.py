@@ -66,6 +66,7 @@ class Child:
         self._partial = dict.fromkeys(self.streams, "")
         self._write = threading.Lock()  # the slot's call and lock replies from other threads
         self.calls = 0
+        self.tenant: str | None = None  # the one tenant whose calls it serves (process_pool)
         # every secret its calls were given (a Masker): what it prints later, in another
         # thread or a process it left, may still hold one (attack 19)
         self.held: Callable[[str], str] | None = None

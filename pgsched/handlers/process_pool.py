@@ -5,6 +5,12 @@ SIGTERM, SIGKILL after ``grace``), whatever the call is doing, a loop in Python 
 blocked in C; a crash or a memory error ends only that child. A killed or dead child is
 replaced by a new one at the next call. No SQL here.
 
+A child serves one tenant only: what a handler leaves in it (module globals, open files,
+monkeypatching, threads) is never seen by another tenant's handler. Idle children are
+kept per tenant; a call of a tenant with none idle gets a new child, and an idle child of
+another tenant is ended meanwhile (in the background), so the children stay as many as
+the slots that ran at once.
+
 Children are forked by the worker's zygote (:mod:`.zygote`), a fresh interpreter started
 once, never by the worker itself: the worker is multithreaded and holds open psycopg
 connections; a forked worker would inherit their sockets, the pool's memory (the login in
@@ -63,12 +69,14 @@ class ProcessPool:
     ):
         self.env, self.allowed_modules, self.grace = dict(env), allowed_modules, grace
         self.memory_limit = memory_limit
-        self._idle: list[Child] = []
+        self._idle: dict[str | None, list[Child]] = {}  # by the tenant each served
         self._mutex = threading.Lock()
         self._closed = False
         self._zygote: Zygote | None = None
         # the one thread that starts the zygote: its PR_SET_PDEATHSIG is tied to it
         self._starter = concurrent.futures.ThreadPoolExecutor(1, "pgsched-python-start")
+        # ends the idle children of another tenant, off the slot that needs a new child
+        self._recycler = concurrent.futures.ThreadPoolExecutor(1, "pgsched-python-recycle")
 
     def start(self) -> None:
         """Start the zygote now, in the background: the first call then waits for no
@@ -94,16 +102,27 @@ class ProcessPool:
             self._zygote.start()
         return self._zygote
 
-    def _take(self) -> Child:
+    def _take(self, tenant: str | None) -> Child:
+        """An idle child that served ``tenant`` only, else a new one (an idle child of
+        another tenant, if any, is ended instead of kept: never reused across tenants)."""
         with self._mutex:
-            if self._idle:
-                return self._idle.pop()
-        return Child(self._starter.submit(self._ensure).result())
+            mine = self._idle.get(tenant)
+            if mine:
+                return mine.pop()
+            stale = next((idle.pop() for idle in self._idle.values() if idle), None)
+        if stale is not None:
+            try:
+                self._recycler.submit(stale.close, self.grace)
+            except RuntimeError:  # the pool is closing
+                stale.close(self.grace)
+        child = Child(self._starter.submit(self._ensure).result())
+        child.tenant = tenant
+        return child
 
     def _give_back(self, child: Child) -> None:
         with self._mutex:
             if not self._closed:
-                self._idle.append(child)
+                self._idle.setdefault(child.tenant, []).append(child)
                 return
         child.close(self.grace)
 
@@ -125,7 +144,7 @@ class ProcessPool:
         ``params``: the call's params with its secret references resolved (None: the row's
         own, as stored)."""
         try:
-            child = self._take()
+            child = self._take(row.get("tenant"))
         except (ZygoteGone, OSError) as exc:
             sink.close()
             return Outcome("failed", error=f"the handler's process could not start: {exc}")
@@ -215,9 +234,11 @@ class ProcessPool:
         """End every idle child (a running one is ended by its slot's stop)."""
         with self._mutex:
             self._closed = True
-            idle, self._idle = self._idle, []
+            idle = [child for children in self._idle.values() for child in children]
+            self._idle = {}
         for child in idle:
             child.close(self.grace)
+        self._recycler.shutdown(wait=True)
         self._starter.shutdown(wait=True)  # a start under way ends first
         if self._zygote is not None:
             self._zygote.close()
