@@ -8,7 +8,7 @@ worker); :mod:`.python` calls Python functions in a slot thread under :mod:`.wat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
@@ -25,7 +25,10 @@ class Outcome:
     JSON-serialisable or None; for a Python exception, ``error_type`` its qualified class
     name and ``error_types`` those of its class and every base class (for
     ``no_retry_exceptions``); ``retryable`` False: a failure another attempt cannot mend
-    (a secret reference that does not resolve), never retried."""
+    (a secret reference that does not resolve), never retried. ``took``: the seconds the
+    handler itself ran, when known apart from its transport (a Python child measures its
+    call: the round trip and the wait for a CPU are not the handler's), for the slots'
+    spread rule (:mod:`pgsched.worker.executor`)."""
 
     state: str
     exit_code: int | None = None
@@ -34,3 +37,4 @@ class Outcome:
     error_type: str | None = None
     error_types: tuple[str, ...] = ()
     retryable: bool = True
+    took: float | None = field(default=None, compare=False, repr=False)

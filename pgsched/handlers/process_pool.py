@@ -259,14 +259,17 @@ def _hold(child: Child, sink: LogSink) -> None:
 
 
 def _outcome(message: dict[str, Any]) -> tuple[Outcome, bool]:
+    took = message.get("took")
     if "result" in message:
-        return Outcome("succeeded", result=message["result"]), True
+        return Outcome("succeeded", result=message["result"], took=took), True
     if "failed" in message:
         return Outcome("failed", error=message["failed"]), True
     error, types = message["error"]
     # a MemoryError may leave the child's heap at its limit: a new child for the next call
     keep = "builtins.MemoryError" not in types and "MemoryError" not in types
-    return Outcome("failed", error=error, error_type=types[0], error_types=tuple(types)), keep
+    outcome = Outcome("failed", error=error, error_type=types[0], error_types=tuple(types))
+    outcome.took = took
+    return outcome, keep
 
 
 def _died(child: Child, sink: LogSink) -> Outcome:

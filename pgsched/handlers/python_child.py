@@ -19,7 +19,8 @@ reaped is told ``{"exit": pid, "status": code}``. A child is told ``{"call": {"t
 "params" (JSON text), "dag", "start_by", "execution_id", "tenant"}}`` per call, and
 ``{"value": ...}`` or ``{"raise": [type, message]}`` to a lock request. It says per call
 ``{"lock": [op, args]}`` (any number) and one of ``{"result": ...}``, ``{"error":
-[message, [types]]}`` (and a ``system`` line for the log), ``{"failed": message}`` (no
+[message, [types]]}`` (and a ``system`` line for the log), both with ``took`` (the seconds
+the handler ran, measured here), ``{"failed": message}`` (no
 exception of the task's: its target cannot be resolved, its result is not JSON),
 ``{"not_started": true}`` (its start deadline had passed).
 """
@@ -151,6 +152,7 @@ def _call(
     if time.monotonic() > call["start_by"]:  # CLOCK_MONOTONIC: the worker's clock too
         return {"not_started": True}
     locks.execution_id, locks.tenant = call["execution_id"], call["tenant"]
+    began = time.monotonic()
     try:
         with bound(locks):
             result = func(**params)
@@ -159,20 +161,20 @@ def _call(
             types = [qualified(t) for t in TypeError.__mro__]
             return {"error": [f"TypeError: {message}", types], "system": message}
     except BaseException as exc:  # the handler's failure is the attempt's (even SystemExit)
+        took = time.monotonic() - began
         traceback.print_exc()
         return {
-            "error": [f"{type(exc).__name__}: {exc}", [qualified(t) for t in type(exc).__mro__]]
+            "error": [f"{type(exc).__name__}: {exc}", [qualified(t) for t in type(exc).__mro__]],
+            "took": took,
         }
+    took = time.monotonic() - began
     if result is None:
-        return _NONE
+        return {"result": None, "took": took}
     try:
         json.dumps(result)
     except (TypeError, ValueError) as exc:  # the recorder's words (pgsched.worker.recorder)
         return {"failed": f"result is not JSON ({exc}): {result!r:.200}"}
-    return {"result": result}
-
-
-_NONE = {"result": None}
+    return {"result": result, "took": took}
 
 
 def _die_with(parent: int) -> None:

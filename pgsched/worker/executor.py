@@ -36,10 +36,10 @@ from ..handlers.python import NOT_STARTED, PythonHandler
 from ..handlers.run_as import RunAsRefused
 from ..handlers.start_gate import StartDeadlinePassed
 from ..secret_refs import Masker, SecretUnresolved, secret_variable
-from .config import MAX_ENV_PARAMS, PRIVATE_ENV, SPREAD_SECONDS, WorkerConfig
+from .config import MAX_ENV_PARAMS, PRIVATE_ENV, WorkerConfig
 from .execution_locks import ExecutionLocks, bound
 from .heartbeat import Heartbeat
-from .holdings import Holdings, Slot
+from .holdings import NAP, Holdings, Slot
 from .outcome import as_ended, handed_back
 from .recorder import Recorder
 from .secret_resolver import SecretResolver
@@ -94,24 +94,24 @@ class Executor:
         while True:
             with h.ready:
                 while not h.closing and not (
-                    h.buffer and h.running < self.config.concurrency and not h.may_be_dead()
+                    h.buffer
+                    and h.running < self.config.concurrency
+                    and not h.may_be_dead()
+                    and h.wanted(self.config.python_isolation == "process")
                 ):
-                    h.ready.wait()  # a heartbeat's answer wakes all (Holdings.confirm_alive)
+                    # a heartbeat's answer wakes all (Holdings.confirm_alive); a slot left
+                    # asleep beside buffered work looks again soon (a running call may stall)
+                    h.ready.wait(NAP if h.buffer else None)
                 if h.closing:
                     return
                 row = h.buffer.popleft()
                 h.starting[row["id"]] = row["lease_id"]
                 h.running += 1
-                if h.buffer and h.running < self.config.concurrency and self._spread():
+                if h.buffer and h.running < self.config.concurrency and h.spread():
                     h.ready.notify()
             self.poke()
             if not self.execute(row):
                 return  # its Python call was abandoned: another thread has taken this slot over
-
-    def _spread(self) -> bool:
-        h = self.holdings
-        avg = h.avg_run
-        return avg is None or len(h.buffer) * avg > SPREAD_SECONDS * max(h.running, 1)
 
     def execute(self, row: Row) -> bool:
         """Run one execution taken off the buffer (counted in ``running``) and hand its
@@ -157,7 +157,7 @@ class Executor:
         if outcome is NOT_STARTED:  # its start could not be proven: slot.reason says why
             self._finish(row, sink, slot, started, _NEVER_STARTED)
             return True
-        took = time.monotonic() - began
+        took = time.monotonic() - began if outcome.took is None else outcome.took
         h.avg_run = took if h.avg_run is None else 0.9 * h.avg_run + 0.1 * took
         self._finish(row, sink, slot, started, outcome)
         return True
