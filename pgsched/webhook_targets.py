@@ -87,24 +87,22 @@ def _kind(ip: Address) -> str | None:
         return "unspecified"
     if ip.is_multicast:
         return "multicast"
-    if ip.is_private:
-        return "private"
     if ip.is_reserved:
         return "reserved"
+    if ip.is_private:
+        return "private"
     if not ip.is_global:
         return "non-public"
     return None
 
 
 def _embedded(ip: Address) -> list[ipaddress.IPv4Address]:
-    """The IPv4 addresses an IPv6 address carries to (6to4, NAT64, Teredo)."""
+    """The IPv4 addresses an IPv6 address carries to (6to4, Teredo)."""
     if not isinstance(ip, ipaddress.IPv6Address):
         return []
     found = [ip.sixtofour] if ip.sixtofour else []
     if ip.teredo:
         found += list(ip.teredo)
-    if ip in _NAT64:
-        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
     return found
 
 
@@ -116,6 +114,8 @@ def refusal(address: str, networks: tuple[Network, ...] | None = None) -> str | 
     ip: Address = ipaddress.ip_address(address.split("%", 1)[0])  # fe80::1%eth0: no scope
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
         ip = ip.ipv4_mapped  # the IPv4 address it is
+    elif ip in _NAT64:  # DNS64's answer for an IPv4 host: judged as that host
+        ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     for candidate in (ip, *_embedded(ip)):
         kind = _kind(candidate)
         if kind and not any(candidate in n for n in networks):

@@ -14,7 +14,7 @@ from pgsched import webhooks
 
 
 @pytest.fixture
-def redirecting() -> Iterator[tuple[str, list[str]]]:
+def redirecting(allow_loopback: None) -> Iterator[tuple[str, list[str]]]:
     """A receiver whose /hook answers 302 to /landed (which answers 200 to anything); its
     base URL and the requests it saw ("METHOD path")."""
     seen: list[str] = []
@@ -53,7 +53,7 @@ def test_a_redirect_is_a_failed_delivery_and_is_not_followed(redirecting) -> Non
 
 
 @pytest.fixture
-def trickling() -> Iterator[str]:
+def trickling(allow_loopback: None) -> Iterator[str]:
     """A receiver that answers "200 OK" and then one header line every 0.2 s for 20 s:
     each read gets a byte well within any socket timeout. Its URL."""
     listener = socket.create_server(("127.0.0.1", 0))
