@@ -37,6 +37,11 @@ def test_a_bad_url_is_shown_beside_its_field_and_nothing_changes(db, signed):  #
     assert 'id="err-default-alert_webhook"' in refused.text
     assert "ftp://files.example.com" in refused.text  # the draft stays in the field
     assert tenants.alert_webhook(db, "default")["alert_webhook"] == HOOK
+    metadata = "http://169.254.169.254/latest/meta-data/"  # the SSRF guard's refusal
+    refused = post(admin, "/quotas/default/webhook", alert_webhook=metadata)
+    assert refused.status_code == 422 and 'id="err-default-alert_webhook"' in refused.text
+    assert "169.254.169.254 is a link-local address" in refused.text
+    assert tenants.alert_webhook(db, "default")["alert_webhook"] == HOOK
 
 
 def test_the_api_reads_and_sets_it_and_names_a_bad_field(db, client, token_for):
