@@ -34,6 +34,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from . import webhook_targets
 from .db import Database, Row, Session
 from .errors import ValidationError
 from .stores.tasks import get as get_task
@@ -110,7 +111,9 @@ def webhook_origin(url: str) -> str:
 
 def check_webhook_url(name: str, url: object) -> str:
     """``url`` if it is an http:// or https:// URL with a host, of at most 2,000
-    characters; else ValidationError naming field ``name`` and the value."""
+    characters, with no user name or password and no literal address that
+    :mod:`pgsched.webhook_targets` refuses (loopback, private, ... unless allowed); else
+    ValidationError naming field ``name`` and the value."""
     try:
         parts = urlsplit(url) if isinstance(url, str) else None
         host, _ = (
@@ -123,6 +126,7 @@ def check_webhook_url(name: str, url: object) -> str:
     assert isinstance(url, str)
     if len(url) > 2000 or any(ch.isspace() for ch in url):
         raise ValidationError(name, url, "must be at most 2000 characters, with no spaces")
+    webhook_targets.check_url(name, url, parts)  # no credentials, no literal private address
     return url
 
 

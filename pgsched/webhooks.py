@@ -8,7 +8,10 @@ later try), POSTs each payload as JSON outside any transaction, and records the 
 a 2xx response is delivered; anything else (status, refused connection, timeout) is
 tried again after an exponential backoff (:func:`pgsched.retry.backoff_seconds`, base
 ``webhook_backoff_base_seconds`` = 5, cap ``webhook_backoff_max_seconds`` = 600) until
-``webhook_max_attempts`` (8) attempts, then given up (``gave_up_at``). Delivery is at least
+``webhook_max_attempts`` (8) attempts, then given up (``gave_up_at``). A target the SSRF
+guard refuses (:mod:`pgsched.webhook_targets`: loopback, private, link-local, ...
+addresses, unless the operator allows them) is given up at once, its reason recorded
+(``last_error`` starts with ``Refused:``), and no request is made. Delivery is at least
 once: a receiver may see a delivery again (same ``X-Pgsched-Delivery`` header) if the
 sender dies between the POST and recording it.
 
@@ -18,6 +21,7 @@ delays a tick.
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import logging
@@ -28,6 +32,7 @@ import urllib.parse
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from . import webhook_targets
 from .clock import Clock, ServerClock
 from .db import Database, Row
 from .retry import backoff_seconds
@@ -77,6 +82,15 @@ def _cut(connection: http.client.HTTPConnection, expired: threading.Event) -> No
             pass
 
 
+def _connect_to(
+    address: tuple, _where: tuple, timeout: float, source: tuple | None = None
+) -> socket.socket:
+    """A connection to the checked socket ``address`` (numeric: no second lookup), where
+    http.client would have connected to ``_where`` (the host name and port): TLS still
+    checks the certificate against the name, and the Host header still names it."""
+    return socket.create_connection(address[:2], timeout, source)
+
+
 def post(
     url: str, payload: dict, timeout: float, headers: dict[str, str] | None = None
 ) -> str | None:
@@ -87,7 +101,12 @@ def post(
     ``timeout`` seconds bound the whole exchange, not each socket read: a receiver that
     sends its answer a byte at a time cannot hold the sender longer. A redirect (3xx) is
     not followed (following would repeat the POST as a GET without the payload, to any
-    address the receiver names): it is an error naming where it pointed."""
+    address the receiver names): it is an error naming where it pointed.
+
+    The host is resolved once and the connection made to the address that was checked
+    (:mod:`pgsched.webhook_targets`): a loopback, private, link-local, ... address not
+    allowed by the operator is not connected to; the error then starts with
+    ``Refused:`` and says which address and why."""
     body = json.dumps(payload, separators=(",", ":"), default=str).encode()
     try:
         parts = urllib.parse.urlsplit(url)
@@ -97,8 +116,15 @@ def post(
         if kind is None or not parts.hostname:
             return f"ValueError: {url[:200]!r} is not an http:// or https:// URL"
         connection = kind(parts.hostname, parts.port, timeout=timeout)
+        # the one lookup: the address checked is the one connected to (no DNS rebinding)
+        address = webhook_targets.resolve(parts.hostname, connection.port)
     except ValueError as exc:  # a bad port
         return f"ValueError: {exc}"
+    except webhook_targets.Refused as exc:
+        return f"{webhook_targets.REFUSED} {exc}"
+    except OSError as exc:  # the name does not resolve
+        return f"{type(exc).__name__}: {exc}"
+    connection._create_connection = functools.partial(_connect_to, address)  # type: ignore[attr-defined]
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     began = time.monotonic()
     deadline: threading.Timer | None = None
@@ -162,7 +188,8 @@ def send_due(
         if error is None:
             db.exec("webhook_delivered", id=row["id"], attempts=row["attempts"], now=done)
             continue
-        if row["attempts"] < policy.max_attempts:
+        refused = error.startswith(webhook_targets.REFUSED)  # refused again if tried again
+        if row["attempts"] < policy.max_attempts and not refused:
             delay = backoff_seconds("exponential", row["attempts"], policy.base, policy.cap)
             row["retry_at"] = done + timedelta(seconds=delay)
             log.warning(
@@ -176,7 +203,7 @@ def send_due(
             )
         else:
             log.error(
-                "webhook %s (%s) to %s failed %d times, giving up: %s",
+                "webhook %s (%s) to %s failed %d time(s), giving up: %s",
                 row["id"],
                 row["event"],
                 row["url"],

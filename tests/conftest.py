@@ -337,3 +337,17 @@ def tx_sql(tx: _StatementSavepoints) -> _SqlSavepoints:
     """The connection of ``tx`` for assertions written as SQL (dict rows, UTC): the test's
     own uncommitted rows are visible to it."""
     return _SqlSavepoints(tx)
+
+
+@pytest.fixture
+def allow_loopback() -> Iterator[None]:
+    """The operator's ``--webhook-allow 127.0.0.0/8 --webhook-allow ::1/128``, set explicitly
+    by the tests whose webhook receiver listens on loopback (refused by default: the SSRF
+    guard, :mod:`pgsched.webhook_targets`); back to the default after the test."""
+    from pgsched import webhook_targets
+
+    webhook_targets.allow(["127.0.0.0/8", "::1/128"])
+    try:
+        yield
+    finally:
+        webhook_targets.allow(None)

@@ -211,6 +211,16 @@ pass_ctx = click.make_pass_decorator(Context)
     show_default=True,
     help="Log format: text, json (one object per line) or console.",
 )
+@click.option(
+    "--webhook-allow",
+    "webhook_allow",
+    multiple=True,
+    envvar="PGSCHED_WEBHOOK_ALLOW",
+    metavar="CIDR",
+    help="Allow webhooks to this network although it is loopback, private or link-local "
+    "(repeat for several; e.g. 10.0.0.0/8). Off by default: such targets are refused when "
+    "set and when sent to. Default: $PGSCHED_WEBHOOK_ALLOW (separated by spaces).",
+)
 @click.version_option(package_name="pgsched")
 @click.pass_context
 def main(
@@ -220,6 +230,7 @@ def main(
     tenant: str,
     log_level: str,
     log_format: str,
+    webhook_allow: tuple[str, ...],
 ) -> None:
     """pgsched: a task scheduler whose only infrastructure is one PostgreSQL database.
 
@@ -235,6 +246,10 @@ def main(
         from ..task_checks import check_name
 
         check_name("tenant", tenant)  # a mistyped tenant is an error, not an empty listing
+        if webhook_allow:  # else this process keeps what it had ($PGSCHED_WEBHOOK_ALLOW)
+            from .. import webhook_targets
+
+            webhook_targets.allow(v for item in webhook_allow for v in item.split(",") if v)
         command_line = click.core.ParameterSource.COMMANDLINE
         given = login.choose(
             dsn,

@@ -109,7 +109,8 @@ def definition_options(create: bool) -> Callable[[Callable[..., Any]], Callable[
         click.option(
             "--on-failure",
             help="URL POSTed (JSON) when an execution fails, times out or dies, and when "
-            "the failure-rate alert opens" + ("" if create else "; '' removes it") + ".",
+            "the failure-rate alert opens" + ("" if create else "; '' removes it") + ". "
+            "Public addresses only, unless pgsched --webhook-allow CIDR allows others.",
         ),
         click.option(
             "--on-dlq", help="URL POSTed when an execution goes to the dead-letter queue."

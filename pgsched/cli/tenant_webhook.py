@@ -43,6 +43,8 @@ def webhook_show(c: Context, name: str | None, as_json: bool) -> None:
 def webhook_set(c: Context, name: str, url: str, as_json: bool) -> None:
     """POST TENANT's own alerts (each quota reached) to URL, an http:// or https:// URL;
     'none' sends them nowhere (they are still listed: pgsched alert list). An
-    installation-wide login may; in the web, the tenant's admin."""
+    installation-wide login may; in the web, the tenant's admin. A loopback, private or
+    link-local address is refused, here and when sent to, unless allowed with
+    pgsched --webhook-allow CIDR (docs/security.md)."""
     target = None if url == "none" else url
     _say(tenant_store.set_alert_webhook(c.db(), name, target), as_json)

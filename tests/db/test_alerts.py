@@ -29,9 +29,11 @@ pytestmark = pytest.mark.rolled_back
 
 
 class Receiver:
-    """An HTTP server on an ephemeral port that records POSTs and answers ``status``."""
+    """An HTTP server on an ephemeral port of ``host`` that records POSTs and answers
+    ``status`` (a redirect to ``location`` when it is set)."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.location: str | None = None
         self.status = 200
         self.received: list[dict] = []
         owner = self
@@ -48,14 +50,17 @@ class Receiver:
                     }
                 )
                 self.send_response(owner.status)
+                if owner.location:
+                    self.send_header("Location", owner.location)
                 self.end_headers()
                 self.wfile.write(b"nope" if owner.status >= 300 else b"ok")
 
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.port = self.server.server_address[1]
+        self.url = f"http://{host}:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -65,7 +70,8 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
+def receiver(allow_loopback: None) -> Iterator[Receiver]:
+    """A receiver on 127.0.0.1, loopback allowed as webhook targets (``allow_loopback``)."""
     r = Receiver()
     try:
         yield r
@@ -194,7 +200,7 @@ def test_a_receiver_that_recovers_gets_the_delivery(
 
 @pytest.mark.clone("enqueues at clock_timestamp() and claims at now(): now() must pass the enqueue")
 def test_unreachable_receiver_is_an_error_not_a_crash(
-    db: Database, sql: psycopg.Connection
+    allow_loopback: None, db: Database, sql: psycopg.Connection
 ) -> None:
     tasks.create(db, TaskSpec(name="etl", command="false"))
     alerts.configure(db, "etl", on_failure="http://127.0.0.1:9/")  # discard port: refused
@@ -428,7 +434,7 @@ def test_python_tasks_declare_their_webhooks(db: Database) -> None:
 
 
 def test_a_failure_rate_hovering_at_the_threshold_does_not_flap(
-    db: Database, sql: psycopg.Connection
+    allow_loopback: None, db: Database, sql: psycopg.Connection
 ) -> None:
     row = tasks.create(db, TaskSpec(name="flaky", command="true"))
     assert row is not None

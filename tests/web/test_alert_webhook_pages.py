@@ -37,6 +37,11 @@ def test_a_bad_url_is_shown_beside_its_field_and_nothing_changes(db, signed):  #
     assert 'id="err-default-alert_webhook"' in refused.text
     assert "ftp://files.example.com" in refused.text  # the draft stays in the field
     assert tenants.alert_webhook(db, "default")["alert_webhook"] == HOOK
+    metadata = "http://169.254.169.254/latest/meta-data/"  # the SSRF guard's refusal
+    refused = post(admin, "/quotas/default/webhook", alert_webhook=metadata)
+    assert refused.status_code == 422 and 'id="err-default-alert_webhook"' in refused.text
+    assert "169.254.169.254 is a link-local address" in refused.text
+    assert tenants.alert_webhook(db, "default")["alert_webhook"] == HOOK
 
 
 def test_the_api_reads_and_sets_it_and_names_a_bad_field(db, client, token_for):
@@ -45,7 +50,10 @@ def test_the_api_reads_and_sets_it_and_names_a_bad_field(db, client, token_for):
     path = "/api/v1/tenants/default/alert-webhook"
     assert client.get(path, headers=viewer).json() == {"tenant": "default", "alert_webhook": None}
     assert client.put(path, json={"alert_webhook": HOOK}, headers=viewer).status_code == 403
-    secret_hook = "https://u:pw@hooks.example.com:8443/services/T0/B0/XyZ?token=abc"
+    with_login = "https://u:pw@hooks.example.com/x"  # would be logged, and never sent
+    refused = client.put(path, json={"alert_webhook": with_login}, headers=admin)
+    assert refused.status_code == 422 and "user name or password" in refused.text
+    secret_hook = "https://hooks.example.com:8443/services/T0/B0/XyZ?token=abc"
     put = client.put(path, json={"alert_webhook": secret_hook}, headers=admin)
     assert put.status_code == 200 and put.json()["alert_webhook"] == secret_hook
     assert client.get(path, headers=admin).json()["alert_webhook"] == secret_hook
