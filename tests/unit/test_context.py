@@ -75,3 +75,21 @@ def test_which_handlers_get_a_context():
 
     assert wants_context(kw) and wants_context(positional)
     assert not wants_context(only_kwargs) and not wants_context(none)
+
+
+def test_a_progress_message_is_masked_and_the_latest_kept():
+    from datetime import UTC, datetime
+
+    from pgsched.handlers.output import LogSink
+
+    sink = LogSink(now=lambda: datetime.now(UTC))
+    sink.mask = lambda text: text.replace("hunter2", "••••••")
+    sink.report(0.1, "first")
+    sink.report(0.5, "token hunter2\x00")
+    assert sink.pending()
+    assert sink.take_progress() == (0.5, "token ••••••")
+    assert sink.take_progress() is None and not sink.pending()
+    sink.untake_progress((0.5, "again"))
+    sink.report(0.7, None)
+    sink.untake_progress((0.5, "stale"))  # a newer report came: the failed write is not put back
+    assert sink.take_progress() == (0.7, None)
