@@ -211,6 +211,27 @@ class App:
             raise
         return db
 
+    def wait(
+        self, execution_id: int, timeout: float | None = None, *, tenant: str | None = None
+    ) -> Any:
+        """Wait for execution ``execution_id`` to end: its result when it succeeded, else
+        :class:`~pgsched.waiting.ExecutionFailed` (its ``state`` and ``error``); woken by the
+        database's notification of its end (LISTEN, not polling). ``timeout`` seconds
+        (None: no limit) then TimeoutError; NotFound for an id the caller's tenant has not.
+        ``tenant``: for an installation-wide login (an app login waits in its own)."""
+        from . import waiting
+
+        return waiting.wait(waiting.resolve_dsn(self.dsn), execution_id, timeout, tenant)
+
+    async def wait_async(
+        self, execution_id: int, timeout: float | None = None, *, tenant: str | None = None
+    ) -> Any:
+        """:meth:`wait` for asyncio, on psycopg's AsyncConnection."""
+        from . import waiting
+
+        dsn = waiting.resolve_dsn(self.dsn)
+        return await waiting.wait_async(dsn, execution_id, timeout, tenant)
+
     def sync(self, db: Database) -> list[str]:
         """Store every registered task that does not exist yet; return the names created.
         Existing tasks of the same name are left as they are; one whose stored schedule,

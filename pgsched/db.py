@@ -118,6 +118,7 @@ def _note_query(exc: BaseException, query: queries.Query) -> None:
 # Every session pgsched opens: instants in UTC, and dates in the ISO style, the only one
 # psycopg parses (a server or database set to DateStyle 'SQL, DMY' made every command fail).
 _SESSION = "SET TIME ZONE 'UTC'; SET DateStyle = 'ISO, YMD'"
+SESSION_SETTINGS = _SESSION  # for a connection opened elsewhere (pgsched.waiting's async one)
 
 
 # Seconds a connection attempt may take (libpq's connect_timeout, which psycopg applies to

@@ -96,11 +96,20 @@ WITH done AS (
 )
 INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state, trigger,
     priority, queue, params, idempotency_key, attempt, max_attempts, worker_id, leader_epoch,
-    created_at, started_at, finished_at, exit_code, error, result, lost_attempts, dag_run_id)
+    created_at, started_at, finished_at, exit_code, error, result, lost_attempts, dag_run_id,
+    progress, progress_message, progress_at)
 SELECT id, tenant, task_id, scheduled_at, run_at, %(state)s, trigger, priority, queue, params,
        idempotency_key, attempt, max_attempts, worker_id, leader_epoch, created_at, started_at,
-       %(finished_at)s, %(exit_code)s, %(error)s, %(result)s, lost_attempts, dag_run_id
+       %(finished_at)s, %(exit_code)s, %(error)s, %(result)s, lost_attempts, dag_run_id,
+       progress, progress_message, progress_at
   FROM done
+
+-- name: execution_progress :exec
+-- The latest progress a running Python handler reported (ctx.progress, migration 0038), on
+-- the execution this worker still holds (its lease); at the database's time.
+UPDATE pgsched.execution
+   SET progress = %(progress)s, progress_message = %(message)s, progress_at = now()
+ WHERE id = %(id)s AND lease_id = %(lease_id)s AND state = 'running'
 
 -- name: execution_confirm_start :exec
 -- A slot is about to start an execution whose claim asked for it (confirm_start): record
@@ -225,11 +234,12 @@ WITH input AS (
 ), moved AS (
     INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state, trigger,
         priority, queue, params, idempotency_key, attempt, max_attempts, worker_id, leader_epoch,
-        created_at, started_at, finished_at, exit_code, error, result, lost_attempts, dag_run_id)
+        created_at, started_at, finished_at, exit_code, error, result, lost_attempts, dag_run_id,
+        progress, progress_message, progress_at)
     SELECT d.id, d.tenant, d.task_id, d.scheduled_at, d.run_at, i.state, d.trigger, d.priority, d.queue,
            d.params, d.idempotency_key, d.attempt, d.max_attempts, d.worker_id, d.leader_epoch,
            d.created_at, coalesce(i.started_at, d.started_at), i.finished_at, i.exit_code, i.error, i.result, d.lost_attempts,
-           d.dag_run_id
+           d.dag_run_id, d.progress, d.progress_message, d.progress_at
       FROM done d JOIN input i ON i.id = d.id
      -- DAG nodes settle in run order: two workers' batches lock their runs alike
      ORDER BY d.dag_run_id NULLS FIRST, d.id
@@ -332,3 +342,13 @@ SELECT a.next_run_at, a.budget_delay_seconds,
   FROM pgsched.execution_attempt a
  WHERE a.execution_id = %(id)s AND a.lease_id = %(lease_id)s AND a.worker_id = %(worker_id)s
    AND a.finished_at = %(finished_at)s AND a.state = %(state)s AND a.started_at = %(started_at)s
+
+-- name: execution_done_listen :exec
+-- An application waiting for executions to end (App.wait): every statement that moves
+-- executions into history notifies, its payload their ids, comma-separated, or '*' (0038).
+LISTEN pgsched_execution_done
+
+-- name: execution_wait_read :one
+-- The execution an application waits for, as its tenant sees it (execution_v3: an app login
+-- reads no table; another tenant's id is not found).
+SELECT * FROM pgsched.execution_v3(%(id)s, %(tenant)s)

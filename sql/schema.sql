@@ -449,6 +449,30 @@ BEGIN
 END $$;
 
 --
+-- Name: execution_v3(bigint, text); Type: FUNCTION; Schema: pgsched; Owner: -
+--
+
+CREATE FUNCTION pgsched.execution_v3(execution_id bigint, tenant text DEFAULT NULL::text) RETURNS TABLE(id bigint, task text, state text, trigger text, attempt integer, scheduled_at timestamp with time zone, run_at timestamp with time zone, started_at timestamp with time zone, finished_at timestamp with time zone, exit_code integer, error text, result jsonb, params jsonb, progress double precision, progress_message text, progress_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+BEGIN
+    execution_v3.tenant := pgsched_internal.caller_tenant_v1(execution_v3.tenant);
+    RETURN QUERY
+        SELECT x.id, k.name, x.state, x.trigger, x.attempt, x.scheduled_at, x.run_at, x.started_at,
+               x.finished_at, x.exit_code, x.error, x.result,
+               CASE WHEN pgsched_internal.may_reveal_v1() THEN x.params
+                    ELSE pgsched_internal.params_masked_v1(x.params, k.sensitive_params) END,
+               x.progress, x.progress_message, x.progress_at
+          FROM pgsched.execution_all x JOIN pgsched.task k ON k.id = x.task_id
+         WHERE x.id = execution_v3.execution_id AND x.tenant = execution_v3.tenant;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'execution: no execution % in tenant %', execution_v3.execution_id,
+            quote_literal(execution_v3.tenant) USING ERRCODE = 'no_data_found';
+    END IF;
+END $$;
+
+--
 -- Name: lock_list_v1(text); Type: FUNCTION; Schema: pgsched; Owner: -
 --
 
@@ -1604,7 +1628,12 @@ CREATE TABLE pgsched.execution (
     backoff_from_attempt integer DEFAULT 0 NOT NULL,
     concurrency_key text,
     windowed boolean DEFAULT false NOT NULL,
+    progress double precision,
+    progress_message text,
+    progress_at timestamp with time zone,
     CONSTRAINT execution_priority_check CHECK (((priority >= 1) AND (priority <= 10))),
+    CONSTRAINT execution_progress_check CHECK (((progress >= (0)::double precision) AND (progress <= (1)::double precision))),
+    CONSTRAINT execution_progress_message_check CHECK ((length(progress_message) <= 500)),
     CONSTRAINT execution_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'running'::text]))),
     CONSTRAINT execution_trigger_check CHECK ((trigger = ANY (ARRAY['schedule'::text, 'manual'::text, 'api'::text, 'insert'::text, 'dag'::text])))
 )
@@ -2538,6 +2567,24 @@ END $$;
 --
 
 COMMENT ON FUNCTION pgsched_internal.execution_claim_v1(p_worker_id bigint, p_queues text[], p_tenants text[], p_limit integer, p_now timestamp with time zone, p_known_task_ids bigint[], p_known_task_versions bigint[]) IS 'claims ready executions for a worker, every limit held, tenants served by weighted fair queueing (migrations 0021, 0026)';
+
+--
+-- Name: execution_done_notify_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
+--
+
+CREATE FUNCTION pgsched_internal.execution_done_notify_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pgsched', 'pg_temp'
+    AS $$
+DECLARE
+    ids text;
+BEGIN
+    SELECT string_agg(f.id::text, ',') INTO ids FROM finished f;
+    IF ids IS NOT NULL THEN
+        PERFORM pg_notify('pgsched_execution_done', CASE WHEN length(ids) > 7900 THEN '*' ELSE ids END);
+    END IF;
+    RETURN NULL;
+END $$;
 
 --
 -- Name: execution_fire_changed_v1(); Type: FUNCTION; Schema: pgsched_internal; Owner: -
@@ -4825,6 +4872,9 @@ CREATE TABLE pgsched.execution_history (
     result jsonb,
     lost_attempts integer DEFAULT 0 NOT NULL,
     dag_run_id bigint,
+    progress double precision,
+    progress_message text,
+    progress_at timestamp with time zone,
     CONSTRAINT execution_history_state_check CHECK ((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'timed_out'::text, 'cancelled'::text, 'skipped'::text, 'dead'::text])))
 )
 PARTITION BY RANGE (finished_at);
@@ -4858,35 +4908,41 @@ CREATE VIEW pgsched.execution_all WITH (security_invoker='true') AS
     execution.lost_attempts,
     execution.cancel_requested_at,
     execution.budget_delay_seconds,
-    execution.dag_run_id
+    execution.dag_run_id,
+    execution.progress,
+    execution.progress_message,
+    execution.progress_at
    FROM pgsched.execution
 UNION ALL
- SELECT execution_history.id,
-    execution_history.tenant,
-    execution_history.task_id,
-    execution_history.scheduled_at,
-    execution_history.run_at,
-    execution_history.state,
-    execution_history.trigger,
-    execution_history.priority,
-    execution_history.queue,
-    execution_history.params,
-    execution_history.idempotency_key,
-    execution_history.attempt,
-    execution_history.max_attempts,
-    execution_history.worker_id,
-    execution_history.leader_epoch,
-    execution_history.created_at,
-    execution_history.started_at,
-    execution_history.finished_at,
-    execution_history.exit_code,
-    execution_history.error,
-    execution_history.result,
-    execution_history.lost_attempts,
+ SELECT h.id,
+    h.tenant,
+    h.task_id,
+    h.scheduled_at,
+    h.run_at,
+    h.state,
+    h.trigger,
+    h.priority,
+    h.queue,
+    h.params,
+    h.idempotency_key,
+    h.attempt,
+    h.max_attempts,
+    h.worker_id,
+    h.leader_epoch,
+    h.created_at,
+    h.started_at,
+    h.finished_at,
+    h.exit_code,
+    h.error,
+    h.result,
+    h.lost_attempts,
     NULL::timestamp with time zone AS cancel_requested_at,
     NULL::double precision AS budget_delay_seconds,
-    execution_history.dag_run_id
-   FROM pgsched.execution_history;
+    h.dag_run_id,
+    h.progress,
+    h.progress_message,
+    h.progress_at
+   FROM pgsched.execution_history h;
 
 --
 -- Name: execution_attempt; Type: TABLE; Schema: pgsched; Owner: -
@@ -4959,6 +5015,9 @@ CREATE TABLE pgsched.execution_history_default (
     result jsonb,
     lost_attempts integer DEFAULT 0 CONSTRAINT execution_history_lost_attempts_not_null NOT NULL,
     dag_run_id bigint,
+    progress double precision,
+    progress_message text,
+    progress_at timestamp with time zone,
     CONSTRAINT execution_history_state_check CHECK ((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'timed_out'::text, 'cancelled'::text, 'skipped'::text, 'dead'::text])))
 );
 
@@ -6236,6 +6295,12 @@ ALTER INDEX pgsched.execution_log_execution_idx ATTACH PARTITION pgsched.executi
 --
 
 CREATE TRIGGER dag_execution_finished AFTER INSERT ON pgsched.execution_history FOR EACH ROW WHEN ((new.dag_run_id IS NOT NULL)) EXECUTE FUNCTION pgsched_internal.dag_execution_finished_v1();
+
+--
+-- Name: execution_history execution_done_notify; Type: TRIGGER; Schema: pgsched; Owner: -
+--
+
+CREATE TRIGGER execution_done_notify AFTER INSERT ON pgsched.execution_history REFERENCING NEW TABLE AS finished FOR EACH STATEMENT EXECUTE FUNCTION pgsched_internal.execution_done_notify_v1();
 
 --
 -- Name: execution execution_fire_changed; Type: TRIGGER; Schema: pgsched; Owner: -

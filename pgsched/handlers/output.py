@@ -59,6 +59,8 @@ class LogSink:
         self.tail: collections.deque[str] = collections.deque(maxlen=3)
         self.last_stdout: str | None = None  # the last non-blank stdout line (a command's result)
         self.mask: Callable[[str], str] | None = None
+        # the latest progress the handler reported (pgsched.context), until the worker writes it
+        self._progress: tuple[float, str | None] | None = None
 
     def write(self, stream: str, text: str, whole_line: bool = True) -> None:
         """Collect one line of ``stream`` (stdout, stderr or system). ``whole_line`` False:
@@ -98,8 +100,30 @@ class LogSink:
             return lines
 
     def pending(self) -> bool:
-        """Whether lines wait to be drained."""
-        return bool(self._lines)
+        """Whether lines (or a progress report) wait to be drained."""
+        return bool(self._lines) or self._progress is not None
+
+    def report(self, fraction: float, message: str | None) -> None:
+        """Keep the handler's latest progress (its message masked as a line is) for the next
+        flush: a report replaces one not yet written (the worker coalesces them)."""
+        if message is not None:
+            message = storable_text(message)
+            if self.mask is not None:
+                message = self.mask(message)
+        with self._lock:
+            self._progress = (fraction, message)
+
+    def take_progress(self) -> tuple[float, str | None] | None:
+        """The progress report not yet written, if one is; it is taken."""
+        with self._lock:
+            progress, self._progress = self._progress, None
+            return progress
+
+    def untake_progress(self, progress: tuple[float, str | None]) -> None:
+        """Put back a report that could not be written, unless a newer one came meanwhile."""
+        with self._lock:
+            if self._progress is None:
+                self._progress = progress
 
     def requeue(self, lines: list[tuple[int, str, datetime, str]]) -> None:
         """Put back lines that could not be stored, ahead of the newer ones."""

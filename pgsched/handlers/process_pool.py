@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..context import checked
 from ..secret_refs import Masker
 from . import Outcome, StopSignal
 from .child_process import Child, ChildDied, died
@@ -189,6 +190,9 @@ class ProcessPool:
                             "start_by": start,
                             "execution_id": row["id"],
                             "tenant": row.get("tenant"),
+                            "attempt": row.get("attempt"),
+                            "scheduled_at": row.get("scheduled_at"),
+                            "task": row.get("task_name"),
                         }
                     }
                 )
@@ -219,6 +223,8 @@ class ProcessPool:
                 for message in messages:
                     if "lock" in message:
                         _serve_lock(child, locks, *message["lock"])
+                        continue
+                    if _reported(message, sink):
                         continue
                     child.drain_output(sink)
                     if "system" in message:
@@ -256,6 +262,20 @@ def _hold(child: Child, sink: LogSink) -> None:
         sink.mask = held | sink.mask if isinstance(sink.mask, Masker) else held
     if isinstance(sink.mask, Masker):
         child.held = sink.mask
+
+
+def _reported(message: dict[str, Any], sink: LogSink) -> bool:
+    """A progress report or a log line of the task's context (pgsched.context), kept for
+    the attempt's next flush; checked again here (the child runs task code). Whether the
+    message was one."""
+    if "progress" in message:
+        with contextlib.suppress(Exception):  # not a report the handler could have made
+            sink.report(*checked(*message["progress"]))
+        return True
+    if "log" in message:
+        sink.write("stderr", str(message["log"]))
+        return True
+    return False
 
 
 def _outcome(message: dict[str, Any]) -> tuple[Outcome, bool]:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import app as app_module
+from .. import context
 from ..errors import PgschedError
 from . import Outcome, StopSignal
 from .output import LogSink
@@ -79,6 +80,20 @@ def takes(func: Any, name: str) -> bool:
     return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
+def thread_context(row: dict[str, Any], sink: LogSink) -> context.Context:
+    """The context of a call in the worker's slot thread: its progress and log lines go
+    straight to the attempt's sink (the worker writes them at its next flush)."""
+    return context.Context(
+        execution_id=row["id"],
+        attempt=row["attempt"],
+        scheduled_at=context.utc(row.get("scheduled_at")),
+        tenant=row.get("tenant"),
+        task_name=row["task_name"],
+        report=sink.report,
+        write_line=lambda line: sink.write("stderr", line),
+    )
+
+
 class PythonHandler:
     """Calls the Python handlers of one worker: each ``python_target`` resolved once
     (:func:`pgsched.app.resolve`, limited to ``allowed_modules``), then called under
@@ -120,6 +135,10 @@ class PythonHandler:
             and not takes(func, "upstream")
         ):
             params = {k: v for k, v in params.items() if k != "upstream"}
+        if context.wants_context(func):
+            if context.PARAMETER in params:
+                return Outcome("failed", error=context.clashing(row["python_target"]))
+            params = {**params, context.PARAMETER: thread_context(row, sink)}
         while True:
             deadline = start_by()
             if deadline is None:

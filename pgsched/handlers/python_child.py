@@ -16,9 +16,11 @@ The zygote is told ``{"init": {"path", "parent", "allowed", "preload", "memory"}
 (on its socket, one message a datagram) and answers ``{"ready": pid}``; then each request
 carries a child's four descriptors (SCM_RIGHTS) and is answered ``{"pid": pid}``; a child
 reaped is told ``{"exit": pid, "status": code}``. A child is told ``{"call": {"target",
-"params" (JSON text), "dag", "start_by", "execution_id", "tenant"}}`` per call, and
-``{"value": ...}`` or ``{"raise": [type, message]}`` to a lock request. It says per call
-``{"lock": [op, args]}`` (any number) and one of ``{"result": ...}``, ``{"error":
+"params" (JSON text), "dag", "start_by", "execution_id", "tenant", "attempt",
+"scheduled_at", "task"}}`` per call, and ``{"value": ...}`` or ``{"raise": [type,
+message]}`` to a lock request. It says per call ``{"lock": [op, args]}``, ``{"progress":
+[fraction, message]}`` and ``{"log": line}`` (the task's context, :mod:`pgsched.context`;
+any number) and one of ``{"result": ...}``, ``{"error":
 [message, [types]]}`` (and a ``system`` line for the log), both with ``took`` (the seconds
 the handler ran, measured here), ``{"failed": message}`` (no
 exception of the task's: its target cannot be resolved, its result is not JSON),
@@ -96,6 +98,7 @@ def _child_locks(channel: Channel) -> Any:
         def __init__(self) -> None:  # no session here: the worker has it
             self.dsn, self.execution_id, self.tenant = "", 0, None
             self._closed = False
+            self.channel = channel  # also the task context's way to the worker
 
         def _ask(self, op: str, *args: Any) -> Any:
             with channel.asking:
@@ -131,10 +134,28 @@ def _child_locks(channel: Channel) -> Any:
     return ChildLocks()
 
 
+def _context(channel: Channel, call: dict[str, Any]) -> Any:
+    """The handler's context: its progress (at most 10 reports a second) and log lines
+    go to the worker over the protocol pipe, which writes them (no login here)."""
+    from .. import context
+
+    return context.Context(
+        execution_id=call["execution_id"],
+        attempt=call.get("attempt") or 0,
+        scheduled_at=context.utc(call.get("scheduled_at")),
+        tenant=call.get("tenant"),
+        task_name=call.get("task") or "",
+        report=lambda fraction, message: channel.send({"progress": [fraction, message]}),
+        write_line=lambda line: channel.send({"log": line}),
+        min_interval=0.1,
+    )
+
+
 def _call(
     locks: Any, call: dict[str, Any], functions: dict[str, Any], allowed: tuple[str, ...]
 ) -> dict[str, Any]:
     from .. import app as app_module
+    from .. import context
     from ..errors import PgschedError
     from ..worker.execution_locks import bound
     from .python import awaitable_refusal, qualified, takes
@@ -149,13 +170,22 @@ def _call(
     params = json.loads(call["params"])
     if "upstream" in params and call["dag"] and not takes(func, "upstream"):
         params = {k: v for k, v in params.items() if k != "upstream"}
+    ctx = None
+    if context.wants_context(func):
+        if context.PARAMETER in params:
+            return {"failed": context.clashing(target)}
+        params[context.PARAMETER] = ctx = _context(locks.channel, call)
     if time.monotonic() > call["start_by"]:  # CLOCK_MONOTONIC: the worker's clock too
         return {"not_started": True}
     locks.execution_id, locks.tenant = call["execution_id"], call["tenant"]
     began = time.monotonic()
     try:
         with bound(locks):
-            result = func(**params)
+            try:
+                result = func(**params)
+            finally:
+                if ctx is not None:
+                    ctx.flush()  # its last progress reaches the worker before the outcome
         if inspect.isawaitable(result):
             message = awaitable_refusal(func, result)
             types = [qualified(t) for t in TypeError.__mro__]

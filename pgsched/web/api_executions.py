@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -69,18 +70,14 @@ def _read(
     tenant: str,
     after: tuple[int, int],
     allowed: Callable[[], bool] | None,
-) -> tuple[bool, str | None, list[Row]]:
-    """Whether the caller may still read (``allowed()``, when given), the execution's state
-    (None when it was removed) and its log lines after ``after`` (none when not allowed)."""
+) -> tuple[bool, Row | None, list[Row]]:
+    """Whether the caller may still read (``allowed()``, when given), the execution (None
+    when it was removed) and its log lines after ``after`` (none when not allowed)."""
     if allowed is not None and not allowed():
         return False, None, []
     # the state is read before the lines: a line written in between comes next pass
     row = executions.find(db, execution_id, tenant)
-    return (
-        True,
-        row["state"] if row else None,
-        executions.log_page(db, execution_id, after, LOG_BATCH),
-    )
+    return True, row, executions.log_page(db, execution_id, after, LOG_BATCH)
 
 
 def _still(who: Principal, again: Callable[[], Principal | None]) -> Callable[[], bool]:
@@ -103,7 +100,8 @@ async def _events(
     allowed: Callable[[], bool] = lambda: True,
 ) -> AsyncIterator[str]:
     """SSE of an execution's log: ``event: line`` per line (``id: attempt:seq``, data the
-    line as JSON), then ``event: end`` with the final state once it has ended (null when
+    line as JSON), ``event: progress`` when its progress changed (``{progress, message}``),
+    then ``event: end`` with the final state once it has ended (null when
     the execution was removed meanwhile). When ``closing`` is set (the server is stopping)
     the stream ends without ``end``: the client reconnects with ``Last-Event-ID``, and the
     server's shutdown does not wait for streams that would never end by themselves.
@@ -119,11 +117,19 @@ async def _events(
     waiting between reads in a thread would let a few dozen open log pages take every
     thread of the pool that runs the (synchronous) endpoints, and stall the whole app."""
     started = last_sent = checked = time.monotonic()
+    progress: tuple[Any, Any] = (None, None)
     while True:
         check = time.monotonic() - checked >= LOG_RECHECK_SECONDS
-        may, state, lines = await anyio.to_thread.run_sync(
+        may, row, lines = await anyio.to_thread.run_sync(
             _read, db, execution_id, tenant, after, allowed if check else None
         )
+        state = row["state"] if row else None
+        if row and row.get("progress") is not None:
+            now_at = (row["progress"], row.get("progress_message"))
+            if now_at != progress:  # its handler's latest ctx.progress (migration 0038)
+                progress = now_at
+                data = json.dumps({"progress": now_at[0], "message": now_at[1]})
+                yield f"event: progress\ndata: {data}\n\n"
         if check:
             checked = time.monotonic()
         if not may:

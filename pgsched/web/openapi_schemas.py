@@ -151,7 +151,15 @@ SCHEMAS: J = {
     },
     "Execution": {
         "type": "object",
-        "properties": {"id": ID, "task_name": {"type": "string"}, "state": {"enum": list(STATES)}},
+        "properties": {
+            "id": ID,
+            "task_name": {"type": "string"},
+            "state": {"enum": list(STATES)},
+            # its Python handler's latest ctx.progress (migration 0038); null: none reported
+            "progress": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+            "progress_message": NULLABLE_TEXT,
+            "progress_at": {"type": ["string", "null"], "format": "date-time"},
+        },
     },
     "DagRun": {
         "type": "object",

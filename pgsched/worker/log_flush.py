@@ -1,5 +1,6 @@
 """Log flushes (:func:`flush_logs`): an attempt's collected output stored in
-``execution_log``, at most 1,000 lines per statement.
+``execution_log``, at most 1,000 lines per statement, and its handler's latest progress
+report (``ctx.progress``) on the execution.
 
 Lines come from a :class:`~pgsched.handlers.output.LogSink` as (seq, stream, logged_at
 UTC instant, text); they are stored under the row's ``id``, ``attempt`` and ``tenant``.
@@ -39,6 +40,8 @@ def flush_logs(
     def insert(batch: dict[str, Any]) -> Callable[[bool], Any]:
         return lambda _uncertain: db.exec("execution_log_insert", **batch)
 
+    if (progress := sink.take_progress()) is not None:
+        _write_progress(db, config, urgent, row, sink, progress, final)
     while lines := sink.drain(1000):
         seq, stream, logged_at, text = (list(c) for c in zip(*lines, strict=True))
         batch = dict(
@@ -65,3 +68,35 @@ def flush_logs(
             return
         except PgschedError as exc:
             log.warning("execution %s: %d log line(s) not stored: %s", row["id"], len(lines), exc)
+
+
+def _write_progress(
+    db: Database,
+    config: WorkerConfig,
+    urgent: threading.Event,
+    row: Row,
+    sink: LogSink,
+    progress: tuple[float, str | None],
+    final: bool,
+) -> None:
+    """Store the handler's latest progress report on its execution (migration 0038): one
+    write per flush at most, however often it reported (ticks are 0.2 s apart)."""
+    fraction, message = progress
+    try:
+        with_retries(
+            lambda _uncertain: db.exec(
+                "execution_progress",
+                id=row["id"],
+                lease_id=row["lease_id"],
+                progress=fraction,
+                message=message,
+            ),
+            seconds=config.record_retry_seconds if final else 0,
+            stopping=urgent.is_set,
+        )
+    except (ConnectionFailed, TransientError) as exc:
+        sink.untake_progress(progress)
+        if final:
+            log.warning("execution %s: its progress was not stored: %s", row["id"], exc)
+    except PgschedError as exc:
+        log.warning("execution %s: its progress was not stored: %s", row["id"], exc)

@@ -1,5 +1,6 @@
 // Follows the log of a running execution (execution.html): the server-sent events of
-// the REST API, one "line" event per log line and an "end" event when it has ended; a
+// the REST API, one "line" event per log line, a "progress" event when its handler's
+// progress changed, and an "end" event when it has ended; a
 // "revoked" event when the session ended meanwhile (signed out, revoked, expired).
 // Lines already on the page (up to data-after = "attempt:seq") are not added twice.
 (function () {
@@ -22,6 +23,16 @@
     row.appendChild(document.createTextNode(" " + line.line + "\n"));
     log.appendChild(row);
     log.scrollTop = log.scrollHeight;
+  });
+
+  source.addEventListener("progress", function (event) {
+    var report = JSON.parse(event.data);  // the handler's latest ctx.progress
+    var row = document.getElementById("progress-row");
+    if (!row) { return; }
+    row.hidden = false;
+    document.getElementById("progress").value = report.progress;
+    document.getElementById("progress-pct").textContent = Math.round(report.progress * 100) + "%";
+    document.getElementById("progress-message").textContent = report.message || "";
   });
 
   source.addEventListener("end", function (event) {
