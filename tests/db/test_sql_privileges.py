@@ -41,10 +41,30 @@ DAG_LOCK_OF_0016 = (
 )
 
 
+# The outcome's record as the code of 0016's time wrote it: today's also carries the
+# execution's progress (migration 0038), columns a database at 0016 has not got.
+FINISH_OF_0016 = """
+WITH done AS (
+    DELETE FROM pgsched.execution
+     WHERE id = %(id)s AND lease_id = %(lease_id)s AND state = 'running'
+    RETURNING *
+)
+INSERT INTO pgsched.execution_history (id, tenant, task_id, scheduled_at, run_at, state, trigger,
+    priority, queue, params, idempotency_key, attempt, max_attempts, worker_id, leader_epoch,
+    created_at, started_at, finished_at, exit_code, error, result, lost_attempts, dag_run_id)
+SELECT id, tenant, task_id, scheduled_at, run_at, %(state)s, trigger, priority, queue, params,
+       idempotency_key, attempt, max_attempts, worker_id, leader_epoch, created_at, started_at,
+       %(finished_at)s, %(exit_code)s, %(error)s, %(result)s, lost_attempts, dag_run_id
+  FROM done
+"""
+
+
 def at_0016(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make ``dags.apply`` take the lock of 0016's time (DAG_LOCK_OF_0016) for this test."""
-    old = dataclasses.replace(queries.get("dag_lock"), text=DAG_LOCK_OF_0016)
-    monkeypatch.setitem(queries.registry(), "dag_lock", old)
+    """Make ``dags.apply`` take the lock of 0016's time (DAG_LOCK_OF_0016) and the outcome be
+    recorded as then (FINISH_OF_0016) for this test."""
+    for name, text in (("dag_lock", DAG_LOCK_OF_0016), ("execution_finish", FINISH_OF_0016)):
+        old = dataclasses.replace(queries.get(name), text=text)
+        monkeypatch.setitem(queries.registry(), name, old)
 
 
 def _migrate(dsn: str, upto: str) -> None:

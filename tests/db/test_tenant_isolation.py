@@ -35,6 +35,8 @@ PUBLIC_FUNCTIONS = {
     # the masked reads of migration 0031 (tests/db/test_masking.py tries them further)
     "execution_v2": "SELECT * FROM pgsched.execution_v2({dead}, tenant => {b})",
     "task_v1": "SELECT * FROM pgsched.task_v1('job', tenant => {b})",
+    # the read with progress of migration 0038 (what App.wait reads)
+    "execution_v3": "SELECT * FROM pgsched.execution_v3({dead}, tenant => {b})",
     # the locks of migration 0023 (tests/db/test_locks.py tries them further)
     "lock_try_v1": "SELECT pgsched.lock_try_v1('x', tenant => {b})",
     "lock_wait_v1": "SELECT pgsched.lock_wait_v1('x', 0.1, tenant => {b})",
@@ -61,6 +63,7 @@ BY_ID = {
     "dag_rerun_v1": "SELECT pgsched.dag_rerun_v1({run})",
     "execution_v1": "SELECT * FROM pgsched.execution_v1({dead})",
     "execution_v2": "SELECT * FROM pgsched.execution_v2({dead})",
+    "execution_v3": "SELECT * FROM pgsched.execution_v3({dead})",
 }
 
 
